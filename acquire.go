@@ -1,0 +1,219 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-locker/locker/driver"
+)
+
+// lockOp describes one lock call.
+type lockOp struct {
+	op   string // for errors: "lock", "rlock", "trylock", …
+	drv  driver.Driver
+	key  string
+	mode driver.Mode
+	cfg  *config
+	try  bool // one attempt, no waiting
+}
+
+// check validates the call before any I/O.
+func (o *lockOp) check(ctx context.Context) error {
+	var err error
+	switch {
+	case ctx == nil:
+		err = ErrNilContext
+	case o.drv == nil:
+		err = ErrNilDriver
+	default:
+		if err = validateKey(o.key); err == nil {
+			err = o.cfg.validate(o.drv)
+		}
+	}
+	if err == nil && o.mode == driver.Shared {
+		if s, ok := o.drv.(driver.Sharer); !ok || !s.SupportsShared() {
+			err = fmt.Errorf("shared mode: driver %T: %w", o.drv, errors.ErrUnsupported)
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return opError(o.op, o.key, err)
+	}
+	return nil
+}
+
+// acquire runs a lock call to the end: it returns a registered hold, or
+// (try only) nil and no error when the key is taken, or an error. On error
+// nothing is left held or queued on the backend by this call.
+func acquire(ctx context.Context, o lockOp) (*hold, error) {
+	if err := o.check(ctx); err != nil {
+		return nil, err
+	}
+	e := engineFor(o.drv)
+	g, ok, err := e.enter(ctx, o.key, o.mode, o.try)
+	if !ok {
+		e.unref()
+		if err != nil {
+			return nil, opError(o.op, o.key, err)
+		}
+		return nil, nil
+	}
+	h, err := o.contend(ctx, e, g)
+	if h == nil {
+		e.exit(g, o.mode)
+		e.unref()
+		return nil, err
+	}
+	e.wd.add(h)
+	return h, nil
+}
+
+// contend asks the backend for the key until it is granted, the context is
+// done, or a permanent error occurs. The caller holds the key's gate place.
+func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err error) {
+	req := driver.Request{Key: o.key, Owner: newOwner(), Mode: o.mode, TTL: o.cfg.ttl}
+	var (
+		sub    driver.Subscription
+		queued bool
+		dirty  bool // the backend may hold state for req.Owner
+		start  = time.Now()
+		bo     = o.newBackoff()
+		timer  *time.Timer
+	)
+	defer func() {
+		if sub != nil {
+			_ = sub.Close()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil && dirty {
+			// An attempt may have been applied with its reply lost, or we
+			// are queued: remove whatever req.Owner has on the backend.
+			cctx, cancel := cleanupContext(nil, o.cfg.ttl)
+			_ = o.drv.Release(cctx, driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode})
+			cancel()
+		}
+	}()
+
+	for {
+		sent := time.Now()
+		var l driver.Lease
+		var aerr error
+		if queued {
+			l, aerr = e.queuer.TryAcquireQueued(ctx, req)
+		} else {
+			l, aerr = o.drv.TryAcquire(ctx, req)
+		}
+		if aerr == nil {
+			h := newHold(e, g, o.cfg, o.op, l, sent)
+			if time.Now().Before(h.deadline) {
+				return h, nil
+			}
+			// The grant took so long that the lease may already have
+			// run out: never return a hold that is not valid. Retry with
+			// the same owner, which extends it and keeps the token.
+			dirty = true
+			continue
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			dirty = true
+			return nil, opError(o.op, o.key, cerr)
+		}
+		var wait time.Duration
+		switch {
+		case errors.Is(aerr, driver.ErrLocked):
+			if o.try {
+				return nil, nil
+			}
+			if sub == nil && e.notifier != nil {
+				s, serr := e.notifier.Subscribe(ctx, o.key)
+				if serr == nil {
+					sub = s
+					continue // try again now: a release may have come before the subscription
+				}
+				o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("subscribe: %w", serr)))
+			}
+			if !queued && e.queuer != nil && o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter {
+				queued, dirty = true, true
+				continue // join the queue now
+			}
+			wait = o.waitTime(aerr, bo, sub != nil, queued)
+		case driver.IsPermanent(aerr) || isInputError(aerr):
+			dirty = true
+			return nil, opError(o.op, o.key, aerr)
+		default:
+			dirty = true
+			if o.try {
+				return nil, opError(o.op, o.key, aerr)
+			}
+			o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("retrying: %w", aerr)))
+			wait = bo.NextBackOff()
+		}
+
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		var notified <-chan struct{}
+		if sub != nil {
+			notified = sub.C()
+		}
+		select {
+		case <-timer.C:
+		case <-notified:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-ctx.Done():
+			dirty = dirty || queued
+			return nil, opError(o.op, o.key, ctx.Err())
+		}
+	}
+}
+
+// waitTime is how long to wait after a conflict before the next attempt.
+// With a notification to wait for, the timer is only a safety net for a
+// lost notification: it fires when the holder's lease may have run out.
+// Without one, it is the next backoff delay, capped by that same time. A
+// queued waiter comes back often enough to keep its queue entry alive.
+func (o *lockOp) waitTime(err error, bo backoff.BackOff, notified, queued bool) time.Duration {
+	var remaining time.Duration
+	var le *driver.LockedError
+	if errors.As(err, &le) {
+		remaining = le.Remaining
+	}
+	var wait time.Duration
+	if notified {
+		wait = o.cfg.ttl
+		if remaining > 0 {
+			wait = remaining + time.Millisecond
+		}
+	} else {
+		wait = bo.NextBackOff()
+		if remaining > 0 && remaining+time.Millisecond < wait {
+			wait = remaining + time.Millisecond
+		}
+	}
+	if queued {
+		wait = min(wait, o.cfg.ttl/3)
+	}
+	return max(wait, 0)
+}
+
+func (o *lockOp) newBackoff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = o.cfg.minBackoff
+	b.MaxInterval = o.cfg.maxBackoff
+	b.Multiplier = 2
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}

@@ -1,0 +1,197 @@
+package locker
+
+import (
+	"context"
+	"reflect"
+	"sync"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// An engine is the per-driver state shared by every handle in the process:
+// the in-process gates that line up local waiters per key, and the
+// watchdog that renews the driver's leases. Engines live in a registry
+// keyed by the driver value for as long as any lock call or hold uses them.
+type engine struct {
+	drv       driver.Driver
+	notifier  driver.Notifier
+	queuer    driver.Queuer
+	batcher   driver.BatchRefresher
+	shared    bool
+	shareable bool // registered: other handles of the same driver share it
+
+	mu    sync.Mutex
+	refs  int
+	gates map[string]*gate
+	wd    watchdog
+}
+
+var registry struct {
+	sync.Mutex
+	m map[driver.Driver]*engine
+}
+
+func newEngine(d driver.Driver) *engine {
+	e := &engine{drv: d, gates: make(map[string]*gate)}
+	e.notifier, _ = d.(driver.Notifier)
+	e.queuer, _ = d.(driver.Queuer)
+	e.batcher, _ = d.(driver.BatchRefresher)
+	if s, ok := d.(driver.Sharer); ok {
+		e.shared = s.SupportsShared()
+	}
+	e.wd.eng = e
+	return e
+}
+
+// engineFor returns the engine of d with one more reference; drop it with
+// e.unref. A driver whose dynamic type is not comparable cannot be a map
+// key: it gets an engine of its own per call, so its waiters are not
+// coalesced within the process.
+func engineFor(d driver.Driver) *engine {
+	if !comparableDriver(d) {
+		e := newEngine(d)
+		e.refs = 1
+		return e
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	e := registry.m[d]
+	if e == nil {
+		if registry.m == nil {
+			registry.m = make(map[driver.Driver]*engine)
+		}
+		e = newEngine(d)
+		e.shareable = true
+		registry.m[d] = e
+	}
+	e.refs++
+	return e
+}
+
+func (e *engine) unref() {
+	if !e.shareable {
+		return
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	e.refs--
+	if e.refs == 0 && registry.m[e.drv] == e {
+		delete(registry.m, e.drv)
+	}
+}
+
+// A gate lines up the waiters of this process for one key, first come first
+// served: exclusive waiters one at a time, shared waiters together. Only
+// holders of a gate place talk to the backend, so local waiters for a held
+// key do not poll it, and a local releaser that locks again at once queues
+// behind them.
+type gate struct {
+	key     string
+	writer  bool
+	readers int
+	queue   []*gateWaiter
+	refs    int
+}
+
+type gateWaiter struct {
+	mode    driver.Mode
+	ready   chan struct{}
+	granted bool
+}
+
+func (g *gate) admits(m driver.Mode) bool {
+	if m == driver.Shared {
+		return !g.writer
+	}
+	return !g.writer && g.readers == 0
+}
+
+func (g *gate) take(m driver.Mode) {
+	if m == driver.Shared {
+		g.readers++
+	} else {
+		g.writer = true
+	}
+}
+
+// pump grants places to the waiters at the head of the queue.
+func (g *gate) pump() {
+	for len(g.queue) > 0 && g.admits(g.queue[0].mode) {
+		w := g.queue[0]
+		g.queue[0] = nil
+		g.queue = g.queue[1:]
+		g.take(w.mode)
+		w.granted = true
+		close(w.ready)
+	}
+}
+
+// enter waits for a place in key's gate. With try set it does not wait and
+// reports false when the place is taken.
+func (e *engine) enter(ctx context.Context, key string, m driver.Mode, try bool) (*gate, bool, error) {
+	e.mu.Lock()
+	g := e.gates[key]
+	if g == nil {
+		g = &gate{key: key}
+		e.gates[key] = g
+	}
+	g.refs++
+	if len(g.queue) == 0 && g.admits(m) {
+		g.take(m)
+		e.mu.Unlock()
+		return g, true, nil
+	}
+	if try {
+		e.dropGateLocked(g)
+		e.mu.Unlock()
+		return nil, false, nil
+	}
+	w := &gateWaiter{mode: m, ready: make(chan struct{})}
+	g.queue = append(g.queue, w)
+	e.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return g, true, nil
+	case <-ctx.Done():
+	}
+	e.mu.Lock()
+	if w.granted {
+		e.mu.Unlock()
+		e.exit(g, m)
+		return nil, false, ctx.Err()
+	}
+	for i, q := range g.queue {
+		if q == w {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			break
+		}
+	}
+	g.pump() // a writer leaving the head may let readers in
+	e.dropGateLocked(g)
+	e.mu.Unlock()
+	return nil, false, ctx.Err()
+}
+
+// exit gives back a place taken by enter.
+func (e *engine) exit(g *gate, m driver.Mode) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if m == driver.Shared {
+		g.readers--
+	} else {
+		g.writer = false
+	}
+	g.pump()
+	e.dropGateLocked(g)
+}
+
+func (e *engine) dropGateLocked(g *gate) {
+	g.refs--
+	if g.refs == 0 && e.gates[g.key] == g {
+		delete(e.gates, g.key)
+	}
+}
+
+// comparableDriver reports whether d can be a map key.
+func comparableDriver(d driver.Driver) bool { return reflect.TypeOf(d).Comparable() }

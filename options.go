@@ -1,0 +1,151 @@
+package locker
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// Default option values.
+const (
+	// DefaultTTL is the lease length used without WithTTL.
+	DefaultTTL = 15 * time.Second
+	// DefaultMinBackoff and DefaultMaxBackoff bound the delays between
+	// attempts used without WithBackoff.
+	DefaultMinBackoff = 1 * time.Millisecond
+	DefaultMaxBackoff = 250 * time.Millisecond
+	// DefaultFairnessThreshold is how long a waiter waits before it joins
+	// the backend's wait queue (drivers implementing driver.Queuer). Like
+	// sync.Mutex's starvation mode, waiters that have waited longer than
+	// this are served in order, and newcomers may no longer overtake them.
+	DefaultFairnessThreshold = 1 * time.Millisecond
+)
+
+// An Option configures a lock handle.
+type Option func(*config)
+
+type config struct {
+	ttl        time.Duration
+	renew      time.Duration // 0: ttl/3
+	minBackoff time.Duration
+	maxBackoff time.Duration
+	fairAfter  time.Duration
+	onLost     func(error)
+	onError    func(error)
+	badOption  error
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		ttl:        DefaultTTL,
+		minBackoff: DefaultMinBackoff,
+		maxBackoff: DefaultMaxBackoff,
+		fairAfter:  DefaultFairnessThreshold,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
+
+// WithTTL sets the lease length. While a lock is held its lease is renewed
+// in the background, so the TTL bounds how long a lock outlives a crashed
+// holder, not how long it may be held. It must be positive and within the
+// driver's limits. The default is DefaultTTL (15s).
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
+
+// WithRenewInterval sets how often the watchdog renews a held lease. It
+// must be positive and shorter than the TTL minus the safety margin. The
+// default is a third of the TTL.
+func WithRenewInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.badOption = fmt.Errorf("%w: renew interval %v is not positive", ErrInvalidOption, d)
+		}
+		c.renew = d
+	}
+}
+
+// WithBackoff sets the shortest and longest delay between attempts while
+// waiting without a backend notification, and between retries of transient
+// errors. Each delay is also capped by the holder's remaining lease when the
+// driver reports it. The defaults are DefaultMinBackoff and
+// DefaultMaxBackoff.
+func WithBackoff(min, max time.Duration) Option {
+	return func(c *config) {
+		if min <= 0 || max < min {
+			c.badOption = fmt.Errorf("%w: backoff [%v, %v] is not a positive range", ErrInvalidOption, min, max)
+		}
+		c.minBackoff, c.maxBackoff = min, max
+	}
+}
+
+// WithFairnessThreshold sets how long a waiter waits before it asks the
+// backend for a place in its wait queue (see DefaultFairnessThreshold). A
+// negative value disables the queue: waiters then barge, as in polling
+// lock libraries. It has no effect on drivers without driver.Queuer.
+func WithFairnessThreshold(d time.Duration) Option { return func(c *config) { c.fairAfter = d } }
+
+// WithOnLost sets a function called, in a goroutine of its own, with the
+// reason when a hold is lost. Loss is also visible through Done and Err
+// and through the error of the next Unlock.
+func WithOnLost(f func(err error)) Option { return func(c *config) { c.onLost = f } }
+
+// WithErrorHandler sets the function that receives errors that no call can
+// return: backend errors from Unlock and TryLock, failed renewals (each one,
+// before a loss), and transient errors retried by Lock. The default logs
+// them with log/slog at level Warn.
+func WithErrorHandler(f func(err error)) Option { return func(c *config) { c.onError = f } }
+
+func (c *config) reportError(err error) {
+	if c.onError != nil {
+		c.onError(err)
+		return
+	}
+	slog.Warn("locker", "err", err)
+}
+
+// margin is the safety margin subtracted from the TTL when computing the
+// local deadline: it absorbs the difference between the client's and the
+// server's clock rates and timer latency.
+func margin(ttl time.Duration) time.Duration {
+	m := ttl / 10
+	if floor := min(20*time.Millisecond, ttl/4); m < floor {
+		m = floor
+	}
+	return m
+}
+
+func (c *config) renewInterval(ttl time.Duration) time.Duration {
+	if c.renew > 0 {
+		return c.renew
+	}
+	return ttl / 3
+}
+
+// validate checks the options against the driver's limits.
+func (c *config) validate(d driver.Driver) error {
+	if c.badOption != nil {
+		return c.badOption
+	}
+	if c.ttl <= 0 {
+		return fmt.Errorf("%w: %v is not positive", ErrInvalidTTL, c.ttl)
+	}
+	if l, ok := d.(driver.TTLLimiter); ok {
+		lo, hi := l.TTLRange()
+		if c.ttl < lo {
+			return fmt.Errorf("%w: %v is below the driver's minimum of %v", ErrInvalidTTL, c.ttl, lo)
+		}
+		if hi > 0 && c.ttl > hi {
+			return fmt.Errorf("%w: %v is above the driver's maximum of %v", ErrInvalidTTL, c.ttl, hi)
+		}
+	}
+	if c.renew > 0 && c.renew >= c.ttl-margin(c.ttl) {
+		return fmt.Errorf("%w: renew interval %v is not shorter than TTL %v minus the safety margin %v", ErrInvalidOption, c.renew, c.ttl, margin(c.ttl))
+	}
+	return nil
+}
