@@ -1,0 +1,390 @@
+package memdriver
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// Backend is the in-process lock server: the lock state shared by all the
+// drivers it hands out. The zero value is not usable; create one with
+// [NewBackend]. A Backend is safe for concurrent use.
+type Backend struct {
+	mu    sync.Mutex
+	keys  map[string]*keyState
+	stats Stats
+}
+
+// Stats counts, per operation, the calls that reached a [Backend]. Calls
+// stopped by a done context, by [Driver.Block] or by [Driver.FailNext] do
+// not reach the backend and are not counted; calls whose reply is lost
+// ([Driver.LoseReplies]) are. A RefreshBatch call counts once, in
+// RefreshBatch, whatever the number of its leases.
+type Stats struct {
+	TryAcquire       int64
+	TryAcquireQueued int64
+	Refresh          int64
+	RefreshBatch     int64
+	Release          int64
+	Subscribe        int64
+}
+
+// Total returns the sum of all the counts.
+func (s Stats) Total() int64 {
+	return s.TryAcquire + s.TryAcquireQueued + s.Refresh + s.RefreshBatch +
+		s.Release + s.Subscribe
+}
+
+// hold is one grant of a key.
+type hold struct {
+	token   uint64
+	ttl     time.Duration
+	expires time.Time
+}
+
+// waiter is one entry of a key's wait queue.
+type waiter struct {
+	owner   string
+	mode    driver.Mode
+	expires time.Time
+}
+
+// keyState is everything the backend knows about one key.
+type keyState struct {
+	// fence is the last token granted for the key; never reset.
+	fence uint64
+	// mode is the mode of the holds; meaningful only while holders is
+	// not empty.
+	mode driver.Mode
+	// holders maps owners to their holds: at most one when mode is
+	// Exclusive.
+	holders map[string]*hold
+	// queue is the wait queue, in arrival order.
+	queue []waiter
+	// subs are the live subscriptions to the key.
+	subs map[*subscription]struct{}
+}
+
+// NewBackend returns an empty backend.
+func NewBackend() *Backend {
+	return &Backend{keys: make(map[string]*keyState)}
+}
+
+// Driver returns a new client of b, with fault hooks of its own. Drivers
+// of one backend see the same locks, as separate processes connected to one
+// lock server would.
+func (b *Backend) Driver() *Driver {
+	return &Driver{b: b}
+}
+
+// Expire ends every hold of key now, as if its TTL had run out, and wakes
+// the key's subscribers. The holders' next Refresh or Release fails with an
+// error wrapping [driver.ErrNotHeld]. The key's fence counter and wait
+// queue are left as they are, so the next grant of key gets a greater
+// token, and queued owners keep their places.
+func (b *Backend) Expire(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ks := b.keys[key]
+	if ks == nil {
+		return
+	}
+	ks.sweep(time.Now())
+	clear(ks.holders)
+	ks.notify()
+}
+
+// Holders returns the live holds of key, ordered by token, after dropping
+// the expired ones. Each lease's TTL is the one granted by the last
+// TryAcquire or Refresh of that hold. It returns nil when nobody holds key.
+func (b *Backend) Holders(key string) []driver.Lease {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ks := b.keys[key]
+	if ks == nil {
+		return nil
+	}
+	ks.sweep(time.Now())
+	var ls []driver.Lease
+	for owner, h := range ks.holders {
+		ls = append(ls, driver.Lease{
+			Key:   key,
+			Owner: owner,
+			Mode:  ks.mode,
+			Token: h.token,
+			TTL:   h.ttl,
+		})
+	}
+	slices.SortFunc(ls, func(a, b driver.Lease) int { return cmp.Compare(a.Token, b.Token) })
+	return ls
+}
+
+// Queued returns the owners in the live wait queue of key, head first,
+// after dropping the expired entries. It returns nil when the queue is
+// empty.
+func (b *Backend) Queued(key string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ks := b.keys[key]
+	if ks == nil {
+		return nil
+	}
+	ks.sweep(time.Now())
+	var owners []string
+	for _, w := range ks.queue {
+		owners = append(owners, w.owner)
+	}
+	return owners
+}
+
+// Stats returns the number of calls of each kind that have reached b so
+// far, from all its drivers.
+func (b *Backend) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.stats
+}
+
+// Calls returns the total number of calls that have reached b so far, from
+// all its drivers: Stats().Total().
+func (b *Backend) Calls() int64 {
+	return b.Stats().Total()
+}
+
+// state returns the record of key, creating it if needed. b.mu must be
+// held.
+func (b *Backend) state(key string) *keyState {
+	ks := b.keys[key]
+	if ks == nil {
+		ks = &keyState{
+			holders: make(map[string]*hold),
+			subs:    make(map[*subscription]struct{}),
+		}
+		b.keys[key] = ks
+	}
+	return ks
+}
+
+// sweep drops the expired holds and queue entries of ks, and wakes the
+// subscribers if it dropped any.
+func (ks *keyState) sweep(now time.Time) {
+	changed := false
+	for owner, h := range ks.holders {
+		if !now.Before(h.expires) {
+			delete(ks.holders, owner)
+			changed = true
+		}
+	}
+	n := len(ks.queue)
+	ks.queue = slices.DeleteFunc(ks.queue, func(w waiter) bool { return !now.Before(w.expires) })
+	if len(ks.queue) != n {
+		changed = true
+	}
+	if changed {
+		ks.notify()
+	}
+}
+
+// notify wakes every subscriber of ks without blocking; wake-ups coalesce
+// in each subscription's one-slot buffer.
+func (ks *keyState) notify() {
+	for s := range ks.subs {
+		select {
+		case s.ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// queuePos returns the index of owner in the wait queue, or -1.
+func (ks *keyState) queuePos(owner string) int {
+	return slices.IndexFunc(ks.queue, func(w waiter) bool { return w.owner == owner })
+}
+
+// dequeue removes owner's queue entry, if any, and wakes the subscribers
+// when it did.
+func (ks *keyState) dequeue(owner string) {
+	if i := ks.queuePos(owner); i >= 0 {
+		ks.queue = slices.Delete(ks.queue, i, i+1)
+		ks.notify()
+	}
+}
+
+// acquire implements TryAcquire and TryAcquireQueued.
+func (b *Backend) acquire(op string, req driver.Request, queued bool) (driver.Lease, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if queued {
+		b.stats.TryAcquireQueued++
+	} else {
+		b.stats.TryAcquire++
+	}
+	if err := validate(req.Mode, req.TTL); err != nil {
+		return driver.Lease{}, wrap(op, req.Key, err)
+	}
+	now := time.Now()
+	ks := b.state(req.Key)
+	ks.sweep(now)
+	lease := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
+
+	// Idempotent re-acquire by a holder.
+	if h, ok := ks.holders[req.Owner]; ok {
+		if ks.mode != req.Mode {
+			return driver.Lease{}, fmt.Errorf("memdriver: %s %q: owner holds the key in %v mode: %w",
+				op, req.Key, ks.mode, &driver.LockedError{Remaining: h.expires.Sub(now)})
+		}
+		h.ttl = req.TTL
+		h.expires = now.Add(req.TTL)
+		ks.dequeue(req.Owner)
+		lease.Token = h.token
+		return lease, nil
+	}
+
+	// What stands in the way: conflicting holds, then queue entries ahead.
+	var until time.Time
+	blocked := false
+	if len(ks.holders) > 0 && (req.Mode == driver.Exclusive || ks.mode == driver.Exclusive) {
+		blocked = true
+		for _, h := range ks.holders {
+			until = later(until, h.expires)
+		}
+	}
+	pos := ks.queuePos(req.Owner)
+	if len(ks.queue) > 0 && !ks.servable(pos, req.Mode) {
+		blocked = true
+		ahead := ks.queue
+		if pos >= 0 {
+			ahead = ks.queue[:pos]
+		}
+		for _, w := range ahead {
+			until = later(until, w.expires)
+		}
+	}
+
+	if !blocked {
+		ks.fence++
+		ks.holders[req.Owner] = &hold{token: ks.fence, ttl: req.TTL, expires: now.Add(req.TTL)}
+		ks.mode = req.Mode
+		ks.dequeue(req.Owner)
+		lease.Token = ks.fence
+		return lease, nil
+	}
+
+	if queued {
+		w := waiter{owner: req.Owner, mode: req.Mode, expires: now.Add(req.TTL)}
+		if pos >= 0 {
+			ks.queue[pos] = w
+		} else {
+			ks.queue = append(ks.queue, w)
+		}
+	}
+	return driver.Lease{}, wrap(op, req.Key, &driver.LockedError{Remaining: max(until.Sub(now), 0)})
+}
+
+// servable reports whether the queue lets the owner at queue position pos
+// (-1: not queued) be granted the key in mode: it must be the head or, for
+// Shared, part of the run of shared entries at the head.
+func (ks *keyState) servable(pos int, mode driver.Mode) bool {
+	switch {
+	case pos < 0:
+		return false
+	case pos == 0:
+		return true
+	case mode != driver.Shared:
+		return false
+	}
+	for _, w := range ks.queue[:pos] {
+		if w.mode != driver.Shared {
+			return false
+		}
+	}
+	return true
+}
+
+// refresh implements Refresh for one lease. b.mu must be held.
+func (b *Backend) refresh(op string, l driver.Lease, now time.Time) (driver.Lease, error) {
+	if err := validate(l.Mode, l.TTL); err != nil {
+		return driver.Lease{}, wrap(op, l.Key, err)
+	}
+	ks := b.keys[l.Key]
+	if ks == nil {
+		return driver.Lease{}, wrap(op, l.Key, driver.ErrNotHeld)
+	}
+	ks.sweep(now)
+	h := ks.held(l)
+	if h == nil {
+		return driver.Lease{}, wrap(op, l.Key, driver.ErrNotHeld)
+	}
+	h.ttl = l.TTL
+	h.expires = now.Add(l.TTL)
+	l.Token = h.token
+	return l, nil
+}
+
+// release implements Release.
+func (b *Backend) release(op string, l driver.Lease) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stats.Release++
+	ks := b.keys[l.Key]
+	if ks == nil {
+		return wrap(op, l.Key, driver.ErrNotHeld)
+	}
+	ks.sweep(time.Now())
+	ks.dequeue(l.Owner)
+	if ks.held(l) == nil {
+		return wrap(op, l.Key, driver.ErrNotHeld)
+	}
+	delete(ks.holders, l.Owner)
+	ks.notify()
+	return nil
+}
+
+// held returns the live hold that l designates: l.Owner's, in l.Mode,
+// with token l.Token unless that is 0. It returns nil if there is none.
+func (ks *keyState) held(l driver.Lease) *hold {
+	h := ks.holders[l.Owner]
+	if h == nil || ks.mode != l.Mode || (l.Token != 0 && l.Token != h.token) {
+		return nil
+	}
+	return h
+}
+
+// subscribe implements Subscribe.
+func (b *Backend) subscribe(key string) *subscription {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stats.Subscribe++
+	s := &subscription{b: b, key: key, ch: make(chan struct{}, 1)}
+	b.state(key).subs[s] = struct{}{}
+	return s
+}
+
+// subscription implements driver.Subscription.
+type subscription struct {
+	b   *Backend
+	key string
+	ch  chan struct{}
+}
+
+// C implements driver.Subscription.
+func (s *subscription) C() <-chan struct{} { return s.ch }
+
+// Close implements driver.Subscription. It may be called more than once.
+func (s *subscription) Close() error {
+	s.b.mu.Lock()
+	defer s.b.mu.Unlock()
+	delete(s.b.keys[s.key].subs, s)
+	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,310 @@
+package memdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// The TTLs the driver accepts, reported by [Driver.TTLRange].
+const (
+	// MinTTL is the shortest TTL the driver accepts.
+	MinTTL = time.Millisecond
+	// MaxTTL is the longest TTL the driver accepts: 365 days.
+	MaxTTL = 365 * 24 * time.Hour
+)
+
+var (
+	// ErrInjected is the error that [Driver.FailNext] injects when it is
+	// given a nil error.
+	ErrInjected = errors.New("injected failure")
+	// ErrReplyLost is wrapped by the errors of calls whose reply
+	// [Driver.LoseReplies] dropped: the call was applied to the backend,
+	// but its caller cannot know it.
+	ErrReplyLost = errors.New("reply lost (the operation was applied)")
+)
+
+var (
+	_ driver.Driver         = (*Driver)(nil)
+	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Notifier       = (*Driver)(nil)
+	_ driver.Queuer         = (*Driver)(nil)
+	_ driver.BatchRefresher = (*Driver)(nil)
+	_ driver.TTLLimiter     = (*Driver)(nil)
+)
+
+// Driver is a client of a [Backend]: it implements [driver.Driver] and all
+// the optional driver interfaces on that backend's lock state, and it has
+// fault hooks of its own ([Driver.FailNext], [Driver.LoseReplies],
+// [Driver.Block]). Create one with [Backend.Driver] or [New]. A Driver is
+// safe for concurrent use.
+type Driver struct {
+	b *Backend
+
+	mu      sync.Mutex
+	failN   int
+	failErr error
+	loseN   int
+	// unblock is non-nil while the driver is blocked; Unblock closes it.
+	unblock chan struct{}
+}
+
+// New returns a client of a new, empty backend: it is short for
+// NewBackend().Driver(). The backend is reachable with [Driver.Backend],
+// and more clients of it with d.Backend().Driver().
+func New() *Driver {
+	return NewBackend().Driver()
+}
+
+// Backend returns the backend d is a client of.
+func (d *Driver) Backend() *Backend { return d.b }
+
+// FailNext makes the next n calls of d that get past [Driver.Block] fail
+// with err, wrapped, without reaching the backend: they change nothing and
+// are not counted in [Backend.Stats]. It models requests that never reached
+// the server, such as refused connections. A nil err stands for
+// [ErrInjected]; wrap err with [driver.Permanent] to model a failure that
+// retrying cannot cure. Each call of d but Subscription.Close, TTLRange and
+// SupportsShared consumes one failure; a RefreshBatch consumes one for the
+// whole batch. FailNext replaces the failures still pending; n <= 0
+// cancels them.
+func (d *Driver) FailNext(n int, err error) {
+	if err == nil {
+		err = ErrInjected
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failN = max(n, 0)
+	d.failErr = err
+}
+
+// LoseReplies makes the next n state-changing calls of d (TryAcquire,
+// TryAcquireQueued, Refresh, RefreshBatch and Release, whatever their
+// outcome) take effect on the backend but return an error wrapping
+// [ErrReplyLost] instead of their result, as when a network fails after
+// the server has applied a request. Calls stopped by [Driver.FailNext] do
+// not consume lost replies; a RefreshBatch consumes one for the whole batch,
+// and each of its leases then gets the error. LoseReplies replaces the lost
+// replies still pending; n <= 0 cancels them.
+func (d *Driver) LoseReplies(n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.loseN = max(n, 0)
+}
+
+// Block cuts d off from its backend, as a network partition that drops
+// packets would: from now until [Driver.Unblock], every call of d (but
+// Subscription.Close, TTLRange and SupportsShared) waits, without reaching
+// the backend, until Unblock is called or its context is done; in the
+// latter case it returns the context's error, wrapped. Calls that have
+// already reached the backend are not affected, nor are other drivers of
+// the same backend, nor the delivery of notifications to existing
+// subscriptions. Blocking a blocked driver does nothing.
+func (d *Driver) Block() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.unblock == nil {
+		d.unblock = make(chan struct{})
+	}
+}
+
+// Unblock ends [Driver.Block]: the calls that were waiting proceed. It does
+// nothing if d is not blocked.
+func (d *Driver) Unblock() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.unblock != nil {
+		close(d.unblock)
+		d.unblock = nil
+	}
+}
+
+// begin runs the fault hooks that come before a call reaches the backend:
+// the context check, Block and FailNext. It returns the error that stops
+// the call, unwrapped.
+func (d *Driver) begin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	ch := d.unblock
+	d.mu.Unlock()
+	if ch != nil {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failN > 0 {
+		d.failN--
+		return d.failErr
+	}
+	return nil
+}
+
+// replyLost consumes a pending lost reply, if any, and reports whether it
+// did.
+func (d *Driver) replyLost() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.loseN > 0 {
+		d.loseN--
+		return true
+	}
+	return false
+}
+
+// TryAcquire implements [driver.Driver]. It grants req.Key to req.Owner if
+// no other owner holds it in a conflicting mode and, while the key's wait
+// queue has live entries, if req.Owner is allowed by the queue (see
+// [Driver.TryAcquireQueued]); the grant gets the key's next fencing token.
+// If req.Owner already holds the key in req.Mode, it extends the hold to
+// req.TTL from now and returns the same token. Otherwise it returns an
+// error wrapping a *[driver.LockedError] whose Remaining is the time until
+// everything that stands in the way expires, were nobody to renew it: the
+// conflicting holds and, while the queue bars req.Owner, the queue entries
+// ahead of it (all of them, when req.Owner is not queued). A plain
+// TryAcquire never joins nor renews a queue entry.
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, "try-acquire", req, false)
+}
+
+// TryAcquireQueued implements [driver.Queuer]. It is [Driver.TryAcquire]
+// for a caller that has already waited: when the key cannot be granted, it
+// also records req.Owner at the tail of the key's wait queue, or renews its
+// entry where it already is, so that the entry lasts req.TTL from now.
+//
+// While the wait queue has live entries, the key is granted, by TryAcquire
+// or TryAcquireQueued, only to the owner at the head of the queue or, in
+// Mode Shared, to a shared owner all of whose predecessors in the queue are
+// shared; an owner that is granted the key leaves the queue, and so does
+// one that calls Release. Entries that are not renewed expire, so the queue
+// of a crashed waiter frees itself. Every removal from the queue wakes the
+// key's subscribers.
+func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, "try-acquire-queued", req, true)
+}
+
+func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, queued bool) (driver.Lease, error) {
+	if err := d.begin(ctx); err != nil {
+		return driver.Lease{}, wrap(op, req.Key, err)
+	}
+	l, err := d.b.acquire(op, req, queued)
+	if d.replyLost() {
+		return driver.Lease{}, wrap(op, req.Key, ErrReplyLost)
+	}
+	return l, err
+}
+
+// Refresh implements [driver.Driver]. If l.Owner holds l.Key in l.Mode
+// (with token l.Token, unless l.Token is 0) and the hold has not expired,
+// it extends the hold to l.TTL from now and returns l with the hold's
+// token. Otherwise it returns an error wrapping [driver.ErrNotHeld] and
+// changes nothing: an expired or released hold is never re-created.
+func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	const op = "refresh"
+	if err := d.begin(ctx); err != nil {
+		return driver.Lease{}, wrap(op, l.Key, err)
+	}
+	d.b.mu.Lock()
+	d.b.stats.Refresh++
+	nl, err := d.b.refresh(op, l, time.Now())
+	d.b.mu.Unlock()
+	if d.replyLost() {
+		return driver.Lease{}, wrap(op, l.Key, ErrReplyLost)
+	}
+	return nl, err
+}
+
+// RefreshBatch implements [driver.BatchRefresher]: it refreshes each of
+// ls as [Driver.Refresh] would, all under one acquisition of the backend's
+// lock, and counts as a single call for the fault hooks and for
+// [Backend.Stats]. When the batch fails as a whole (done context, injected
+// failure, lost reply) every element of the result carries the error.
+func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
+	const op = "refresh"
+	errs := make([]error, len(ls))
+	fail := func(err error) []error {
+		for i, l := range ls {
+			errs[i] = wrap(op, l.Key, err)
+		}
+		return errs
+	}
+	if err := d.begin(ctx); err != nil {
+		return fail(err)
+	}
+	d.b.mu.Lock()
+	d.b.stats.RefreshBatch++
+	now := time.Now()
+	for i, l := range ls {
+		_, errs[i] = d.b.refresh(op, l, now)
+	}
+	d.b.mu.Unlock()
+	if d.replyLost() {
+		return fail(ErrReplyLost)
+	}
+	return errs
+}
+
+// Release implements [driver.Driver]. It first removes l.Owner's entry from
+// the wait queue of l.Key, if any. Then, if l.Owner holds l.Key in l.Mode
+// (with token l.Token, unless l.Token is 0) and the hold has not expired,
+// it deletes the hold and wakes the key's subscribers; otherwise it returns
+// an error wrapping [driver.ErrNotHeld] and leaves every hold untouched.
+func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
+	const op = "release"
+	if err := d.begin(ctx); err != nil {
+		return wrap(op, l.Key, err)
+	}
+	err := d.b.release(op, l)
+	if d.replyLost() {
+		return wrap(op, l.Key, ErrReplyLost)
+	}
+	return err
+}
+
+// Subscribe implements [driver.Notifier]. The subscription's channel has a
+// buffer of one value; the backend sends to it without blocking, so
+// wake-ups that the subscriber has not yet received coalesce. It receives a
+// value whenever, after Subscribe returns, key is released, its holds are
+// ended by [Backend.Expire], an entry leaves its wait queue, or an
+// operation finds and drops an expired hold or queue entry of key. The
+// channel is never closed. Subscribe starts no goroutine; Close the
+// subscription when done with it.
+func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	const op = "subscribe"
+	if err := d.begin(ctx); err != nil {
+		return nil, wrap(op, key, err)
+	}
+	return d.b.subscribe(key), nil
+}
+
+// SupportsShared implements [driver.Sharer]: it returns true.
+func (d *Driver) SupportsShared() bool { return true }
+
+// TTLRange implements [driver.TTLLimiter]: it returns [MinTTL] and
+// [MaxTTL].
+func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
+
+// validate checks what the front-end should already have checked.
+func validate(mode driver.Mode, ttl time.Duration) error {
+	if mode != driver.Exclusive && mode != driver.Shared {
+		return driver.Permanent(fmt.Errorf("unknown mode %v", mode))
+	}
+	if ttl < MinTTL || ttl > MaxTTL {
+		return driver.Permanent(fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL))
+	}
+	return nil
+}
+
+// wrap adds the package, the operation and the key to err.
+func wrap(op, key string, err error) error {
+	return fmt.Errorf("memdriver: %s %q: %w", op, key, err)
+}
