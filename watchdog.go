@@ -81,6 +81,7 @@ func (w *watchdog) loop(wake chan struct{}) {
 		now := time.Now()
 		var batch, lost []*hold
 		var aside []*hold
+		var causes []error
 		for len(w.heap) > 0 {
 			h := w.heap[0]
 			// A hold that is not due yet joins a batch that is going out
@@ -91,7 +92,12 @@ func (w *watchdog) loop(wake chan struct{}) {
 			heap.Pop(&w.heap)
 			switch {
 			case !now.Before(h.deadline):
+				cause := h.lastErr
+				if cause == nil {
+					cause = errors.New("no reply")
+				}
 				lost = append(lost, h)
+				causes = append(causes, cause)
 			case h.inflight != nil:
 				aside = append(aside, h) // its renewal is on its way
 			default:
@@ -117,12 +123,8 @@ func (w *watchdog) loop(wake chan struct{}) {
 		}
 		w.mu.Unlock()
 
-		for _, h := range lost {
-			cause := h.lastErr
-			if cause == nil {
-				cause = errors.New("no reply")
-			}
-			h.lose(fmt.Errorf("no renewal confirmed before the local deadline (TTL %v, margin %v): %w", h.ttl, h.margin, cause))
+		for i, h := range lost {
+			h.lose(fmt.Errorf("no renewal confirmed before the local deadline (TTL %v, margin %v): %w", h.ttl, h.margin, causes[i]))
 		}
 		if len(batch) > 0 || len(lost) > 0 {
 			continue
@@ -158,8 +160,8 @@ func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
 	cancel()
 
 	now := time.Now()
-	var lost []*hold
-	var failed []*hold
+	var lost, failed []*hold
+	var lostErrs, failErrs []error
 	w.mu.Lock()
 	for i, h := range batch {
 		h.inflight = nil
@@ -177,7 +179,7 @@ func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
 		case errors.Is(err, driver.ErrNotHeld):
 			heap.Remove(&w.heap, h.index)
 			h.lastErr = err
-			lost = append(lost, h)
+			lost, lostErrs = append(lost, h), append(lostErrs, err)
 		default:
 			h.lastErr = err
 			retry := max(h.interval/4, time.Millisecond)
@@ -186,7 +188,7 @@ func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
 				h.due = h.deadline
 			}
 			heap.Fix(&w.heap, h.index)
-			failed = append(failed, h)
+			failed, failErrs = append(failed, h), append(failErrs, err)
 		}
 	}
 	w.flights--
@@ -194,11 +196,11 @@ func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
 	w.mu.Unlock()
 	close(flight)
 
-	for _, h := range failed {
-		h.cfg.reportError(opError("renew", h.lease.Key, h.lastErr))
+	for i, h := range failed {
+		h.cfg.reportError(opError("renew", h.lease.Key, failErrs[i]))
 	}
-	for _, h := range lost {
-		h.lose(h.lastErr)
+	for i, h := range lost {
+		h.lose(lostErrs[i])
 	}
 }
 
