@@ -1,0 +1,113 @@
+package locker_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/memdriver"
+)
+
+func TestReentrant_SameContextReenters(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memdriver.NewBackend()
+		d := b.Driver()
+		r := locker.NewReentrantMutex(d, "acct/7")
+		ctx, err := r.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok := r.Token(ctx)
+		// Another handle on the same driver and key reenters through ctx.
+		r2 := locker.NewReentrantMutex(d, "acct/7")
+		ctx2, err := r2.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r2.Token(ctx2) != tok || r.Count(ctx) != 2 {
+			t.Fatalf("reentry: token %d (want %d), count %d (want 2)", r2.Token(ctx2), tok, r.Count(ctx))
+		}
+		if err := r2.Unlock(ctx2); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Holders("acct/7")) != 1 {
+			t.Fatal("first of two unlocks released the key")
+		}
+		if err := r.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Holders("acct/7")) != 0 {
+			t.Fatal("last unlock did not release the key")
+		}
+		if ctx.Err() == nil || !errors.Is(context.Cause(ctx), locker.ErrNotHeld) {
+			t.Fatalf("hold context after the last Unlock: err %v cause %v", ctx.Err(), context.Cause(ctx))
+		}
+		checkErr(t, r.Unlock(ctx), "unlock", "acct/7", locker.ErrNotHeld)
+	})
+}
+
+func TestReentrant_OtherContextsExclude(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memdriver.NewBackend()
+		r := locker.NewReentrantMutex(b.Driver(), "acct/7")
+		ctx, err := r.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Same goroutine, same handle, unrelated context: a new owner.
+		_, ok, err := r.TryLock(context.Background())
+		if ok || err != nil {
+			t.Fatalf("TryLock with an unrelated context = %v, %v; want false", ok, err)
+		}
+		got := make(chan error)
+		go func() {
+			c, err := r.Lock(context.Background())
+			if err == nil {
+				err = r.Unlock(c)
+			}
+			got <- err
+		}()
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("a second owner got in while the first held the key")
+		default:
+		}
+		checkErr(t, r.Unlock(context.Background()), "unlock", "acct/7", locker.ErrNotHeld)
+		if err := r.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestReentrant_LossCancelsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memdriver.NewBackend()
+		r := locker.NewReentrantMutex(b.Driver(), "acct/7", locker.WithTTL(time.Second))
+		ctx, err := r.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := r.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Expire("acct/7")
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), locker.ErrLost) {
+			t.Fatalf("cause = %v, want ErrLost", context.Cause(ctx))
+		}
+		if _, err := r.Lock(ctx); !errors.Is(err, locker.ErrLost) {
+			t.Fatalf("reentry after loss = %v, want ErrLost", err)
+		}
+		checkErr(t, r.Unlock(inner), "unlock", "acct/7", locker.ErrLost)
+		checkErr(t, r.Unlock(ctx), "unlock", "acct/7", locker.ErrLost)
+		checkErr(t, r.Unlock(ctx), "unlock", "acct/7", locker.ErrNotHeld)
+	})
+}
