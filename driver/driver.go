@@ -137,12 +137,14 @@ type Driver interface {
 	// same token.
 	TryAcquire(ctx context.Context, req Request) (Lease, error)
 
-	// Refresh extends l to l.TTL from now if l.Owner still holds l.Key, and
-	// returns the lease (with the same token). Otherwise it returns an
-	// error wrapping ErrNotHeld and changes nothing.
+	// Refresh extends l to l.TTL from now if l.Owner still holds l.Key in
+	// l.Mode (with token l.Token, when it is not 0), and returns the lease
+	// with the same token. Otherwise it returns an error wrapping
+	// ErrNotHeld and changes nothing: it never re-creates an expired hold.
 	Refresh(ctx context.Context, l Lease) (Lease, error)
 
-	// Release gives up l if l.Owner still holds l.Key, and wakes the
+	// Release gives up l if l.Owner still holds l.Key in l.Mode (with token
+	// l.Token, when it is not 0), and wakes the
 	// key's waiters where the driver implements Notifier. If l.Owner does
 	// not hold the key it returns an error wrapping ErrNotHeld and leaves
 	// other owners' holds untouched. Release also removes any wait-queue
@@ -234,8 +236,11 @@ var (
 // LockedError is the error TryAcquire returns when another owner holds the
 // key. It matches ErrLocked with errors.Is.
 type LockedError struct {
-	// Remaining is how long the conflicting hold may still last on the
-	// backend, or 0 when the driver does not know.
+	// Remaining is how long the conflicting holds may still last on the
+	// backend, or 0 when the driver does not know. When a wait queue
+	// (Queuer) is what blocks the caller, it is how long the entries ahead
+	// of it may still live. Waiters use it to cap their wait, so a
+	// release that nobody announces (an expiry) costs at most Remaining.
 	Remaining time.Duration
 }
 
