@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/memdriver"
+)
+
+type demoConfig struct {
+	workers, rounds int
+	ttl, work       time.Duration
+}
+
+// demoLog prints timestamped lines from many goroutines.
+type demoLog struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+}
+
+func (l *demoLog) printf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(l.w, "%8.1fms  %s\n", float64(time.Since(l.start).Microseconds())/1000, fmt.Sprintf(format, args...))
+}
+
+const key = "demo/nightly-job"
+
+func demo(w io.Writer, cfg demoConfig) error {
+	backend := memdriver.NewBackend()
+	log := &demoLog{w: w, start: time.Now()}
+	var guard locker.Guard // the fenced resource: rejects stale tokens
+
+	fmt.Fprintf(w, "locker demo: %d workers, each with its own client of an in-process backend, contend for %q (TTL %v)\n\n",
+		cfg.workers, key, cfg.ttl)
+
+	// Part 1: contention and handoffs.
+	var (
+		mu       sync.Mutex
+		lastName string
+		lastTok  locker.Token
+		handoffs int
+		errs     []error
+	)
+	var wg sync.WaitGroup
+	for i := range cfg.workers {
+		name := fmt.Sprintf("worker-%d", i+1)
+		m := locker.NewMutex(backend.Driver(), key, locker.WithTTL(cfg.ttl))
+		wg.Go(func() {
+			for range cfg.rounds {
+				asked := time.Now()
+				if err := m.LockContext(context.Background()); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				tok := m.Token()
+				mu.Lock()
+				from := lastName
+				if tok <= lastTok {
+					errs = append(errs, fmt.Errorf("token %d after %d: not increasing", tok, lastTok))
+				}
+				if from != "" && from != name {
+					handoffs++
+				}
+				lastName, lastTok = name, tok
+				mu.Unlock()
+				if from == "" {
+					log.printf("%s acquired the lock, token %d", name, tok)
+				} else {
+					log.printf("%s acquired the lock, token %d (handoff from %s, waited %v)", name, tok, from, time.Since(asked).Round(time.Microsecond))
+				}
+				if err := guard.Admit(key, tok); err != nil {
+					log.printf("%s: write rejected: %v", name, err)
+				}
+				time.Sleep(cfg.work)
+				if err := m.UnlockContext(context.Background()); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				log.printf("%s released it", name)
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	fmt.Fprintf(w, "\n%d acquisitions, %d handoffs between workers, fencing tokens 1..%d strictly increasing\n\n",
+		cfg.workers*cfg.rounds, handoffs, lastTok)
+
+	// Part 2: a holder is cut off from the backend.
+	fmt.Fprintf(w, "Now worker-1 takes the lock and is cut off from the backend (its renewals hang).\n\n")
+	d1 := backend.Driver()
+	m1 := locker.NewMutex(d1, key, locker.WithTTL(cfg.ttl), locker.WithErrorHandler(func(error) {}))
+	if err := m1.LockContext(context.Background()); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	tok1 := m1.Token()
+	log.printf("worker-1 acquired the lock, token %d", tok1)
+	_ = guard.Admit(key, tok1)
+	d1.Block()
+	defer d1.Unblock()
+
+	m2 := locker.NewMutex(backend.Driver(), key, locker.WithTTL(cfg.ttl))
+	got2 := make(chan time.Time, 1)
+	go func() {
+		if err := m2.LockContext(context.Background()); err == nil {
+			got2 <- time.Now()
+		}
+		close(got2)
+	}()
+
+	<-m1.Done()
+	lostAt := time.Now()
+	log.printf("worker-1 learned it lost the lock after %v: %v", lostAt.Sub(t0).Round(time.Millisecond), m1.Err())
+	t2, ok := <-got2
+	if !ok {
+		return errors.New("worker-2 did not get the lock")
+	}
+	log.printf("worker-2 acquired the lock, token %d, %v after worker-1 took it", m2.Token(), t2.Sub(t0).Round(time.Millisecond))
+	if err := guard.Admit(key, m2.Token()); err != nil {
+		return err
+	}
+	// worker-1 wakes up and, not having checked Done, tries to write.
+	if err := guard.Admit(key, tok1); err != nil {
+		log.printf("worker-1's late write with token %d: rejected (%v)", tok1, err)
+	} else {
+		return errors.New("the stale write was accepted")
+	}
+	if !lostAt.Before(t2) {
+		return fmt.Errorf("loss signalled %v after the successor acquired", lostAt.Sub(t2))
+	}
+	fmt.Fprintf(w, "\nworker-1 knew of the loss %v before worker-2 held the lock.\n", t2.Sub(lostAt).Round(time.Millisecond))
+	d1.Unblock()
+	_ = m1.UnlockContext(context.Background()) // reports the loss; touches nothing of worker-2's
+	return m2.UnlockContext(context.Background())
+}
