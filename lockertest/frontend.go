@@ -1,0 +1,337 @@
+package lockertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
+)
+
+// hammerTime bounds how long the hammer tests run; each goroutine stops
+// earlier when it has done its iterations.
+const hammerTime = 2 * time.Second
+
+// testMutexHammer locks one key from many handles on several clients, and
+// from goroutines sharing a handle: no two hold it at once, writes made
+// under the lock are seen by the next holder (the race detector checks
+// that), and tokens grow in the order of acquisition.
+func testMutexHammer(e *env) {
+	const clients, perClient, sharing, iterations = 3, 4, 3, 50
+	ds := e.drivers(clients)
+	key := e.key("k")
+	var (
+		counter   int          // guarded by the lock under test
+		lastToken locker.Token // guarded by the lock under test
+		holders   atomic.Int32
+		locks     atomic.Int64
+	)
+	stop := time.Now().Add(hammerTime)
+	opts := []locker.Option{locker.WithTTL(e.long), locker.WithErrorHandler(func(err error) {
+		e.t.Errorf("Mutex error handler: %v", err)
+	})}
+
+	// critical runs while m is held.
+	critical := func(m *locker.Mutex) {
+		if n := holders.Add(1); n != 1 {
+			e.t.Errorf("%d Mutex handles hold %q at once", n, key)
+		}
+		tok := m.Token()
+		if tok <= lastToken {
+			e.t.Errorf("Mutex.Token() = %d after an earlier holder's %d; want strictly increasing tokens", tok, lastToken)
+		}
+		lastToken = tok
+		counter++
+		select {
+		case <-m.Done():
+			e.t.Errorf("Mutex.Done() closed while the mutex is held: %v", m.Err())
+		default:
+		}
+		holders.Add(-1)
+	}
+	hammer := func(m *locker.Mutex, own bool) {
+		for i := 0; i < iterations && time.Now().Before(stop) && e.ctx.Err() == nil; i++ {
+			switch i % 3 {
+			case 0:
+				m.Lock()
+			case 1:
+				if err := m.LockContext(e.ctx); err != nil {
+					if e.ctx.Err() == nil {
+						e.t.Errorf("Mutex.LockContext: %v", err)
+					}
+					return
+				}
+			case 2:
+				if !m.TryLock() {
+					continue
+				}
+			}
+			done := m.Done()
+			critical(m)
+			locks.Add(1)
+			if i%2 == 0 {
+				m.Unlock()
+			} else if err := m.UnlockContext(e.ctx); err != nil {
+				e.t.Errorf("Mutex.UnlockContext: %v", err)
+			}
+			select {
+			case <-done:
+			default:
+				e.t.Errorf("the Done channel of a hold is still open after its Unlock returned")
+			}
+			if own {
+				if err := m.Err(); err != nil {
+					e.t.Errorf("Mutex.Err() after Unlock = %v; want nil", err)
+				}
+			}
+		}
+	}
+
+	var wg sync.WaitGroup
+	for i := range clients * perClient {
+		m := locker.NewMutex(ds[i%clients], key, opts...)
+		wg.Go(func() { hammer(m, true) })
+	}
+	common := locker.NewMutex(ds[0], key, opts...)
+	for range sharing {
+		wg.Go(func() { hammer(common, false) })
+	}
+	wg.Wait()
+	if n := locks.Load(); int64(counter) != n {
+		e.t.Errorf("counter = %d after %d locked increments; want equal", counter, n)
+	} else if n == 0 {
+		e.t.Errorf("no goroutine locked %q", key)
+	}
+	e.t.Logf("%d locks in %v", locks.Load(), hammerTime-time.Until(stop))
+	e.expectFree(ds[1], key, driver.Exclusive, "after every Mutex was unlocked")
+}
+
+// testRWMutexHammer streams readers and writers on several clients: a
+// writer holds the key alone, and a writer waiting behind a stream of
+// readers gets the lock in bounded time (on a driver.Queuer; without one,
+// fairness across processes is not promised and the wait is only logged).
+func testRWMutexHammer(e *env) {
+	e.skipUnlessShared()
+	const clients, readers, writers, writes = 3, 6, 2, 5
+	const starved = 5 * time.Second
+	_, fair := e.d.(driver.Queuer)
+	ds := e.drivers(clients)
+	key := e.key("k")
+	var (
+		counter                    int // guarded by the lock under test
+		inReaders, inWriters, peak atomic.Int32
+		reads                      atomic.Int64
+		longestWait                atomic.Int64
+	)
+	opts := []locker.Option{locker.WithTTL(e.long), locker.WithErrorHandler(func(err error) {
+		e.t.Errorf("RWMutex error handler: %v", err)
+	})}
+	stopReaders := make(chan struct{})
+	deadline := time.Now().Add(hammerTime + starved)
+
+	reader := func(rw *locker.RWMutex) {
+		for i := 0; ; i++ {
+			select {
+			case <-stopReaders:
+				return
+			case <-e.ctx.Done():
+				return
+			default:
+			}
+			if time.Now().After(deadline) {
+				return
+			}
+			switch i % 3 {
+			case 0:
+				rw.RLock()
+			case 1:
+				if err := rw.RLockContext(e.ctx); err != nil {
+					if e.ctx.Err() == nil {
+						e.t.Errorf("RWMutex.RLockContext: %v", err)
+					}
+					return
+				}
+			case 2:
+				if !rw.TryRLock() {
+					continue
+				}
+			}
+			n := inReaders.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			if w := inWriters.Load(); w != 0 {
+				e.t.Errorf("a reader holds %q together with %d writers", key, w)
+			}
+			if counter < 0 { // a read the race detector orders after the writers' writes
+				e.t.Errorf("counter = %d", counter)
+			}
+			reads.Add(1)
+			time.Sleep(2 * time.Millisecond)
+			inReaders.Add(-1)
+			if i%2 == 0 {
+				rw.RUnlock()
+			} else if err := rw.RUnlockContext(e.ctx); err != nil {
+				e.t.Errorf("RWMutex.RUnlockContext: %v", err)
+			}
+		}
+	}
+	writer := func(rw *locker.RWMutex) {
+		for range writes {
+			if !e.sleep(5 * time.Millisecond) {
+				return
+			}
+			start := time.Now()
+			ctx, cancel := context.WithTimeout(e.ctx, starved)
+			err := rw.LockContext(ctx)
+			cancel()
+			wait := time.Since(start)
+			for w := longestWait.Load(); int64(wait) > w && !longestWait.CompareAndSwap(w, int64(wait)); w = longestWait.Load() {
+			}
+			if err != nil {
+				switch {
+				case e.ctx.Err() != nil:
+				case fair && errors.Is(err, context.DeadlineExceeded):
+					e.t.Errorf("a writer waited %v for %q behind a stream of readers on a driver.Queuer; want it served", starved, key)
+				case errors.Is(err, context.DeadlineExceeded):
+					e.t.Logf("a writer waited %v for %q behind a stream of readers (no driver.Queuer, so not a failure)", starved, key)
+				default:
+					e.t.Errorf("RWMutex.LockContext: %v", err)
+				}
+				return
+			}
+			if w, r := inWriters.Add(1), inReaders.Load(); w != 1 || r != 0 {
+				e.t.Errorf("a writer holds %q together with %d writers and %d readers", key, w-1, r)
+			}
+			counter++
+			inWriters.Add(-1)
+			rw.Unlock()
+		}
+	}
+
+	var rg, wg sync.WaitGroup
+	for i := range readers {
+		rw := locker.NewRWMutex(ds[i%clients], key, opts...)
+		rg.Go(func() { reader(rw) })
+	}
+	for i := range writers {
+		rw := locker.NewRWMutex(ds[(i+1)%clients], key, opts...)
+		wg.Go(func() { writer(rw) })
+	}
+	wg.Wait()
+	close(stopReaders)
+	rg.Wait()
+	e.t.Logf("%d reads, %d writes, at most %d readers at once, longest writer wait %v", reads.Load(), counter, peak.Load(), time.Duration(longestWait.Load()))
+	if peak.Load() < 2 {
+		e.t.Logf("note: readers never overlapped; shared mode was not exercised under load")
+	}
+	e.expectFree(ds[0], key, driver.Exclusive, "after every RWMutex was unlocked")
+}
+
+// testMutexBasics checks that a Mutex hold is a driver hold: other
+// handles and other owners are excluded, and Unlock frees the key.
+func testMutexBasics(e *env) {
+	ds := e.drivers(2)
+	key := e.key("k")
+	m1 := locker.NewMutex(ds[0], key, locker.WithTTL(e.long))
+	m2 := locker.NewMutex(ds[1], key, locker.WithTTL(e.long))
+	if err := m1.LockContext(e.ctx); err != nil {
+		e.t.Fatalf("Mutex.LockContext: %v", err)
+	}
+	tok := m1.Token()
+	if tok == 0 {
+		e.t.Errorf("Mutex.Token() = 0 while held")
+	}
+	if m2.TryLock() {
+		e.t.Errorf("TryLock of a second Mutex on another client succeeded while the first holds the key")
+		m2.Unlock()
+	}
+	if ok, err := m2.TryLockContext(e.ctx); ok || err != nil {
+		e.t.Errorf("TryLockContext of a second Mutex while the first holds the key = %v, %v; want false, nil", ok, err)
+	}
+	e.expectLocked(ds[1], key, driver.Exclusive, time.Now(), time.Hour) // held through the watchdog
+	done := m1.Done()
+	if err := m1.UnlockContext(e.ctx); err != nil {
+		e.t.Errorf("Mutex.UnlockContext: %v", err)
+	}
+	select {
+	case <-done:
+	default:
+		e.t.Errorf("Mutex.Done() still open after Unlock")
+	}
+	if err := m1.Err(); err != nil {
+		e.t.Errorf("Mutex.Err() after Unlock = %v; want nil", err)
+	}
+	if ok, err := m2.TryLockContext(e.ctx); !ok || err != nil {
+		e.t.Fatalf("TryLockContext after the holder unlocked = %v, %v; want true, nil", ok, err)
+	}
+	if t2 := m2.Token(); t2 <= tok {
+		e.t.Errorf("Mutex.Token() = %d after an earlier hold's %d; want strictly increasing tokens", t2, tok)
+	}
+	if err := m2.UnlockContext(e.ctx); err != nil {
+		e.t.Errorf("Mutex.UnlockContext: %v", err)
+	}
+	if err := m2.UnlockContext(e.ctx); !errors.Is(err, locker.ErrNotHeld) {
+		e.t.Errorf("second Mutex.UnlockContext = %v; want an error wrapping ErrNotHeld", err)
+	}
+	e.expectFree(ds[0], key, driver.Exclusive, "after every Mutex was unlocked")
+}
+
+// testLockerContextCanceled checks that a LockContext that gives up leaves
+// nothing held or queued on the backend, also when the key is freed just as
+// it gives up.
+func testLockerContextCanceled(e *env) {
+	ds := e.drivers(3)
+	key := e.key("k")
+	hr := req(key, driver.Exclusive, e.long)
+	hl, _ := e.acquire(ds[0], hr)
+	m := locker.NewMutex(ds[1], key, locker.WithTTL(e.long))
+
+	ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
+	err := m.LockContext(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		e.t.Errorf("Mutex.LockContext with a context that times out while another owner holds the key = %v; want an error wrapping context.DeadlineExceeded", err)
+	}
+	ctx, cancel = context.WithCancel(e.ctx)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	err = m.LockContext(ctx)
+	cancel()
+	if !errors.Is(err, context.Canceled) {
+		e.t.Errorf("Mutex.LockContext with a context cancelled while another owner holds the key = %v; want an error wrapping context.Canceled", err)
+	}
+	ctx, cancel = context.WithCancel(e.ctx)
+	cancel()
+	if ok, err := m.TryLockContext(ctx); ok || err == nil {
+		e.t.Errorf("Mutex.TryLockContext with a cancelled context = %v, %v; want false and an error", ok, err)
+	}
+	// The waiter's queue entry, if it made one, has a long TTL: had it
+	// been left behind, a newcomer could not take the key.
+	e.release(ds[0], hl)
+	e.expectFree(ds[2], key, driver.Exclusive, "right after the holder released, once a waiter's LockContext had given up (a hold or queue entry left behind?)")
+
+	// The key is freed just as the waiter gives up: whichever way the
+	// race goes, no hold is left unless LockContext reports one.
+	for i := range 5 {
+		hl, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
+		wait := time.Duration(20+10*i) * time.Millisecond
+		released := make(chan error, 1)
+		time.AfterFunc(wait, func() { released <- ds[0].Release(e.ctx, hl) })
+		ctx, cancel := context.WithTimeout(e.ctx, wait)
+		err := m.LockContext(ctx)
+		cancel()
+		if err := <-released; err != nil {
+			e.t.Errorf("Release(%s): %v", fmtLease(hl), err)
+		}
+		if err == nil {
+			e.expectLocked(ds[2], key, driver.Exclusive, time.Now(), time.Hour)
+			m.Unlock()
+		} else if !errors.Is(err, context.DeadlineExceeded) {
+			e.t.Errorf("Mutex.LockContext: %v; want nil or an error wrapping context.DeadlineExceeded", err)
+		}
+		e.expectFree(ds[2], key, driver.Exclusive, fmt.Sprintf("after a LockContext that returned %v raced with the holder's release", err))
+	}
+}

@@ -1,0 +1,568 @@
+package lockertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// testExclusiveContention races many owners on several clients for one
+// key: exactly one wins, and every other one learns that the key is locked.
+func testExclusiveContention(e *env) {
+	const clients, goroutines, rounds = 4, 4, 5
+	ds := e.drivers(clients)
+	type result struct {
+		d   driver.Driver
+		r   driver.Request
+		l   driver.Lease
+		err error
+	}
+	for round := range rounds {
+		key := e.key(fmt.Sprintf("round%d", round))
+		results := make([]result, clients*goroutines)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range results {
+			d := ds[i%clients]
+			r := req(key, driver.Exclusive, e.long)
+			wg.Go(func() {
+				<-start
+				l, err := d.TryAcquire(e.ctx, r)
+				results[i] = result{d, r, l, err}
+			})
+		}
+		close(start)
+		wg.Wait()
+
+		var winners []result
+		for _, res := range results {
+			if res.err == nil {
+				winners = append(winners, res)
+			}
+		}
+		if len(winners) != 1 {
+			e.t.Errorf("round %d: %d of %d owners racing for %q acquired it; want exactly 1", round, len(winners), len(results), key)
+			for _, w := range winners {
+				e.t.Logf("winner: %s", fmtLease(w.l))
+			}
+		}
+		ttl := e.long
+		for _, w := range winners {
+			e.checkLease("TryAcquire", w.r, w.l)
+			ttl = max(ttl, w.l.TTL)
+		}
+		for _, res := range results {
+			if res.err != nil {
+				e.checkLocked(res.r, res.err, ttl)
+			}
+		}
+		for _, w := range winners {
+			e.release(w.d, w.l)
+		}
+		e.expectFree(ds[round%clients], key, driver.Exclusive, "after the winner released")
+	}
+}
+
+// testIdempotentReacquire checks that an owner that acquires a key it holds
+// gets the same token and a longer lease.
+func testIdempotentReacquire(e *env) {
+	ds := e.drivers(2)
+	a, b := ds[0], ds[1]
+	key := e.key("k")
+	r := req(key, driver.Exclusive, e.medium)
+	l1, sent := e.acquire(a, r)
+	after := time.Now()
+	l2, _ := e.acquire(a, r)
+	if l2.Token != l1.Token {
+		e.t.Errorf("second TryAcquire by the holder returned token %d; want the first grant's %d", l2.Token, l1.Token)
+	}
+	e.expectLocked(b, key, driver.Exclusive, sent, validTTL(r, l1))
+
+	// Re-acquiring extends the lease to r.TTL from then.
+	e.sleepUntil(sent.Add(r.TTL / 2))
+	l3, sentRe := e.acquire(a, r)
+	if !withinLease(sent, validTTL(r, l1)) {
+		e.inconclusive("the re-acquire was not confirmed before the first lease could have expired")
+	}
+	if l3.Token != l1.Token {
+		e.t.Errorf("TryAcquire by the holder half-way through its lease returned token %d; want the first grant's %d", l3.Token, l1.Token)
+	}
+	e.sleepUntil(after.Add(grantedTTL(r, l1) + r.TTL/8))
+	if err := e.expectLocked(b, key, driver.Exclusive, sentRe, validTTL(r, l3)); err == nil {
+		return
+	}
+	e.release(a, l3)
+	e.expectFree(b, key, driver.Exclusive, "after the holder released")
+}
+
+// testReleaseWrongOwner checks that Release by anyone but the holder fails
+// and leaves the hold alone.
+func testReleaseWrongOwner(e *env) {
+	ds := e.drivers(3)
+	key := e.key("k")
+	r := req(key, driver.Exclusive, e.long)
+	l, sent := e.acquire(ds[0], r)
+	for _, tok := range []uint64{l.Token, 0, l.Token + 1} {
+		bad := l
+		bad.Owner = newOwner()
+		bad.Token = tok
+		e.wantNotHeld(fmt.Sprintf("Release(%s) by a non-owner", fmtLease(bad)), ds[1].Release(e.ctx, bad))
+		e.expectLocked(ds[2], key, driver.Exclusive, sent, r.TTL)
+	}
+	e.refresh(ds[0], l)
+	e.release(ds[0], l)
+	e.expectFree(ds[2], key, driver.Exclusive, "after the holder released")
+}
+
+// testRefreshWrongOwner checks that Refresh by anyone but the holder fails,
+// and neither extends nor takes over the hold.
+func testRefreshWrongOwner(e *env) {
+	ds := e.drivers(3)
+	key := e.key("k")
+	r := req(key, driver.Exclusive, e.long)
+	l, sent := e.acquire(ds[0], r)
+	bad := l
+	bad.Owner = newOwner()
+	_, err := ds[1].Refresh(e.ctx, bad)
+	e.wantNotHeld(fmt.Sprintf("Refresh(%s) by a non-owner", fmtLease(bad)), err)
+	e.expectLocked(ds[2], key, driver.Exclusive, sent, r.TTL)
+	e.refresh(ds[0], l)
+	e.release(ds[0], l)
+	// Had the non-owner's refresh created a hold, the key would be held.
+	e.expectFree(ds[2], key, driver.Exclusive, "after the holder released")
+	_, err = ds[1].Refresh(e.ctx, bad)
+	e.wantNotHeld(fmt.Sprintf("Refresh(%s) of a free key", fmtLease(bad)), err)
+	e.expectFree(ds[2], key, driver.Exclusive, "after a non-owner's refresh of a free key")
+}
+
+// testReleaseNotHeld checks Release and Refresh of leases that are not held.
+func testReleaseNotHeld(e *env) {
+	ds := e.drivers(2)
+	a, b := ds[0], ds[1]
+
+	never := driver.Lease{Key: e.key("never"), Owner: newOwner(), Mode: driver.Exclusive, Token: 1, TTL: e.long}
+	e.wantNotHeld("Release of a key never acquired", a.Release(e.ctx, never))
+	_, err := a.Refresh(e.ctx, never)
+	e.wantNotHeld("Refresh of a key never acquired", err)
+	e.expectFree(b, never.Key, driver.Exclusive, "after Refresh of a key never acquired")
+
+	key := e.key("twice")
+	l, _ := e.acquire(a, req(key, driver.Exclusive, e.long))
+	if err := a.Release(e.ctx, l); err != nil {
+		e.t.Errorf("first Release(%s): %v", fmtLease(l), err)
+	}
+	e.wantNotHeld("second Release of a lease", a.Release(e.ctx, l))
+	_, err = a.Refresh(e.ctx, l)
+	e.wantNotHeld("Refresh of a released lease", err)
+	e.expectFree(b, key, driver.Exclusive, "after Refresh of a released lease")
+
+	// A stale release must not touch the next owner's hold.
+	lb, sent := e.acquire(b, req(key, driver.Exclusive, e.long))
+	e.wantNotHeld("Release of a released lease while another owner holds the key", a.Release(e.ctx, l))
+	e.expectLocked(a, key, driver.Exclusive, sent, lb.TTL)
+	e.release(b, lb)
+}
+
+// testExpiry checks that a lease that is not refreshed expires, not
+// before its TTL and not long after, and that its holder then cannot
+// release or refresh it.
+func testExpiry(e *env) {
+	ds := e.drivers(3)
+	key := e.key("k")
+	r := req(key, driver.Exclusive, e.short)
+	l, sent := e.acquire(ds[0], r)
+	lb, sentB, ok := e.acquireAfterExpiry(ds[1], req(key, driver.Exclusive, e.long), r, l, sent, time.Now())
+	if !ok {
+		return
+	}
+	_, err := ds[0].Refresh(e.ctx, l)
+	e.wantNotHeld("Refresh of an expired lease", err)
+	e.wantNotHeld("Release of an expired lease", ds[0].Release(e.ctx, l))
+	e.expectLocked(ds[2], key, driver.Exclusive, sentB, lb.TTL)
+	e.release(ds[1], lb)
+}
+
+// testRefreshAfterExpiry checks that refreshing an expired lease fails and
+// does not bring it back.
+func testRefreshAfterExpiry(e *env) {
+	ds := e.drivers(2)
+	key := e.key("k")
+	r := req(key, driver.Exclusive, e.short)
+	l, _ := e.acquire(ds[0], r)
+	ttl := grantedTTL(r, l)
+	if !e.sleepUntil(time.Now().Add(2*ttl + 100*time.Millisecond)) {
+		return
+	}
+	_, err := ds[0].Refresh(e.ctx, l)
+	e.wantNotHeld("Refresh of an expired lease", err)
+	e.expectFree(ds[1], key, driver.Exclusive, "after Refresh of an expired lease")
+	_, err = ds[0].Refresh(e.ctx, l)
+	e.wantNotHeld("Refresh of an expired lease after another owner held and released the key", err)
+	e.wantNotHeld("Release of an expired lease", ds[0].Release(e.ctx, l))
+	e.expectFree(ds[1], key, driver.Exclusive, "after Refresh and Release of an expired lease")
+}
+
+// testRefreshExtends checks that refreshing a lease keeps it held past its
+// original TTL, each time for l.TTL from the refresh, and that it expires
+// when the refreshes stop.
+func testRefreshExtends(e *env) {
+	ds := e.drivers(2)
+	key := e.key("k")
+	r := req(key, driver.Exclusive, e.medium)
+	l, sent := e.acquire(ds[0], r)
+	ttl := validTTL(r, l)
+	last := sent
+	for i := 1; i <= 3; i++ {
+		if !e.sleepUntil(sent.Add(time.Duration(i) * ttl / 2)) {
+			return
+		}
+		s := time.Now()
+		nl, err := ds[0].Refresh(e.ctx, l)
+		if err != nil {
+			if !withinLease(last, ttl) {
+				e.inconclusive("a refresh was not confirmed before the lease could have expired")
+			}
+			e.t.Fatalf("Refresh(%s) %v after the lease was last extended: %v", fmtLease(l), s.Sub(last), err)
+		}
+		if nl.Token != l.Token {
+			e.t.Errorf("Refresh(%s) returned token %d; want the same", fmtLease(l), nl.Token)
+		}
+		last = s
+		if err := e.expectLocked(ds[1], key, driver.Exclusive, last, ttl); err == nil {
+			return
+		}
+	}
+	// 1.5 TTL after the grant: only the refreshes can keep it held.
+	lb, _, ok := e.acquireAfterExpiry(ds[1], req(key, driver.Exclusive, e.long), r, l, last, time.Now())
+	if !ok {
+		return
+	}
+	_, err := ds[0].Refresh(e.ctx, l)
+	e.wantNotHeld("Refresh of an expired lease after another owner acquired the key", err)
+	e.release(ds[1], lb)
+}
+
+// testTokenMonotonic checks that the tokens of a key's grants strictly
+// increase across release, expiry, owners and clients, and that refresh
+// and re-acquire keep them.
+func testTokenMonotonic(e *env) {
+	ds := e.drivers(3)
+	key := e.key("k")
+	var last uint64
+	check := func(l driver.Lease, what string) {
+		e.t.Helper()
+		if l.Token <= last {
+			e.t.Errorf("%s: token %d after an earlier grant's %d; want strictly increasing tokens", what, l.Token, last)
+		}
+		last = l.Token
+	}
+	r := req(key, driver.Exclusive, e.long)
+	l, _ := e.acquire(ds[0], r)
+	check(l, "first grant")
+	e.refresh(ds[0], l) // checks the token
+	if l2, _ := e.acquire(ds[0], r); l2.Token != l.Token {
+		e.t.Errorf("re-acquire by the holder returned token %d; want %d", l2.Token, l.Token)
+	}
+	e.release(ds[0], l)
+
+	for i := range 3 * len(ds) {
+		d := ds[i%len(ds)]
+		l, _ := e.acquire(d, req(key, driver.Exclusive, e.long))
+		check(l, fmt.Sprintf("grant %d after a release, on client %d", i+2, i%len(ds)))
+		e.release(d, l)
+	}
+
+	r = req(key, driver.Exclusive, e.short)
+	l, sent := e.acquire(ds[1], r)
+	check(l, "grant after releases")
+	lb, _, ok := e.acquireAfterExpiry(ds[2], req(key, driver.Exclusive, e.long), r, l, sent, time.Now())
+	if !ok {
+		return
+	}
+	check(lb, "grant after an expiry")
+	e.release(ds[2], lb)
+}
+
+// testContextCanceled checks that a call with a cancelled context fails
+// and leaves nothing held or queued.
+func testContextCanceled(e *env) {
+	ds := e.drivers(3)
+	canceled, cancel := context.WithCancel(e.ctx)
+	cancel()
+	expired, cancel2 := context.WithDeadline(e.ctx, time.Now().Add(-time.Second))
+	defer cancel2()
+	for name, ctx := range map[string]context.Context{"cancelled": canceled, "expired": expired} {
+		key := e.key(name)
+		r := req(key, driver.Exclusive, e.long)
+		l, err := ds[0].TryAcquire(ctx, r)
+		if err == nil {
+			e.t.Errorf("TryAcquire(%s) with a %s context succeeded; want an error", fmtReq(r), name)
+			e.release(ds[0], l)
+			continue
+		}
+		if !errors.Is(err, ctx.Err()) {
+			e.t.Logf("note: TryAcquire with a %s context returned %v, which does not wrap %v", name, err, ctx.Err())
+		}
+		e.expectFree(ds[1], key, driver.Exclusive, fmt.Sprintf("after TryAcquire with a %s context", name))
+
+		q, ok := ds[1].(driver.Queuer)
+		if !ok {
+			continue
+		}
+		key = e.key(name + "-queued")
+		la, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
+		r = req(key, driver.Exclusive, e.long)
+		lq, err := q.TryAcquireQueued(ctx, r)
+		if err == nil {
+			e.t.Errorf("TryAcquireQueued(%s) with a %s context succeeded while another owner holds the key", fmtReq(r), name)
+			e.release(ds[1], lq)
+		}
+		e.release(ds[0], la)
+		e.expectFree(ds[2], key, driver.Exclusive, fmt.Sprintf("after TryAcquireQueued with a %s context (a queue entry left behind?)", name))
+	}
+}
+
+// testWeirdKeys checks that keys that are hostile to backends work and are
+// independent of each other.
+func testWeirdKeys(e *env) {
+	ds := e.drivers(2)
+	keys := weirdKeys(e.prefix)
+	type hold struct {
+		d driver.Driver
+		l driver.Lease
+	}
+	holds := make([]hold, len(keys))
+	// All keys are held at once, each by its own owner: if two keys
+	// map to the same backend object, the second acquire fails.
+	for i, k := range keys {
+		d := ds[i%len(ds)]
+		r := req(k, driver.Exclusive, e.long)
+		l, err := d.TryAcquire(e.ctx, r)
+		if err != nil {
+			if errors.Is(err, driver.ErrLocked) {
+				e.t.Errorf("TryAcquire(%q) = %v, but no other owner holds this key: the driver confuses it with another key, as if it encoded keys non-injectively", k, err)
+			} else {
+				e.t.Errorf("TryAcquire(%q): %v", k, err)
+			}
+			continue
+		}
+		e.checkLease("TryAcquire", r, l)
+		holds[i] = hold{d, l}
+	}
+	for i, k := range keys {
+		if holds[i].d == nil {
+			continue
+		}
+		r := req(k, driver.Exclusive, e.long)
+		l, err := ds[(i+1)%len(ds)].TryAcquire(e.ctx, r)
+		if err == nil {
+			e.t.Errorf("TryAcquire(%q) by a second owner succeeded while the key is held", k)
+			ds[(i+1)%len(ds)].Release(e.ctx, l)
+			continue
+		}
+		e.checkLocked(r, err, max(e.long, holds[i].l.TTL))
+		if _, err := holds[i].d.Refresh(e.ctx, holds[i].l); err != nil {
+			e.t.Errorf("Refresh(%q): %v", k, err)
+		}
+	}
+	// Release in reverse order, then take every key again, also in
+	// reverse order: tokens still grow per key.
+	for i := len(keys) - 1; i >= 0; i-- {
+		if h := holds[i]; h.d != nil {
+			if err := h.d.Release(e.ctx, h.l); err != nil {
+				e.t.Errorf("Release(%q): %v", keys[i], err)
+			}
+		}
+	}
+	for i := len(keys) - 1; i >= 0; i-- {
+		k := keys[i]
+		d := ds[(i+1)%len(ds)]
+		l, err := d.TryAcquire(e.ctx, req(k, driver.Exclusive, e.long))
+		if err != nil {
+			e.t.Errorf("TryAcquire(%q) after its holder released it: %v", k, err)
+			continue
+		}
+		if h := holds[i]; h.d != nil && l.Token <= h.l.Token {
+			e.t.Errorf("TryAcquire(%q) after a release returned token %d; want more than the earlier %d", k, l.Token, h.l.Token)
+		}
+		if err := d.Release(e.ctx, l); err != nil {
+			e.t.Errorf("Release(%q): %v", k, err)
+		}
+	}
+}
+
+// weirdKeys returns keys, all starting or ending with p, that are hostile
+// to some backend: path syntax, escapes, separators drivers might use for
+// their own bookkeeping, case, Unicode normalisation, control characters,
+// wildcards, and 512 bytes.
+func weirdKeys(p string) []string {
+	keys := []string{
+		// Paths (ZooKeeper, etcd prefixes, files).
+		p + "a", p + "a/", p + "a/b", p + "a//b", p + "a/.", p + "a/..", p + "a/b/..", p + "ab",
+		"/" + p, "//" + p, "./" + p, "../" + p, "." + p, ".." + p, p + ".", p + "..", p + "/",
+		"zookeeper/" + p, p + "/zookeeper",
+		// Unicode: distinct byte strings are distinct keys, even if they
+		// look or normalise alike.
+		p + "ключ/锁/🔒", p + "é", p + "e\u0301", p + "K", p + "k", p + "\u00a0", p + "\u2028", p + "\ufeff",
+		p + "\U0010FFFF",
+		// Spaces and control characters.
+		p + " ", " " + p, p + "a b", p + "\t", "\t" + p, p + "\n", p + "\r\n", p + "\x01", p + "\x1b[0m", p + "\x7f",
+		// Escapes and their targets.
+		p + "a+b", p + "a%20b", p + "{", p + "}x", p + "{a}", p + "%7B", p + "%7b", p + "%", p + "%%",
+		p + "%2F", p + "a%2Fb", p + "a%2fb", p + "a\\b", p + "a\\/b", p + "a_b", p + "a:b", p + "a.b", p + "a-b",
+		p + "a|b", p + "a\\x01", p + "a\\t", p + "&amp;", p + "&",
+		// Wildcards (Redis patterns, SQL LIKE, globs) and quotes.
+		p + "*", p + "?", p + "[a]", p + "a*", p + "a%", p + "a_", p + "'", p + "\"", p + "`", p + "$", p + ";", p + "#",
+		p + "=", p + "@", p + "~", p + "^", p + "!", p + "(", p + ")", p + ",", p + "<>",
+		// Names a driver might derive from a key for its own use.
+		p + "a:fence", p + "a:token", p + "a:tok", p + "a:seq", p + "a:counter", p + "a:queue", p + "a:q",
+		p + "a:owner", p + "a:lock", p + "a:shared", p + "a:readers", p + "a:notify", p + "a:ch", p + "a:f",
+		p + "a:t", p + "a:r", p + "a:w", p + "a/fence", p + "a.fence", p + "a-fence", p + "a_fence",
+		p + "a}:fence", p + "{a}:fence", p + "a{", p + "a/lock-", p + "a/_c_", p + "a/_lock",
+	}
+	// 512 bytes, the longest key; two that differ only in the last byte,
+	// and one of multi-byte characters.
+	long := p + strings.Repeat("x", 512-len(p)-1)
+	locks := p + strings.Repeat("🔒", (512-len(p))/len("🔒"))
+	keys = append(keys, long+"x", long+"y", locks+strings.Repeat("z", 512-len(locks)))
+
+	seen := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		if seen[k] || len(k) > 512 {
+			panic(fmt.Sprintf("lockertest: bad weird key %q", k))
+		}
+		seen[k] = true
+	}
+	return keys
+}
+
+// testConcurrentMethods calls every method from many goroutines at once,
+// on own keys and on keys they all use; the race detector does the rest.
+func testConcurrentMethods(e *env) {
+	const goroutines, iterations = 8, 20
+	ds := e.drivers(2)
+	c := &concurrent{
+		hot:       e.key("hot"),
+		hotShared: e.key("hot-shared"),
+		shared:    e.sharer(),
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		d := ds[g%len(ds)]
+		own := e.key(fmt.Sprintf("g%d", g))
+		mode := driver.Shared
+		if g%4 == 0 {
+			mode = driver.Exclusive
+		}
+		wg.Go(func() {
+			for i := 0; i < iterations && e.ctx.Err() == nil; i++ {
+				e.concurrentRound(c, d, own, mode)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// concurrent is the state testConcurrentMethods' goroutines share.
+type concurrent struct {
+	hot, hotShared   string
+	shared           bool
+	holders          atomic.Int32 // of hot
+	readers, writers atomic.Int32 // of hotShared
+}
+
+// concurrentRound calls every method once. Only t.Errorf is called: it
+// runs on many goroutines.
+func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode driver.Mode) {
+	ctx := e.ctx
+	t := e.t
+	r := req(own, driver.Exclusive, e.long)
+	l, err := d.TryAcquire(ctx, r)
+	if err != nil {
+		t.Errorf("TryAcquire(%s) of a key no one else uses: %v", fmtReq(r), err)
+		return
+	}
+	if l2, err := d.TryAcquire(ctx, r); err != nil || l2.Token != l.Token {
+		t.Errorf("re-acquire(%s) = token %d, %v; want token %d", fmtReq(r), l2.Token, err, l.Token)
+	}
+	if l2, err := d.Refresh(ctx, l); err != nil || l2.Token != l.Token {
+		t.Errorf("Refresh(%s) = token %d, %v; want token %d", fmtLease(l), l2.Token, err, l.Token)
+	}
+	if br, ok := d.(driver.BatchRefresher); ok {
+		if errs := br.RefreshBatch(ctx, []driver.Lease{l}); len(errs) != 1 || errs[0] != nil {
+			t.Errorf("RefreshBatch([%s]) = %v; want [<nil>]", fmtLease(l), errs)
+		}
+	}
+	if n, ok := d.(driver.Notifier); ok {
+		sub, err := n.Subscribe(ctx, own)
+		if err != nil {
+			t.Errorf("Subscribe(%q): %v", own, err)
+		} else {
+			defer sub.Close()
+		}
+	}
+	if err := d.Release(ctx, l); err != nil {
+		t.Errorf("Release(%s): %v", fmtLease(l), err)
+	}
+	if err := d.Release(ctx, l); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("second Release(%s): %v; want ErrNotHeld", fmtLease(l), err)
+	}
+
+	// The hot key: at most one holder at a time.
+	r = req(c.hot, driver.Exclusive, e.long)
+	l, err = d.TryAcquire(ctx, r)
+	if q, ok := d.(driver.Queuer); ok && errors.Is(err, driver.ErrLocked) {
+		l, err = q.TryAcquireQueued(ctx, r)
+	}
+	switch {
+	case err == nil:
+		if n := c.holders.Add(1); n != 1 {
+			t.Errorf("%d owners hold %q at once", n, c.hot)
+		}
+		c.holders.Add(-1)
+		if err := d.Release(ctx, l); err != nil {
+			t.Errorf("Release(%s): %v", fmtLease(l), err)
+		}
+	case errors.Is(err, driver.ErrLocked):
+		// Leave the queue, if we joined it.
+		if err := d.Release(ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, TTL: r.TTL}); !errors.Is(err, driver.ErrNotHeld) {
+			t.Errorf("Release by an owner that does not hold %q: %v; want ErrNotHeld", c.hot, err)
+		}
+	default:
+		t.Errorf("TryAcquire(%s): %v", fmtReq(r), err)
+	}
+
+	if !c.shared {
+		return
+	}
+	// The hot shared key: readers together, writers alone.
+	r = req(c.hotShared, mode, e.long)
+	l, err = d.TryAcquire(ctx, r)
+	switch {
+	case err == nil:
+		if mode == driver.Exclusive {
+			if w, rd := c.writers.Add(1), c.readers.Load(); w != 1 || rd != 0 {
+				t.Errorf("an exclusive owner holds %q together with %d exclusive and %d shared owners", c.hotShared, w-1, rd)
+			}
+			c.writers.Add(-1)
+		} else {
+			c.readers.Add(1)
+			if w := c.writers.Load(); w != 0 {
+				t.Errorf("a shared owner holds %q together with %d exclusive owners", c.hotShared, w)
+			}
+			c.readers.Add(-1)
+		}
+		if err := d.Release(ctx, l); err != nil {
+			t.Errorf("Release(%s): %v", fmtLease(l), err)
+		}
+	case errors.Is(err, driver.ErrLocked):
+	default:
+		t.Errorf("TryAcquire(%s): %v", fmtReq(r), err)
+	}
+}

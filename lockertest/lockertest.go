@@ -1,0 +1,516 @@
+// Package lockertest implements a conformance suite for lock drivers.
+//
+// A driver is correct when it passes [TestDriver]. A driver package needs one
+// test to run the whole suite against its backend:
+//
+//	func TestConformance(t *testing.T) {
+//		lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return newDriver(t) })
+//	}
+//
+// where newDriver returns a new client of the backend under test and closes it
+// with t.Cleanup. Every call must return an independent client (its own
+// connection or session) of the same backend, so that the suite can model
+// separate processes.
+//
+// # What it checks
+//
+// The suite runs named subtests in two groups. The subtests in group
+// "Driver" call the driver directly and check the contract documented in
+// package [github.com/go-locker/locker/driver]: exclusion among racing
+// clients, idempotent re-acquisition, owner checks in Refresh and Release,
+// expiry, strictly increasing fencing tokens, cancellation, hostile keys
+// (slashes, dots, control characters, escapes, prefixes of other keys, 512
+// bytes), and concurrent use. The subtests in group "Locker" run package
+// [github.com/go-locker/locker]'s Mutex and RWMutex on top of the driver:
+// many handles on several clients hammer one key and check that no two hold
+// it at once, that tokens grow in the order of acquisition, and that a
+// cancelled LockContext leaves nothing behind.
+//
+// The optional interfaces ([driver.Sharer], [driver.Notifier],
+// [driver.Queuer], [driver.BatchRefresher]) are tested when the driver
+// implements them. When it does not, the subtest is skipped and the reason
+// is reported, so `go test -v` shows which capabilities were checked. A
+// [driver.TTLLimiter] chooses the lease lengths the suite uses: short leases
+// (at least 200ms) where a lease must expire, and long ones (at least 10s)
+// where it must not.
+//
+// # Reading the results
+//
+// Like [golang.org/x/net/nettest.TestConn], the suite should produce no false
+// positives but may produce false negatives: races show up only sometimes.
+// Run it under the race detector and more than once (go test -race
+// -count=3). Timing checks are judged on the client's monotonic clock from
+// the moment a request was sent, so a slow machine makes a check
+// inconclusive (it is then logged and skipped) rather than failed. Each
+// subtest has a time budget; one that exceeds it fails with a message that
+// names it, and one that still hangs afterwards panics with every
+// goroutine's stack.
+package lockertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// MakeDriver returns a new driver for the backend under test. Every call
+// must return an independent client (its own connection or session) of the
+// same backend, so that the suite can model separate processes: all drivers
+// made within one test share lock state. MakeDriver registers its own
+// cleanup with t.Cleanup and reports its own failures with t.Fatal.
+type MakeDriver func(t *testing.T) driver.Driver
+
+// TestDriver tests that the drivers made by mk satisfy the contract of
+// package driver, directly and through package locker's Mutex and RWMutex.
+// Optional interfaces are tested when implemented and skipped otherwise.
+//
+// TestDriver returns when all its subtests have finished. Like
+// nettest.TestConn it gives no false positives but may give false
+// negatives; run it under the race detector with -count > 1.
+func TestDriver(t *testing.T, mk MakeDriver) {
+	t.Helper()
+	if mk == nil {
+		t.Fatal("lockertest: nil MakeDriver")
+	}
+	t.Run("Driver", func(t *testing.T) {
+		// Tests that load the CPU run alone, first; the timed ones then
+		// run in parallel, so the suite takes about as long as its
+		// longest subtest.
+		serial(t, mk, "ConcurrentMethods", testConcurrentMethods)
+		serial(t, mk, "ExclusiveContention", testExclusiveContention)
+		parallel(t, mk, "IdempotentReacquire", testIdempotentReacquire)
+		parallel(t, mk, "ReleaseWrongOwner", testReleaseWrongOwner)
+		parallel(t, mk, "RefreshWrongOwner", testRefreshWrongOwner)
+		parallel(t, mk, "ReleaseNotHeld", testReleaseNotHeld)
+		parallel(t, mk, "Expiry", testExpiry)
+		parallel(t, mk, "RefreshAfterExpiry", testRefreshAfterExpiry)
+		parallel(t, mk, "RefreshExtends", testRefreshExtends)
+		parallel(t, mk, "TokenMonotonic", testTokenMonotonic)
+		parallel(t, mk, "ContextCanceled", testContextCanceled)
+		parallel(t, mk, "WeirdKeys", testWeirdKeys)
+		parallel(t, mk, "Shared", testShared)
+		parallel(t, mk, "Notify", testNotify)
+		parallel(t, mk, "Queue", testQueue)
+		parallel(t, mk, "BatchRefresh", testBatchRefresh)
+	})
+	t.Run("Locker", func(t *testing.T) {
+		serial(t, mk, "MutexHammer", testMutexHammer)
+		serial(t, mk, "RWMutexHammer", testRWMutexHammer)
+		parallel(t, mk, "Mutex", testMutexBasics)
+		parallel(t, mk, "ContextCanceled", testLockerContextCanceled)
+	})
+}
+
+func serial(t *testing.T, mk MakeDriver, name string, f func(*env)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) { f(newEnv(t, mk)) })
+}
+
+func parallel(t *testing.T, mk MakeDriver, name string, f func(*env)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		f(newEnv(t, mk))
+	})
+}
+
+// Lease lengths and timing tolerances.
+const (
+	shortFloor  = 200 * time.Millisecond // leases that must expire
+	mediumFloor = 600 * time.Millisecond // leases refreshed on a schedule
+	longFloor   = 10 * time.Second       // leases that must not expire
+	// expiryGrace bounds how late after its TTL a backend may free a
+	// key (etcd revokes expired leases in a periodic sweep).
+	expiryGrace = 3 * time.Second
+	// budget is the time a subtest may take beyond its leases.
+	budget = 45 * time.Second
+	// hangGrace is how long a subtest that has exceeded its budget may
+	// take to return after its context was cancelled before the suite
+	// panics.
+	hangGrace = 20 * time.Second
+)
+
+// env is the state of one subtest: its drivers, keys, lease lengths and
+// watchdog.
+type env struct {
+	t  *testing.T
+	mk MakeDriver
+	// ctx is passed to every driver call; the watchdog cancels it when
+	// the subtest exceeds its budget.
+	ctx context.Context
+	// d is the first driver of the subtest, used to discover
+	// capabilities and TTL limits.
+	d      driver.Driver
+	prefix string
+	short  time.Duration
+	medium time.Duration
+	long   time.Duration
+}
+
+func newEnv(t *testing.T, mk MakeDriver) *env {
+	t.Helper()
+	e := &env{t: t, mk: mk}
+	setBudget := e.watchdog()
+	e.d = e.driver()
+	lo, hi := time.Duration(0), time.Duration(0)
+	if l, ok := e.d.(driver.TTLLimiter); ok {
+		lo, hi = l.TTLRange()
+		if lo <= 0 || (hi > 0 && hi < lo) {
+			t.Fatalf("TTLRange() = %v, %v; want 0 < min <= max", lo, hi)
+		}
+	}
+	clamp := func(d time.Duration) time.Duration {
+		d = max(d, lo)
+		if hi > 0 {
+			d = min(d, hi)
+		}
+		return d
+	}
+	e.short = clamp(shortFloor)
+	e.medium = clamp(max(mediumFloor, lo))
+	e.long = clamp(max(longFloor, 10*lo))
+	e.prefix = keyPrefix(t.Name())
+	setBudget(budget + 4*e.medium + 2*e.short + expiryGrace)
+	return e
+}
+
+// watchdog cancels e.ctx and fails the test when it exceeds its budget,
+// and panics with all goroutines' stacks if it then still does not return.
+// It returns a function that sets the budget, counted from the start.
+func (e *env) watchdog() (setBudget func(time.Duration)) {
+	t := e.t
+	ctx, cancel := context.WithCancel(context.Background())
+	e.ctx = ctx
+	var (
+		mu    sync.Mutex
+		done  bool
+		limit = budget
+		hard  *time.Timer
+		start = time.Now()
+	)
+	soft := time.AfterFunc(limit, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		t.Errorf("lockertest: %s did not finish within %v; cancelling its context", t.Name(), limit)
+		cancel()
+		hard = time.AfterFunc(hangGrace, func() {
+			mu.Lock()
+			finished := done
+			mu.Unlock()
+			if !finished {
+				debug.SetTraceback("all")
+				panic(fmt.Sprintf("lockertest: %s still hangs %v after its context was cancelled", t.Name(), hangGrace))
+			}
+		})
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		done = true
+		soft.Stop()
+		if hard != nil {
+			hard.Stop()
+		}
+		mu.Unlock()
+		cancel()
+	})
+	return func(d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		if soft.Stop() {
+			limit = d
+			soft.Reset(d - time.Since(start))
+		}
+	}
+}
+
+// driver returns a new client of the backend under test.
+func (e *env) driver() driver.Driver {
+	e.t.Helper()
+	d := e.mk(e.t)
+	if d == nil {
+		e.t.Fatal("MakeDriver returned nil")
+	}
+	return d
+}
+
+// drivers returns the subtest's first driver followed by n-1 new ones.
+func (e *env) drivers(n int) []driver.Driver {
+	e.t.Helper()
+	ds := []driver.Driver{e.d}
+	for len(ds) < n {
+		ds = append(ds, e.driver())
+	}
+	return ds
+}
+
+// maxKeyPrefix leaves room in a 512-byte key for a suffix.
+const maxKeyPrefix = 160
+
+// keyPrefix returns a prefix unique to this run of the named test.
+func keyPrefix(name string) string {
+	var b [8]byte
+	rand.Read(b[:])
+	const room = maxKeyPrefix - len("lockertest//-") - 2*len(b)
+	name = strings.ReplaceAll(name, "\x00", "")
+	if len(name) > room {
+		name = name[len(name)-room:]
+	}
+	return "lockertest/" + strings.ToValidUTF8(name, "") + "/" + hex.EncodeToString(b[:]) + "-"
+}
+
+// key returns a key unique to this subtest.
+func (e *env) key(name string) string { return e.prefix + name }
+
+// newOwner returns a fresh owner as the front-end makes them: 32 hex digits.
+func newOwner() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// req returns a request for key by a new owner.
+func req(key string, mode driver.Mode, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Owner: newOwner(), Mode: mode, TTL: ttl}
+}
+
+// guard is the tolerance for clock granularity when judging whether a
+// lease of length ttl was still valid.
+func guard(ttl time.Duration) time.Duration { return 5*time.Millisecond + ttl/50 }
+
+// validTTL is the shorter of the requested TTL and the one the backend
+// reports it granted: the lease is valid at least that long from the
+// moment it was requested.
+func validTTL(r driver.Request, l driver.Lease) time.Duration { return min(r.TTL, l.TTL) }
+
+// grantedTTL is the longer of the requested TTL and the one the backend
+// reports it granted.
+func grantedTTL(r driver.Request, l driver.Lease) time.Duration { return max(r.TTL, l.TTL) }
+
+// acquire calls TryAcquire and fails the test unless it succeeds with a
+// lease that matches r. It returns the lease and the time the request was
+// sent, from which the lease is valid for at least r.TTL.
+func (e *env) acquire(d driver.Driver, r driver.Request) (driver.Lease, time.Time) {
+	e.t.Helper()
+	sent := time.Now()
+	l, err := d.TryAcquire(e.ctx, r)
+	if err != nil {
+		e.t.Fatalf("TryAcquire(%s): %v", fmtReq(r), err)
+	}
+	e.checkLease("TryAcquire", r, l)
+	return l, sent
+}
+
+// acquireQueued is acquire with TryAcquireQueued.
+func (e *env) acquireQueued(q driver.Queuer, r driver.Request) (driver.Lease, time.Time) {
+	e.t.Helper()
+	sent := time.Now()
+	l, err := q.TryAcquireQueued(e.ctx, r)
+	if err != nil {
+		e.t.Fatalf("TryAcquireQueued(%s): %v", fmtReq(r), err)
+	}
+	e.checkLease("TryAcquireQueued", r, l)
+	return l, sent
+}
+
+// checkLease reports fields of a granted lease that do not match r.
+func (e *env) checkLease(op string, r driver.Request, l driver.Lease) {
+	e.t.Helper()
+	if l.Key != r.Key || l.Owner != r.Owner || l.Mode != r.Mode {
+		e.t.Errorf("%s(%s) = lease{Key: %q, Owner: %q, Mode: %v}; want the request's key, owner and mode", op, fmtReq(r), l.Key, l.Owner, l.Mode)
+	}
+	if l.Token == 0 {
+		e.t.Errorf("%s(%s) granted token 0", op, fmtReq(r))
+	}
+	if l.TTL <= 0 {
+		e.t.Errorf("%s(%s) granted TTL %v; want > 0", op, fmtReq(r), l.TTL)
+	}
+}
+
+// refresh calls Refresh and fails the test unless it succeeds with the same
+// token. It returns the new lease and the time the request was sent.
+func (e *env) refresh(d driver.Driver, l driver.Lease) (driver.Lease, time.Time) {
+	e.t.Helper()
+	sent := time.Now()
+	nl, err := d.Refresh(e.ctx, l)
+	if err != nil {
+		e.t.Fatalf("Refresh(%s): %v", fmtLease(l), err)
+	}
+	if nl.Token != l.Token || nl.Key != l.Key || nl.Owner != l.Owner || nl.Mode != l.Mode {
+		e.t.Errorf("Refresh(%s) = %s; want the same key, owner, mode and token", fmtLease(l), fmtLease(nl))
+	}
+	return nl, sent
+}
+
+// release calls Release and fails the test unless it succeeds.
+func (e *env) release(d driver.Driver, l driver.Lease) {
+	e.t.Helper()
+	if err := d.Release(e.ctx, l); err != nil {
+		e.t.Fatalf("Release(%s): %v", fmtLease(l), err)
+	}
+}
+
+// wantNotHeld reports err unless it wraps driver.ErrNotHeld.
+func (e *env) wantNotHeld(op string, err error) {
+	e.t.Helper()
+	if !errors.Is(err, driver.ErrNotHeld) {
+		e.t.Errorf("%s: got error %v; want an error wrapping driver.ErrNotHeld", op, err)
+	}
+}
+
+// expectLocked checks that a new owner cannot acquire key in mode through
+// d, because a conflicting lease of length ttl, valid from validFrom, is
+// held. A grant is a failure when it returns before that lease can have
+// expired, and inconclusive after. It returns the error TryAcquire
+// returned.
+func (e *env) expectLocked(d driver.Driver, key string, mode driver.Mode, validFrom time.Time, ttl time.Duration) error {
+	e.t.Helper()
+	r := req(key, mode, e.long)
+	l, err := d.TryAcquire(e.ctx, r)
+	if err == nil {
+		defer d.Release(e.ctx, l)
+		if time.Since(validFrom) < ttl-guard(ttl) {
+			e.t.Errorf("TryAcquire(%s) by a new owner succeeded (token %d) while a conflicting lease was held", fmtReq(r), l.Token)
+		} else {
+			e.inconclusive("a lease was expected to be held, but the machine was too slow to check it in time")
+		}
+		return nil
+	}
+	e.checkLocked(r, err, ttl)
+	return err
+}
+
+// checkLocked reports err unless it is a conflict with a lease that has at
+// most ttl left.
+func (e *env) checkLocked(r driver.Request, err error, ttl time.Duration) {
+	e.t.Helper()
+	if !errors.Is(err, driver.ErrLocked) {
+		e.t.Errorf("TryAcquire(%s): got error %v; want an error wrapping driver.ErrLocked", fmtReq(r), err)
+		return
+	}
+	var le *driver.LockedError
+	if errors.As(err, &le) && (le.Remaining < 0 || le.Remaining > ttl) {
+		e.t.Errorf("TryAcquire(%s): LockedError.Remaining = %v; want between 0 and the holder's TTL %v", fmtReq(r), le.Remaining, ttl)
+	}
+}
+
+// expectFree checks that a new owner can acquire key at once, and releases
+// it again. It returns the token granted.
+func (e *env) expectFree(d driver.Driver, key string, mode driver.Mode, why string) uint64 {
+	e.t.Helper()
+	r := req(key, mode, e.long)
+	l, err := d.TryAcquire(e.ctx, r)
+	if err != nil {
+		e.t.Errorf("%s: TryAcquire(%s) by a new owner: %v; want the key free", why, fmtReq(r), err)
+		return 0
+	}
+	e.checkLease("TryAcquire", r, l)
+	e.release(d, l)
+	return l.Token
+}
+
+// acquireAfterExpiry polls TryAcquire(r) until it succeeds once the
+// conflicting lease l, granted for hr and sent at sent and confirmed at
+// confirmed, has expired. A grant before l can have expired is a failure,
+// and so is none by expiryGrace after it. It returns the lease and the time
+// its request was sent.
+func (e *env) acquireAfterExpiry(d driver.Driver, r driver.Request, hr driver.Request, l driver.Lease, sent, confirmed time.Time) (driver.Lease, time.Time, bool) {
+	e.t.Helper()
+	valid, ttl := validTTL(hr, l), grantedTTL(hr, l)
+	deadline := confirmed.Add(ttl + max(expiryGrace, ttl))
+	for {
+		s := time.Now()
+		nl, err := d.TryAcquire(e.ctx, r)
+		if err == nil {
+			if withinLease(sent, valid) {
+				e.t.Errorf("TryAcquire(%s) succeeded %v after a conflicting lease of %v was requested; want the lease held until it expires", fmtReq(r), time.Since(sent), valid)
+			}
+			e.checkLease("TryAcquire", r, nl)
+			return nl, s, true
+		}
+		if !errors.Is(err, driver.ErrLocked) {
+			e.t.Errorf("TryAcquire(%s) while waiting for a lease to expire: %v", fmtReq(r), err)
+			return driver.Lease{}, s, false
+		}
+		if time.Now().After(deadline) {
+			e.t.Errorf("TryAcquire(%s) still fails %v after a conflicting lease of %v was granted: %v; want the lease expired", fmtReq(r), time.Since(confirmed), ttl, err)
+			return driver.Lease{}, s, false
+		}
+		if !e.sleep(10 * time.Millisecond) {
+			return driver.Lease{}, s, false
+		}
+	}
+}
+
+// sleep waits for d or until the subtest's context ends, and reports
+// whether it waited the whole time.
+func (e *env) sleep(d time.Duration) bool {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-e.ctx.Done():
+		return false
+	}
+}
+
+// sleepUntil waits until t.
+func (e *env) sleepUntil(t time.Time) bool { return e.sleep(time.Until(t)) }
+
+// inconclusive skips the rest of the subtest because a timing condition it
+// needs could not be met on this machine.
+func (e *env) inconclusive(why string) {
+	e.t.Helper()
+	e.t.Skipf("inconclusive: %s", why)
+}
+
+// withinLease reports whether a lease of length ttl requested at sent is
+// certainly still valid now.
+func withinLease(sent time.Time, ttl time.Duration) bool {
+	return time.Since(sent) < ttl-guard(ttl)
+}
+
+// skipUnless skips the subtest unless the driver implements the
+// capability.
+func (e *env) skipUnless(ok bool, iface string) {
+	e.t.Helper()
+	if !ok {
+		e.t.Skipf("driver %T does not implement driver.%s", e.d, iface)
+	}
+}
+
+// sharer reports whether the subtest's drivers grant Mode Shared.
+func (e *env) sharer() bool {
+	s, ok := e.d.(driver.Sharer)
+	return ok && s.SupportsShared()
+}
+
+// skipUnlessShared skips the subtest unless the drivers grant Mode Shared.
+func (e *env) skipUnlessShared() {
+	e.t.Helper()
+	s, ok := e.d.(driver.Sharer)
+	e.skipUnless(ok, "Sharer")
+	if !s.SupportsShared() {
+		e.t.Skipf("driver %T implements driver.Sharer, but SupportsShared() is false", e.d)
+	}
+}
+
+func fmtReq(r driver.Request) string {
+	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v}", r.Key, r.Owner, r.Mode, r.TTL)
+}
+
+func fmtLease(l driver.Lease) string {
+	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, Token: %d, TTL: %v}", l.Key, l.Owner, l.Mode, l.Token, l.TTL)
+}
