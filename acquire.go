@@ -82,7 +82,7 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err 
 		queued bool
 		dirty  bool // the backend may hold state for req.Owner
 		start  = time.Now()
-		bo     = o.newBackoff()
+		bo     backoff.BackOff // made on first need
 		timer  *time.Timer
 	)
 	defer func() {
@@ -143,6 +143,9 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err 
 				queued, dirty = true, true
 				continue // join the queue now
 			}
+			if bo == nil {
+				bo = o.newBackoff()
+			}
 			wait = o.waitTime(aerr, bo, sub != nil, queued)
 		case driver.IsPermanent(aerr) || isInputError(aerr):
 			dirty = true
@@ -153,6 +156,9 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err 
 				return nil, opError(o.op, o.key, aerr)
 			}
 			o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("retrying: %w", aerr)))
+			if bo == nil {
+				bo = o.newBackoff()
+			}
 			wait = bo.NextBackOff()
 		}
 

@@ -11,7 +11,9 @@ import (
 // An engine is the per-driver state shared by every handle in the process:
 // the in-process gates that line up local waiters per key, and the
 // watchdog that renews the driver's leases. Engines live in a registry
-// keyed by the driver value for as long as any lock call or hold uses them.
+// keyed by the driver value while any lock call or hold uses them; up to
+// maxIdleEngines unused ones are kept for reuse, so that a lock+unlock
+// loop does not build one each time.
 type engine struct {
 	drv       driver.Driver
 	notifier  driver.Notifier
@@ -26,9 +28,12 @@ type engine struct {
 	wd    watchdog
 }
 
+const maxIdleEngines = 64
+
 var registry struct {
 	sync.Mutex
-	m map[driver.Driver]*engine
+	m    map[driver.Driver]*engine
+	idle int // engines in m with refs == 0
 }
 
 func newEngine(d driver.Driver) *engine {
@@ -56,6 +61,9 @@ func engineFor(d driver.Driver) *engine {
 	registry.Lock()
 	defer registry.Unlock()
 	e := registry.m[d]
+	if e != nil && e.refs == 0 {
+		registry.idle--
+	}
 	if e == nil {
 		if registry.m == nil {
 			registry.m = make(map[driver.Driver]*engine)
@@ -75,8 +83,17 @@ func (e *engine) unref() {
 	registry.Lock()
 	defer registry.Unlock()
 	e.refs--
-	if e.refs == 0 && registry.m[e.drv] == e {
-		delete(registry.m, e.drv)
+	if e.refs > 0 {
+		return
+	}
+	registry.idle++
+	if registry.idle > maxIdleEngines {
+		for d, idle := range registry.m {
+			if idle.refs == 0 {
+				delete(registry.m, d)
+			}
+		}
+		registry.idle = 0
 	}
 }
 
@@ -132,7 +149,8 @@ func (e *engine) enter(ctx context.Context, key string, m driver.Mode, try bool)
 	e.mu.Lock()
 	g := e.gates[key]
 	if g == nil {
-		g = &gate{key: key}
+		g = gatePool.Get().(*gate)
+		g.key = key
 		e.gates[key] = g
 	}
 	g.refs++
@@ -190,8 +208,12 @@ func (e *engine) dropGateLocked(g *gate) {
 	g.refs--
 	if g.refs == 0 && e.gates[g.key] == g {
 		delete(e.gates, g.key)
+		*g = gate{queue: g.queue[:0]}
+		gatePool.Put(g)
 	}
 }
+
+var gatePool = sync.Pool{New: func() any { return new(gate) }}
 
 // comparableDriver reports whether d can be a map key.
 func comparableDriver(d driver.Driver) bool { return reflect.TypeOf(d).Comparable() }

@@ -13,22 +13,22 @@ import (
 
 // A watchdog renews the leases of one driver and declares holds lost.
 //
-// One goroutine per driver (not per lock) keeps every hold in a heap ordered
-// by its next event: the renewal due at sent+interval, or, while a renewal
-// is outstanding, the local deadline sent+TTL-margin. Renewals that fall due
-// together, or within a quarter interval of each other, go out as one batch
-// (one round trip on drivers with driver.BatchRefresher). Each batch runs in
-// a goroutine of its own under a context that ends at the earliest deadline
+// One timer per driver (not per lock) serves every hold of the process: the
+// holds sit in a heap ordered by their next event, which is the renewal due
+// at sent+interval or, while a renewal is outstanding, the local deadline
+// sent+TTL-margin. When the timer fires, renewals that fall due together, or
+// within a quarter interval of each other, go out as one batch (one round
+// trip on drivers with driver.BatchRefresher). Each batch runs in a
+// goroutine of its own under a context that ends at the earliest deadline
 // in it, so a renewal that hangs cannot delay the loss of any hold: the
-// loop declares the loss when the deadline passes, whatever the call is
-// doing. The goroutine exits when no hold is left.
+// timer declares the loss when the deadline passes, whatever the call is
+// doing. No goroutine runs while no renewal is on its way.
 type watchdog struct {
-	eng     *engine
-	mu      sync.Mutex
-	heap    holdHeap
-	running bool
-	flights int
-	wake    chan struct{}
+	eng   *engine
+	mu    sync.Mutex
+	heap  holdHeap
+	timer *time.Timer // runs tick; made on first use
+	armed time.Time   // when the timer will fire; zero when stopped
 }
 
 // add starts renewing h.
@@ -37,20 +37,30 @@ func (w *watchdog) add(h *hold) {
 	defer w.mu.Unlock()
 	h.due = h.sent.Add(h.interval)
 	heap.Push(&w.heap, h)
-	if !w.running {
-		w.running = true
-		w.wake = make(chan struct{}, 1)
-		go w.loop(w.wake)
-		return
-	}
-	w.signalLocked()
+	w.armLocked(time.Now())
 }
 
-func (w *watchdog) signalLocked() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
+// armLocked makes the timer fire by the earliest event in the heap, and
+// stops it when the heap is empty.
+func (w *watchdog) armLocked(now time.Time) {
+	if len(w.heap) == 0 {
+		if !w.armed.IsZero() {
+			w.timer.Stop()
+			w.armed = time.Time{}
+		}
+		return
 	}
+	next := w.heap[0].due
+	if !w.armed.IsZero() && !next.Before(w.armed) {
+		return
+	}
+	d := max(next.Sub(now), 0)
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, w.tick)
+	} else {
+		w.timer.Reset(d)
+	}
+	w.armed = next
 }
 
 // remove stops renewing h and waits for a renewal of h that is already on
@@ -59,7 +69,7 @@ func (w *watchdog) remove(h *hold) {
 	w.mu.Lock()
 	if h.index >= 0 {
 		heap.Remove(&w.heap, h.index)
-		w.signalLocked()
+		w.armLocked(time.Now())
 	}
 	flight := h.inflight
 	w.mu.Unlock()
@@ -68,79 +78,56 @@ func (w *watchdog) remove(h *hold) {
 	}
 }
 
-func (w *watchdog) loop(wake chan struct{}) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		w.mu.Lock()
-		if len(w.heap) == 0 && w.flights == 0 {
-			w.running = false
-			w.mu.Unlock()
-			return
+// tick runs when the timer fires: it declares holds whose deadline passed
+// lost and sends the renewals that are due.
+func (w *watchdog) tick() {
+	w.mu.Lock()
+	w.armed = time.Time{}
+	now := time.Now()
+	var batch, lost, aside []*hold
+	var causes []error
+	for len(w.heap) > 0 {
+		h := w.heap[0]
+		// A hold that is not due yet joins a batch that is going out
+		// anyway when it would be due within a quarter interval.
+		if h.due.After(now) && (len(batch) == 0 || h.due.After(now.Add(h.interval/4))) {
+			break
 		}
-		now := time.Now()
-		var batch, lost []*hold
-		var aside []*hold
-		var causes []error
-		for len(w.heap) > 0 {
-			h := w.heap[0]
-			// A hold that is not due yet joins a batch that is going out
-			// anyway when it would be due within a quarter interval.
-			if h.due.After(now) && (len(batch) == 0 || h.due.After(now.Add(h.interval/4))) {
-				break
+		heap.Pop(&w.heap)
+		switch {
+		case !now.Before(h.deadline):
+			cause := h.lastErr
+			if cause == nil {
+				cause = errors.New("renewal still unanswered")
 			}
-			heap.Pop(&w.heap)
-			switch {
-			case !now.Before(h.deadline):
-				cause := h.lastErr
-				if cause == nil {
-					cause = errors.New("no reply")
-				}
-				lost = append(lost, h)
-				causes = append(causes, cause)
-			case h.inflight != nil:
-				aside = append(aside, h) // its renewal is on its way
-			default:
-				batch = append(batch, h)
-			}
+			lost = append(lost, h)
+			causes = append(causes, cause)
+		case h.inflight != nil:
+			aside = append(aside, h) // its renewal is on its way
+		default:
+			batch = append(batch, h)
 		}
-		for _, h := range aside {
+	}
+	for _, h := range aside {
+		heap.Push(&w.heap, h)
+	}
+	var flight chan struct{}
+	if len(batch) > 0 {
+		flight = make(chan struct{})
+		for _, h := range batch {
+			h.inflight = flight
+			h.due = h.deadline
 			heap.Push(&w.heap, h)
 		}
-		if len(batch) > 0 {
-			flight := make(chan struct{})
-			for _, h := range batch {
-				h.inflight = flight
-				h.due = h.deadline
-				heap.Push(&w.heap, h)
-			}
-			w.flights++
-			go w.renew(batch, flight)
-		}
-		var wait time.Duration = -1
-		if len(w.heap) > 0 {
-			wait = max(w.heap[0].due.Sub(now), 0)
-		}
-		w.mu.Unlock()
+	}
+	w.armLocked(now)
+	w.mu.Unlock()
 
-		for i, h := range lost {
-			h.lose(fmt.Errorf("no renewal confirmed before the local deadline (TTL %v, margin %v): %w", h.ttl, h.margin, causes[i]))
-		}
-		if len(batch) > 0 || len(lost) > 0 {
-			continue
-		}
-		if wait < 0 {
-			<-wake // only flights remain; they signal when done
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-wake:
-			if !timer.Stop() {
-				<-timer.C
-			}
-		}
+	if len(batch) > 0 {
+		go w.renew(batch, flight)
+	}
+	for i, h := range lost {
+		h.lose(fmt.Errorf("no renewal confirmed before the local deadline (TTL %v, margin %v): %w", h.ttl, h.margin, causes[i]))
 	}
 }
 
@@ -191,8 +178,7 @@ func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
 			failed, failErrs = append(failed, h), append(failErrs, err)
 		}
 	}
-	w.flights--
-	w.signalLocked()
+	w.armLocked(now)
 	w.mu.Unlock()
 	close(flight)
 
