@@ -1,0 +1,80 @@
+package redisdriver
+
+import (
+	"context"
+	"errors"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// batchChunk is the number of refreshes sent in one pipeline.
+const batchChunk = 1000
+
+// RefreshBatch implements driver.BatchRefresher: it sends the leases'
+// refresh scripts in pipelines of 1000, one round trip each (on Cluster,
+// one per node, in parallel). Leases whose script the server does not
+// have (NOSCRIPT: not run) are sent once more with EVAL, which also caches
+// the script.
+func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
+	errs := make([]error, len(ls))
+	for start := 0; start < len(ls); start += batchChunk {
+		end := min(start+batchChunk, len(ls))
+		d.refreshChunk(ctx, ls[start:end], errs[start:end])
+	}
+	return errs
+}
+
+type batchItem struct {
+	i    int
+	keys []string
+	args []any
+	ms   int64
+	cmd  *redis.Cmd
+}
+
+func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []error) {
+	items := make([]batchItem, 0, len(ls))
+	for i, l := range ls {
+		keys, args, ms, err := d.refreshArgs(l)
+		if err != nil {
+			errs[i] = opError("refresh", l.Key, err)
+			continue
+		}
+		items = append(items, batchItem{i: i, keys: keys, args: args, ms: ms})
+	}
+	if len(items) == 0 {
+		return
+	}
+	pipe := d.client.Pipeline()
+	for j := range items {
+		it := &items[j]
+		it.cmd = refreshScript.EvalSha(ctx, pipe, it.keys, it.args...)
+	}
+	_, _ = pipe.Exec(ctx) // errors are read per command
+
+	var retry []*batchItem
+	for j := range items {
+		it := &items[j]
+		if isNoScript(it.cmd.Err()) {
+			retry = append(retry, it)
+			continue
+		}
+		_, errs[it.i] = d.refreshResult(ls[it.i], it.ms, it.cmd)
+	}
+	if len(retry) == 0 {
+		return
+	}
+	pipe = d.client.Pipeline()
+	for _, it := range retry {
+		it.cmd = refreshScript.Eval(ctx, pipe, it.keys, it.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, it := range retry {
+		_, errs[it.i] = d.refreshResult(ls[it.i], it.ms, it.cmd)
+	}
+}
+
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}

@@ -1,0 +1,110 @@
+package redisdriver_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// backend makes clients of one kind of server for a test.
+type backend struct {
+	name string
+	// real is true for a real redis-server.
+	real bool
+	// client returns a new client of the test's server; it is closed at
+	// the test's cleanup.
+	client func(t *testing.T) redis.UniversalClient
+}
+
+// forEachBackend runs f as a subtest against miniredis and against a real
+// redis-server (skipped when none is installed, see testserver).
+func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		mr.ClockTTL(true) // TTLs run with the clock, coherently with TIME
+		f(t, backend{name: "miniredis", client: func(t *testing.T) redis.UniversalClient {
+			return newClient(t, mr.Addr())
+		}})
+	})
+	t.Run("redis", func(t *testing.T) {
+		srv := realServer(t)
+		f(t, backend{name: "redis", real: true, client: func(t *testing.T) redis.UniversalClient {
+			return newClient(t, srv.Addr)
+		}})
+	})
+}
+
+// realServer returns the package's shared redis-server or skips t.
+func realServer(t *testing.T) *testserver.Server {
+	t.Helper()
+	if realRedis == nil {
+		testserver.SkipOrFail(t, realRedisErr)
+	}
+	return realRedis
+}
+
+func newClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func newDriver(t *testing.T, c redis.UniversalClient) *redisdriver.Driver {
+	t.Helper()
+	d, err := redisdriver.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// owner returns a fresh owner string of 32 hex digits.
+func owner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// uniqueKey returns a lock key not used by any other test on the shared
+// server.
+var keySeq atomic.Uint64
+
+func uniqueKey(t *testing.T, name string) string {
+	return t.Name() + "/" + name + "#" + time.Now().Format("150405.000000000") + "-" +
+		string(rune('a'+keySeq.Add(1)%26))
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func req(key, owner string, mode driver.Mode, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Owner: owner, Mode: mode, TTL: ttl}
+}
+
+func mustAcquire(t *testing.T, d driver.Driver, r driver.Request) driver.Lease {
+	t.Helper()
+	l, err := d.TryAcquire(ctxT(t), r)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q, %s, %v): %v", r.Key, r.Mode, r.TTL, err)
+	}
+	if l.Token == 0 || l.Key != r.Key || l.Owner != r.Owner || l.Mode != r.Mode || l.TTL != r.TTL.Truncate(time.Millisecond) {
+		t.Fatalf("TryAcquire(%+v) = %+v", r, l)
+	}
+	return l
+}

@@ -1,0 +1,71 @@
+package redisdriver
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Suffixes of the keys of one lock, after "<prefix>{<tag>}:".
+const (
+	suffixLock     = "lock"
+	suffixFence    = "fence"
+	suffixReaders  = "readers"
+	suffixTokens   = "tokens"
+	suffixQueue    = "queue"
+	suffixQueueExp = "queue-exp"
+	suffixChannel  = "released"
+)
+
+// hashTag returns the cluster hash tag of key: key with '%', '{' and '}'
+// percent-encoded. The encoding is injective, contains no brace, and is
+// never empty: the empty key, which the front-end never passes, is "%",
+// which no other key yields since every other '%' is followed by two hex
+// digits.
+func hashTag(key string) string {
+	if key == "" {
+		return "%"
+	}
+	if !strings.ContainsAny(key, "%{}") {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 8)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// base returns "<prefix>{<tag>}:", the start of every key of a lock.
+func (d *Driver) base(key string) string {
+	return d.prefix + "{" + hashTag(key) + "}:"
+}
+
+// keys returns the KEYS of every script, in the order common.lua expects.
+func (d *Driver) keys(key string) []string {
+	b := d.base(key)
+	return []string{
+		b + suffixLock,
+		b + suffixFence,
+		b + suffixReaders,
+		b + suffixTokens,
+		b + suffixQueue,
+		b + suffixQueueExp,
+	}
+}
+
+// channel returns the pub/sub channel that Release publishes on.
+func (d *Driver) channel(key string) string {
+	return d.base(key) + suffixChannel
+}
+
+func quote(s string) string { return strconv.Quote(s) }

@@ -1,0 +1,253 @@
+package redisdriver
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// hub is the pub/sub connection shared by the open subscriptions of a
+// Driver, with the goroutine that reads it. It lives while it has channels;
+// the last Close ends it.
+type hub struct {
+	ps    *redis.PubSub
+	chans map[string]*chanEntry // by channel name
+	waits map[string]*chanEntry // entries awaiting confirmation, by PING payload
+	stop  chan struct{}         // closed to end the dispatcher
+	done  chan struct{}         // closed when the dispatcher has returned
+}
+
+// chanEntry is one subscribed channel and its subscriptions.
+type chanEntry struct {
+	name    string
+	payload string // PING payload that confirms the SUBSCRIBE
+	subs    map[*subscription]struct{}
+	ready   chan struct{} // closed when confirmed (err == nil) or failed
+	err     error
+}
+
+// subscription implements driver.Subscription.
+type subscription struct {
+	d      *Driver
+	h      *hub
+	e      *chanEntry
+	c      chan struct{}
+	closed bool // guarded by d.mu
+}
+
+// C implements driver.Subscription.
+func (s *subscription) C() <-chan struct{} { return s.c }
+
+// Close implements driver.Subscription. It returns nil.
+func (s *subscription) Close() error {
+	s.d.unsubscribe(s)
+	return nil
+}
+
+func (s *subscription) notify() {
+	select {
+	case s.c <- struct{}{}:
+	default: // a value is pending: coalesce
+	}
+}
+
+func (e *chanEntry) notify() {
+	for s := range e.subs {
+		s.notify()
+	}
+}
+
+// Subscribe implements driver.Notifier. It returns once Redis has confirmed
+// the subscription to the key's channel: it sends SUBSCRIBE and then PING
+// on the shared pub/sub connection and waits for the PING's reply, which
+// Redis sends after it has processed the SUBSCRIBE. Every Release of key
+// that Redis runs after that is delivered.
+//
+// When the pub/sub connection breaks, every subscription receives a value
+// (a release may have been missed), and again when go-redis has
+// resubscribed on a new connection.
+func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	const op = "subscribe"
+	name := d.channel(key)
+	s := &subscription{d: d, c: make(chan struct{}, 1)}
+
+	d.mu.Lock()
+	h := d.hub
+	if h == nil {
+		h = &hub{
+			// Without channels, Subscribe creates the PubSub without
+			// connecting.
+			ps:    d.client.Subscribe(context.WithoutCancel(ctx)),
+			chans: make(map[string]*chanEntry),
+			waits: make(map[string]*chanEntry),
+			stop:  make(chan struct{}),
+			done:  make(chan struct{}),
+		}
+		d.hub = h
+		go d.dispatch(h)
+	}
+	e := h.chans[name]
+	if e == nil {
+		d.seq++
+		e = &chanEntry{
+			name:    name,
+			payload: "locker-" + strconv.FormatUint(d.seq, 10),
+			subs:    make(map[*subscription]struct{}),
+			ready:   make(chan struct{}),
+		}
+		h.chans[name] = e
+		h.waits[e.payload] = e
+		// SUBSCRIBE and PING are written under d.mu so that no
+		// UNSUBSCRIBE of the same channel can come between them.
+		err := h.ps.Subscribe(ctx, name)
+		if err == nil {
+			err = h.ps.Ping(ctx, e.payload)
+		}
+		if err != nil {
+			h.fail(e, err)
+		}
+	}
+	s.h, s.e = h, e
+	e.subs[s] = struct{}{}
+	d.mu.Unlock()
+
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		select {
+		case <-e.ready: // confirmed too: prefer success
+		default:
+			d.unsubscribe(s)
+			return nil, opError(op, key, context.Cause(ctx))
+		}
+	}
+	if e.err != nil {
+		d.unsubscribe(s)
+		return nil, opError(op, key, e.err)
+	}
+	return s, nil
+}
+
+// fail ends the wait for e's confirmation with err. The channel may stay
+// subscribed on the connection until the hub ends; messages for it are
+// ignored. d.mu is held.
+func (h *hub) fail(e *chanEntry, err error) {
+	if h.chans[e.name] == e {
+		delete(h.chans, e.name)
+	}
+	if h.waits[e.payload] == e {
+		delete(h.waits, e.payload)
+		e.err = err
+		close(e.ready)
+	}
+}
+
+// unsubscribe closes s: it unsubscribes its channel when s was the
+// channel's last subscription, and ends the hub when that was its last
+// channel.
+func (d *Driver) unsubscribe(s *subscription) {
+	d.mu.Lock()
+	if s.closed {
+		d.mu.Unlock()
+		return
+	}
+	s.closed = true
+	h, e := s.h, s.e
+	delete(e.subs, s)
+	if len(e.subs) == 0 && h.chans[e.name] == e {
+		delete(h.chans, e.name)
+		delete(h.waits, e.payload)
+		if len(h.chans) > 0 {
+			// The error does not matter: on a broken connection,
+			// go-redis forgets the channel and does not resubscribe it.
+			_ = h.ps.Unsubscribe(context.Background(), e.name)
+		}
+	}
+	var end *hub
+	if len(h.chans) == 0 && d.hub == h {
+		d.hub = nil
+		end = h
+	}
+	d.mu.Unlock()
+	if end != nil {
+		close(end.stop)
+		_ = end.ps.Close()
+		<-end.done
+	}
+}
+
+// Backoff of the dispatcher while the pub/sub connection fails.
+const (
+	minBackoff = 20 * time.Millisecond
+	maxBackoff = time.Second
+)
+
+// dispatch reads h's connection and hands messages to subscriptions until
+// h ends.
+func (d *Driver) dispatch(h *hub) {
+	defer close(h.done)
+	var backoff time.Duration
+	for {
+		msg, err := h.ps.Receive(context.Background())
+		d.mu.Lock()
+		if d.hub != h {
+			d.mu.Unlock()
+			return
+		}
+		if err != nil {
+			// The connection broke (go-redis reconnects and resubscribes)
+			// or cannot be made. A release may have been missed: wake
+			// everyone. Confirmations in flight are lost: ask again.
+			var pending []*chanEntry
+			for _, e := range h.chans {
+				e.notify()
+				if _, ok := h.waits[e.payload]; ok {
+					pending = append(pending, e)
+				}
+			}
+			d.mu.Unlock()
+			for _, e := range pending {
+				if perr := h.ps.Ping(context.Background(), e.payload); perr != nil {
+					d.mu.Lock()
+					h.fail(e, fmt.Errorf("%w (then %v)", err, perr))
+					d.mu.Unlock()
+				}
+			}
+			backoff = min(max(2*backoff, minBackoff), maxBackoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-h.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
+		backoff = 0
+		switch m := msg.(type) {
+		case *redis.Message:
+			if e := h.chans[m.Channel]; e != nil {
+				e.notify()
+			}
+		case *redis.Subscription:
+			// A subscribe for a confirmed channel is go-redis
+			// resubscribing after a reconnect: releases may have been
+			// missed in between.
+			if e := h.chans[m.Channel]; e != nil && m.Kind == "subscribe" {
+				if _, waiting := h.waits[e.payload]; !waiting {
+					e.notify()
+				}
+			}
+		case *redis.Pong:
+			if e := h.waits[m.Payload]; e != nil {
+				delete(h.waits, m.Payload)
+				close(e.ready)
+			}
+		}
+		d.mu.Unlock()
+	}
+}

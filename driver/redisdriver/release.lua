@@ -1,0 +1,36 @@
+-- release: Release.
+-- ARGV: 1 owner, 2 mode ('x' or 's'), 3 token ('0': any), 4 channel.
+-- Reply: 1 released; 0 not held. Either way the owner's queue entry is
+-- removed. Publishes on the channel when a hold or the queue's head went.
+
+local owner, shared, want, chan = ARGV[1], ARGV[2] == 's', ARGV[3], ARGV[4]
+local released = false
+
+if not shared then
+	local v = redis.call('GET', LOCK)
+	if v then
+		local tok, o = parse_hold(v)
+		if o == owner and (want == '0' or tok == want) then
+			redis.call('DEL', LOCK)
+			released = true
+		end
+	end
+else
+	local now = now_ms()
+	purge_readers(now)
+	local tok = redis.call('HGET', TOKENS, owner)
+	if tok and redis.call('ZSCORE', READERS, owner) and (want == '0' or tok == want) then
+		redis.call('ZREM', READERS, owner)
+		redis.call('HDEL', TOKENS, owner)
+		released = true
+	end
+end
+
+local head = leave_queue(owner)
+if released or head then
+	redis.call('PUBLISH', chan, 'r')
+end
+if released then
+	return 1
+end
+return 0
