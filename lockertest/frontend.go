@@ -32,23 +32,27 @@ func testMutexHammer(e *env) {
 	)
 	stop := time.Now().Add(hammerTime)
 	opts := []locker.Option{locker.WithTTL(e.long), locker.WithErrorHandler(func(err error) {
-		e.t.Errorf("Mutex error handler: %v", err)
+		e.errorf("Mutex error handler: %v", err)
 	})}
 
-	// critical runs while m is held.
-	critical := func(m *locker.Mutex) {
+	// critical runs while m is held, sometimes long enough for an
+	// overlapping holder to be seen.
+	critical := func(m *locker.Mutex, i int) {
 		if n := holders.Add(1); n != 1 {
-			e.t.Errorf("%d Mutex handles hold %q at once", n, key)
+			e.errorf("%d Mutex handles hold %q at once", n, key)
+		}
+		if i%2 == 0 {
+			time.Sleep(200 * time.Microsecond)
 		}
 		tok := m.Token()
 		if tok <= lastToken {
-			e.t.Errorf("Mutex.Token() = %d after an earlier holder's %d; want strictly increasing tokens", tok, lastToken)
+			e.errorf("Mutex.Token() = %d after an earlier holder's %d; want strictly increasing tokens", tok, lastToken)
 		}
 		lastToken = tok
 		counter++
 		select {
 		case <-m.Done():
-			e.t.Errorf("Mutex.Done() closed while the mutex is held: %v", m.Err())
+			e.errorf("Mutex.Done() closed while the mutex is held: %v", m.Err())
 		default:
 		}
 		holders.Add(-1)
@@ -61,7 +65,7 @@ func testMutexHammer(e *env) {
 			case 1:
 				if err := m.LockContext(e.ctx); err != nil {
 					if e.ctx.Err() == nil {
-						e.t.Errorf("Mutex.LockContext: %v", err)
+						e.errorf("Mutex.LockContext: %v", err)
 					}
 					return
 				}
@@ -71,21 +75,21 @@ func testMutexHammer(e *env) {
 				}
 			}
 			done := m.Done()
-			critical(m)
+			critical(m, i)
 			locks.Add(1)
 			if i%2 == 0 {
 				m.Unlock()
 			} else if err := m.UnlockContext(e.ctx); err != nil {
-				e.t.Errorf("Mutex.UnlockContext: %v", err)
+				e.errorf("Mutex.UnlockContext: %v", err)
 			}
 			select {
 			case <-done:
 			default:
-				e.t.Errorf("the Done channel of a hold is still open after its Unlock returned")
+				e.errorf("the Done channel of a hold is still open after its Unlock returned")
 			}
 			if own {
 				if err := m.Err(); err != nil {
-					e.t.Errorf("Mutex.Err() after Unlock = %v; want nil", err)
+					e.errorf("Mutex.Err() after Unlock = %v; want nil", err)
 				}
 			}
 		}
@@ -102,9 +106,9 @@ func testMutexHammer(e *env) {
 	}
 	wg.Wait()
 	if n := locks.Load(); int64(counter) != n {
-		e.t.Errorf("counter = %d after %d locked increments; want equal", counter, n)
+		e.errorf("counter = %d after %d locked increments; want equal", counter, n)
 	} else if n == 0 {
-		e.t.Errorf("no goroutine locked %q", key)
+		e.errorf("no goroutine locked %q", key)
 	}
 	e.t.Logf("%d locks in %v", locks.Load(), hammerTime-time.Until(stop))
 	e.expectFree(ds[1], key, driver.Exclusive, "after every Mutex was unlocked")
@@ -128,7 +132,7 @@ func testRWMutexHammer(e *env) {
 		longestWait                atomic.Int64
 	)
 	opts := []locker.Option{locker.WithTTL(e.long), locker.WithErrorHandler(func(err error) {
-		e.t.Errorf("RWMutex error handler: %v", err)
+		e.errorf("RWMutex error handler: %v", err)
 	})}
 	stopReaders := make(chan struct{})
 	deadline := time.Now().Add(hammerTime + starved)
@@ -151,7 +155,7 @@ func testRWMutexHammer(e *env) {
 			case 1:
 				if err := rw.RLockContext(e.ctx); err != nil {
 					if e.ctx.Err() == nil {
-						e.t.Errorf("RWMutex.RLockContext: %v", err)
+						e.errorf("RWMutex.RLockContext: %v", err)
 					}
 					return
 				}
@@ -164,10 +168,10 @@ func testRWMutexHammer(e *env) {
 			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 			}
 			if w := inWriters.Load(); w != 0 {
-				e.t.Errorf("a reader holds %q together with %d writers", key, w)
+				e.errorf("a reader holds %q together with %d writers", key, w)
 			}
 			if counter < 0 { // a read the race detector orders after the writers' writes
-				e.t.Errorf("counter = %d", counter)
+				e.errorf("counter = %d", counter)
 			}
 			reads.Add(1)
 			time.Sleep(2 * time.Millisecond)
@@ -175,7 +179,7 @@ func testRWMutexHammer(e *env) {
 			if i%2 == 0 {
 				rw.RUnlock()
 			} else if err := rw.RUnlockContext(e.ctx); err != nil {
-				e.t.Errorf("RWMutex.RUnlockContext: %v", err)
+				e.errorf("RWMutex.RUnlockContext: %v", err)
 			}
 		}
 	}
@@ -195,16 +199,16 @@ func testRWMutexHammer(e *env) {
 				switch {
 				case e.ctx.Err() != nil:
 				case fair && errors.Is(err, context.DeadlineExceeded):
-					e.t.Errorf("a writer waited %v for %q behind a stream of readers on a driver.Queuer; want it served", starved, key)
+					e.errorf("a writer waited %v for %q behind a stream of readers on a driver.Queuer; want it served", starved, key)
 				case errors.Is(err, context.DeadlineExceeded):
 					e.t.Logf("a writer waited %v for %q behind a stream of readers (no driver.Queuer, so not a failure)", starved, key)
 				default:
-					e.t.Errorf("RWMutex.LockContext: %v", err)
+					e.errorf("RWMutex.LockContext: %v", err)
 				}
 				return
 			}
 			if w, r := inWriters.Add(1), inReaders.Load(); w != 1 || r != 0 {
-				e.t.Errorf("a writer holds %q together with %d writers and %d readers", key, w-1, r)
+				e.errorf("a writer holds %q together with %d writers and %d readers", key, w-1, r)
 			}
 			counter++
 			inWriters.Add(-1)
@@ -280,6 +284,44 @@ func testMutexBasics(e *env) {
 	e.expectFree(ds[0], key, driver.Exclusive, "after every Mutex was unlocked")
 }
 
+// testMutexRenewal checks that the front-end's renewals, through Refresh
+// or RefreshBatch, keep a Mutex's lease alive on the backend past its TTL.
+func testMutexRenewal(e *env) {
+	ds := e.drivers(2)
+	key := e.key("k")
+	m := locker.NewMutex(ds[0], key, locker.WithTTL(e.medium))
+	if err := m.LockContext(e.ctx); err != nil {
+		e.t.Fatalf("Mutex.LockContext: %v", err)
+	}
+	defer m.Unlock()
+	if !e.sleep(2 * e.medium) {
+		return
+	}
+	r := req(key, driver.Exclusive, e.long)
+	l, err := ds[1].TryAcquire(e.ctx, r)
+	// The front-end declares a hold lost before the backend can let it
+	// go, so a hold it still has after the attempt was held during it.
+	held := true
+	select {
+	case <-m.Done():
+		held = false
+	default:
+	}
+	switch {
+	case err == nil:
+		ds[1].Release(e.ctx, l)
+		if held {
+			e.t.Errorf("another owner acquired %q %v after a Mutex locked it with TTL %v, while the Mutex still held it: its renewals (Refresh or RefreshBatch) did not extend the lease", key, 2*e.medium, e.medium)
+		} else {
+			e.inconclusive(fmt.Sprintf("the Mutex lost its hold, perhaps because the machine is slow: %v", m.Err()))
+		}
+	case !held:
+		e.inconclusive(fmt.Sprintf("the Mutex lost its hold, perhaps because the machine is slow: %v", m.Err()))
+	default:
+		e.checkLocked(r, err, e.medium)
+	}
+}
+
 // testLockerContextCanceled checks that a LockContext that gives up leaves
 // nothing held or queued on the backend, also when the key is freed just as
 // it gives up.
@@ -308,10 +350,38 @@ func testLockerContextCanceled(e *env) {
 	if ok, err := m.TryLockContext(ctx); ok || err == nil {
 		e.t.Errorf("Mutex.TryLockContext with a cancelled context = %v, %v; want false and an error", ok, err)
 	}
-	// The waiter's queue entry, if it made one, has a long TTL: had it
-	// been left behind, a newcomer could not take the key.
+	// A queue entry of the waiter would have a long TTL: had it been left
+	// behind, a newcomer could not take the key.
 	e.release(ds[0], hl)
 	e.expectFree(ds[2], key, driver.Exclusive, "right after the holder released, once a waiter's LockContext had given up (a hold or queue entry left behind?)")
+
+	// A waiter that is woken by a release but finds another owner queued
+	// ahead of it has waited long enough to join the backend's wait queue
+	// itself; when it gives up, it must leave it.
+	if q, ok := ds[0].(driver.Queuer); ok {
+		ha, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
+		qr := req(key, driver.Exclusive, e.long)
+		if _, err := q.TryAcquireQueued(e.ctx, qr); !errors.Is(err, driver.ErrLocked) {
+			e.t.Fatalf("TryAcquireQueued(%s) while another owner holds the key: %v; want ErrLocked", fmtReq(qr), err)
+		}
+		ctx, cancel := context.WithTimeout(e.ctx, 400*time.Millisecond)
+		errc := make(chan error, 1)
+		go func() { errc <- m.LockContext(ctx) }()
+		e.sleep(100 * time.Millisecond)
+		e.release(ds[0], ha) // wakes the waiter, which finds qr at the head
+		e.sleep(100 * time.Millisecond)
+		hq, _ := e.acquireQueued(q, qr)
+		err := <-errc
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			e.t.Errorf("Mutex.LockContext with a context that times out while other owners hold the key or are queued ahead = %v; want an error wrapping context.DeadlineExceeded", err)
+			if err == nil {
+				m.Unlock()
+			}
+		}
+		e.release(ds[0], hq)
+		e.expectFree(ds[2], key, driver.Exclusive, "right after the holder released, once a waiter that had been woken and found another owner queued ahead had given up (a queue entry left behind?)")
+	}
 
 	// The key is freed just as the waiter gives up: whichever way the
 	// race goes, no hold is left unless LockContext reports one.

@@ -481,37 +481,36 @@ type concurrent struct {
 // runs on many goroutines.
 func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode driver.Mode) {
 	ctx := e.ctx
-	t := e.t
 	r := req(own, driver.Exclusive, e.long)
 	l, err := d.TryAcquire(ctx, r)
 	if err != nil {
-		t.Errorf("TryAcquire(%s) of a key no one else uses: %v", fmtReq(r), err)
+		e.errorf("TryAcquire(%s) of a key no one else uses: %v", fmtReq(r), err)
 		return
 	}
 	if l2, err := d.TryAcquire(ctx, r); err != nil || l2.Token != l.Token {
-		t.Errorf("re-acquire(%s) = token %d, %v; want token %d", fmtReq(r), l2.Token, err, l.Token)
+		e.errorf("re-acquire(%s) = token %d, %v; want token %d", fmtReq(r), l2.Token, err, l.Token)
 	}
 	if l2, err := d.Refresh(ctx, l); err != nil || l2.Token != l.Token {
-		t.Errorf("Refresh(%s) = token %d, %v; want token %d", fmtLease(l), l2.Token, err, l.Token)
+		e.errorf("Refresh(%s) = token %d, %v; want token %d", fmtLease(l), l2.Token, err, l.Token)
 	}
 	if br, ok := d.(driver.BatchRefresher); ok {
 		if errs := br.RefreshBatch(ctx, []driver.Lease{l}); len(errs) != 1 || errs[0] != nil {
-			t.Errorf("RefreshBatch([%s]) = %v; want [<nil>]", fmtLease(l), errs)
+			e.errorf("RefreshBatch([%s]) = %v; want [<nil>]", fmtLease(l), errs)
 		}
 	}
 	if n, ok := d.(driver.Notifier); ok {
 		sub, err := n.Subscribe(ctx, own)
 		if err != nil {
-			t.Errorf("Subscribe(%q): %v", own, err)
+			e.errorf("Subscribe(%q): %v", own, err)
 		} else {
 			defer sub.Close()
 		}
 	}
 	if err := d.Release(ctx, l); err != nil {
-		t.Errorf("Release(%s): %v", fmtLease(l), err)
+		e.errorf("Release(%s): %v", fmtLease(l), err)
 	}
 	if err := d.Release(ctx, l); !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("second Release(%s): %v; want ErrNotHeld", fmtLease(l), err)
+		e.errorf("second Release(%s): %v; want ErrNotHeld", fmtLease(l), err)
 	}
 
 	// The hot key: at most one holder at a time.
@@ -523,19 +522,19 @@ func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode d
 	switch {
 	case err == nil:
 		if n := c.holders.Add(1); n != 1 {
-			t.Errorf("%d owners hold %q at once", n, c.hot)
+			e.errorf("%d owners hold %q at once", n, c.hot)
 		}
 		c.holders.Add(-1)
 		if err := d.Release(ctx, l); err != nil {
-			t.Errorf("Release(%s): %v", fmtLease(l), err)
+			e.errorf("Release(%s): %v", fmtLease(l), err)
 		}
 	case errors.Is(err, driver.ErrLocked):
 		// Leave the queue, if we joined it.
 		if err := d.Release(ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, TTL: r.TTL}); !errors.Is(err, driver.ErrNotHeld) {
-			t.Errorf("Release by an owner that does not hold %q: %v; want ErrNotHeld", c.hot, err)
+			e.errorf("Release by an owner that does not hold %q: %v; want ErrNotHeld", c.hot, err)
 		}
 	default:
-		t.Errorf("TryAcquire(%s): %v", fmtReq(r), err)
+		e.errorf("TryAcquire(%s): %v", fmtReq(r), err)
 	}
 
 	if !c.shared {
@@ -548,21 +547,21 @@ func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode d
 	case err == nil:
 		if mode == driver.Exclusive {
 			if w, rd := c.writers.Add(1), c.readers.Load(); w != 1 || rd != 0 {
-				t.Errorf("an exclusive owner holds %q together with %d exclusive and %d shared owners", c.hotShared, w-1, rd)
+				e.errorf("an exclusive owner holds %q together with %d exclusive and %d shared owners", c.hotShared, w-1, rd)
 			}
 			c.writers.Add(-1)
 		} else {
 			c.readers.Add(1)
 			if w := c.writers.Load(); w != 0 {
-				t.Errorf("a shared owner holds %q together with %d exclusive owners", c.hotShared, w)
+				e.errorf("a shared owner holds %q together with %d exclusive owners", c.hotShared, w)
 			}
 			c.readers.Add(-1)
 		}
 		if err := d.Release(ctx, l); err != nil {
-			t.Errorf("Release(%s): %v", fmtLease(l), err)
+			e.errorf("Release(%s): %v", fmtLease(l), err)
 		}
 	case errors.Is(err, driver.ErrLocked):
 	default:
-		t.Errorf("TryAcquire(%s): %v", fmtReq(r), err)
+		e.errorf("TryAcquire(%s): %v", fmtReq(r), err)
 	}
 }

@@ -1,7 +1,7 @@
 // Package lockertest implements a conformance suite for lock drivers.
 //
-// A driver is correct when it passes [TestDriver]. A driver package needs one
-// test to run the whole suite against its backend:
+// Every driver must pass [TestDriver]. A driver package needs one test to
+// run the whole suite against its backend:
 //
 //	func TestConformance(t *testing.T) {
 //		lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return newDriver(t) })
@@ -10,29 +10,65 @@
 // where newDriver returns a new client of the backend under test and closes it
 // with t.Cleanup. Every call must return an independent client (its own
 // connection or session) of the same backend, so that the suite can model
-// separate processes.
+// separate processes. The suite uses fresh keys in every run, so it may
+// share a server with other tests.
 //
 // # What it checks
 //
-// The suite runs named subtests in two groups. The subtests in group
-// "Driver" call the driver directly and check the contract documented in
-// package [github.com/go-locker/locker/driver]: exclusion among racing
-// clients, idempotent re-acquisition, owner checks in Refresh and Release,
-// expiry, strictly increasing fencing tokens, cancellation, hostile keys
-// (slashes, dots, control characters, escapes, prefixes of other keys, 512
-// bytes), and concurrent use. The subtests in group "Locker" run package
-// [github.com/go-locker/locker]'s Mutex and RWMutex on top of the driver:
-// many handles on several clients hammer one key and check that no two hold
-// it at once, that tokens grow in the order of acquisition, and that a
-// cancelled LockContext leaves nothing behind.
+// The subtests of group "Driver" call the driver directly and check the
+// contract documented in package [github.com/go-locker/locker/driver]:
 //
-// The optional interfaces ([driver.Sharer], [driver.Notifier],
-// [driver.Queuer], [driver.BatchRefresher]) are tested when the driver
-// implements them. When it does not, the subtest is skipped and the reason
-// is reported, so `go test -v` shows which capabilities were checked. A
-// [driver.TTLLimiter] chooses the lease lengths the suite uses: short leases
-// (at least 200ms) where a lease must expire, and long ones (at least 10s)
-// where it must not.
+//   - ExclusiveContention: owners racing on several clients for one key;
+//     exactly one wins, the others get errors wrapping [driver.ErrLocked]
+//     (a [driver.LockedError]'s Remaining at most the winner's TTL).
+//   - IdempotentReacquire: TryAcquire by the holder keeps its token and
+//     extends the lease.
+//   - ReleaseWrongOwner, RefreshWrongOwner: rejected with
+//     [driver.ErrNotHeld]; the holder's lease is untouched and no lease is
+//     created for the caller.
+//   - ReleaseNotHeld: Release and Refresh of keys never acquired, released
+//     or re-acquired by someone else fail with ErrNotHeld.
+//   - Expiry: a lease is held until its TTL runs out, then another owner
+//     gets the key; the old holder can no longer refresh or release it.
+//   - RefreshAfterExpiry: refreshing an expired lease fails and does not
+//     bring it back.
+//   - RefreshExtends: refreshes keep a lease for Lease.TTL from each refresh.
+//   - TokenMonotonic: tokens are never 0 and strictly increase across
+//     release, expiry, owners and clients.
+//   - ContextCanceled: calls with a done context fail and leave nothing
+//     held or queued.
+//   - WeirdKeys: keys with slashes, dots, escapes, separators a driver may
+//     use for its own names, control characters, look-alike Unicode and
+//     512 bytes are all usable, and independent of each other.
+//   - ConcurrentMethods: every method from many goroutines at once.
+//   - Shared ([driver.Sharer]): readers coexist and exclude writers, each
+//     with its own token and its own expiry.
+//   - Notify ([driver.Notifier]): subscribers hear of releases by any client.
+//   - Queue ([driver.Queuer]): queued owners are served in order and before
+//     newcomers, a run of readers at the head together; leaving the queue
+//     unblocks the rest; entries expire.
+//   - BatchRefresh ([driver.BatchRefresher]): one result per lease.
+//
+// The subtests of group "Locker" run package
+// [github.com/go-locker/locker]'s Mutex and RWMutex on top of the driver:
+//
+//   - MutexHammer, RWMutexHammer: many handles on several clients, and
+//     goroutines sharing a handle, lock one key over and over; no writer
+//     ever overlaps another holder, data written under the lock is seen
+//     by the next holder (under the race detector), tokens grow in the
+//     order of acquisition, and a writer is not starved by readers.
+//   - Mutex: a Mutex hold excludes other handles and owners, and Unlock
+//     frees the key.
+//   - Renewal: the front-end's renewals keep a Mutex's lease alive on the
+//     backend past its TTL.
+//   - ContextCanceled: a LockContext that gives up, also as the key is
+//     freed, leaves nothing held or queued.
+//
+// The subtests of optional interfaces are skipped, with the reason, when
+// the driver does not implement them, so go test -v shows which
+// capabilities were checked. A [driver.TTLLimiter] chooses the lease
+// lengths the suite uses: short leases (at least 200ms) where a lease must
+// expire, and long ones (at least 10s) where it must not.
 //
 // # Reading the results
 //
@@ -41,8 +77,13 @@
 // Run it under the race detector and more than once (go test -race
 // -count=3). Timing checks are judged on the client's monotonic clock from
 // the moment a request was sent, so a slow machine makes a check
-// inconclusive (it is then logged and skipped) rather than failed. Each
-// subtest has a time budget; one that exceeds it fails with a message that
+// inconclusive (it is then logged and skipped) rather than failed.
+//
+// The subtests that load the CPU run first, one at a time; the others then
+// run in parallel (within the limit of go test's -parallel flag), and
+// TestDriver returns when all have finished. On a local server the suite
+// takes a few seconds, bounded by the lease lengths. Each subtest has a
+// time budget; one that exceeds it fails with a message that
 // names it, and one that still hangs afterwards panics with every
 // goroutine's stack.
 package lockertest
@@ -56,6 +97,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,6 +148,7 @@ func TestDriver(t *testing.T, mk MakeDriver) {
 		serial(t, mk, "MutexHammer", testMutexHammer)
 		serial(t, mk, "RWMutexHammer", testRWMutexHammer)
 		parallel(t, mk, "Mutex", testMutexBasics)
+		parallel(t, mk, "Renewal", testMutexRenewal)
 		parallel(t, mk, "ContextCanceled", testLockerContextCanceled)
 	})
 }
@@ -151,6 +194,7 @@ type env struct {
 	// capabilities and TTL limits.
 	d      driver.Driver
 	prefix string
+	errs   atomic.Int32 // reported by errorf
 	short  time.Duration
 	medium time.Duration
 	long   time.Duration
@@ -232,6 +276,23 @@ func (e *env) watchdog() (setBudget func(time.Duration)) {
 			limit = d
 			soft.Reset(d - time.Since(start))
 		}
+	}
+}
+
+// maxErrors is how many errors errorf reports in full per subtest.
+const maxErrors = 10
+
+// errorf is t.Errorf for loops that may fail many times over: after
+// maxErrors errors it only marks the test failed.
+func (e *env) errorf(format string, args ...any) {
+	e.t.Helper()
+	switch n := e.errs.Add(1); {
+	case n <= maxErrors:
+		e.t.Errorf(format, args...)
+	case n == maxErrors+1:
+		e.t.Errorf("(more errors follow; not reported)")
+	default:
+		e.t.Fail()
 	}
 }
 

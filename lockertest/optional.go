@@ -130,7 +130,7 @@ func testNotify(e *env) {
 			select {
 			case <-sub.C():
 			case <-time.After(notifyWait):
-				e.t.Errorf("subscription %d to %q: no notification within %v of a release by %s", i, key, notifyWait, what)
+				e.t.Fatalf("subscription %d to %q: no notification within %v of a release by %s", i, key, notifyWait, what)
 			case <-e.ctx.Done():
 				return
 			}

@@ -1,0 +1,228 @@
+package lockertest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/memdriver"
+	"github.com/go-locker/locker/lockertest"
+)
+
+// A bug is a way to break memdriver, and the subtest of the suite that must
+// catch it.
+type bug struct {
+	name    string
+	subtest string // under TestBrokenHelper
+}
+
+var bugs = []bug{
+	{"release-any-owner", "Driver/ReleaseWrongOwner"},
+	{"release-always-nil", "Driver/ReleaseNotHeld"},
+	{"refresh-recreates", "Driver/RefreshAfterExpiry"},
+	{"refresh-noop", "Driver/RefreshExtends"},
+	{"constant-token", "Driver/TokenMonotonic"},
+	{"new-token-on-reacquire", "Driver/IdempotentReacquire"},
+	{"lossy-keys", "Driver/WeirdKeys"},
+	{"plain-busy-error", "Driver/ExclusiveContention"},
+	{"ignore-ttl", "Driver/Expiry"},
+	{"ignore-ctx", "Driver/ContextCanceled"},
+	{"shared-as-exclusive", "Driver/Shared"},
+	{"silent-notify", "Driver/Notify"},
+	{"queue-ignored", "Driver/Queue"},
+	{"batch-all-nil", "Driver/BatchRefresh"},
+	{"check-then-grant", "Locker/MutexHammer"},
+	{"refresh-lies", "Locker/Renewal"},
+	{"release-keeps-queue", "Locker/ContextCanceled"},
+}
+
+const bugEnv = "LOCKERTEST_BUG"
+
+// TestBrokenDrivers checks that the suite catches broken drivers: each run
+// of the test binary applies one bug to memdriver and must fail the subtest
+// that checks the broken rule.
+func TestBrokenDrivers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the test binary once per bug")
+	}
+	if os.Getenv(bugEnv) != "" {
+		t.Skip("in a helper process")
+	}
+	for _, b := range bugs {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			pattern := "^TestBrokenHelper$/^" + strings.ReplaceAll(b.subtest, "/", "$/^") + "$"
+			cmd := exec.Command(os.Args[0], "-test.run="+pattern, "-test.v", "-test.count=1")
+			cmd.Env = append(os.Environ(), bugEnv+"="+b.name)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("the suite passed a driver with bug %q (err = %v):\n%s", b.name, err, out)
+			}
+			if want := "--- FAIL: TestBrokenHelper/" + b.subtest + " "; !strings.Contains(string(out), want) {
+				t.Errorf("with bug %q, the output lacks %q:\n%s", b.name, want, out)
+			}
+		})
+	}
+}
+
+// TestBrokenHelper runs the suite over a broken memdriver in a process
+// started by TestBrokenDrivers.
+func TestBrokenHelper(t *testing.T) {
+	name := os.Getenv(bugEnv)
+	if name == "" {
+		t.Skip("helper for TestBrokenDrivers")
+	}
+	b := memdriver.NewBackend()
+	var seq atomic.Uint64
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
+		return &broken{Driver: b.Driver(), b: b, bug: name, seq: &seq}
+	})
+}
+
+// broken is memdriver with one bug.
+type broken struct {
+	*memdriver.Driver
+	b   *memdriver.Backend
+	bug string
+	seq *atomic.Uint64
+}
+
+func (d *broken) ctx(ctx context.Context) context.Context {
+	if d.bug == "ignore-ctx" {
+		return context.Background()
+	}
+	return ctx
+}
+
+func lossy(key string) string { return strings.ReplaceAll(key, "/", "_") }
+
+func (d *broken) TryAcquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
+	ctx = d.ctx(ctx)
+	key := r.Key
+	switch d.bug {
+	case "lossy-keys":
+		r.Key = lossy(r.Key)
+	case "ignore-ttl":
+		r.TTL = time.Minute
+	case "shared-as-exclusive":
+		r.Mode = driver.Exclusive
+	case "check-then-grant":
+		// Look, then leap: two owners may both see the key free.
+		if len(d.b.Holders(r.Key)) > 0 {
+			return driver.Lease{}, driver.ErrLocked
+		}
+		time.Sleep(time.Millisecond)
+		d.b.Expire(r.Key)
+	}
+	l, err := d.Driver.TryAcquire(ctx, r)
+	l.Key = key
+	switch d.bug {
+	case "ignore-ttl":
+		l.TTL = min(l.TTL, time.Second)
+	case "shared-as-exclusive":
+		l.Mode = driver.Shared
+	case "constant-token":
+		l.Token = 1
+	case "new-token-on-reacquire":
+		l.Token = l.Token<<32 + d.seq.Add(1)
+	case "plain-busy-error":
+		if errors.Is(err, driver.ErrLocked) {
+			err = errors.New("busy")
+		}
+	}
+	return l, err
+}
+
+func (d *broken) TryAcquireQueued(ctx context.Context, r driver.Request) (driver.Lease, error) {
+	if d.bug == "queue-ignored" {
+		return d.Driver.TryAcquire(ctx, r)
+	}
+	return d.Driver.TryAcquireQueued(d.ctx(ctx), r)
+}
+
+func (d *broken) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	ctx = d.ctx(ctx)
+	key := l.Key
+	switch d.bug {
+	case "lossy-keys":
+		l.Key = lossy(l.Key)
+	case "shared-as-exclusive":
+		l.Mode = driver.Exclusive
+	case "refresh-lies":
+		return l, nil
+	case "refresh-noop":
+		for _, h := range d.b.Holders(l.Key) {
+			if h.Owner == l.Owner {
+				return h, nil
+			}
+		}
+		return driver.Lease{}, driver.ErrNotHeld
+	}
+	nl, err := d.Driver.Refresh(ctx, l)
+	nl.Key = key
+	if d.bug == "refresh-recreates" && errors.Is(err, driver.ErrNotHeld) {
+		r := driver.Request{Key: l.Key, Owner: l.Owner, Mode: l.Mode, TTL: l.TTL}
+		if nl, err2 := d.Driver.TryAcquire(ctx, r); err2 == nil {
+			return nl, nil
+		}
+	}
+	if d.bug == "shared-as-exclusive" {
+		nl.Mode = driver.Shared
+	}
+	return nl, err
+}
+
+func (d *broken) Release(ctx context.Context, l driver.Lease) error {
+	ctx = d.ctx(ctx)
+	switch d.bug {
+	case "lossy-keys":
+		l.Key = lossy(l.Key)
+	case "shared-as-exclusive":
+		l.Mode = driver.Exclusive
+	}
+	if d.bug == "release-keeps-queue" && !slices.ContainsFunc(d.b.Holders(l.Key), func(h driver.Lease) bool { return h.Owner == l.Owner }) {
+		return driver.ErrNotHeld
+	}
+	err := d.Driver.Release(ctx, l)
+	switch d.bug {
+	case "release-any-owner":
+		if errors.Is(err, driver.ErrNotHeld) {
+			d.b.Expire(l.Key)
+			return nil
+		}
+	case "release-always-nil":
+		return nil
+	}
+	return err
+}
+
+func (d *broken) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
+	if d.bug == "refresh-lies" {
+		return make([]error, len(ls))
+	}
+	errs := d.Driver.RefreshBatch(d.ctx(ctx), ls)
+	if d.bug == "batch-all-nil" {
+		clear(errs)
+	}
+	return errs
+}
+
+func (d *broken) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	if d.bug == "silent-notify" {
+		return silent{make(chan struct{})}, nil
+	}
+	return d.Driver.Subscribe(d.ctx(ctx), key)
+}
+
+type silent struct{ c chan struct{} }
+
+func (s silent) C() <-chan struct{} { return s.c }
+func (s silent) Close() error       { return nil }
