@@ -220,7 +220,7 @@ func newEnv(t *testing.T, mk MakeDriver) *env {
 		return d
 	}
 	e.short = clamp(shortFloor)
-	e.medium = clamp(max(mediumFloor, lo))
+	e.medium = clamp(mediumFloor)
 	e.long = clamp(max(longFloor, 10*lo))
 	e.prefix = keyPrefix(t.Name())
 	setBudget(budget + 4*e.medium + 2*e.short + expiryGrace)
