@@ -35,6 +35,10 @@
 //   - Encode keys injectively for its backend: keys that are hostile to the
 //     backend (slashes, dots, control characters, prefixes of other keys)
 //     are encoded, never rejected.
+//   - Refuse a call whose context is already done, without touching the
+//     backend, returning an error wrapping ctx.Err().
+//   - Keep a lease's TTL on refresh: Refresh is called with the Lease that
+//     TryAcquire returned (Lease.TTL as granted).
 //   - Wrap backend errors with %w so callers can reach them with errors.As,
 //     and be safe for concurrent use by multiple goroutines.
 //
