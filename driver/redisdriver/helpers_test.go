@@ -108,3 +108,14 @@ func mustAcquire(t *testing.T, d driver.Driver, r driver.Request) driver.Lease {
 	}
 	return l
 }
+
+// privateServer starts a redis-server of t's own, for tests that kill it.
+func privateServer(t *testing.T) *testserver.Server {
+	t.Helper()
+	s, err := testserver.StartRedis()
+	if err != nil {
+		testserver.SkipOrFail(t, err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}

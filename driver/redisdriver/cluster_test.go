@@ -1,0 +1,57 @@
+package redisdriver_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestCluster runs the driver over a ClusterClient against a one-node
+// Redis Cluster, which refuses scripts whose keys span hash slots
+// (CROSSSLOT), so it checks that each lock's keys share one slot.
+func TestCluster(t *testing.T) {
+	srv := testserver.RedisCluster(t)
+	newCluster := func() *redis.ClusterClient {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	c := newCluster()
+	d := newDriver(t, c)
+	waiter := newDriver(t, newCluster())
+	ctx := ctxT(t)
+	defer wantNoDispatcher(t)
+
+	var ls []driver.Lease
+	for _, k := range []string{"orders/42", "}x", "{", "a}b{c", "%7B", "ключ/🔒"} {
+		k = uniqueKey(t, "") + k
+		s := subscribe(t, waiter, k)
+		l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
+		_, err := d.TryAcquireQueued(ctx, req(k, owner(), driver.Shared, time.Second))
+		lockedRemaining(t, err)
+		if _, err := d.Refresh(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		wantWake(t, "release on a cluster", s)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, mustAcquire(t, d, req(k+"/r", owner(), driver.Shared, time.Second)))
+	}
+	for i, err := range d.RefreshBatch(ctx, ls) {
+		if err != nil {
+			t.Errorf("RefreshBatch[%d]: %v", i, err)
+		}
+	}
+	for _, l := range ls {
+		if err := d.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package redisdriver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/redis/go-redis/v9"
+)
+
+// Applications use the driver through package locker; this example calls
+// it directly to show what a driver does.
+func Example() {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: "localhost:6379",
+		// Let context deadlines bound every network call.
+		ContextTimeoutEnabled: true,
+	})
+	defer rdb.Close() // the driver never closes the client
+
+	d, err := redisdriver.New(rdb, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	lease, err := d.TryAcquire(ctx, driver.Request{
+		Key:   "orders/42",
+		Owner: "0123456789abcdef0123456789abcdef",
+		Mode:  driver.Exclusive,
+		TTL:   10 * time.Second,
+	})
+	var locked *driver.LockedError
+	switch {
+	case errors.As(err, &locked):
+		fmt.Println("busy for up to", locked.Remaining)
+		return
+	case err != nil:
+		log.Fatal(err)
+	}
+	// Pass lease.Token to the storage you protect, which rejects writes
+	// carrying a token lower than one it has seen.
+	fmt.Println("fencing token", lease.Token)
+
+	if lease, err = d.Refresh(ctx, lease); err != nil {
+		log.Fatal(err)
+	}
+	if err := d.Release(ctx, lease); err != nil {
+		log.Fatal(err)
+	}
+}

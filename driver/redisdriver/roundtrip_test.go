@@ -1,0 +1,202 @@
+package redisdriver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+// tripCounter is a go-redis hook that counts round trips: one per command
+// sent alone, one per pipeline.
+type tripCounter struct {
+	mu    sync.Mutex
+	trips []string
+}
+
+func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.add(cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+
+func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.add(fmt.Sprintf("pipeline(%d %s)", len(cmds), cmds[0].Name()))
+		return next(ctx, cmds)
+	}
+}
+
+func (c *tripCounter) add(s string) {
+	c.mu.Lock()
+	c.trips = append(c.trips, s)
+	c.mu.Unlock()
+}
+
+// count runs f and returns the round trips it made.
+func (c *tripCounter) count(f func()) []string {
+	c.mu.Lock()
+	c.trips = nil
+	c.mu.Unlock()
+	f()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.trips
+}
+
+func wantTrips(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s: round trips %q, want %q", what, got, want)
+	}
+}
+
+func TestRoundTrips(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		c := b.client(t)
+		tc := &tripCounter{}
+		c.AddHook(tc)
+		d := newDriver(t, c)
+		k := uniqueKey(t, "k")
+
+		// Warm-up: the server caches the scripts (EVALSHA, NOSCRIPT,
+		// EVAL) and the pool has a connection.
+		warm := mustAcquire(t, d, req(uniqueKey(t, "warm"), owner(), driver.Exclusive, time.Second))
+		if _, err := d.Refresh(ctx, warm); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Release(ctx, warm); err != nil {
+			t.Fatal(err)
+		}
+
+		var l driver.Lease
+		wantTrips(t, "TryAcquire", tc.count(func() { l = mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second)) }), "evalsha")
+		wantTrips(t, "contended TryAcquireQueued", tc.count(func() {
+			_, err := d.TryAcquireQueued(ctx, req(k, owner(), driver.Exclusive, time.Second))
+			lockedRemaining(t, err)
+		}), "evalsha")
+		wantTrips(t, "Refresh", tc.count(func() {
+			if _, err := d.Refresh(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}), "evalsha")
+		wantTrips(t, "Release", tc.count(func() {
+			if err := d.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}), "evalsha")
+		wantTrips(t, "shared TryAcquire", tc.count(func() { l = mustAcquire(t, d, req(k+"s", owner(), driver.Shared, time.Second)) }), "evalsha")
+		wantTrips(t, "shared Release", tc.count(func() {
+			if err := d.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}), "evalsha")
+
+		// A server that lost its scripts (restart, failover, SCRIPT
+		// FLUSH) costs one more round trip, once.
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		k2 := uniqueKey(t, "k2")
+		wantTrips(t, "TryAcquire after SCRIPT FLUSH", tc.count(func() { l = mustAcquire(t, d, req(k2, owner(), driver.Exclusive, time.Second)) }), "evalsha", "eval")
+		wantTrips(t, "TryAcquire after that", tc.count(func() { mustAcquire(t, d, req(k2, l.Owner, driver.Exclusive, time.Second)) }), "evalsha")
+	})
+}
+
+func TestRefreshBatch(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		c := b.client(t)
+		tc := &tripCounter{}
+		c.AddHook(tc)
+		d := newDriver(t, c)
+
+		// miniredis compiles every script it runs: keep it small there.
+		n := 30
+		if b.real {
+			n = 2500
+		}
+		ls := make([]driver.Lease, n)
+		for i := range ls {
+			mode := driver.Mode(i % 2)
+			ls[i] = mustAcquire(t, d, req(uniqueKey(t, fmt.Sprint(i)), owner(), mode, time.Second))
+		}
+		// Some are no longer held, one has a bad mode.
+		lost := map[int]bool{3: true, n / 2: true, n - 1: true}
+		for i := range lost {
+			if err := d.Release(ctx, ls[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ls[7].Mode = driver.Mode(5)
+		for i := range ls {
+			ls[i].TTL = 5 * time.Second
+		}
+		// Warm-up: the script is cached and go-redis has dialed the
+		// connection of its pipeline pool.
+		if err := d.RefreshBatch(ctx, ls[:1])[0]; err != nil {
+			t.Fatal(err)
+		}
+		var errs []error
+		trips := tc.count(func() { errs = d.RefreshBatch(ctx, ls) })
+		if b.real {
+			// 1000 per pipeline; ls[7] is refused before sending.
+			wantTrips(t, "RefreshBatch", trips, "pipeline(999 evalsha)", "pipeline(1000 evalsha)", "pipeline(500 evalsha)")
+		} else {
+			wantTrips(t, "RefreshBatch", trips, "pipeline(29 evalsha)")
+		}
+		if len(errs) != n {
+			t.Fatalf("len(errs) = %d", len(errs))
+		}
+		for i, err := range errs {
+			switch {
+			case i == 7:
+				if !driver.IsPermanent(err) {
+					t.Errorf("errs[7] = %v, want a permanent error", err)
+				}
+			case lost[i]:
+				wantNotHeld(t, fmt.Sprint("errs[", i, "]"), err)
+			case err != nil:
+				t.Errorf("errs[%d] = %v", i, err)
+			}
+		}
+		// Extended: the holds now outlive their first TTL.
+		_, err := d.TryAcquire(ctx, req(ls[0].Key, owner(), driver.Exclusive, time.Second))
+		if rem := lockedRemaining(t, err); rem <= 4*time.Second {
+			t.Fatalf("Remaining after RefreshBatch = %v, want > 4s", rem)
+		}
+
+		// NOSCRIPT in a pipeline: the leases are sent again with EVAL.
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		trips = tc.count(func() { errs = d.RefreshBatch(ctx, ls[:10]) })
+		wantTrips(t, "RefreshBatch after SCRIPT FLUSH", trips, "pipeline(9 evalsha)", "pipeline(9 eval)")
+		for i, err := range errs {
+			if (err == nil) == (i == 3 || i == 7) {
+				t.Errorf("after SCRIPT FLUSH: errs[%d] = %v", i, err)
+			}
+		}
+		if got := d.RefreshBatch(ctx, nil); len(got) != 0 {
+			t.Errorf("RefreshBatch(nil) = %v", got)
+		}
+
+		// A canceled context: every outcome unknown, none ErrNotHeld.
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		for i, err := range d.RefreshBatch(cctx, ls[:5]) {
+			if err == nil || errors.Is(err, driver.ErrNotHeld) {
+				t.Errorf("canceled: errs[%d] = %v", i, err)
+			}
+		}
+	})
+}
