@@ -37,8 +37,9 @@ else
 end
 
 -- The wait queue: while it has live entries, only its head, or for a shared
--- request a run of shared entries at its head, may be granted.
-if not blocked and redis.call('ZCARD', QUEUE) > 0 then
+-- request a run of shared entries at its head, may be granted. Remaining
+-- then also covers the entries ahead, whose expiry nobody announces.
+if redis.call('ZCARD', QUEUE) > 0 then
 	local r = redis.call('ZRANK', QUEUE, owner)
 	local ok = r == 0
 	if r and r > 0 and shared then
@@ -53,10 +54,23 @@ if not blocked and redis.call('ZCARD', QUEUE) > 0 then
 	end
 	if not ok then
 		blocked = true
-		local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
-		local e = redis.call('ZSCORE', QEXP, head)
-		if e then
-			remaining = tonumber(e) - now
+		local last = 0
+		if not r then
+			local e = redis.call('ZRANGE', QEXP, -1, -1, 'WITHSCORES')
+			if #e > 0 then
+				last = tonumber(e[2])
+			end
+		else
+			local ahead = redis.call('ZRANGE', QUEUE, 0, r - 1)
+			for i = 1, #ahead do
+				local e = redis.call('ZSCORE', QEXP, ahead[i])
+				if e and tonumber(e) > last then
+					last = tonumber(e)
+				end
+			end
+		end
+		if last - now > remaining then
+			remaining = last - now
 		end
 	end
 end

@@ -18,6 +18,12 @@ const batchChunk = 1000
 // the script.
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
+	if err := ctx.Err(); err != nil {
+		for i, l := range ls {
+			errs[i] = opError("refresh", l.Key, err)
+		}
+		return errs
+	}
 	for start := 0; start < len(ls); start += batchChunk {
 		end := min(start+batchChunk, len(ls))
 		d.refreshChunk(ctx, ls[start:end], errs[start:end])

@@ -81,31 +81,25 @@ local function settle_readers(now)
 end
 
 -- purge_queue removes the queue entries that expired at or before now and
--- publishes on chan when that removed the queue's head, whose successor may
--- now proceed.
+-- publishes on chan when it removed any: the entries behind may now
+-- proceed.
 local function purge_queue(now, chan)
 	local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', int(now))
 	if #dead == 0 then
 		return
 	end
-	local head = redis.call('ZRANGE', QUEUE, 0, 0)[1]
 	for i = 1, #dead do
 		redis.call('ZREM', QUEUE, dead[i])
 	end
 	redis.call('ZREMRANGEBYSCORE', QEXP, '-inf', int(now))
-	if head and not redis.call('ZSCORE', QUEUE, head) then
-		redis.call('PUBLISH', chan, 'q')
-	end
+	redis.call('PUBLISH', chan, 'q')
 end
 
--- leave_queue removes owner's queue entry and reports whether it was the
--- head.
+-- leave_queue removes owner's queue entry and reports whether it had one.
 local function leave_queue(owner)
-	local r = redis.call('ZRANK', QUEUE, owner)
-	if not r then
+	if redis.call('ZREM', QUEUE, owner) == 0 then
 		return false
 	end
-	redis.call('ZREM', QUEUE, owner)
 	redis.call('ZREM', QEXP, owner)
-	return r == 0
+	return true
 end

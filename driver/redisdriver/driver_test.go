@@ -322,12 +322,18 @@ func TestQueueEntryExpiryAndRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = d.TryAcquire(ctx, req(k, n, driver.Exclusive, time.Second))
-		if rem := lockedRemaining(t, err); rem > 60*time.Millisecond {
-			t.Fatalf("Remaining = %v, want the dead head's entry (<= 60ms)", rem)
+		if rem := lockedRemaining(t, err); rem <= 4*time.Second || rem > 5*time.Second {
+			t.Fatalf("Remaining = %v, want the last entry's life (~5s)", rem)
 		}
 		time.Sleep(120 * time.Millisecond) // the dead waiter's entry expires
 		_, err = d.TryAcquire(ctx, req(k, n, driver.Exclusive, time.Second))
 		lockedRemaining(t, err) // quitter is the head now
+		_, err = d.TryAcquireQueued(ctx, req(k, dead, driver.Exclusive, time.Second))
+		if rem := lockedRemaining(t, err); rem <= 4*time.Second {
+			t.Fatalf("Remaining behind quitter = %v, want quitter's entry (~5s)", rem)
+		}
+		// dead re-joined at the tail: quitter is still the head.
+		wantNotHeld(t, "Release of a waiter", d.Release(ctx, driver.Lease{Key: k, Owner: dead, Mode: driver.Exclusive}))
 		// A waiter that gives up removes its entry with Release.
 		wantNotHeld(t, "Release of a waiter", d.Release(ctx, driver.Lease{Key: k, Owner: quitter, Mode: driver.Exclusive}))
 		mustAcquire(t, d, req(k, n, driver.Exclusive, time.Second))
@@ -460,4 +466,40 @@ func TestUnreachable(t *testing.T) {
 	if len(errs) != 1 || errs[0] == nil || errors.Is(errs[0], driver.ErrNotHeld) {
 		t.Fatalf("RefreshBatch without a server = %v", errs)
 	}
+}
+
+// TestQueueLeaveUnblocks: an exclusive waiter that leaves the middle of the
+// queue lets the shared waiters behind it join the run at the head, and
+// tells the subscribers.
+func TestQueueLeaveUnblocks(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		d := newDriver(t, b.client(t))
+		k := uniqueKey(t, "k")
+		r1, w2, r3 := owner(), owner(), owner()
+		lh := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
+		for _, q := range []driver.Request{
+			req(k, r1, driver.Shared, 5*time.Second),
+			req(k, w2, driver.Exclusive, 5*time.Second),
+			req(k, r3, driver.Shared, 5*time.Second),
+		} {
+			_, err := d.TryAcquireQueued(ctx, q)
+			lockedRemaining(t, err)
+		}
+		if err := d.Release(ctx, lh); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.TryAcquireQueued(ctx, req(k, r1, driver.Shared, time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := d.TryAcquireQueued(ctx, req(k, r3, driver.Shared, time.Second))
+		lockedRemaining(t, err)
+		s := subscribe(t, d, k)
+		defer s.Close()
+		wantNotHeld(t, "w2 leaves", d.Release(ctx, driver.Lease{Key: k, Owner: w2, Mode: driver.Exclusive}))
+		wantWake(t, "w2 left", s)
+		if _, err := d.TryAcquireQueued(ctx, req(k, r3, driver.Shared, time.Second)); err != nil {
+			t.Fatalf("r3 after w2 left: %v", err)
+		}
+	})
 }

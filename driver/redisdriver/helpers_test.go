@@ -26,7 +26,8 @@ type backend struct {
 }
 
 // forEachBackend runs f as a subtest against miniredis and against a real
-// redis-server (skipped when none is installed, see testserver).
+// redis-server (skipped when none is installed, see testserver), over RESP3
+// (go-redis's default) and RESP2.
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	t.Run("miniredis", func(t *testing.T) {
 		mr := miniredis.RunT(t)
@@ -39,6 +40,14 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 		srv := realServer(t)
 		f(t, backend{name: "redis", real: true, client: func(t *testing.T) redis.UniversalClient {
 			return newClient(t, srv.Addr)
+		}})
+	})
+	t.Run("redis-resp2", func(t *testing.T) {
+		srv := realServer(t)
+		f(t, backend{name: "redis-resp2", real: true, client: func(t *testing.T) redis.UniversalClient {
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
 		}})
 	})
 }
@@ -112,10 +121,5 @@ func mustAcquire(t *testing.T, d driver.Driver, r driver.Request) driver.Lease {
 // privateServer starts a redis-server of t's own, for tests that kill it.
 func privateServer(t *testing.T) *testserver.Server {
 	t.Helper()
-	s, err := testserver.StartRedis()
-	if err != nil {
-		testserver.SkipOrFail(t, err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return testserver.PrivateRedis(t)
 }

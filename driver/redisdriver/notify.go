@@ -72,6 +72,9 @@ func (e *chanEntry) notify() {
 // resubscribed on a new connection.
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	const op = "subscribe"
+	if err := ctx.Err(); err != nil {
+		return nil, opError(op, key, err)
+	}
 	name := d.channel(key)
 	s := &subscription{d: d, c: make(chan struct{}, 1)}
 

@@ -249,10 +249,6 @@ func TestNotifyReconnect(t *testing.T) {
 // TestSubscribeServerDown: Subscribe fails fast instead of hanging when the
 // server is gone, and recovers once it is back.
 func TestSubscribeServerDown(t *testing.T) {
-	srv := realServer(t)
-	if srv.External() {
-		t.Skip("needs a private server")
-	}
 	// A private server, to kill it without disturbing other tests.
 	own := privateServer(t)
 	c := redis.NewClient(&redis.Options{Addr: own.Addr, ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1})

@@ -23,6 +23,9 @@ func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driv
 
 func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
 	const op = "acquire"
+	if err := ctx.Err(); err != nil {
+		return driver.Lease{}, opError(op, req.Key, err)
+	}
 	mode, ms, err := checkArgs(req.Mode, req.TTL)
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
@@ -57,6 +60,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 // 0 it must be the token of the hold, or Refresh reports ErrNotHeld.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	const op = "refresh"
+	if err := ctx.Err(); err != nil {
+		return driver.Lease{}, opError(op, l.Key, err)
+	}
 	keys, args, ms, err := d.refreshArgs(l)
 	if err != nil {
 		return driver.Lease{}, opError(op, l.Key, err)
@@ -96,6 +102,9 @@ func (d *Driver) refreshResult(l driver.Lease, ms int64, cmd *redis.Cmd) (driver
 // token. Either way it removes l.Owner's wait-queue entry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
+	if err := ctx.Err(); err != nil {
+		return opError(op, l.Key, err)
+	}
 	mode, err := modeArg(l.Mode)
 	if err != nil {
 		return opError(op, l.Key, err)

@@ -26,35 +26,61 @@
 //	locker:{orders/42}:queue-exp ZSET owner -> expiry in ms of Redis TIME: queue entries
 //	locker:{orders/42}:released  pub/sub channel, published on release
 //
-// Each shared holder has its own expiry and token, so a reader that dies
-// expires on its own while others renew. Expired shared holds and queue
+// The queue's score is 2*arrival+mode, so that the queue keeps arrival
+// order and tells shared entries from exclusive ones. Each shared holder
+// has its own expiry and token, so a reader that dies expires on its own
+// while others renew. Expired shared holds and queue
 // entries are removed lazily by the scripts; the keys holding them carry a
 // PEXPIRE no shorter than their longest-lived member, so nothing is left
 // behind. The fence counter has no TTL: it survives release and expiry so
 // that tokens keep growing. It is the only key that stays after a lock is
 // released, one small string per lock key ever used.
 //
+// # Scripts
+//
+// All logic runs server-side in three Lua scripts, with Redis TIME as the
+// clock of shared holds and queue entries and PX for the exclusive hold:
+//
+//   - acquire (TryAcquire, TryAcquireQueued) drops expired shared holds and
+//     queue entries, then: extends the hold of an owner that already holds
+//     the key in the requested mode, keeping its token; or refuses, with
+//     the remaining time of the conflicting holds, when another owner holds
+//     the key in a conflicting mode (or the same owner in the other mode);
+//     or refuses when the wait queue has live entries and the owner is not
+//     its head (nor, for Shared, in the run of shared entries at its head),
+//     with the remaining life of the entries ahead; or grants the key with
+//     a new token, INCR of the fence counter, and removes the owner's queue
+//     entry. TryAcquireQueued, when refused, appends the owner to the queue
+//     (or keeps its place) with an entry that expires after req.TTL.
+//   - refresh (Refresh, RefreshBatch) extends the hold of l.Owner in l.Mode,
+//     with token l.Token unless it is 0, and never re-creates a hold that
+//     expired.
+//   - release (Release) deletes that hold, removes the owner's queue entry
+//     whatever it held, and publishes on the key's channel when it deleted
+//     a hold or a queue entry. acquire publishes too when it drops expired
+//     queue entries, since the waiters behind them may now proceed.
+//
 // # Round trips
 //
-// All logic runs server-side in Lua scripts, sent with EVALSHA (and EVAL
-// once per script and server, when the server answers NOSCRIPT).
-// TryAcquire, TryAcquireQueued, Refresh and Release take one round trip
-// each. RefreshBatch takes one round trip per 1000 leases (on Cluster, one
-// per node and 1000 leases, in parallel), plus one more for the leases
-// whose script the server did not have. Subscribe takes one round trip when
-// the key's channel is not yet subscribed by this driver, none otherwise.
+// Scripts are sent with EVALSHA, and with EVAL once per script and server
+// when the server answers NOSCRIPT (after a restart, a failover or SCRIPT
+// FLUSH). TryAcquire, TryAcquireQueued, Refresh and Release take one round
+// trip each. RefreshBatch takes one round trip per 1000 leases (on
+// Cluster, one per node and 1000 leases, in parallel), plus one more for
+// the leases whose script the server did not have. Subscribe takes one
+// round trip when the key's channel is not yet subscribed by this driver,
+// none otherwise.
 //
 // # Token durability
 //
-// Tokens live in Redis memory. The fence counter is written like any other
-// key: unless the server runs with AOF and appendfsync always (and, with
-// replication, unless the replica that takes over has received the last
-// write, which Redis does not guarantee), a restart or a failover can lose
-// the latest increments of the fence counter, and tokens may then repeat:
-// a new holder can get a token that a previous holder already had. Holds
-// themselves can be lost the same way, so that two owners both believe
-// they hold a key. Use fencing tokens only with such a configuration, or
-// with a backend that offers stronger guarantees.
+// Tokens live in Redis memory. Unless the server persists every write
+// before answering (AOF with appendfsync always), a restart loses the
+// fence counter or its latest increments, and tokens then repeat: a new
+// holder can get a token that an earlier holder already had. A failover to
+// a replica can lose them the same way, whatever the persistence, because
+// Redis replicates asynchronously. The same events can lose holds, so that
+// two owners both believe they hold a key. Rely on fencing tokens from this
+// driver only where such losses are acceptable or ruled out.
 //
 // Tokens are exact up to 2^53 grants per key (Lua numbers are doubles).
 //
@@ -63,15 +89,16 @@
 // The driver never closes the client: whoever created it owns it. Create
 // the client with ContextTimeoutEnabled: true, so that the deadlines of the
 // contexts passed to the driver bound its blocking network calls; without
-// it go-redis applies only its own read and write timeouts.
+// it go-redis applies only its own read and write timeouts. A call whose
+// context is already done fails at once, without a round trip.
 //
 // Notifier subscriptions of one Driver share one [redis.PubSub] connection
 // and one goroutine, both started by the first Subscribe and ended when the
 // last open subscription is closed.
 //
-// The scripts need Redis 5 or later (or Redis 3.2 or later with effects
-// replication); any server that runs Lua scripts with TIME, sorted sets
-// and hashes works, such as Valkey.
+// The scripts need Redis 3.2 or later, or a compatible server such as
+// Valkey. The tests run them on Redis 7 (standalone and a one-node
+// cluster) and on miniredis.
 package redisdriver
 
 import (

@@ -1,7 +1,7 @@
 -- release: Release.
 -- ARGV: 1 owner, 2 mode ('x' or 's'), 3 token ('0': any), 4 channel.
 -- Reply: 1 released; 0 not held. Either way the owner's queue entry is
--- removed. Publishes on the channel when a hold or the queue's head went.
+-- removed. Publishes on the channel when a hold or a queue entry went.
 
 local owner, shared, want, chan = ARGV[1], ARGV[2] == 's', ARGV[3], ARGV[4]
 local released = false
@@ -26,8 +26,8 @@ else
 	end
 end
 
-local head = leave_queue(owner)
-if released or head then
+local left = leave_queue(owner)
+if released or left then
 	redis.call('PUBLISH', chan, 'r')
 end
 if released then

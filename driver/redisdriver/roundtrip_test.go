@@ -112,6 +112,44 @@ func TestRoundTrips(t *testing.T) {
 	})
 }
 
+// TestDoneContext: calls with a done context fail without a round trip.
+func TestDoneContext(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		c := b.client(t)
+		tc := &tripCounter{}
+		c.AddHook(tc)
+		d := newDriver(t, c)
+		k := uniqueKey(t, "k")
+		l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+		defer cancel()
+		<-ctx.Done()
+		var errs []error
+		trips := tc.count(func() {
+			_, err := d.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
+			errs = append(errs, err)
+			_, err = d.TryAcquireQueued(ctx, req(k, owner(), driver.Exclusive, time.Second))
+			errs = append(errs, err)
+			_, err = d.Refresh(ctx, l)
+			errs = append(errs, err)
+			errs = append(errs, d.Release(ctx, l))
+			errs = append(errs, d.RefreshBatch(ctx, []driver.Lease{l, l})...)
+			_, err = d.Subscribe(ctx, k)
+			errs = append(errs, err)
+		})
+		wantTrips(t, "done context", trips)
+		for i, err := range errs {
+			if !errors.Is(err, context.DeadlineExceeded) || driver.IsPermanent(err) {
+				t.Errorf("call %d: %v, want DeadlineExceeded", i, err)
+			}
+		}
+		// Nothing changed.
+		if _, err := d.Refresh(ctxT(t), l); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestRefreshBatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := ctxT(t)

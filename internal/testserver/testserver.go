@@ -1,18 +1,25 @@
 // Package testserver starts real database servers for tests.
 //
-// [Redis] starts a private redis-server on a free loopback port for the
-// duration of a test (or returns the external server named by
-// LOCKER_REDIS_ADDR), waits until it answers PING and stops it at cleanup.
-// When redis-server is not installed the test is skipped, or fails when
-// LOCKER_REQUIRE_SERVERS=1. [StartRedis] is the variant for TestMain, where
-// no testing.TB exists; it reports a missing binary as [ErrNotInstalled] and
-// leaves the skip decision to [SkipOrFail].
+// [Redis] returns the external Redis server named by LOCKER_REDIS_ADDR, or
+// starts a private redis-server on a free loopback port (no persistence,
+// in a temporary directory) for the duration of a test, waits until it
+// answers PING and stops it by PID at cleanup. When redis-server is not
+// installed the test is skipped, or fails when LOCKER_REQUIRE_SERVERS=1
+// ([SkipOrFail]). [StartRedis] is the variant for TestMain, where no
+// testing.TB exists: it reports a missing binary as [ErrNotInstalled].
 //
-// A private server can be paused ([Server.Pause], SIGSTOP), resumed
-// ([Server.Resume]), killed ([Server.Kill]) and restarted on the same port
-// with an empty data set ([Server.Restart]), for fault tests. An external
-// server supports none of these: they return an error wrapping
-// errors.ErrUnsupported.
+// Tests that need a process of their own use [PrivateRedis]: its server
+// can be paused ([Server.Pause], SIGSTOP), resumed ([Server.Resume]),
+// killed ([Server.Kill]) and restarted on the same port with an empty data
+// set ([Server.Restart]). [Replica], [Sentinel] and [RedisCluster] start a
+// replica of a server, a Redis Sentinel that monitors one (and can fail it
+// over to a replica), and a one-node Redis Cluster; they always start
+// processes, and RedisCluster skips when LOCKER_REDIS_ADDR is set. An
+// external server supports none of the process controls, which return an
+// error wrapping errors.ErrUnsupported.
+//
+// [Do] sends one administrative command over a fresh connection, without a
+// client library.
 package testserver
 
 import (
@@ -24,6 +31,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,6 +98,31 @@ func Redis(tb testing.TB) *Server {
 	return s
 }
 
+// PrivateRedis is Redis for a test that needs a server process of its own,
+// to pause, kill or restart it. It skips tb when LOCKER_REDIS_ADDR is set,
+// since the test could not control that server.
+func PrivateRedis(tb testing.TB) *Server {
+	tb.Helper()
+	if os.Getenv(EnvRedisAddr) != "" {
+		tb.Skip("testserver: " + EnvRedisAddr + " is set; this test needs a private server")
+	}
+	s, err := StartPrivateRedis()
+	if err != nil {
+		SkipOrFail(tb, err)
+		return nil
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("testserver: %v", err)
+		}
+	})
+	return s
+}
+
+// StartPrivateRedis is PrivateRedis for TestMain: it starts redis-server
+// whether or not LOCKER_REDIS_ADDR is set.
+func StartPrivateRedis() (*Server, error) { return startPrivate(nil, nil) }
+
 // RedisCluster is Redis for a one-node Redis Cluster that serves all 16384
 // hash slots. Cluster mode makes the server enforce the rules of a real
 // cluster, such as CROSSSLOT, which a standalone server does not. It skips
@@ -139,13 +172,13 @@ func StartRedis() (*Server, error) {
 		}
 		return s, nil
 	}
-	return startPrivate(nil)
+	return startPrivate(nil, nil)
 }
 
 // StartRedisCluster is StartRedis for a private one-node cluster (see
 // RedisCluster). It ignores LOCKER_REDIS_ADDR.
 func StartRedisCluster() (*Server, error) {
-	s, err := startPrivate([]string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+	s, err := startPrivate(nil, []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", "5000"})
 	if err != nil {
 		return nil, err
@@ -157,7 +190,84 @@ func StartRedisCluster() (*Server, error) {
 	return s, nil
 }
 
-func startPrivate(extra []string) (*Server, error) {
+// Replica is Redis for a replica of master (a server from Redis or
+// StartRedis). It skips tb like Redis.
+func Replica(tb testing.TB, master *Server) *Server {
+	tb.Helper()
+	s, err := StartReplica(master)
+	if err != nil {
+		SkipOrFail(tb, err)
+		return nil
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("testserver: %v", err)
+		}
+	})
+	return s
+}
+
+// StartReplica is Replica for TestMain. It returns once the replica has
+// started; it may still be synchronising with master.
+func StartReplica(master *Server) (*Server, error) {
+	host, port, err := net.SplitHostPort(master.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("testserver: master address: %w", err)
+	}
+	return startPrivate(nil, []string{"--replicaof", host, port})
+}
+
+// SentinelMaster is the name under which a sentinel started by
+// StartSentinel monitors its master.
+const SentinelMaster = "locker"
+
+// Sentinel is Redis for a Redis Sentinel that monitors master (a server
+// from Redis or StartRedis) as SentinelMaster, with a quorum of 1 and a
+// down-after of one second, so that one sentinel can fail master over to a
+// replica. It skips tb like Redis.
+func Sentinel(tb testing.TB, master *Server) *Server {
+	tb.Helper()
+	s, err := StartSentinel(master)
+	if err != nil {
+		SkipOrFail(tb, err)
+		return nil
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("testserver: %v", err)
+		}
+	})
+	return s
+}
+
+// StartSentinel is Sentinel for TestMain. It ignores LOCKER_REDIS_ADDR
+// except through master.
+func StartSentinel(master *Server) (*Server, error) {
+	host, port, err := net.SplitHostPort(master.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("testserver: master address: %w", err)
+	}
+	s, err := startPrivate([]string{"sentinel.conf", "--sentinel"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, cmd := range [][]string{
+		{"SENTINEL", "MONITOR", SentinelMaster, host, port, "1"},
+		{"SENTINEL", "SET", SentinelMaster, "down-after-milliseconds", "1000"},
+		{"SENTINEL", "SET", SentinelMaster, "failover-timeout", "5000"},
+	} {
+		if _, err := Do(s.Addr, cmd...); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("testserver: %s: %w", strings.Join(cmd, " "), err)
+		}
+	}
+	return s, nil
+}
+
+// startPrivate starts redis-server with pre (a config file name, relative
+// to the server's directory, where it is created empty, and mode flags),
+// the common options, and extra.
+func startPrivate(pre, extra []string) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("%w (%v)", ErrNotInstalled, err)
@@ -167,6 +277,14 @@ func startPrivate(extra []string) (*Server, error) {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
 	s := &Server{bin: bin, dir: dir, ownDir: true}
+	if len(pre) > 0 && strings.HasSuffix(pre[0], ".conf") {
+		conf := filepath.Join(dir, pre[0])
+		if err := os.WriteFile(conf, nil, 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("testserver: %w", err)
+		}
+		pre = append([]string{conf}, pre[1:]...)
+	}
 	var lastErr error
 	for range 5 {
 		port, err := freePort()
@@ -174,7 +292,7 @@ func startPrivate(extra []string) (*Server, error) {
 			lastErr = err
 			continue
 		}
-		s.args = append([]string{
+		s.args = append(append(slices.Clip(pre),
 			"--port", strconv.Itoa(port),
 			"--bind", "127.0.0.1",
 			"--save", "",
@@ -183,7 +301,7 @@ func startPrivate(extra []string) (*Server, error) {
 			"--dir", dir,
 			"--logfile", "redis.log",
 			"--databases", "16",
-		}, extra...)
+		), extra...)
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		lastErr = s.start()
 		if lastErr == nil {

@@ -24,10 +24,7 @@ func TestRedisPing(t *testing.T) {
 }
 
 func TestPauseResumeRestart(t *testing.T) {
-	s := Redis(t)
-	if s.External() {
-		t.Skip("external server")
-	}
+	s := PrivateRedis(t)
 	pid := s.PID()
 	if pid <= 0 {
 		t.Fatalf("PID = %d", pid)
@@ -97,5 +94,40 @@ func TestExternalUnsupported(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSentinelFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover takes seconds")
+	}
+	master := PrivateRedis(t)
+	replica := Replica(t, master)
+	sentinel := Sentinel(t, master)
+	waitFor(t, "replica in sync", func() bool {
+		info, err := Do(replica.Addr, "INFO", "replication")
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	waitFor(t, "sentinel sees the replica", func() bool {
+		n, err := Do(sentinel.Addr, "SENTINEL", "REPLICAS", SentinelMaster)
+		return err == nil && n == "1"
+	})
+	if err := master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "replica promoted", func() bool {
+		info, err := Do(replica.Addr, "INFO", "replication")
+		return err == nil && strings.Contains(info, "role:master")
+	})
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

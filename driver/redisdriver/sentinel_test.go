@@ -1,0 +1,97 @@
+package redisdriver_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestSentinel runs the driver over a Sentinel failover client, through a
+// failover: after the master dies and the replica is promoted, the driver
+// and its subscriptions work against the new master.
+func TestSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("failover takes seconds")
+	}
+	master := privateServer(t)
+	replica := testserver.Replica(t, master)
+	sentinel := testserver.Sentinel(t, master)
+	newFailover := func() redis.UniversalClient {
+		c := redis.NewUniversalClient(&redis.UniversalOptions{
+			MasterName:            testserver.SentinelMaster,
+			Addrs:                 []string{sentinel.Addr},
+			ContextTimeoutEnabled: true,
+		})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	d := newDriver(t, newFailover())
+	waiter := newDriver(t, newFailover())
+	ctx := ctxT(t)
+	defer wantNoDispatcher(t)
+
+	k := uniqueKey(t, "k")
+	s := subscribe(t, waiter, k)
+	defer s.Close()
+	l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
+	if err := d.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	wantWake(t, "release", s)
+	l = mustAcquire(t, d, req(k, owner(), driver.Shared, 30*time.Second))
+
+	// Wait until the replica has the hold, then fail over.
+	admin := newClient(t, replica.Addr)
+	deadline := time.Now().Add(10 * time.Second)
+	for admin.Exists(ctx, "locker:{"+k+"}:readers").Val() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("replica did not get the hold")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := master.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for admin.Do(ctx, "ROLE").Val().([]any)[0] != "master" {
+		if time.Now().After(deadline) {
+			t.Fatal("no failover")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The subscription was told that it may have missed releases.
+	wantWake(t, "failover", s)
+
+	// The hold survived (it had been replicated) and the driver works
+	// against the new master, retrying until the client has switched.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		_, err := d.Refresh(ctx, l)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Refresh after failover: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Drain wakes caused by the failover, then check that releases are
+	// delivered on the new master.
+	waitNumSub(t, admin, k, 1)
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-s.C():
+	default:
+	}
+	if err := d.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	wantWake(t, "release after failover", s)
+	l2 := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
+	if l2.Token <= l.Token {
+		t.Fatalf("token after failover %d, want > %d", l2.Token, l.Token)
+	}
+}
