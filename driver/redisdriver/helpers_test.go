@@ -123,3 +123,7 @@ func privateServer(t *testing.T) *testserver.Server {
 	t.Helper()
 	return testserver.PrivateRedis(t)
 }
+
+func newDriverErr(c redis.UniversalClient) (*redisdriver.Driver, error) {
+	return redisdriver.New(c, nil)
+}

@@ -82,6 +82,10 @@
 // two owners both believe they hold a key. Rely on fencing tokens from this
 // driver only where such losses are acceptable or ruled out.
 //
+// Redis may also evict keys when it reaches maxmemory, holds and the fence
+// counter included, unless maxmemory-policy is noeviction; use that policy
+// on a server that holds locks.
+//
 // Tokens are exact up to 2^53 grants per key (Lua numbers are doubles).
 //
 // # Clients and contexts

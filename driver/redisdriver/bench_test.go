@@ -1,0 +1,66 @@
+package redisdriver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/redis/go-redis/v9"
+)
+
+func benchDriver(b *testing.B) driver.Driver {
+	if realRedis == nil {
+		b.Skip("no redis-server")
+	}
+	c := redis.NewClient(&redis.Options{Addr: realRedis.Addr, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { _ = c.Close() })
+	d, err := newDriverErr(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// BenchmarkAcquireRelease measures an uncontended TryAcquire and Release
+// pair: two round trips.
+func BenchmarkAcquireRelease(b *testing.B) {
+	d := benchDriver(b)
+	ctx := context.Background()
+	r := driver.Request{Key: "bench/acquire-release", Owner: owner(), TTL: 10 * time.Second}
+	for b.Loop() {
+		l, err := d.TryAcquire(ctx, r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Release(ctx, l); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRefreshBatch1000 measures RefreshBatch of 1000 leases: one
+// round trip.
+func BenchmarkRefreshBatch1000(b *testing.B) {
+	d := benchDriver(b)
+	ctx := context.Background()
+	ls := make([]driver.Lease, 1000)
+	for i := range ls {
+		l, err := d.TryAcquire(ctx, driver.Request{Key: "bench/batch/" + owner(), Owner: owner(), TTL: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ls[i] = l
+	}
+	br := d.(driver.BatchRefresher)
+	for b.Loop() {
+		for _, err := range br.RefreshBatch(ctx, ls) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, l := range ls {
+		_ = d.Release(ctx, l)
+	}
+}
