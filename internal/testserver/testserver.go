@@ -85,17 +85,7 @@ type process struct {
 // fails tb when the server cannot be started.
 func Redis(tb testing.TB) *Server {
 	tb.Helper()
-	s, err := StartRedis()
-	if err != nil {
-		SkipOrFail(tb, err)
-		return nil
-	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Errorf("testserver: %v", err)
-		}
-	})
-	return s
+	return forTest(tb, StartRedis)
 }
 
 // PrivateRedis is Redis for a test that needs a server process of its own,
@@ -106,17 +96,7 @@ func PrivateRedis(tb testing.TB) *Server {
 	if os.Getenv(EnvRedisAddr) != "" {
 		tb.Skip("testserver: " + EnvRedisAddr + " is set; this test needs a private server")
 	}
-	s, err := StartPrivateRedis()
-	if err != nil {
-		SkipOrFail(tb, err)
-		return nil
-	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Errorf("testserver: %v", err)
-		}
-	})
-	return s
+	return forTest(tb, StartPrivateRedis)
 }
 
 // StartPrivateRedis is PrivateRedis for TestMain: it starts redis-server
@@ -133,7 +113,14 @@ func RedisCluster(tb testing.TB) *Server {
 	if os.Getenv(EnvRedisAddr) != "" {
 		tb.Skip("testserver: " + EnvRedisAddr + " is set; a cluster needs a private server")
 	}
-	s, err := StartRedisCluster()
+	return forTest(tb, StartRedisCluster)
+}
+
+// forTest starts a server for tb: it skips or fails tb when start fails
+// (see SkipOrFail), and stops the server at tb's cleanup.
+func forTest(tb testing.TB, start func() (*Server, error)) *Server {
+	tb.Helper()
+	s, err := start()
 	if err != nil {
 		SkipOrFail(tb, err)
 		return nil
@@ -194,17 +181,7 @@ func StartRedisCluster() (*Server, error) {
 // StartRedis). It skips tb like Redis.
 func Replica(tb testing.TB, master *Server) *Server {
 	tb.Helper()
-	s, err := StartReplica(master)
-	if err != nil {
-		SkipOrFail(tb, err)
-		return nil
-	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Errorf("testserver: %v", err)
-		}
-	})
-	return s
+	return forTest(tb, func() (*Server, error) { return StartReplica(master) })
 }
 
 // StartReplica is Replica for TestMain. It returns once the replica has
@@ -227,17 +204,7 @@ const SentinelMaster = "locker"
 // replica. It skips tb like Redis.
 func Sentinel(tb testing.TB, master *Server) *Server {
 	tb.Helper()
-	s, err := StartSentinel(master)
-	if err != nil {
-		SkipOrFail(tb, err)
-		return nil
-	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Errorf("testserver: %v", err)
-		}
-	})
-	return s
+	return forTest(tb, func() (*Server, error) { return StartSentinel(master) })
 }
 
 // StartSentinel is Sentinel for TestMain. It ignores LOCKER_REDIS_ADDR
