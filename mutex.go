@@ -2,7 +2,6 @@ package locker
 
 import (
 	"context"
-	"sync"
 
 	"github.com/go-locker/locker/driver"
 )
@@ -22,20 +21,16 @@ import (
 //
 // A Mutex must not be copied after first use.
 type Mutex struct {
-	_   noCopy
-	drv driver.Driver
-	key string
-	cfg config
-
-	mu sync.Mutex
-	h  *hold // the current hold, or the last one after Unlock
+	handle // last: the current hold, or the last one after Unlock
 }
 
 // NewMutex returns a Mutex for key on d. It does no I/O: a bad key, TTL or
 // driver is reported by the first lock call, as an *Error wrapping
 // ErrInvalidKey, ErrInvalidTTL or ErrNilDriver.
 func NewMutex(d driver.Driver, key string, opts ...Option) *Mutex {
-	return &Mutex{drv: d, key: key, cfg: newConfig(opts)}
+	m := &Mutex{}
+	m.init(d, key, opts)
+	return m
 }
 
 // Key returns the key m locks.
@@ -45,51 +40,36 @@ func (m *Mutex) Key() string { return m.key }
 // retried with backoff and reported to the error handler. Lock panics with
 // the *Error if the lock can never be acquired: a bad key, TTL, option or
 // driver, or a permanent backend error.
-func (m *Mutex) Lock() {
-	if err := m.LockContext(context.Background()); err != nil {
-		panic(err)
-	}
-}
+func (m *Mutex) Lock() { m.mustLock(m.LockContext(context.Background())) }
 
 // LockContext locks m, waiting until it is held, ctx is done, or a
 // permanent error occurs; transient backend errors are retried. On error
 // nothing is left held or queued on the backend, and the error is an *Error
 // wrapping ctx.Err() or the cause.
 func (m *Mutex) LockContext(ctx context.Context) error {
-	h, err := acquire(ctx, lockOp{op: "lock", drv: m.drv, key: m.key, mode: driver.Exclusive, cfg: &m.cfg})
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	m.h = h
-	m.mu.Unlock()
-	return nil
+	_, err := m.lock(ctx, "lock", false)
+	return err
 }
 
 // TryLock tries to lock m once, without waiting, and reports whether it
 // succeeded. A backend error counts as failure and goes to the error
 // handler. Like Lock it panics on a bad key, TTL, option or driver.
-func (m *Mutex) TryLock() bool {
-	ok, err := m.TryLockContext(context.Background())
-	if err != nil {
-		if isInputError(err) {
-			panic(err)
-		}
-		m.cfg.reportError(err)
-	}
-	return ok
-}
+func (m *Mutex) TryLock() bool { return m.reportTry(m.lock(context.Background(), "trylock", true)) }
 
 // TryLockContext tries to lock m once, without waiting. It reports false
 // and no error when the key is held elsewhere (or by another goroutine
 // through this process), and false and the error when the attempt failed.
 func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
-	h, err := acquire(ctx, lockOp{op: "trylock", drv: m.drv, key: m.key, mode: driver.Exclusive, cfg: &m.cfg, try: true})
+	return m.lock(ctx, "trylock", true)
+}
+
+func (m *Mutex) lock(ctx context.Context, op string, try bool) (bool, error) {
+	h, err := m.acquire(ctx, op, driver.Exclusive, try)
 	if h == nil {
 		return false, err
 	}
 	m.mu.Lock()
-	m.h = h
+	m.last = h
 	m.mu.Unlock()
 	return true, nil
 }
@@ -98,15 +78,7 @@ func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
 // locked: Unlock panics. A hold that was lost is still locked in this sense:
 // Unlock then ends it without panicking and reports the loss to the error
 // handler, as it does backend errors (the lease expires on its own).
-func (m *Mutex) Unlock() {
-	h := m.take()
-	if h == nil {
-		panic("locker: unlock of unlocked Mutex")
-	}
-	if err := h.unlock(context.Background(), "unlock"); err != nil {
-		m.cfg.reportError(err)
-	}
-}
+func (m *Mutex) Unlock() { m.unlockOrPanic(m.take(), "unlock", "unlock of unlocked Mutex") }
 
 // UnlockContext unlocks m and returns an *Error wrapping ErrNotHeld if m is
 // not locked, wrapping ErrLost if the hold was lost, or wrapping the backend
@@ -114,67 +86,24 @@ func (m *Mutex) Unlock() {
 // case m is unlocked when it returns. A done ctx does not stop the release:
 // it runs on a fresh context bounded by the TTL.
 func (m *Mutex) UnlockContext(ctx context.Context) error {
-	h := m.take()
-	if h == nil {
-		return opError("unlock", m.key, ErrNotHeld)
-	}
-	return h.unlock(ctx, "unlock")
+	return m.unlockContext(ctx, m.take(), "unlock")
 }
 
 // take claims the current hold for unlocking, once.
 func (m *Mutex) take() *hold {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	h := m.h
-	if h == nil || h.unlocking {
-		return nil
-	}
-	h.unlocking = true
-	return h
+	return claimLocked(m.last)
 }
 
 // Token returns the fencing token of the current hold, or 0 if m has never
 // been locked. After an unlock or a loss it returns the ended hold's token.
-func (m *Mutex) Token() Token {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.h == nil {
-		return 0
-	}
-	return m.h.token()
-}
+func (m *Mutex) Token() Token { return m.token() }
 
 // Done returns a channel that is closed when the current hold ends, by
 // Unlock or by loss. If m is not locked the channel is already closed.
-func (m *Mutex) Done() <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return doneOf(m.h)
-}
+func (m *Mutex) Done() <-chan struct{} { return m.done() }
 
 // Err returns nil while m is held and after a successful Unlock, and an
 // *Error wrapping ErrLost after the hold was lost.
-func (m *Mutex) Err() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.h == nil {
-		return nil
-	}
-	_, err := m.h.status()
-	return err
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-func doneOf(h *hold) <-chan struct{} {
-	if h == nil || h.unlocking {
-		return closedChan
-	}
-	return h.done
-}
-
-// noCopy lets go vet's copylocks check flag copies of lock handles.
-type noCopy struct{}
-
-func (*noCopy) Lock()   {}
-func (*noCopy) Unlock() {}
+func (m *Mutex) Err() error { return m.err() }

@@ -32,27 +32,23 @@ import (
 //
 // An RWMutex must not be copied after first use.
 type RWMutex struct {
-	_   noCopy
-	drv driver.Driver
-	key string
-	cfg config
-
-	mu      sync.Mutex
-	w       *hold   // current or last write hold
-	readers []*hold // read holds not yet unlocked, most recent last
-	last    *hold   // the hold Token, Done and Err report
+	handle          // last: the hold Token, Done and Err report
+	w       *hold   // current or last write hold; guarded by mu
+	readers []*hold // read holds not yet unlocked, most recent last; guarded by mu
 }
 
 // NewRWMutex returns an RWMutex for key on d. Like NewMutex it does no I/O.
 func NewRWMutex(d driver.Driver, key string, opts ...Option) *RWMutex {
-	return &RWMutex{drv: d, key: key, cfg: newConfig(opts)}
+	rw := &RWMutex{}
+	rw.init(d, key, opts)
+	return rw
 }
 
 // Key returns the key rw locks.
 func (rw *RWMutex) Key() string { return rw.key }
 
 func (rw *RWMutex) lock(ctx context.Context, op string, mode driver.Mode, try bool) (bool, error) {
-	h, err := acquire(ctx, lockOp{op: op, drv: rw.drv, key: rw.key, mode: mode, cfg: &rw.cfg, try: try})
+	h, err := rw.acquire(ctx, op, mode, try)
 	if h == nil {
 		return false, err
 	}
@@ -68,11 +64,7 @@ func (rw *RWMutex) lock(ctx context.Context, op string, mode driver.Mode, try bo
 }
 
 // Lock locks rw for writing, as Mutex.Lock does.
-func (rw *RWMutex) Lock() {
-	if _, err := rw.lock(context.Background(), "lock", driver.Exclusive, false); err != nil {
-		panic(err)
-	}
-}
+func (rw *RWMutex) Lock() { rw.mustLock(rw.LockContext(context.Background())) }
 
 // LockContext locks rw for writing, as Mutex.LockContext does.
 func (rw *RWMutex) LockContext(ctx context.Context) error {
@@ -94,11 +86,7 @@ func (rw *RWMutex) TryLockContext(ctx context.Context) (bool, error) {
 // RLock locks rw for reading, waiting as long as it takes. Like Lock it
 // retries transient errors and panics if the lock can never be acquired,
 // including on a driver without shared mode.
-func (rw *RWMutex) RLock() {
-	if _, err := rw.lock(context.Background(), "rlock", driver.Shared, false); err != nil {
-		panic(err)
-	}
-}
+func (rw *RWMutex) RLock() { rw.mustLock(rw.RLockContext(context.Background())) }
 
 // RLockContext locks rw for reading, waiting until it is held, ctx is
 // done, or a permanent error occurs.
@@ -118,68 +106,31 @@ func (rw *RWMutex) TryRLockContext(ctx context.Context) (bool, error) {
 	return rw.lock(ctx, "tryrlock", driver.Shared, true)
 }
 
-func (rw *RWMutex) reportTry(ok bool, err error) bool {
-	if err != nil {
-		if isInputError(err) {
-			panic(err)
-		}
-		rw.cfg.reportError(err)
-	}
-	return ok
-}
-
 // Unlock unlocks rw for writing, as Mutex.Unlock does: it panics if rw is
 // not write locked.
-func (rw *RWMutex) Unlock() {
-	h := rw.takeWrite()
-	if h == nil {
-		panic("locker: unlock of unlocked RWMutex")
-	}
-	if err := h.unlock(context.Background(), "unlock"); err != nil {
-		rw.cfg.reportError(err)
-	}
-}
+func (rw *RWMutex) Unlock() { rw.unlockOrPanic(rw.takeWrite(), "unlock", "unlock of unlocked RWMutex") }
 
 // UnlockContext unlocks rw for writing, as Mutex.UnlockContext does.
 func (rw *RWMutex) UnlockContext(ctx context.Context) error {
-	h := rw.takeWrite()
-	if h == nil {
-		return opError("unlock", rw.key, ErrNotHeld)
-	}
-	return h.unlock(ctx, "unlock")
+	return rw.unlockContext(ctx, rw.takeWrite(), "unlock")
 }
 
 // RUnlock undoes one RLock. It panics if rw has no read lock. Which of
 // several read holds of rw it releases is unspecified: they are alike.
 func (rw *RWMutex) RUnlock() {
-	h := rw.takeRead()
-	if h == nil {
-		panic("locker: RUnlock of unlocked RWMutex")
-	}
-	if err := h.unlock(context.Background(), "runlock"); err != nil {
-		rw.cfg.reportError(err)
-	}
+	rw.unlockOrPanic(rw.takeRead(), "runlock", "RUnlock of unlocked RWMutex")
 }
 
 // RUnlockContext undoes one RLock, returning an *Error wrapping ErrNotHeld
 // if rw has no read lock, or wrapping ErrLost if the hold was lost.
 func (rw *RWMutex) RUnlockContext(ctx context.Context) error {
-	h := rw.takeRead()
-	if h == nil {
-		return opError("runlock", rw.key, ErrNotHeld)
-	}
-	return h.unlock(ctx, "runlock")
+	return rw.unlockContext(ctx, rw.takeRead(), "runlock")
 }
 
 func (rw *RWMutex) takeWrite() *hold {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
-	h := rw.w
-	if h == nil || h.unlocking {
-		return nil
-	}
-	h.unlocking = true
-	return h
+	return claimLocked(rw.w)
 }
 
 func (rw *RWMutex) takeRead() *hold {
@@ -192,11 +143,10 @@ func (rw *RWMutex) takeRead() *hold {
 	h := rw.readers[n-1]
 	rw.readers[n-1] = nil
 	rw.readers = rw.readers[:n-1]
-	h.unlocking = true
 	if n > 1 && rw.last == h {
 		rw.last = rw.readers[n-2]
 	}
-	return h
+	return claimLocked(h)
 }
 
 // RLocker returns a sync.Locker whose Lock and Unlock call rw.RLock and
@@ -210,31 +160,12 @@ func (r *rlocker) Unlock() { (*RWMutex)(r).RUnlock() }
 
 // Token returns the fencing token of the write hold, or of the most recent
 // read hold, or 0 if rw has never been locked.
-func (rw *RWMutex) Token() Token {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	if rw.last == nil {
-		return 0
-	}
-	return rw.last.token()
-}
+func (rw *RWMutex) Token() Token { return rw.token() }
 
 // Done returns a channel that is closed when the hold Token reports ends.
 // If rw is not locked the channel is already closed.
-func (rw *RWMutex) Done() <-chan struct{} {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	return doneOf(rw.last)
-}
+func (rw *RWMutex) Done() <-chan struct{} { return rw.done() }
 
 // Err returns an *Error wrapping ErrLost if the hold Token reports was
 // lost, and nil otherwise.
-func (rw *RWMutex) Err() error {
-	rw.mu.Lock()
-	defer rw.mu.Unlock()
-	if rw.last == nil {
-		return nil
-	}
-	_, err := rw.last.status()
-	return err
-}
+func (rw *RWMutex) Err() error { return rw.err() }
