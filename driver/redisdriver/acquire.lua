@@ -1,13 +1,27 @@
 -- acquire: TryAcquire and TryAcquireQueued.
--- ARGV: 1 owner, 2 mode ('x' exclusive, 's' shared), 3 ttl ms,
---       4 '1' to join the wait queue when not granted, 5 channel.
--- Reply: {1, token} granted (or extended, for the holding owner);
---        {0, remaining ms} not granted (0: unknown).
+-- ARGV: 1 owner, 2 mode ('x' exclusive, 's' shared) followed by 'q' to join
+--       the wait queue when not granted, 3 ttl ms.
+-- Reply: token (> 0) granted, or extended for the holding owner;
+--        -1 - remaining ms (< 0) not granted (remaining 0: unknown).
 
-local owner, shared, ttl, queued, chan = ARGV[1], ARGV[2] == 's', tonumber(ARGV[3]), ARGV[4] == '1', ARGV[5]
-local now = now_ms()
-purge_readers(now)
-purge_queue(now, chan)
+local owner, shared, queued = ARGV[1], string.sub(ARGV[2], 1, 1) == 's', string.sub(ARGV[2], 2, 2) == 'q'
+local ttl_ms = ARGV[3]
+local ttl = tonumber(ttl_ms)
+
+-- Without shared holds nor queue entries, which is the uncontended case,
+-- there is nothing to purge, no queue to respect and no clock to read.
+local busy = redis.call('EXISTS', READERS, QUEUE, QEXP) > 0
+local now
+local function clock()
+	if not now then
+		now = now_ms()
+	end
+	return now
+end
+if busy then
+	purge_readers(clock())
+	purge_queue(clock())
+end
 
 local blocked, remaining = false, 0
 
@@ -16,21 +30,25 @@ local v = redis.call('GET', LOCK)
 if v then
 	local tok, o = parse_hold(v)
 	if o == owner and not shared then
-		redis.call('PEXPIRE', LOCK, int(ttl))
-		leave_queue(owner)
-		return {1, tok}
+		redis.call('PEXPIRE', LOCK, ttl_ms)
+		if busy then
+			leave_queue(owner)
+		end
+		return token_reply(tok)
 	end
 	blocked, remaining = true, redis.call('PTTL', LOCK)
-elseif shared then
+elseif busy and shared then
+	-- The holder itself, shared: extend, same token. (Without busy there
+	-- is no shared hold to extend or, below, to wait for.)
 	local tok = redis.call('HGET', TOKENS, owner)
 	if tok and redis.call('ZSCORE', READERS, owner) then
-		redis.call('ZADD', READERS, int(now + ttl), owner)
-		settle_readers(now)
+		redis.call('ZADD', READERS, int(clock() + ttl), owner)
+		settle_readers(clock())
 		leave_queue(owner)
-		return {1, tok}
+		return token_reply(tok)
 	end
-else
-	local ms = readers_remaining(now)
+elseif busy then
+	local ms = readers_remaining(clock())
 	if ms >= 0 then
 		blocked, remaining = true, ms
 	end
@@ -39,7 +57,8 @@ end
 -- The wait queue: while it has live entries, only its head, or for a shared
 -- request a run of shared entries at its head, may be granted. Remaining
 -- then also covers the entries ahead, whose expiry nobody announces.
-if redis.call('ZCARD', QUEUE) > 0 then
+if busy and redis.call('ZCARD', QUEUE) > 0 then
+	local now = clock()
 	local r = redis.call('ZRANK', QUEUE, owner)
 	local ok = r == 0
 	if r and r > 0 and shared then
@@ -77,6 +96,7 @@ end
 
 if blocked then
 	if queued then
+		local now = clock()
 		local m = 0
 		if shared then
 			m = 1
@@ -104,18 +124,20 @@ if blocked then
 	if remaining < 0 then
 		remaining = 0
 	end
-	return {0, remaining}
+	return -1 - remaining
 end
 
 -- Grant: a new token from the fence counter, which has no TTL and
 -- survives every hold.
-local tok = int(redis.call('INCR', FENCE))
+local tok = redis.call('INCR', FENCE)
 if shared then
-	redis.call('ZADD', READERS, int(now + ttl), owner)
-	redis.call('HSET', TOKENS, owner, tok)
-	settle_readers(now)
+	redis.call('ZADD', READERS, int(clock() + ttl), owner)
+	redis.call('HSET', TOKENS, owner, int(tok))
+	settle_readers(clock())
 else
-	redis.call('SET', LOCK, tok .. ':' .. owner, 'PX', int(ttl))
+	redis.call('SET', LOCK, int(tok) .. ':' .. owner, 'PX', ttl_ms)
 end
-leave_queue(owner)
-return {1, tok}
+if busy then
+	leave_queue(owner)
+end
+return tok

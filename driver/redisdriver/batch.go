@@ -33,7 +33,6 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 
 type batchItem struct {
 	i    int
-	keys []string
 	args []any
 	ms   int64
 	cmd  *redis.Cmd
@@ -42,12 +41,12 @@ type batchItem struct {
 func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []error) {
 	items := make([]batchItem, 0, len(ls))
 	for i, l := range ls {
-		keys, args, ms, err := d.refreshArgs(l)
+		args, ms, err := d.refreshArgs(l)
 		if err != nil {
 			errs[i] = opError("refresh", l.Key, err)
 			continue
 		}
-		items = append(items, batchItem{i: i, keys: keys, args: args, ms: ms})
+		items = append(items, batchItem{i: i, args: args, ms: ms})
 	}
 	if len(items) == 0 {
 		return
@@ -55,7 +54,8 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 	pipe := d.client.Pipeline()
 	for j := range items {
 		it := &items[j]
-		it.cmd = refreshScript.EvalSha(ctx, pipe, it.keys, it.args...)
+		it.cmd = newCmd(ctx, it.args)
+		_ = pipe.Process(ctx, it.cmd)
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command
 
@@ -66,18 +66,21 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 			retry = append(retry, it)
 			continue
 		}
-		_, errs[it.i] = d.refreshResult(ls[it.i], it.ms, it.cmd)
+		res, err := it.cmd.Result()
+		_, errs[it.i] = refreshResult(ls[it.i], it.ms, res, err)
 	}
 	if len(retry) == 0 {
 		return
 	}
 	pipe = d.client.Pipeline()
 	for _, it := range retry {
-		it.cmd = refreshScript.Eval(ctx, pipe, it.keys, it.args...)
+		it.cmd = newCmd(ctx, refreshScript.evalArgs(it.args))
+		_ = pipe.Process(ctx, it.cmd)
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, it := range retry {
-		_, errs[it.i] = d.refreshResult(ls[it.i], it.ms, it.cmd)
+		res, err := it.cmd.Result()
+		_, errs[it.i] = refreshResult(ls[it.i], it.ms, res, err)
 	}
 }
 

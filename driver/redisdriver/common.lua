@@ -1,15 +1,21 @@
 -- Shared by every script of package redisdriver; each script is this
 -- prelude followed by its own body.
 --
--- KEYS (all in one cluster hash slot, see keys.go):
---   1 lock     STRING "<token>:<owner>" with PX: the exclusive hold
---   2 fence    STRING counter, no TTL: the last token granted for the key
---   3 readers  ZSET owner -> expiry (Redis TIME, ms): the shared holds
---   4 tokens   HASH owner -> token of each shared hold
---   5 queue    ZSET owner -> seq*2 + (1 if shared else 0): the wait queue
---   6 qexp     ZSET owner -> expiry (Redis TIME, ms) of each queue entry
+-- KEYS[1] is the base "<prefix>{<tag>}:" of one lock, itself never a key.
+-- The scripts derive the lock's keys from it by appending their suffix (the
+-- names of keys.go); they all carry the hash tag of KEYS[1] and so live in
+-- its cluster hash slot:
+--   LOCK     STRING "<token>:<owner>" with PX: the exclusive hold
+--   FENCE    STRING counter, no TTL: the last token granted for the key
+--   READERS  ZSET owner -> expiry (Redis TIME, ms): the shared holds
+--   TOKENS   HASH owner -> token of each shared hold
+--   QUEUE    ZSET owner -> seq*2 + (1 if shared else 0): the wait queue
+--   QEXP     ZSET owner -> expiry (Redis TIME, ms) of each queue entry
+--   CHAN     pub/sub channel, published on release
 -- readers/tokens and queue/qexp carry a PEXPIRE no shorter than their
 -- longest-lived member, so abandoned keys disappear on their own.
+--
+-- Replies carry a token as an integer: tokens are exact up to 2^53.
 
 if redis.replicate_commands then
 	-- Redis < 5 replicates scripts verbatim and refuses writes after TIME
@@ -17,7 +23,9 @@ if redis.replicate_commands then
 	pcall(redis.replicate_commands)
 end
 
-local LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local B = KEYS[1]
+local LOCK, FENCE, READERS, TOKENS = B .. 'lock', B .. 'fence', B .. 'readers', B .. 'tokens'
+local QUEUE, QEXP, CHAN = B .. 'queue', B .. 'queue-exp', B .. 'released'
 
 -- int formats an integral number without exponent or fraction.
 local function int(n)
@@ -37,6 +45,16 @@ local function parse_hold(v)
 		return nil, nil
 	end
 	return string.sub(v, 1, i - 1), string.sub(v, i + 1)
+end
+
+-- token_reply is the reply for a stored token: the token as an integer, or
+-- the stored string when it is not one the scripts wrote (a foreign value),
+-- which the driver refuses as an unexpected reply.
+local function token_reply(tok)
+	if string.find(tok, '^[1-9]%d*$') then
+		return tonumber(tok)
+	end
+	return tok
 end
 
 -- purge_readers removes the shared holds that expired at or before now.
@@ -81,9 +99,9 @@ local function settle_readers(now)
 end
 
 -- purge_queue removes the queue entries that expired at or before now and
--- publishes on chan when it removed any: the entries behind may now
+-- publishes on CHAN when it removed any: the entries behind may now
 -- proceed.
-local function purge_queue(now, chan)
+local function purge_queue(now)
 	local dead = redis.call('ZRANGEBYSCORE', QEXP, '-inf', int(now))
 	if #dead == 0 then
 		return
@@ -92,7 +110,7 @@ local function purge_queue(now, chan)
 		redis.call('ZREM', QUEUE, dead[i])
 	end
 	redis.call('ZREMRANGEBYSCORE', QEXP, '-inf', int(now))
-	redis.call('PUBLISH', chan, 'q')
+	redis.call('PUBLISH', CHAN, 'q')
 end
 
 -- leave_queue removes owner's queue entry and reports whether it had one.

@@ -426,6 +426,18 @@ func TestErrors(t *testing.T) {
 		}
 		t.Logf("WRONGTYPE: %v", err)
 
+		// A foreign hold whose token is not a number: an unexpected reply.
+		k3, o3 := uniqueKey(t, "k3"), owner()
+		if err := c.Set(ctx, "locker:{"+k3+"}:lock", "x:"+o3, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.TryAcquire(ctx, req(k3, o3, driver.Exclusive, time.Second)); !driver.IsPermanent(err) {
+			t.Errorf("acquire over a foreign token: %v, want a permanent error", err)
+		}
+		if _, err := d.Refresh(ctx, driver.Lease{Key: k3, Owner: o3, TTL: time.Second}); !driver.IsPermanent(err) {
+			t.Errorf("refresh over a foreign token: %v, want a permanent error", err)
+		}
+
 		// A canceled context: not permanent, wraps context.Canceled.
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()

@@ -45,12 +45,15 @@ func hashTag(key string) string {
 	return b.String()
 }
 
-// base returns "<prefix>{<tag>}:", the start of every key of a lock.
+// base returns "<prefix>{<tag>}:", the start of every key of a lock and the
+// only key the scripts get.
 func (d *Driver) base(key string) string {
 	return d.prefix + "{" + hashTag(key) + "}:"
 }
 
-// keys returns the KEYS of every script, in the order common.lua expects.
+// keys returns the Redis keys of a lock, which the scripts derive from its
+// base (common.lua names them LOCK, FENCE, READERS, TOKENS, QUEUE and QEXP,
+// in this order; the tests check that both agree).
 func (d *Driver) keys(key string) []string {
 	b := d.base(key)
 	return []string{
@@ -63,7 +66,8 @@ func (d *Driver) keys(key string) []string {
 	}
 }
 
-// channel returns the pub/sub channel that Release publishes on.
+// channel returns the pub/sub channel that the scripts publish on (CHAN in
+// common.lua).
 func (d *Driver) channel(key string) string {
 	return d.base(key) + suffixChannel
 }

@@ -1,14 +1,16 @@
 package redisdriver
 
 import (
-	"github.com/go-locker/locker/internal/testserver"
+	"context"
 	"strconv"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/go-locker/locker/internal/testserver"
+	"github.com/redis/go-redis/v9"
 )
 
 // crc16 is CRC-16/XMODEM, the checksum of Redis Cluster key slots.
@@ -234,4 +236,43 @@ func TestKeySlotsAgainstRedis(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestScriptKeys checks that the keys and the channel the scripts derive
+// from their only key, the lock's base, are those of keys and channel, and
+// that a Redis Cluster node lets a script use them although they are not
+// declared: they are in the slot of the declared base.
+func TestScriptKeys(t *testing.T) {
+	const names = "\nredis.call('EXISTS', LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP)" +
+		"\nreturn {LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP, CHAN}"
+	check := func(t *testing.T, c redis.UniversalClient, prefix string) {
+		d, err := New(c, &Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		for _, k := range hostileKeys {
+			got, err := c.Eval(ctx, commonLua+names, []string{d.base(k)}).StringSlice()
+			if err != nil {
+				t.Fatalf("lock %q: %v", k, err)
+			}
+			want := append(d.keys(k), d.channel(k))
+			if strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Errorf("lock %q: the scripts use %q, want %q", k, got, want)
+			}
+		}
+	}
+	t.Run("miniredis", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		check(t, c, "")
+		check(t, c, "app1/")
+	})
+	t.Run("cluster", func(t *testing.T) {
+		srv := testserver.RedisCluster(t)
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
+		t.Cleanup(func() { _ = c.Close() })
+		check(t, c, "")
+	})
 }

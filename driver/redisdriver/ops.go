@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -30,20 +29,18 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
-	q := "0"
 	if queued {
-		q = "1"
+		mode = queuedArg(req.Mode)
 	}
-	res, err := acquireScript.Run(ctx, d.client, d.keys(req.Key),
-		req.Owner, mode, ms, q, d.channel(req.Key)).Slice()
+	res, err := d.run(ctx, acquireScript, acquireScript.args(d.base(req.Key), req.Owner, mode, ms))
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
-	granted, tok, remaining, err := parseReply(res)
+	tok, remaining, err := tokenReply(res)
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
-	if !granted {
+	if tok == 0 {
 		return driver.Lease{}, opError(op, req.Key,
 			&driver.LockedError{Remaining: time.Duration(remaining) * time.Millisecond})
 	}
@@ -63,32 +60,39 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if err := ctx.Err(); err != nil {
 		return driver.Lease{}, opError(op, l.Key, err)
 	}
-	keys, args, ms, err := d.refreshArgs(l)
+	args, ms, err := d.refreshArgs(l)
 	if err != nil {
 		return driver.Lease{}, opError(op, l.Key, err)
 	}
-	return d.refreshResult(l, ms, refreshScript.Run(ctx, d.client, keys, args...))
+	res, err := d.run(ctx, refreshScript, args)
+	return refreshResult(l, ms, res, err)
 }
 
-func (d *Driver) refreshArgs(l driver.Lease) (keys []string, args []any, ms int64, err error) {
+// refreshArgs returns the arguments of the EVALSHA of refreshScript that
+// refreshes l, and l's TTL in milliseconds.
+func (d *Driver) refreshArgs(l driver.Lease) (args []any, ms int64, err error) {
 	mode, ms, err := checkArgs(l.Mode, l.TTL)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, 0, err
 	}
-	return d.keys(l.Key), []any{l.Owner, mode, ms, strconv.FormatUint(l.Token, 10)}, ms, nil
+	return refreshScript.args(d.base(l.Key), l.Owner, mode, ms, l.Token), ms, nil
 }
 
-func (d *Driver) refreshResult(l driver.Lease, ms int64, cmd *redis.Cmd) (driver.Lease, error) {
+// refreshResult returns the outcome of the refresh script for l, given its
+// reply res, err.
+func refreshResult(l driver.Lease, ms int64, res any, err error) (driver.Lease, error) {
 	const op = "refresh"
-	res, err := cmd.Slice()
 	if err != nil {
 		return driver.Lease{}, opError(op, l.Key, err)
 	}
-	held, tok, _, err := parseReply(res)
+	tok, remaining, err := tokenReply(res)
+	if err == nil && tok == 0 && remaining != 0 {
+		err = errBadReply(res)
+	}
 	if err != nil {
 		return driver.Lease{}, opError(op, l.Key, err)
 	}
-	if !held {
+	if tok == 0 {
 		return driver.Lease{}, opError(op, l.Key, driver.ErrNotHeld)
 	}
 	l.Token = tok
@@ -109,70 +113,67 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if err != nil {
 		return opError(op, l.Key, err)
 	}
-	n, err := releaseScript.Run(ctx, d.client, d.keys(l.Key),
-		l.Owner, mode, strconv.FormatUint(l.Token, 10), d.channel(l.Key)).Int64()
+	res, err := d.run(ctx, releaseScript, releaseScript.args(d.base(l.Key), l.Owner, mode, l.Token))
 	if err != nil {
 		return opError(op, l.Key, err)
 	}
-	switch n {
-	case 1:
+	switch n, ok := res.(int64); {
+	case ok && n == 1:
 		return nil
-	case 0:
+	case ok && n == 0:
 		return opError(op, l.Key, driver.ErrNotHeld)
 	}
-	return opError(op, l.Key, driver.Permanent(fmt.Errorf("unexpected script reply %d", n)))
+	return opError(op, l.Key, errBadReply(res))
 }
 
-// modeArg encodes m for the scripts.
-func modeArg(m driver.Mode) (string, error) {
+// modeArg encodes m for the scripts. The values are constants, which
+// need no allocation to box.
+func modeArg(m driver.Mode) (any, error) {
 	switch m {
 	case driver.Exclusive:
 		return "x", nil
 	case driver.Shared:
 		return "s", nil
 	}
-	return "", driver.Permanent(fmt.Errorf("unknown mode %v", m))
+	return nil, driver.Permanent(fmt.Errorf("unknown mode %v", m))
+}
+
+// queuedArg encodes m, which modeArg accepts, for the acquire script of
+// TryAcquireQueued.
+func queuedArg(m driver.Mode) any {
+	if m == driver.Shared {
+		return "sq"
+	}
+	return "xq"
 }
 
 // checkArgs encodes m and checks ttl, truncating it to milliseconds.
-func checkArgs(m driver.Mode, ttl time.Duration) (mode string, ms int64, err error) {
+func checkArgs(m driver.Mode, ttl time.Duration) (mode any, ms int64, err error) {
 	mode, err = modeArg(m)
 	if err != nil {
-		return "", 0, err
+		return nil, 0, err
 	}
 	if ttl < MinTTL || ttl > MaxTTL {
-		return "", 0, driver.Permanent(fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL))
+		return nil, 0, driver.Permanent(fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL))
 	}
 	return mode, ttl.Milliseconds(), nil
 }
 
-// parseReply decodes {1, token} or {0, remaining} or {0}.
-func parseReply(res []any) (ok bool, tok uint64, remaining int64, err error) {
-	if len(res) == 0 {
-		return false, 0, 0, errBadReply(res)
-	}
-	status, _ := res[0].(int64)
+// tokenReply decodes the integer reply of the acquire and refresh scripts:
+// a token (> 0), or -1 - remaining (< 0) when not granted, remaining the
+// milliseconds the conflicting holds and queue entries last (0: unknown).
+func tokenReply(res any) (tok uint64, remaining int64, err error) {
+	n, ok := res.(int64)
 	switch {
-	case status == 1 && len(res) == 2:
-		s, _ := res[1].(string)
-		tok, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || tok == 0 {
-			return false, 0, 0, errBadReply(res)
-		}
-		return true, tok, 0, nil
-	case status == 0 && len(res) == 1:
-		return false, 0, 0, nil
-	case status == 0 && len(res) == 2:
-		remaining, ok := res[1].(int64)
-		if !ok {
-			return false, 0, 0, errBadReply(res)
-		}
-		return false, 0, max(remaining, 0), nil
+	case !ok || n == 0:
+		return 0, 0, errBadReply(res)
+	case n > 0:
+		return uint64(n), 0, nil
 	}
-	return false, 0, 0, errBadReply(res)
+	return 0, -1 - n, nil
 }
 
-func errBadReply(res []any) error {
+func errBadReply(res any) error {
 	return driver.Permanent(fmt.Errorf("unexpected script reply %v", res))
 }
 

@@ -26,6 +26,13 @@
 //	locker:{orders/42}:queue-exp ZSET owner -> expiry in ms of Redis TIME: queue entries
 //	locker:{orders/42}:released  pub/sub channel, published on release
 //
+// The scripts get one key, the lock's base "<prefix>{<tag>}:" (here
+// "locker:{orders/42}:"), which is never a key itself, and derive the
+// names above from it by appending their suffix. All carry the hash tag of
+// the base and so live in its hash slot: Redis Cluster routes the script by
+// the base and lets it use the undeclared keys of that slot. Passing one
+// key rather than seven keeps each call small.
+//
 // The queue's score is 2*arrival+mode, so that the queue keeps arrival
 // order and tells shared entries from exclusive ones. Each shared holder
 // has its own expiry and token, so a reader that dies expires on its own
@@ -52,6 +59,9 @@
 //     a new token, INCR of the fence counter, and removes the owner's queue
 //     entry. TryAcquireQueued, when refused, appends the owner to the queue
 //     (or keeps its place) with an entry that expires after req.TTL.
+//     When none of the readers, queue and queue-exp keys exists, the
+//     script skips what concerns them and reads no clock: an uncontended
+//     exclusive acquire runs EXISTS, GET, INCR and SET.
 //   - refresh (Refresh, RefreshBatch) extends the hold of l.Owner in l.Mode,
 //     with token l.Token unless it is 0, and never re-creates a hold that
 //     expired.
@@ -59,10 +69,13 @@
 //     whatever it held, and publishes on the key's channel when it deleted
 //     a hold or a queue entry. acquire publishes too when it drops expired
 //     queue entries, since the waiters behind them may now proceed.
+//     refresh and release of a shared hold read the clock only when the
+//     owner is among the readers.
 //
 // # Round trips
 //
-// Scripts are sent with EVALSHA, and with EVAL once per script and server
+// Scripts are sent with EVALSHA (built by the driver, as few and small
+// arguments as possible), and with EVAL once per script and server
 // when the server answers NOSCRIPT (after a restart, a failover or SCRIPT
 // FLUSH). TryAcquire, TryAcquireQueued, Refresh and Release take one round
 // trip each. RefreshBatch takes one round trip per 1000 leases (on

@@ -1,28 +1,33 @@
 -- refresh: Refresh and RefreshBatch.
 -- ARGV: 1 owner, 2 mode ('x' or 's'), 3 ttl ms, 4 token ('0': any).
--- Reply: {1, token} extended; {0} not held (nothing changed).
+-- Reply: token (> 0) extended; -1 not held (nothing changed).
 
-local owner, shared, ttl, want = ARGV[1], ARGV[2] == 's', tonumber(ARGV[3]), ARGV[4]
+local owner, shared, ttl_ms, want = ARGV[1], ARGV[2] == 's', ARGV[3], ARGV[4]
 
 if not shared then
 	local v = redis.call('GET', LOCK)
 	if not v then
-		return {0}
+		return -1
 	end
 	local tok, o = parse_hold(v)
 	if o ~= owner or (want ~= '0' and tok ~= want) then
-		return {0}
+		return -1
 	end
-	redis.call('PEXPIRE', LOCK, int(ttl))
-	return {1, tok}
+	redis.call('PEXPIRE', LOCK, ttl_ms)
+	return token_reply(tok)
 end
 
+-- Only a reader has a shared hold to extend: the clock and the purge are
+-- for them.
+if not redis.call('ZSCORE', READERS, owner) then
+	return -1
+end
 local now = now_ms()
 purge_readers(now)
 local tok = redis.call('HGET', TOKENS, owner)
 if not tok or not redis.call('ZSCORE', READERS, owner) or (want ~= '0' and tok ~= want) then
-	return {0}
+	return -1
 end
-redis.call('ZADD', READERS, int(now + ttl), owner)
+redis.call('ZADD', READERS, int(now + tonumber(ttl_ms)), owner)
 settle_readers(now)
-return {1, tok}
+return token_reply(tok)

@@ -1,9 +1,9 @@
 -- release: Release.
--- ARGV: 1 owner, 2 mode ('x' or 's'), 3 token ('0': any), 4 channel.
+-- ARGV: 1 owner, 2 mode ('x' or 's'), 3 token ('0': any).
 -- Reply: 1 released; 0 not held. Either way the owner's queue entry is
--- removed. Publishes on the channel when a hold or a queue entry went.
+-- removed. Publishes on CHAN when a hold or a queue entry went.
 
-local owner, shared, want, chan = ARGV[1], ARGV[2] == 's', ARGV[3], ARGV[4]
+local owner, shared, want = ARGV[1], ARGV[2] == 's', ARGV[3]
 local released = false
 
 if not shared then
@@ -15,9 +15,10 @@ if not shared then
 			released = true
 		end
 	end
-else
-	local now = now_ms()
-	purge_readers(now)
+elseif redis.call('ZSCORE', READERS, owner) then
+	-- Only a reader has a shared hold to release: the clock and the purge
+	-- are for them.
+	purge_readers(now_ms())
 	local tok = redis.call('HGET', TOKENS, owner)
 	if tok and redis.call('ZSCORE', READERS, owner) and (want == '0' or tok == want) then
 		redis.call('ZREM', READERS, owner)
@@ -28,7 +29,7 @@ end
 
 local left = leave_queue(owner)
 if released or left then
-	redis.call('PUBLISH', chan, 'r')
+	redis.call('PUBLISH', CHAN, 'r')
 end
 if released then
 	return 1
