@@ -17,7 +17,10 @@ import (
 //
 // While it is held the lease is renewed in the background. If it is lost
 // (the backend says so, or no renewal was confirmed in time) Done closes,
-// Err reports the reason, and the next Unlock reports it too.
+// Err reports the reason, and the next Unlock reports it too. A lost hold
+// is still ended by Unlock, as with sync.Mutex every Lock needs its Unlock:
+// until then other lock calls for the key in this process wait, and a
+// second Lock on the handle waits.
 //
 // A Mutex must not be copied after first use.
 type Mutex struct {
