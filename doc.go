@@ -3,7 +3,11 @@
 // uses the same key on the same backend (Redis, an in-process backend for
 // tests, and more through package driver).
 //
-//	m := locker.NewMutex(redisdriver.New(rdb, nil), "orders/42")
+//	drv, err := redisdriver.New(rdb, nil) // rdb: a go-redis client
+//	if err != nil {
+//		return err
+//	}
+//	m := locker.NewMutex(drv, "orders/42")
 //	m.Lock()
 //	defer m.Unlock()
 //

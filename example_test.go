@@ -12,8 +12,8 @@ import (
 )
 
 func Example() {
-	// memdriver is an in-process backend; with Redis the same code reads
-	// locker.NewMutex(redisdriver.New(rdb, nil), "orders/42").
+	// memdriver is an in-process backend; with Redis, drv comes from
+	// redisdriver.New(rdb, nil) and the rest is the same.
 	drv := memdriver.New()
 
 	m := locker.NewMutex(drv, "orders/42", locker.WithTTL(10*time.Second))
