@@ -31,6 +31,7 @@ type StaleTokenError struct {
 	Highest  Token // the highest token the guard has admitted for Resource
 }
 
+// Error implements error.
 func (e *StaleTokenError) Error() string {
 	return fmt.Sprintf("locker: resource %q: token %d is lower than %d: %v", e.Resource, e.Token, e.Highest, ErrStaleToken)
 }

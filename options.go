@@ -12,9 +12,11 @@ import (
 const (
 	// DefaultTTL is the lease length used without WithTTL.
 	DefaultTTL = 15 * time.Second
-	// DefaultMinBackoff and DefaultMaxBackoff bound the delays between
-	// attempts used without WithBackoff.
+	// DefaultMinBackoff is the shortest delay between attempts used
+	// without WithBackoff.
 	DefaultMinBackoff = 1 * time.Millisecond
+	// DefaultMaxBackoff is the longest delay between attempts used without
+	// WithBackoff.
 	DefaultMaxBackoff = 250 * time.Millisecond
 	// DefaultFairnessThreshold is how long a waiter waits before it joins
 	// the backend's wait queue (drivers implementing driver.Queuer). Like
