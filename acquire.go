@@ -131,6 +131,22 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err 
 			if o.try {
 				return nil, nil
 			}
+			if e.acquirer != nil {
+				h, err := o.acquireNative(ctx, e, g, req)
+				if err == nil {
+					return h, nil
+				}
+				dirty = true
+				if ctx.Err() != nil || driver.IsPermanent(err) || isInputError(err) {
+					return nil, opError(o.op, o.key, err)
+				}
+				o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("retrying: %w", err)))
+				if bo == nil {
+					bo = o.newBackoff()
+				}
+				wait = bo.NextBackOff()
+				break
+			}
 			if sub == nil && e.notifier != nil {
 				s, serr := e.notifier.Subscribe(ctx, o.key)
 				if serr == nil {
@@ -181,6 +197,29 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err 
 			dirty = dirty || queued
 			return nil, opError(o.op, o.key, ctx.Err())
 		}
+	}
+}
+
+// acquireNative waits in the backend's own queue (driver.Acquirer), then
+// confirms the grant with a Refresh whose send time starts the local
+// deadline: the grant itself may have happened at any time during the
+// wait.
+func (o *lockOp) acquireNative(ctx context.Context, e *engine, g *gate, req driver.Request) (*hold, error) {
+	l, err := e.acquirer.Acquire(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		sent := time.Now()
+		l2, err := o.drv.Refresh(ctx, l)
+		if err == nil {
+			h := newHold(e, g, o.cfg, o.op, l2, sent)
+			if time.Now().Before(h.deadline) {
+				return h, nil
+			}
+			continue
+		}
+		return nil, fmt.Errorf("confirming the grant: %w", err)
 	}
 }
 

@@ -19,6 +19,8 @@ type engine struct {
 	notifier  driver.Notifier
 	queuer    driver.Queuer
 	batcher   driver.BatchRefresher
+	acquirer  driver.Acquirer
+	watcher   driver.LossWatcher
 	shared    bool
 	shareable bool // registered: other handles of the same driver share it
 
@@ -41,6 +43,8 @@ func newEngine(d driver.Driver) *engine {
 	e.notifier, _ = d.(driver.Notifier)
 	e.queuer, _ = d.(driver.Queuer)
 	e.batcher, _ = d.(driver.BatchRefresher)
+	e.acquirer, _ = d.(driver.Acquirer)
+	e.watcher, _ = d.(driver.LossWatcher)
 	if s, ok := d.(driver.Sharer); ok {
 		e.shared = s.SupportsShared()
 	}

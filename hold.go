@@ -40,6 +40,7 @@ type hold struct {
 	index    int           // position in the watchdog heap, -1 when not in it
 	inflight chan struct{} // closed when the outstanding renewal completes
 	lastErr  error
+	stopLoss func() // ends the driver's LossWatcher registration, if any
 
 	unlocking bool // claimed by an unlock; guarded by the owning handle's mutex
 

@@ -146,6 +146,11 @@ func (c *config) validate(d driver.Driver) error {
 			return fmt.Errorf("%w: %v is above the driver's maximum of %v", ErrInvalidTTL, c.ttl, hi)
 		}
 	}
+	if tc, ok := d.(driver.TTLChecker); ok {
+		if err := tc.CheckTTL(c.ttl); err != nil {
+			return fmt.Errorf("%w: %v: %w", ErrInvalidTTL, c.ttl, err)
+		}
+	}
 	if c.renew > 0 && c.renew >= c.ttl-margin(c.ttl) {
 		return fmt.Errorf("%w: renew interval %v is not shorter than TTL %v minus the safety margin %v", ErrInvalidOption, c.renew, c.ttl, margin(c.ttl))
 	}

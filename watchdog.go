@@ -31,13 +31,36 @@ type watchdog struct {
 	armed time.Time   // when the timer will fire; zero when stopped
 }
 
-// add starts renewing h.
+// add starts renewing h, and listens for the backend's loss reports when
+// the driver makes them (driver.LossWatcher).
 func (w *watchdog) add(h *hold) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	h.due = h.sent.Add(h.interval)
 	heap.Push(&w.heap, h)
 	w.armLocked(time.Now())
+	w.mu.Unlock()
+	if lw := w.eng.watcher; lw != nil {
+		stop := lw.WatchLoss(h.lease, func(err error) { w.lost(h, err) })
+		w.mu.Lock()
+		h.stopLoss = stop
+		w.mu.Unlock()
+	}
+}
+
+// lost ends h at once because the backend reported it gone.
+func (w *watchdog) lost(h *hold, err error) {
+	w.mu.Lock()
+	if h.index < 0 {
+		w.mu.Unlock()
+		return // unlocked or already lost
+	}
+	heap.Remove(&w.heap, h.index)
+	w.armLocked(time.Now())
+	w.mu.Unlock()
+	if err == nil {
+		err = driver.ErrNotHeld
+	}
+	h.lose(fmt.Errorf("the backend reported the lease gone: %w", err))
 }
 
 // armLocked makes the timer fire by the earliest event in the heap, and
@@ -71,8 +94,12 @@ func (w *watchdog) remove(h *hold) {
 		heap.Remove(&w.heap, h.index)
 		w.armLocked(time.Now())
 	}
-	flight := h.inflight
+	flight, stop := h.inflight, h.stopLoss
+	h.stopLoss = nil
 	w.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	if flight != nil {
 		<-flight
 	}

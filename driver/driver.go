@@ -64,10 +64,17 @@
 //     waiters are served in FIFO order within one process only, and a
 //     process that releases and re-locks at once may overtake waiters in
 //     other processes.
+//   - [Acquirer]: the backend has a native fair queue (etcd revisions,
+//     ZooKeeper sequential nodes) and the driver waits in it. Without it,
+//     the front-end waits itself: TryAcquire, then a notification or
+//     backoff, then TryAcquire (or TryAcquireQueued) again.
+//   - [LossWatcher]: the backend reports lost leases (ZooKeeper session
+//     expiry, etcd lease revocation). Without it, loss is learnt from a
+//     rejected renewal or the local deadline only.
 //   - [BatchRefresher]: many leases are renewed in one round trip. Without
 //     it, the watchdog calls Refresh once per lease, concurrently.
-//   - [TTLLimiter]: the backend cannot honour every TTL. Without it, any
-//     positive TTL is accepted.
+//   - [TTLLimiter] and [TTLChecker]: the backend cannot honour every TTL.
+//     Without them, any positive TTL is accepted.
 //
 // locker never closes a driver or the client inside it: whoever built the
 // driver owns its client.
@@ -208,6 +215,39 @@ type Queuer interface {
 	TryAcquireQueued(ctx context.Context, req Request) (Lease, error)
 }
 
+// Acquirer is implemented by drivers whose backend keeps a fair wait queue
+// of its own, such as etcd's create revisions or ZooKeeper's sequential
+// nodes, so that the driver can wait in it.
+//
+// The front-end calls Acquire, instead of its own wait loop, after a
+// TryAcquire has failed with ErrLocked; within one process only the head of
+// the key's line calls it. Once Acquire returns a lease the front-end
+// calls Refresh on it and counts the lease's TTL from the moment it sent
+// that Refresh. Without Acquirer, the front-end waits itself (see Notifier
+// and Queuer).
+type Acquirer interface {
+	// Acquire waits until req.Key is granted to req.Owner, in the order of
+	// the backend's queue, or ctx is done. While it waits it keeps its
+	// place alive (a waiter whose own session or lease expires while
+	// queued gets an error, never the lock). On error it leaves nothing
+	// held or queued for req.Owner, cleaning up on a fresh context if ctx
+	// is done.
+	Acquire(ctx context.Context, req Request) (Lease, error)
+}
+
+// LossWatcher is implemented by drivers whose backend reports lost leases,
+// such as a ZooKeeper session expiry or an etcd lease revocation.
+//
+// Without it the front-end learns of a loss from a renewal the backend
+// rejects, or from its local deadline; with it, the loss is declared as
+// soon as the backend reports it. Either way the local deadline applies.
+type LossWatcher interface {
+	// WatchLoss arranges for lost to be called, at most once and from a
+	// goroutine of the driver's, when the backend reports that l is gone.
+	// lost must not block. After stop returns, lost is not called.
+	WatchLoss(l Lease, lost func(err error)) (stop func())
+}
+
 // BatchRefresher is implemented by drivers that can renew many leases in
 // one round trip.
 //
@@ -227,6 +267,16 @@ type BatchRefresher interface {
 // Without it, every positive TTL is accepted.
 type TTLLimiter interface {
 	TTLRange() (min, max time.Duration)
+}
+
+// TTLChecker is implemented by drivers that accept only some TTLs within
+// their range, such as whole seconds. The front-end calls CheckTTL before
+// any I/O and reports a non-nil error, wrapped in its invalid-TTL error;
+// it never rounds.
+//
+// Without it, every TTL within the TTLLimiter range is accepted.
+type TTLChecker interface {
+	CheckTTL(ttl time.Duration) error
 }
 
 var (
