@@ -1,0 +1,132 @@
+package faultproxy_test
+
+import (
+	"bufio"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/internal/faultproxy"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echoServer counts the lines it receives and echoes them back.
+func echoServer(t *testing.T) (addr string, lines *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines = new(atomic.Int64)
+	done := make(chan struct{})
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			go func() {
+				r := bufio.NewReader(c)
+				for {
+					s, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					lines.Add(1)
+					if _, err := c.Write([]byte(s)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), lines
+}
+
+func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, timeout time.Duration) (string, error) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("ping\n")); err != nil {
+		return "", err
+	}
+	return r.ReadString('\n')
+}
+
+func TestFaults(t *testing.T) {
+	addr, lines := echoServer(t)
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+
+	if s, err := roundTrip(t, c, r, 2*time.Second); err != nil || s != "ping\n" {
+		t.Fatalf("healthy round trip: %q, %v", s, err)
+	}
+
+	p.DropReplies(true)
+	before := lines.Load()
+	if _, err := roundTrip(t, c, r, 200*time.Millisecond); err == nil {
+		t.Fatal("a reply got through while replies are dropped")
+	}
+	if lines.Load() != before+1 {
+		t.Fatalf("request not applied while only replies are dropped: %d lines", lines.Load()-before)
+	}
+	p.Heal()
+
+	// The timed-out read left the connection unusable for framing; use a
+	// fresh one.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	r2 := bufio.NewReader(c2)
+	p.Blackhole(true)
+	before = lines.Load()
+	if _, err := roundTrip(t, c2, r2, 200*time.Millisecond); err == nil {
+		t.Fatal("a reply got through a black hole")
+	}
+	if lines.Load() != before {
+		t.Fatal("a request reached the server through a black hole")
+	}
+	p.Heal()
+
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	r3 := bufio.NewReader(c3)
+	p.Delay(50 * time.Millisecond)
+	start := time.Now()
+	if _, err := roundTrip(t, c3, r3, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("delayed round trip took %v, want at least 2×50ms", d)
+	}
+	p.Heal()
+
+	p.Reset()
+	if _, err := roundTrip(t, c3, r3, 2*time.Second); err == nil {
+		t.Fatal("connection survived Reset")
+	}
+}
