@@ -1,0 +1,209 @@
+// Package checker holds the checkers that fault tests run on every
+// history of lock operations:
+//
+//   - Linearizable: the history fits a lease-lock model in which a held
+//     lease may lapse before any step (porcupine). It flags tokens that do
+//     not increase, a stale holder's renewal or release succeeding after
+//     another grant, and a release by a non-holder.
+//   - Holds: the intervals during which clients believed they held the lock
+//     (from Lock returning to Unlock or the loss signal) do not overlap when
+//     sorted by token, except for clients the test paused on purpose.
+//   - Resource: a fenced resource that rejects tokens lower than the highest
+//     it has seen, with lost-update accounting.
+package checker
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Kind is the kind of a lock operation.
+type Kind uint8
+
+// Operation kinds.
+const (
+	Acquire Kind = iota
+	Renew
+	Release
+)
+
+func (k Kind) String() string {
+	return [...]string{"acquire", "renew", "release"}[k]
+}
+
+// An Op is one lock operation as a client saw it, with call and return
+// times on one monotonic clock.
+type Op struct {
+	Client int
+	Kind   Kind
+	// Token is the token returned by an acquire, or the token of the hold
+	// a renew or release was for.
+	Token uint64
+	// OK reports success. Unknown reports an outcome the client cannot
+	// know (a timeout after the request may have been applied); it is
+	// meaningful for Renew and Release. A failed Acquire must have left
+	// nothing behind (the front-end cleans up before it returns).
+	OK, Unknown  bool
+	Call, Return time.Duration
+}
+
+type state struct {
+	holder int    // -1: free
+	token  uint64 // the holder's token
+	max    uint64 // the highest token ever granted
+}
+
+// model is a lease lock whose lease may lapse before any step.
+var model = (&porcupine.NondeterministicModel{
+	Init: func() []any { return []any{state{holder: -1}} },
+	Step: func(s0, in0, _ any) []any {
+		s, op := s0.(state), in0.(Op)
+		pre := []state{s}
+		if s.holder != -1 {
+			pre = append(pre, state{holder: -1, max: s.max}) // the lease lapsed
+		}
+		var next []any
+		for _, p := range pre {
+			mine := p.holder == op.Client && p.token == op.Token
+			switch op.Kind {
+			case Acquire:
+				switch {
+				case !op.OK:
+					next = append(next, p)
+				case p.holder == -1 && op.Token > p.max:
+					next = append(next, state{holder: op.Client, token: op.Token, max: op.Token})
+				}
+			case Renew:
+				if op.Unknown || op.OK == mine {
+					next = append(next, p)
+				}
+			case Release:
+				if op.Unknown || (!op.OK && !mine) {
+					next = append(next, p)
+				}
+				if mine && (op.OK || op.Unknown) {
+					next = append(next, state{holder: -1, max: p.max})
+				}
+			}
+		}
+		return next
+	},
+	Equal: func(a, b any) bool { return a.(state) == b.(state) },
+	DescribeOperation: func(in, _ any) string {
+		op := in.(Op)
+		res := "ok"
+		switch {
+		case op.Unknown:
+			res = "unknown"
+		case !op.OK:
+			res = "failed"
+		}
+		return fmt.Sprintf("client %d %s token %d: %s", op.Client, op.Kind, op.Token, res)
+	},
+}).ToModel()
+
+// Linearizable checks ops (all on one key) against the lease-lock model.
+func Linearizable(ops []Op, timeout time.Duration) porcupine.CheckResult {
+	hist := make([]porcupine.Operation, len(ops))
+	for i, op := range ops {
+		hist[i] = porcupine.Operation{ClientId: op.Client, Input: op, Call: int64(op.Call), Output: nil, Return: int64(op.Return)}
+	}
+	return porcupine.CheckOperationsTimeout(model, hist, timeout)
+}
+
+// A Hold is the interval during which a client believed it held the lock.
+type Hold struct {
+	Client          int
+	Token           uint64
+	Acquired, Ended time.Duration // Lock returned; Unlock called or loss signalled
+	Paused          bool          // the test paused this client past its lease
+}
+
+// Holds returns the violations among hs: tokens granted twice, tokens out
+// of acquisition order, and overlapping belief intervals of clients that
+// were not paused.
+func Holds(hs []Hold) []error {
+	hs = slices.Clone(hs)
+	slices.SortFunc(hs, func(a, b Hold) int {
+		switch {
+		case a.Token < b.Token:
+			return -1
+		case a.Token > b.Token:
+			return 1
+		}
+		return 0
+	})
+	var errs []error
+	for i := 1; i < len(hs); i++ {
+		p, c := hs[i-1], hs[i]
+		if c.Token == p.Token {
+			errs = append(errs, fmt.Errorf("token %d granted twice (clients %d and %d)", c.Token, p.Client, c.Client))
+			continue
+		}
+		if c.Acquired < p.Acquired {
+			errs = append(errs, fmt.Errorf("token %d (client %d) acquired before token %d (client %d)", c.Token, c.Client, p.Token, p.Client))
+		}
+		if p.Ended > c.Acquired && !p.Paused {
+			errs = append(errs, fmt.Errorf("holds overlap by %v: client %d token %d until %v, client %d token %d from %v",
+				p.Ended-c.Acquired, p.Client, p.Token, p.Ended, c.Client, c.Token, c.Acquired))
+		}
+	}
+	return errs
+}
+
+// A Resource is a fenced set: Add is accepted only with a token at least
+// as high as the highest it has accepted.
+type Resource struct {
+	mu       sync.Mutex
+	highest  uint64
+	items    map[int]bool
+	rejected []Rejection
+}
+
+// A Rejection records a write the resource refused.
+type Rejection struct {
+	Client  int
+	Token   uint64
+	Highest uint64
+}
+
+// Add adds v under token, or records and reports a rejection. It is the
+// read-modify-write a critical section does.
+func (r *Resource) Add(client int, token uint64, v int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if token == 0 || token < r.highest {
+		r.rejected = append(r.rejected, Rejection{client, token, r.highest})
+		return false
+	}
+	r.highest = token
+	if r.items == nil {
+		r.items = make(map[int]bool)
+	}
+	r.items[v] = true
+	return true
+}
+
+// Lost returns the acknowledged values missing from the resource.
+func (r *Resource) Lost(acked []int) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var lost []int
+	for _, v := range acked {
+		if !r.items[v] {
+			lost = append(lost, v)
+		}
+	}
+	return lost
+}
+
+// Rejected returns the writes the resource refused.
+func (r *Resource) Rejected() []Rejection {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.rejected)
+}
