@@ -155,53 +155,74 @@ func Holds(hs []Hold) []error {
 	return errs
 }
 
-// A Resource is a fenced set: Add is accepted only with a token at least
-// as high as the highest it has accepted.
+// A Resource is a fenced list, updated read-modify-write: a critical
+// section reads it, works, and writes it back with an item appended. Both
+// the read and the write carry the holder's fencing token; each is refused
+// when the token is lower than the highest the resource has seen, and an
+// accepted read raises the highest token, so that a stale holder's write
+// cannot overwrite a list its successor has read. With that rule no
+// acknowledged item is ever lost, even when two clients believe they hold
+// the lock at once.
 type Resource struct {
 	mu       sync.Mutex
 	highest  uint64
-	items    map[int]bool
+	items    []int
 	rejected []Rejection
 }
 
-// A Rejection records a write the resource refused.
+// A Rejection records a read or write the resource refused.
 type Rejection struct {
 	Client  int
 	Token   uint64
 	Highest uint64
+	Write   bool
 }
 
-// Add adds v under token, or records and reports a rejection. It is the
-// read-modify-write a critical section does.
-func (r *Resource) Add(client int, token uint64, v int) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (r *Resource) admitLocked(client int, token uint64, write bool) bool {
 	if token == 0 || token < r.highest {
-		r.rejected = append(r.rejected, Rejection{client, token, r.highest})
+		r.rejected = append(r.rejected, Rejection{client, token, r.highest, write})
 		return false
 	}
 	r.highest = token
-	if r.items == nil {
-		r.items = make(map[int]bool)
-	}
-	r.items[v] = true
 	return true
 }
 
-// Lost returns the acknowledged values missing from the resource.
+// Read returns a copy of the list if token is admitted.
+func (r *Resource) Read(client int, token uint64) ([]int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.admitLocked(client, token, false) {
+		return nil, false
+	}
+	return slices.Clone(r.items), true
+}
+
+// Write replaces the list if token is admitted, and reports whether it
+// was: an accepted write acknowledges every item in items.
+func (r *Resource) Write(client int, token uint64, items []int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.admitLocked(client, token, true) {
+		return false
+	}
+	r.items = slices.Clone(items)
+	return true
+}
+
+// Lost returns the acknowledged values missing from the list.
 func (r *Resource) Lost(acked []int) []int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var lost []int
 	for _, v := range acked {
-		if !r.items[v] {
+		if !slices.Contains(r.items, v) {
 			lost = append(lost, v)
 		}
 	}
 	return lost
 }
 
-// Rejected returns the writes the resource refused.
+// Rejected returns the reads and writes the resource refused.
 func (r *Resource) Rejected() []Rejection {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -100,19 +100,30 @@ func TestHolds(t *testing.T) {
 
 func TestResource(t *testing.T) {
 	var r checker.Resource
-	if !r.Add(0, 5, 1) || !r.Add(0, 5, 2) || !r.Add(1, 6, 3) {
-		t.Fatal("valid writes rejected")
+	add := func(client int, tok uint64, v int) bool {
+		items, ok := r.Read(client, tok)
+		return ok && r.Write(client, tok, append(items, v))
 	}
-	if r.Add(0, 5, 4) || r.Add(2, 0, 5) {
-		t.Fatal("stale writes accepted")
+	if !add(0, 5, 1) || !add(0, 5, 2) || !add(1, 6, 3) {
+		t.Fatal("valid updates rejected")
 	}
-	if got := r.Rejected(); len(got) != 2 || got[0].Client != 0 || got[0].Highest != 6 {
+	if add(0, 5, 4) || add(2, 0, 5) {
+		t.Fatal("stale updates accepted")
+	}
+	// A stale holder read before its successor; the successor's read
+	// fences the stale write off, so nothing acknowledged is lost.
+	stale, _ := r.Read(1, 6)
+	fresh, _ := r.Read(2, 7)
+	if !r.Write(2, 7, append(fresh, 10)) || r.Write(1, 6, append(stale, 11)) {
+		t.Fatal("interleaved read-modify-write not fenced")
+	}
+	if got := r.Rejected(); len(got) != 3 || got[0].Client != 0 || got[0].Highest != 6 || !got[2].Write {
 		t.Fatalf("rejections = %+v", got)
 	}
-	if lost := r.Lost([]int{1, 2, 3}); len(lost) != 0 {
+	if lost := r.Lost([]int{1, 2, 3, 10}); len(lost) != 0 {
 		t.Fatalf("lost = %v", lost)
 	}
-	if lost := r.Lost([]int{1, 4}); len(lost) != 1 || lost[0] != 4 {
+	if lost := r.Lost([]int{1, 11}); len(lost) != 1 || lost[0] != 11 {
 		t.Fatalf("lost = %v", lost)
 	}
 }
