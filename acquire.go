@@ -137,7 +137,12 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err 
 					return h, nil
 				}
 				dirty = true
-				if ctx.Err() != nil || driver.IsPermanent(err) || isInputError(err) {
+				if cerr := ctx.Err(); cerr != nil {
+					// As on the other paths: the caller's context ended
+					// the wait, whatever the driver wrapped around it.
+					return nil, opError(o.op, o.key, cerr)
+				}
+				if driver.IsPermanent(err) || isInputError(err) {
 					return nil, opError(o.op, o.key, err)
 				}
 				o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("retrying: %w", err)))

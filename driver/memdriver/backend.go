@@ -2,6 +2,8 @@ package memdriver
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -23,7 +25,8 @@ type Backend struct {
 // stopped by a done context, by [Driver.Block] or by [Driver.FailNext] do
 // not reach the backend and are not counted; calls whose reply is lost
 // ([Driver.LoseReplies]) are. A RefreshBatch call counts once, in
-// RefreshBatch, whatever the number of its leases.
+// RefreshBatch, whatever the number of its leases. An Acquire call counts
+// once, however long it waits and however often it is woken.
 type Stats struct {
 	TryAcquire       int64
 	TryAcquireQueued int64
@@ -31,12 +34,14 @@ type Stats struct {
 	RefreshBatch     int64
 	Release          int64
 	Subscribe        int64
+	Acquire          int64
+	WatchLoss        int64
 }
 
 // Total returns the sum of all the counts.
 func (s Stats) Total() int64 {
 	return s.TryAcquire + s.TryAcquireQueued + s.Refresh + s.RefreshBatch +
-		s.Release + s.Subscribe
+		s.Release + s.Subscribe + s.Acquire + s.WatchLoss
 }
 
 // hold is one grant of a key.
@@ -50,11 +55,25 @@ type hold struct {
 type waiter struct {
 	owner   string
 	mode    driver.Mode
+	ttl     time.Duration
 	expires time.Time
+	// pinned entries belong to an Acquire call that is waiting: they do
+	// not expire, and leave the queue when the call returns.
+	pinned bool
+}
+
+// until returns when w would expire were nobody to renew it: a pinned
+// entry counts as renewed now.
+func (w *waiter) until(now time.Time) time.Time {
+	if w.pinned {
+		return now.Add(w.ttl)
+	}
+	return w.expires
 }
 
 // keyState is everything the backend knows about one key.
 type keyState struct {
+	key string
 	// fence is the last token granted for the key; never reset.
 	fence uint64
 	// mode is the mode of the holds; meaningful only while holders is
@@ -65,8 +84,11 @@ type keyState struct {
 	holders map[string]*hold
 	// queue is the wait queue, in arrival order.
 	queue []waiter
-	// subs are the live subscriptions to the key.
+	// subs are the live subscriptions to the key, the internal ones of
+	// waiting Acquire calls included.
 	subs map[*subscription]struct{}
+	// watches are the live WatchLoss registrations on the key's holds.
+	watches map[*lossWatch]struct{}
 }
 
 // NewBackend returns an empty backend.
@@ -81,8 +103,9 @@ func (b *Backend) Driver() *Driver {
 	return &Driver{b: b}
 }
 
-// Expire ends every hold of key now, as if its TTL had run out, and wakes
-// the key's subscribers. The holders' next Refresh or Release fails with an
+// Expire ends every hold of key now, as if its TTL had run out, wakes
+// the key's subscribers, and reports the loss to the holds' watchers
+// ([Driver.WatchLoss]). The holders' next Refresh or Release fails with an
 // error wrapping [driver.ErrNotHeld]. The key's fence counter and wait
 // queue are left as they are, so the next grant of key gets a greater
 // token, and queued owners keep their places.
@@ -94,8 +117,31 @@ func (b *Backend) Expire(key string) {
 		return
 	}
 	ks.sweep(time.Now())
-	clear(ks.holders)
+	for owner := range ks.holders {
+		ks.drop(owner, "hold ended by Backend.Expire")
+	}
 	ks.notify()
+}
+
+// Revoke ends owner's hold of key now, as an administrator revoking one
+// lease would, wakes the key's subscribers, and reports the loss to the
+// hold's watchers ([Driver.WatchLoss]). Other holds of key, its fence
+// counter and its wait queue are left as they are. It reports whether
+// owner held key.
+func (b *Backend) Revoke(key, owner string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ks := b.keys[key]
+	if ks == nil {
+		return false
+	}
+	ks.sweep(time.Now())
+	if _, ok := ks.holders[owner]; !ok {
+		return false
+	}
+	ks.drop(owner, "lease revoked by Backend.Revoke")
+	ks.notify()
+	return true
 }
 
 // Holders returns the live holds of key, ordered by token, after dropping
@@ -161,32 +207,82 @@ func (b *Backend) state(key string) *keyState {
 	ks := b.keys[key]
 	if ks == nil {
 		ks = &keyState{
+			key:     key,
 			holders: make(map[string]*hold),
 			subs:    make(map[*subscription]struct{}),
+			watches: make(map[*lossWatch]struct{}),
 		}
 		b.keys[key] = ks
 	}
 	return ks
 }
 
-// sweep drops the expired holds and queue entries of ks, and wakes the
-// subscribers if it dropped any.
+// sweep drops the expired holds, reporting their loss to their watchers,
+// and the expired queue entries of ks, and wakes the subscribers if it
+// dropped any.
 func (ks *keyState) sweep(now time.Time) {
 	changed := false
 	for owner, h := range ks.holders {
 		if !now.Before(h.expires) {
-			delete(ks.holders, owner)
+			ks.drop(owner, fmt.Sprintf("lease expired (TTL %v ran out)", h.ttl))
 			changed = true
 		}
 	}
 	n := len(ks.queue)
-	ks.queue = slices.DeleteFunc(ks.queue, func(w waiter) bool { return !now.Before(w.expires) })
+	ks.queue = slices.DeleteFunc(ks.queue, func(w waiter) bool { return !w.pinned && !now.Before(w.expires) })
 	if len(ks.queue) != n {
 		changed = true
 	}
 	if changed {
 		ks.notify()
 	}
+}
+
+// drop ends owner's hold because the backend lost it (not because its
+// owner released it), and reports the loss to the hold's watchers, each
+// from a goroutine of its own: never under b.mu.
+func (ks *keyState) drop(owner, why string) {
+	h := ks.holders[owner]
+	if h == nil {
+		return
+	}
+	delete(ks.holders, owner)
+	for w := range ks.watches {
+		if w.owner == owner && (w.token == 0 || w.token == h.token) {
+			delete(ks.watches, w)
+			go w.fire(fmt.Errorf("memdriver: key %q: %s: %w", ks.key, why, driver.ErrNotHeld))
+		}
+	}
+}
+
+// unwatch forgets, without reporting anything, the watches of owner's hold,
+// which its owner released.
+func (ks *keyState) unwatch(owner string) {
+	for w := range ks.watches {
+		if w.owner == owner {
+			delete(ks.watches, w)
+		}
+	}
+}
+
+// nextExpiry returns the earliest time at which a hold or an unpinned
+// queue entry of ks runs out, or the zero time if there is none.
+func (ks *keyState) nextExpiry() time.Time {
+	var next time.Time
+	earlier := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, h := range ks.holders {
+		earlier(h.expires)
+	}
+	for _, w := range ks.queue {
+		if !w.pinned {
+			earlier(w.expires)
+		}
+	}
+	return next
 }
 
 // notify wakes every subscriber of ks without blocking; wake-ups coalesce
@@ -229,13 +325,25 @@ func (b *Backend) acquire(op string, req driver.Request, queued bool) (driver.Le
 	now := time.Now()
 	ks := b.state(req.Key)
 	ks.sweep(now)
+	return ks.grant(op, req, queued, false, now)
+}
+
+// errOtherMode marks the error of a grant refused because the owner holds
+// the key in the other mode: waiting cannot cure it.
+var errOtherMode = errors.New("owner holds the key in the other mode")
+
+// grant makes one attempt to grant req at now; ks has been swept. When the
+// key cannot be granted and enqueue is set, req.Owner is recorded at the
+// tail of the wait queue, or renewed where it already is; a pinned entry
+// (a waiting Acquire's) does not expire. b.mu must be held.
+func (ks *keyState) grant(op string, req driver.Request, enqueue, pinned bool, now time.Time) (driver.Lease, error) {
 	lease := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
 
 	// Idempotent re-acquire by a holder.
 	if h, ok := ks.holders[req.Owner]; ok {
 		if ks.mode != req.Mode {
-			return driver.Lease{}, fmt.Errorf("memdriver: %s %q: owner holds the key in %v mode: %w",
-				op, req.Key, ks.mode, &driver.LockedError{Remaining: h.expires.Sub(now)})
+			return driver.Lease{}, fmt.Errorf("memdriver: %s %q: %w (%v): %w",
+				op, req.Key, errOtherMode, ks.mode, &driver.LockedError{Remaining: h.expires.Sub(now)})
 		}
 		h.ttl = req.TTL
 		h.expires = now.Add(req.TTL)
@@ -260,8 +368,8 @@ func (b *Backend) acquire(op string, req driver.Request, queued bool) (driver.Le
 		if pos >= 0 {
 			ahead = ks.queue[:pos]
 		}
-		for _, w := range ahead {
-			until = later(until, w.expires)
+		for i := range ahead {
+			until = later(until, ahead[i].until(now))
 		}
 	}
 
@@ -274,9 +382,10 @@ func (b *Backend) acquire(op string, req driver.Request, queued bool) (driver.Le
 		return lease, nil
 	}
 
-	if queued {
-		w := waiter{owner: req.Owner, mode: req.Mode, expires: now.Add(req.TTL)}
+	if enqueue {
+		w := waiter{owner: req.Owner, mode: req.Mode, ttl: req.TTL, expires: now.Add(req.TTL), pinned: pinned}
 		if pos >= 0 {
+			w.pinned = w.pinned || ks.queue[pos].pinned
 			ks.queue[pos] = w
 		} else {
 			ks.queue = append(ks.queue, w)
@@ -340,8 +449,117 @@ func (b *Backend) release(op string, l driver.Lease) error {
 		return wrap(op, l.Key, driver.ErrNotHeld)
 	}
 	delete(ks.holders, l.Owner)
+	ks.unwatch(l.Owner)
 	ks.notify()
 	return nil
+}
+
+// wait implements Acquire: it waits in the key's queue, with a pinned
+// entry, until req is granted or ctx is done. It sleeps between attempts on
+// an internal subscription to the key, which every change that may let it
+// in wakes, and on a timer for the earliest expiry of a hold or queue
+// entry of the key, which nothing announces.
+func (b *Backend) wait(ctx context.Context, op string, req driver.Request) (driver.Lease, error) {
+	b.mu.Lock()
+	b.stats.Acquire++
+	if err := validate(req.Mode, req.TTL); err != nil {
+		b.mu.Unlock()
+		return driver.Lease{}, wrap(op, req.Key, err)
+	}
+	ks := b.state(req.Key)
+	s := &subscription{b: b, key: req.Key, ch: make(chan struct{}, 1)}
+	ks.subs[s] = struct{}{}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		now := time.Now()
+		ks.sweep(now)
+		l, err := ks.grant(op, req, true, true, now)
+		if err == nil || errors.Is(err, errOtherMode) {
+			delete(ks.subs, s)
+			ks.dequeue(req.Owner)
+			b.mu.Unlock()
+			return l, err
+		}
+		next := ks.nextExpiry()
+		b.mu.Unlock()
+
+		var expiry <-chan time.Time
+		if !next.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(next.Sub(now))
+			} else {
+				timer.Reset(next.Sub(now))
+			}
+			expiry = timer.C
+		}
+		select {
+		case <-s.ch:
+		case <-expiry:
+		case <-ctx.Done():
+		}
+
+		b.mu.Lock()
+		if err := ctx.Err(); err != nil {
+			delete(ks.subs, s)
+			ks.dequeue(req.Owner)
+			b.mu.Unlock()
+			return driver.Lease{}, wrap(op, req.Key, err)
+		}
+	}
+}
+
+// watch implements WatchLoss.
+func (b *Backend) watch(l driver.Lease, lost func(error)) (stop func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stats.WatchLoss++
+	w := &lossWatch{owner: l.Owner, token: l.Token, lost: lost}
+	ks := b.state(l.Key)
+	ks.sweep(time.Now())
+	if ks.held(l) == nil {
+		go w.fire(fmt.Errorf("memdriver: key %q: lease not held when the watch began: %w", l.Key, driver.ErrNotHeld))
+	} else {
+		ks.watches[w] = struct{}{}
+	}
+	return func() {
+		b.mu.Lock()
+		delete(ks.watches, w)
+		b.mu.Unlock()
+		w.stop()
+	}
+}
+
+// lossWatch is one WatchLoss registration.
+type lossWatch struct {
+	owner string
+	token uint64 // 0: any hold of owner
+
+	mu   sync.Mutex
+	lost func(error) // nil once called or stopped
+}
+
+// fire calls w's callback unless it was called or w was stopped. The
+// callback runs under w.mu, so that stop waits for it.
+func (w *lossWatch) fire(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f := w.lost; f != nil {
+		w.lost = nil
+		f(err)
+	}
+}
+
+// stop makes sure w's callback is not called from now on, waiting for a
+// call under way.
+func (w *lossWatch) stop() {
+	w.mu.Lock()
+	w.lost = nil
+	w.mu.Unlock()
 }
 
 // held returns the live hold that l designates: l.Owner's, in l.Mode,

@@ -5,8 +5,10 @@
 // that play the part of connections from separate processes. It implements
 // the whole driver contract of package
 // [github.com/go-locker/locker/driver], every optional interface included
-// ([driver.Sharer], [driver.Notifier], [driver.Queuer],
-// [driver.BatchRefresher] and [driver.TTLLimiter]), in the most direct way
+// ([driver.Sharer], [driver.Notifier], [driver.Queuer], [driver.Acquirer],
+// [driver.LossWatcher], [driver.BatchRefresher] and [driver.TTLLimiter];
+// not [driver.TTLChecker], since it accepts every TTL in its range), in the
+// most direct way
 // the contract allows, so it is the implementation to compare other drivers
 // against when the contract's wording leaves a doubt.
 //
@@ -37,8 +39,9 @@
 //   - a fence counter that is never reset, not by release, not by expiry:
 //     every grant, shared grants included, takes the next value, starting
 //     at 1, so tokens of a key strictly increase whoever the owner;
-//   - a wait queue (see [Driver.TryAcquireQueued]);
-//   - the key's live subscriptions (see [Driver.Subscribe]).
+//   - a wait queue (see [Driver.TryAcquireQueued] and [Driver.Acquire]);
+//   - the key's live subscriptions (see [Driver.Subscribe]);
+//   - the live loss watches of its holds (see [Driver.WatchLoss]).
 //
 // Because the fence counter must survive, the backend keeps a small record
 // for every key it has ever seen; a backend is meant for tests and
@@ -48,11 +51,17 @@
 // expired wait-queue entries are dropped lazily, by the next operation that
 // touches the key (inspection with [Backend.Holders] and [Backend.Queued]
 // included); nothing runs in the background. Subscribers are woken when a
-// key is released, when [Backend.Expire] ends its holds, when an entry
-// leaves its wait queue, and when an operation finds and drops an expired
-// hold or queue entry. A hold that merely runs out, with nobody touching
-// the key, wakes no one at the moment it runs out: waiters rely on the
-// front-end's timer, which is capped by [driver.LockedError.Remaining].
+// key is released, when [Backend.Expire] or [Backend.Revoke] ends its
+// holds, when an entry leaves its wait queue, and when an operation finds
+// and drops an expired hold or queue entry. A hold that merely runs out,
+// with nobody touching the key, wakes no one at the moment it runs out:
+// waiters rely on the front-end's timer, which is capped by
+// [driver.LockedError.Remaining], and a waiting [Driver.Acquire] on a timer
+// of its own. For the same reason a hold's loss watchers hear of its
+// expiry only when an operation finds it expired; they hear of
+// [Backend.Expire] and [Backend.Revoke] at once. Entries of the wait queue
+// that belong to a waiting Acquire do not expire: the call keeps them
+// until it returns.
 //
 // Ownership is checked by owner and mode: Refresh and Release act only on
 // a hold of l.Key by l.Owner in l.Mode and, when l.Token is not 0, only if
@@ -68,9 +77,10 @@
 // # Fault hooks
 //
 // A [Driver] has three hooks that change how its calls reach the backend.
-// They apply to TryAcquire, TryAcquireQueued, Refresh, RefreshBatch,
-// Release and Subscribe (Subscription.Close and the TTLRange and
-// SupportsShared queries are never affected), in this order:
+// They apply to TryAcquire, TryAcquireQueued, Acquire, Refresh,
+// RefreshBatch, Release and Subscribe (WatchLoss, Subscription.Close and
+// the TTLRange and SupportsShared queries are never affected), in this
+// order:
 //
 //  1. If ctx is already done, the call returns ctx.Err(), wrapped, and
 //     nothing else happens.
@@ -80,7 +90,9 @@
 //  3. If failures are pending ([Driver.FailNext]), the call consumes one
 //     and returns the injected error, wrapped, without touching the
 //     backend.
-//  4. The call is applied to the backend and counted in [Backend.Stats].
+//  4. The call is applied to the backend and counted in [Backend.Stats]
+//     (an Acquire then waits in the key's queue, whatever the hooks do
+//     meanwhile).
 //  5. If lost replies are pending ([Driver.LoseReplies]) and the call
 //     changes state (every call above but Subscribe), the call consumes one
 //     and returns an error wrapping [ErrReplyLost] instead of its result,
@@ -90,8 +102,10 @@
 // lost reply, which then becomes the error of every lease of the batch.
 //
 // The [Backend] has hooks of its own: [Backend.Expire] ends every hold of a
-// key at once, as if its TTL had run out, which makes the holder's next
-// Refresh fail with [driver.ErrNotHeld]; [Backend.Holders] and
+// key at once, as if its TTL had run out, and [Backend.Revoke] ends one
+// owner's hold, as an administrator revoking a lease would; either makes
+// the holder's next Refresh fail with [driver.ErrNotHeld] and is reported
+// at once to the hold's loss watchers; [Backend.Holders] and
 // [Backend.Queued] show the live holds and wait queue of a key, for tests
 // that check that nothing is left held or queued; [Backend.Stats] and
 // [Backend.Calls] count the operations that reached the backend, for tests
@@ -99,9 +113,11 @@
 //
 // # Tests with testing/synctest
 //
-// The package reads time only through [time.Now], starts no goroutines and
-// keeps no global state, so a backend works inside a [testing/synctest]
-// bubble, where time is fake and leases expire without real waiting. Like
+// The package reads time only through [time.Now] and timers, starts no
+// goroutine but one per loss report (which ends once the watcher's callback
+// returns), and keeps no global state, so a backend works inside a
+// [testing/synctest] bubble, where time is fake and leases expire without
+// real waiting. Like
 // any value that holds channels, a backend (with its drivers and
 // subscriptions) must then be created and used within one bubble.
 package memdriver

@@ -35,6 +35,8 @@ var (
 	_ driver.Queuer         = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
 	_ driver.TTLLimiter     = (*Driver)(nil)
+	_ driver.Acquirer       = (*Driver)(nil)
+	_ driver.LossWatcher    = (*Driver)(nil)
 )
 
 // Driver is a client of a [Backend]: it implements [driver.Driver] and all
@@ -68,9 +70,9 @@ func (d *Driver) Backend() *Backend { return d.b }
 // are not counted in [Backend.Stats]. It models requests that never reached
 // the server, such as refused connections. A nil err stands for
 // [ErrInjected]; wrap err with [driver.Permanent] to model a failure that
-// retrying cannot cure. Each call of d but Subscription.Close, TTLRange and
-// SupportsShared consumes one failure; a RefreshBatch consumes one for the
-// whole batch. FailNext replaces the failures still pending; n <= 0
+// retrying cannot cure. Each call of d but WatchLoss, Subscription.Close,
+// TTLRange and SupportsShared consumes one failure; a RefreshBatch consumes
+// one for the whole batch. FailNext replaces the failures still pending; n <= 0
 // cancels them.
 func (d *Driver) FailNext(n int, err error) {
 	if err == nil {
@@ -83,11 +85,12 @@ func (d *Driver) FailNext(n int, err error) {
 }
 
 // LoseReplies makes the next n state-changing calls of d (TryAcquire,
-// TryAcquireQueued, Refresh, RefreshBatch and Release, whatever their
-// outcome) take effect on the backend but return an error wrapping
+// TryAcquireQueued, Acquire, Refresh, RefreshBatch and Release, whatever
+// their outcome) take effect on the backend but return an error wrapping
 // [ErrReplyLost] instead of their result, as when a network fails after
-// the server has applied a request. Calls stopped by [Driver.FailNext] do
-// not consume lost replies; a RefreshBatch consumes one for the whole batch,
+// the server has applied a request: an Acquire whose reply is lost leaves
+// its grant on the backend, as a real network failure would. Calls stopped
+// by [Driver.FailNext] do not consume lost replies; a RefreshBatch consumes one for the whole batch,
 // and each of its leases then gets the error. LoseReplies replaces the lost
 // replies still pending; n <= 0 cancels them.
 func (d *Driver) LoseReplies(n int) {
@@ -98,12 +101,14 @@ func (d *Driver) LoseReplies(n int) {
 
 // Block cuts d off from its backend, as a network partition that drops
 // packets would: from now until [Driver.Unblock], every call of d (but
-// Subscription.Close, TTLRange and SupportsShared) waits, without reaching
-// the backend, until Unblock is called or its context is done; in the
-// latter case it returns the context's error, wrapped. Calls that have
-// already reached the backend are not affected, nor are other drivers of
-// the same backend, nor the delivery of notifications to existing
-// subscriptions. Blocking a blocked driver does nothing.
+// WatchLoss, Subscription.Close, TTLRange and SupportsShared) waits,
+// without reaching the backend, until Unblock is called or its context is
+// done; in the latter case it returns the context's error, wrapped. Calls
+// that have already reached the backend are not affected (an Acquire
+// already waiting in the queue goes on waiting, and may be granted), nor
+// are other drivers of the same backend, nor the delivery of notifications
+// to existing subscriptions and of loss reports to existing watches.
+// Blocking a blocked driver does nothing.
 func (d *Driver) Block() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -201,6 +206,65 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, que
 		return driver.Lease{}, wrap(op, req.Key, ErrReplyLost)
 	}
 	return l, err
+}
+
+// Acquire implements [driver.Acquirer]: it waits in the key's wait queue
+// (the one of [Driver.TryAcquireQueued]) until req.Key is granted to
+// req.Owner or ctx is done.
+//
+// It first makes the attempt [Driver.TryAcquireQueued] would; if the key
+// cannot be granted, req.Owner joins the tail of the queue (or keeps its
+// place, if already queued), with an entry that does not expire while
+// Acquire waits, so that owners are granted the key in the order in which
+// they joined, a run of shared owners at the head together. Between
+// attempts it sleeps, without polling, until the key's state changes
+// (a release, an entry leaving the queue, [Backend.Expire],
+// [Backend.Revoke]) or until the earliest time a hold or entry of the key
+// runs out, which nobody announces. The grant gets the key's next fencing
+// token, and the lease lasts req.TTL from the grant.
+//
+// When ctx is done first, Acquire removes req.Owner's queue entry, waking
+// the key's other waiters, and returns an error wrapping ctx.Err(): it
+// leaves nothing held or queued. If req.Owner already holds the key in
+// req.Mode, Acquire extends the hold as TryAcquire would; if it holds it in
+// the other mode, Acquire fails at once with an error wrapping
+// [driver.ErrLocked].
+//
+// The fault hooks apply to the start of the call: Block delays it (a
+// done ctx still ends it), FailNext fails it before it joins the queue,
+// and LoseReplies drops the reply of a call that was granted or gave up.
+// Acquire runs in the caller's goroutine and starts none.
+func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	const op = "acquire"
+	if err := d.begin(ctx); err != nil {
+		return driver.Lease{}, wrap(op, req.Key, err)
+	}
+	l, err := d.b.wait(ctx, op, req)
+	if d.replyLost() {
+		return driver.Lease{}, wrap(op, req.Key, ErrReplyLost)
+	}
+	return l, err
+}
+
+// WatchLoss implements [driver.LossWatcher]. It arranges for lost to be
+// called, at most once, when the backend drops the hold l designates (by
+// owner, mode and, unless l.Token is 0, token) other than by its owner's
+// Release: when [Backend.Expire] or [Backend.Revoke] ends it, or when an
+// operation on the key finds that its TTL has run out. As the backend has
+// no timers, an expiry is noticed only when something touches the key
+// (any call or inspection, [Backend.Holders] included), not at the moment
+// the TTL runs out. If l is not held when WatchLoss is called, lost is
+// called at once. The error passed to lost wraps [driver.ErrNotHeld] and
+// says why the hold ended.
+//
+// lost is called from a goroutine of its own, never with the backend's
+// lock held, so it may call the driver. stop removes the registration; once
+// it returns, lost is not called (stop waits for a call of lost under way,
+// so lost must not call stop itself). stop may be called more than once.
+// WatchLoss is not subject to the fault hooks, and counts in
+// [Stats.WatchLoss].
+func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
+	return d.b.watch(l, lost)
 }
 
 // Refresh implements [driver.Driver]. If l.Owner holds l.Key in l.Mode
