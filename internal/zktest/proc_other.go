@@ -1,0 +1,11 @@
+//go:build !unix
+
+package zktest
+
+import (
+	"errors"
+	"os"
+)
+
+func signalStop(*os.Process) error { return errors.ErrUnsupported }
+func signalCont(*os.Process) error { return errors.ErrUnsupported }

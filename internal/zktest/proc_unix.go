@@ -1,0 +1,11 @@
+//go:build unix
+
+package zktest
+
+import (
+	"os"
+	"syscall"
+)
+
+func signalStop(p *os.Process) error { return p.Signal(syscall.SIGSTOP) }
+func signalCont(p *os.Process) error { return p.Signal(syscall.SIGCONT) }

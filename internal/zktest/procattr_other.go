@@ -1,0 +1,7 @@
+//go:build !linux
+
+package zktest
+
+import "os/exec"
+
+func setProcAttr(*exec.Cmd) {}

@@ -1,0 +1,751 @@
+// Package zktest starts real ZooKeeper servers for tests.
+//
+// The servers are Debian's zookeeper package (the jars of
+// libzookeeper-java): this package runs
+// org.apache.zookeeper.server.quorum.QuorumPeerMain with the system's java
+// on free loopback ports, each server in a temporary directory of its own,
+// waits until it serves requests (the four-letter word srvr answers with a
+// Mode) and stops it by PID at cleanup. When java or the jars are missing,
+// a test is skipped, or fails when LOCKER_REQUIRE_SERVERS=1 ([SkipOrFail]);
+// the variants for TestMain ([Start], [StartEnsemble]) report
+// [ErrNotInstalled] instead.
+//
+// [Standalone] (and [Start]) returns the external server named by
+// LOCKER_ZK_ADDR when it is set, or starts a standalone server.
+// [PrivateStandalone] always starts one, for tests that kill it.
+// [NewEnsemble] (and [StartEnsemble]) starts an n-server ensemble; its
+// members can be killed ([Server.Kill], SIGKILL), paused ([Server.Pause],
+// SIGSTOP), resumed and restarted with their data ([Server.Restart]), and
+// [Ensemble.Leader] finds the current leader.
+//
+// Timing: tickTime is 100 ms, so sessions may last from 200 ms
+// (minSessionTimeout, 2 ticks) to 60 s; followers give up on a silent
+// leader after 1 s (syncLimit 10 ticks). Servers keep ZooKeeper's default
+// forceSync=yes: every write is fsynced, as in production.
+//
+// A JVM takes one to three seconds to start here: start one server per
+// test package (in TestMain, or once with [Shared]) and share it.
+//
+// [Proxy] is a loopback TCP proxy that can black-hole a client's traffic
+// (a partition that keeps the sockets open) or reset its connections.
+package zktest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	// EnvZKAddr names an external ZooKeeper server (host:port) that
+	// Standalone and Start return instead of starting one.
+	EnvZKAddr = "LOCKER_ZK_ADDR"
+	// EnvClasspath overrides the Java class path of the servers (by
+	// default the jars of Debian's zookeeper package).
+	EnvClasspath = "LOCKER_ZK_CLASSPATH"
+	// EnvRequireServers, set to "1", turns a missing server into a test
+	// failure instead of a skip (the same variable as package testserver).
+	EnvRequireServers = "LOCKER_REQUIRE_SERVERS"
+	// EnvLog, set to "1", makes the servers log at INFO level instead of
+	// WARN (into zookeeper.log in their directory, shown when a start
+	// fails).
+	EnvLog = "LOCKER_ZK_LOG"
+)
+
+// TickTime is the servers' tick: the unit of session timeouts, of
+// heartbeats within an ensemble and of the limits below.
+const TickTime = 100 * time.Millisecond
+
+// MinSessionTimeout and MaxSessionTimeout bound the session timeouts the
+// servers negotiate.
+const (
+	MinSessionTimeout = 2 * TickTime
+	MaxSessionTimeout = 60 * time.Second
+)
+
+// ErrNotInstalled is returned when java or the ZooKeeper jars are missing
+// and LOCKER_ZK_ADDR is not set.
+var ErrNotInstalled = errors.New("zookeeper not installed; install it (apt-get install zookeeper) or set " +
+	EnvZKAddr + "; set " + EnvRequireServers + "=1 to make this a failure")
+
+// startTimeout bounds how long a server may take to serve requests.
+const startTimeout = 60 * time.Second
+
+// Server is one ZooKeeper server used by a test.
+type Server struct {
+	// Addr is the client address, host:port.
+	Addr string
+	// ID is the server's id (myid) in its ensemble, 0 for a standalone
+	// server.
+	ID int
+
+	external bool
+	java     string
+	args     []string
+	dir      string
+	ownDir   bool // dir is removed by Close
+
+	mu      sync.Mutex
+	proc    *process // nil when not running
+	stopped bool     // paused
+	closed  bool
+}
+
+// process is one run of a server.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd.Wait has returned
+}
+
+// Ensemble is a set of servers that form one ZooKeeper ensemble.
+type Ensemble struct {
+	Servers []*Server
+	dir     string
+}
+
+// SkipOrFail ends tb because of err from Start or StartEnsemble: it skips
+// tb when err wraps ErrNotInstalled and LOCKER_REQUIRE_SERVERS is not "1",
+// and fails it otherwise.
+func SkipOrFail(tb testing.TB, err error) {
+	tb.Helper()
+	if errors.Is(err, ErrNotInstalled) && !Required() {
+		tb.Skip(err.Error())
+	}
+	tb.Fatalf("zktest: %v", err)
+}
+
+// Required reports whether LOCKER_REQUIRE_SERVERS=1.
+func Required() bool { return os.Getenv(EnvRequireServers) == "1" }
+
+// Standalone returns a ZooKeeper server for tb: the external one named by
+// LOCKER_ZK_ADDR, or a standalone server started for tb and stopped at its
+// cleanup. It skips or fails tb when there is none (SkipOrFail).
+func Standalone(tb testing.TB) *Server {
+	tb.Helper()
+	return forTest(tb, Start)
+}
+
+// PrivateStandalone is Standalone for a test that needs a server process of
+// its own, to kill or pause it; it ignores LOCKER_ZK_ADDR.
+func PrivateStandalone(tb testing.TB) *Server {
+	tb.Helper()
+	return forTest(tb, StartPrivate)
+}
+
+func forTest(tb testing.TB, start func() (*Server, error)) *Server {
+	tb.Helper()
+	s, err := start()
+	if err != nil {
+		SkipOrFail(tb, err)
+		return nil
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("zktest: %v", err)
+		}
+	})
+	return s
+}
+
+// Start is Standalone for TestMain: it returns the external server named by
+// LOCKER_ZK_ADDR, after checking that it serves requests, or starts a
+// standalone server. The caller must Close it.
+func Start() (*Server, error) {
+	if addr := os.Getenv(EnvZKAddr); addr != "" {
+		if _, err := waitServing(addr, startTimeout, nil); err != nil {
+			return nil, fmt.Errorf("external zookeeper %s (%s): %w", addr, EnvZKAddr, err)
+		}
+		return &Server{Addr: addr, external: true}, nil
+	}
+	return StartPrivate()
+}
+
+// StartPrivate starts a standalone server whether or not LOCKER_ZK_ADDR is
+// set. The caller must Close it.
+func StartPrivate() (*Server, error) {
+	java, cp, err := findJava()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "locker-zk-")
+	if err != nil {
+		return nil, fmt.Errorf("zktest: %w", err)
+	}
+	var lastErr error
+	for range 5 {
+		ports, err := freePorts(1)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		s := &Server{dir: dir, ownDir: true, java: java}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+		cfg := config(dir, ports[0], "")
+		if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o600); err != nil {
+			lastErr = err
+			break
+		}
+		s.args = jvmArgs(cp, filepath.Join(dir, "zoo.cfg"))
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+		// The port may have been taken between freePorts and the bind.
+	}
+	_ = os.RemoveAll(dir)
+	return nil, fmt.Errorf("zktest: starting zookeeper: %w", lastErr)
+}
+
+// NewEnsemble starts an ensemble of n servers for tb and stops it at tb's
+// cleanup. It skips or fails tb when ZooKeeper is missing (SkipOrFail).
+func NewEnsemble(tb testing.TB, n int) *Ensemble {
+	tb.Helper()
+	e, err := StartEnsemble(n)
+	if err != nil {
+		SkipOrFail(tb, err)
+		return nil
+	}
+	tb.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			tb.Errorf("zktest: %v", err)
+		}
+	})
+	return e
+}
+
+// StartEnsemble is NewEnsemble for TestMain. It returns once every server
+// serves requests. The caller must Close it.
+func StartEnsemble(n int) (*Ensemble, error) {
+	if n < 1 {
+		return nil, fmt.Errorf("zktest: ensemble of %d servers", n)
+	}
+	java, cp, err := findJava()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "locker-zkens-")
+	if err != nil {
+		return nil, fmt.Errorf("zktest: %w", err)
+	}
+	var lastErr error
+	for range 3 {
+		e, err := startEnsemble(dir, java, cp, n)
+		if err == nil {
+			return e, nil
+		}
+		lastErr = err
+	}
+	_ = os.RemoveAll(dir)
+	return nil, fmt.Errorf("zktest: starting a %d-server ensemble: %w", n, lastErr)
+}
+
+func startEnsemble(dir, java, cp string, n int) (*Ensemble, error) {
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		return nil, err
+	}
+	var members strings.Builder
+	for i := range n {
+		fmt.Fprintf(&members, "server.%d=127.0.0.1:%d:%d\n", i+1, ports[3*i+1], ports[3*i+2])
+	}
+	e := &Ensemble{dir: dir}
+	for i := range n {
+		sdir := filepath.Join(dir, strconv.Itoa(i+1))
+		if err := os.RemoveAll(sdir); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Join(sdir, "data"), 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(sdir, "data", "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		cfg := config(sdir, ports[3*i], members.String())
+		if err := os.WriteFile(filepath.Join(sdir, "zoo.cfg"), []byte(cfg), 0o600); err != nil {
+			return nil, err
+		}
+		s := &Server{
+			Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])),
+			ID:   i + 1,
+			java: java,
+			args: jvmArgs(cp, filepath.Join(sdir, "zoo.cfg")),
+			dir:  sdir,
+		}
+		e.Servers = append(e.Servers, s)
+	}
+	// Start all, then wait: no server serves before a quorum has formed.
+	for _, s := range e.Servers {
+		if err := s.launch(); err != nil {
+			e.kill()
+			return nil, err
+		}
+	}
+	for _, s := range e.Servers {
+		s.mu.Lock()
+		p := s.proc
+		s.mu.Unlock()
+		if _, err := waitServing(s.Addr, startTimeout, p.done); err != nil {
+			err = fmt.Errorf("server %d: %w; log:\n%s", s.ID, err, s.logTail())
+			e.kill()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// kill stops every server of e without removing the directory.
+func (e *Ensemble) kill() {
+	for _, s := range e.Servers {
+		s.mu.Lock()
+		s.kill()
+		s.mu.Unlock()
+	}
+}
+
+// Addrs returns the client addresses of the servers.
+func (e *Ensemble) Addrs() []string {
+	addrs := make([]string, len(e.Servers))
+	for i, s := range e.Servers {
+		addrs[i] = s.Addr
+	}
+	return addrs
+}
+
+// Leader waits up to timeout for a server to report itself the leader
+// (four-letter word srvr) and returns it.
+func (e *Ensemble) Leader(timeout time.Duration) (*Server, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, s := range e.Servers {
+			if s.PID() == 0 {
+				continue
+			}
+			if mode, err := s.Mode(); err == nil && mode == "leader" {
+				return s, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("zktest: no leader within %v", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitServing waits up to timeout until every running server of e serves
+// requests (after a leader was killed, until a new leader has been
+// elected and the others follow it).
+func (e *Ensemble) WaitServing(timeout time.Duration) error {
+	for _, s := range e.Servers {
+		s.mu.Lock()
+		p := s.proc
+		s.mu.Unlock()
+		if p == nil {
+			continue
+		}
+		if _, err := waitServing(s.Addr, timeout, p.done); err != nil {
+			return fmt.Errorf("zktest: server %d: %w", s.ID, err)
+		}
+	}
+	return nil
+}
+
+// Close stops every server and removes the ensemble's directory.
+func (e *Ensemble) Close() error {
+	var errs []error
+	for _, s := range e.Servers {
+		errs = append(errs, s.Close())
+	}
+	errs = append(errs, os.RemoveAll(e.dir))
+	return errors.Join(errs...)
+}
+
+// config returns a zoo.cfg for a server in dir listening on clientPort;
+// members is the server.N lines of an ensemble, or empty.
+func config(dir string, clientPort int, members string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tickTime=%d\n", TickTime.Milliseconds())
+	b.WriteString("initLimit=50\nsyncLimit=10\n")
+	fmt.Fprintf(&b, "minSessionTimeout=%d\nmaxSessionTimeout=%d\n", MinSessionTimeout.Milliseconds(), MaxSessionTimeout.Milliseconds())
+	fmt.Fprintf(&b, "dataDir=%s\n", filepath.Join(dir, "data"))
+	fmt.Fprintf(&b, "clientPort=%d\nclientPortAddress=127.0.0.1\n", clientPort)
+	b.WriteString("admin.enableServer=false\n4lw.commands.whitelist=*\n")
+	b.WriteString("maxClientCnxns=0\nautopurge.purgeInterval=0\n")
+	if members != "" {
+		b.WriteString("standaloneEnabled=false\nreconfigEnabled=false\n")
+		b.WriteString(members)
+	}
+	return b.String()
+}
+
+// jvmArgs returns java's arguments to run a server with cfg.
+func jvmArgs(cp, cfg string) []string {
+	level := "warn"
+	if os.Getenv(EnvLog) == "1" {
+		level = "info"
+	}
+	return []string{
+		"-Xmx128m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+		"-Djava.net.preferIPv4Stack=true",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=" + level,
+		"-Dorg.slf4j.simpleLogger.showDateTime=true",
+		"-Dzookeeper.admin.enableServer=false",
+		"-Dzookeeper.jmx.log4j.disable=true",
+		"-Dzookeeper.cnxTimeout=1000",
+		"-cp", cp,
+		"org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg,
+	}
+}
+
+var javaOnce struct {
+	sync.Once
+	java, cp string
+	err      error
+}
+
+// findJava returns the java binary and the class path of the servers.
+func findJava() (java, cp string, err error) {
+	javaOnce.Do(func() {
+		javaOnce.java, javaOnce.cp, javaOnce.err = lookJava()
+	})
+	return javaOnce.java, javaOnce.cp, javaOnce.err
+}
+
+func lookJava() (string, string, error) {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return "", "", fmt.Errorf("%w (java: %v)", ErrNotInstalled, err)
+	}
+	if cp := os.Getenv(EnvClasspath); cp != "" {
+		return java, cp, nil
+	}
+	jar := "/usr/share/java/zookeeper.jar" // its manifest names its dependencies
+	if _, err := os.Stat(jar); err != nil {
+		jar = ""
+		// Ask dpkg where the package put it.
+		out, _ := exec.Command("dpkg", "-L", "libzookeeper-java", "zookeeper").Output()
+		for _, line := range strings.Split(string(out), "\n") {
+			base := filepath.Base(line)
+			if strings.HasPrefix(base, "zookeeper-3") && strings.HasSuffix(base, ".jar") && !strings.Contains(base, "contrib") {
+				jar = line
+				break
+			}
+		}
+		if jar == "" {
+			return "", "", fmt.Errorf("%w (no zookeeper.jar in /usr/share/java or in dpkg -L zookeeper)", ErrNotInstalled)
+		}
+	}
+	cp := jar
+	// ZooKeeper logs through slf4j; without a binding it logs nothing.
+	if _, err := os.Stat("/usr/share/java/slf4j-simple.jar"); err == nil {
+		cp += ":/usr/share/java/slf4j-simple.jar"
+	}
+	return java, cp, nil
+}
+
+// freePorts returns n distinct loopback TCP ports that were free a moment
+// ago.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// start launches the server and waits until it serves requests. On error
+// the process is gone.
+func (s *Server) start() error {
+	if err := s.launch(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	p := s.proc
+	s.mu.Unlock()
+	if p == nil {
+		return errors.New("server closed")
+	}
+	if _, err := waitServing(s.Addr, startTimeout, p.done); err != nil {
+		s.mu.Lock()
+		s.kill()
+		s.mu.Unlock()
+		return fmt.Errorf("%w; log:\n%s", err, s.logTail())
+	}
+	return nil
+}
+
+// launch starts the server process without waiting for it.
+func (s *Server) launch() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("server closed")
+	}
+	if s.proc != nil {
+		return errors.New("server already running")
+	}
+	log, err := os.OpenFile(filepath.Join(s.dir, "zookeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(s.java, s.args...)
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = log, log
+	setProcAttr(cmd)
+	err = cmd.Start()
+	log.Close() // the child has its own descriptor
+	if err != nil {
+		return err
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	s.proc = p
+	s.stopped = false
+	return nil
+}
+
+// logTail returns the end of the server's log.
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
+	const max = 6000
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+// waitServing polls addr with srvr until it reports a Mode, the timeout
+// passes, or exited is closed. It returns the mode.
+func waitServing(addr string, timeout time.Duration, exited <-chan struct{}) (string, error) {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		var mode string
+		if mode, err = mode4lw(addr); err == nil {
+			return mode, nil
+		}
+		select {
+		case <-exited:
+			return "", fmt.Errorf("zookeeper exited before serving (%v)", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("%s not serving within %v: %w", addr, timeout, err)
+		}
+	}
+}
+
+// mode4lw returns the Mode line of srvr: standalone, leader or follower.
+func mode4lw(addr string) (string, error) {
+	out, err := FourLetter(addr, "srvr")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if m, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(m), nil
+		}
+	}
+	return "", fmt.Errorf("srvr: %q", strings.TrimSpace(out))
+}
+
+// FourLetter sends a four-letter word (srvr, stat, cons, mntr, …) to the
+// server at addr and returns its answer.
+func FourLetter(addr, cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, cmd); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(bufio.NewReader(c))
+	if err != nil && len(b) == 0 {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Mode returns the server's mode (standalone, leader, follower) as srvr
+// reports it, or an error when it does not serve requests.
+func (s *Server) Mode() (string, error) { return mode4lw(s.Addr) }
+
+// PID returns the process id of the server, or 0 for an external server or
+// one that is not running.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
+// External reports whether the server is the one named by LOCKER_ZK_ADDR.
+func (s *Server) External() bool { return s.external }
+
+func (s *Server) running(op string) (*process, error) {
+	if s.external {
+		return nil, fmt.Errorf("zktest: %s on external server %s: %w", op, s.Addr, errors.ErrUnsupported)
+	}
+	if s.proc == nil {
+		return nil, fmt.Errorf("zktest: %s: server %s is not running", op, s.Addr)
+	}
+	return s.proc, nil
+}
+
+// Kill ends the server process at once (SIGKILL) and waits for it. Its
+// data stays in its directory for Restart.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.running("Kill"); err != nil {
+		return err
+	}
+	s.kill()
+	return nil
+}
+
+// kill kills the running process, if any, and waits for it. s.mu is held.
+func (s *Server) kill() {
+	if s.proc == nil {
+		return
+	}
+	if s.stopped {
+		_ = signalCont(s.proc.cmd.Process)
+	}
+	_ = s.proc.cmd.Process.Kill()
+	<-s.proc.done
+	s.proc = nil
+	s.stopped = false
+}
+
+// Pause stops the server process (SIGSTOP): it keeps its connections but
+// answers nothing until Resume.
+func (s *Server) Pause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.running("Pause")
+	if err != nil {
+		return err
+	}
+	if err := signalStop(p.cmd.Process); err != nil {
+		return fmt.Errorf("zktest: Pause: %w", err)
+	}
+	s.stopped = true
+	return nil
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.running("Resume")
+	if err != nil {
+		return err
+	}
+	if err := signalCont(p.cmd.Process); err != nil {
+		return fmt.Errorf("zktest: Resume: %w", err)
+	}
+	s.stopped = false
+	return nil
+}
+
+// Restart kills the server if it runs and starts it again on the same
+// ports with the same data. A member of an ensemble rejoins it; Restart
+// waits until it serves requests, which needs a quorum.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	if s.external {
+		s.mu.Unlock()
+		return fmt.Errorf("zktest: Restart on external server %s: %w", s.Addr, errors.ErrUnsupported)
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return errors.New("zktest: Restart after Close")
+	}
+	s.kill()
+	s.mu.Unlock()
+	if err := s.start(); err != nil {
+		return fmt.Errorf("zktest: Restart: %w", err)
+	}
+	return nil
+}
+
+// Close stops a private server and removes its directory. It does nothing
+// to an external server. It is safe to call more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.kill()
+	if s.ownDir {
+		if err := os.RemoveAll(s.dir); err != nil {
+			return fmt.Errorf("zktest: %w", err)
+		}
+	}
+	return nil
+}
+
+// Shared returns a standalone server (or LOCKER_ZK_ADDR's) started once per
+// test binary and shared by every test that calls it; it skips or fails tb
+// like Standalone. StopShared, called from TestMain after the tests, stops
+// it.
+func Shared(tb testing.TB) *Server {
+	tb.Helper()
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.s == nil && shared.err == nil {
+		shared.s, shared.err = Start()
+	}
+	if shared.err != nil {
+		SkipOrFail(tb, shared.err)
+		return nil
+	}
+	return shared.s
+}
+
+var shared struct {
+	sync.Mutex
+	s   *Server
+	err error
+}
+
+// StopShared stops the server started by Shared, if any.
+func StopShared() error {
+	shared.Lock()
+	defer shared.Unlock()
+	if shared.s == nil {
+		return nil
+	}
+	err := shared.s.Close()
+	shared.s = nil
+	return err
+}
