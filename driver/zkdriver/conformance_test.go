@@ -1,0 +1,18 @@
+package zkdriver_test
+
+import (
+	"testing"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/lockertest"
+)
+
+// TestConformance runs the lockertest suite against zkdriver on a real
+// ZooKeeper server, each driver with a connection (and session) of its
+// own, as separate processes would have.
+func TestConformance(t *testing.T) {
+	srv := server(t)
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
+		return connect(t, []string{srv.Addr}, conformanceSession, nil)
+	})
+}

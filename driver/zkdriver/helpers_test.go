@@ -1,0 +1,103 @@
+package zkdriver_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/zkdriver"
+	"github.com/go-locker/locker/internal/zktest"
+	"github.com/go-zookeeper/zk"
+)
+
+// server returns the package's shared ZooKeeper server or skips t.
+func server(t testing.TB) *zktest.Server {
+	t.Helper()
+	if zkServer == nil {
+		zktest.SkipOrFail(t, zkErr)
+	}
+	return zkServer
+}
+
+// testLogger sends go-zookeeper's log to t when LOCKER_ZK_LOG=1.
+type testLogger struct{ t testing.TB }
+
+func (l testLogger) Printf(format string, args ...any) {
+	if os.Getenv(zktest.EnvLog) == "1" {
+		l.t.Logf("zk: "+format, args...)
+	}
+}
+
+// quiet is a go-zookeeper option that keeps its log out of the output.
+func quiet(t testing.TB) func(*zk.Conn) {
+	return func(c *zk.Conn) {
+		zk.WithLogger(testLogger{t})(c)
+		zk.WithLogInfo(false)(c)
+	}
+}
+
+// connect returns a driver over a new connection to addrs, closed at t's
+// cleanup.
+func connect(t testing.TB, addrs []string, sessionTimeout time.Duration, opts *zkdriver.Options, zkOpts ...func(*zk.Conn)) *zkdriver.Driver {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := zkdriver.Connect(ctx, addrs, sessionTimeout, opts, append([]func(*zk.Conn){quiet(t)}, zkOpts...)...)
+	if err != nil {
+		t.Fatalf("zkdriver.Connect(%v): %v", addrs, err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// newDriver returns a driver over a new connection to the shared server,
+// with a 10s session.
+func newDriver(t testing.TB) *zkdriver.Driver {
+	t.Helper()
+	return connect(t, []string{server(t).Addr}, 10*time.Second, nil)
+}
+
+// owner returns a fresh owner of 32 hex digits.
+func owner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+var keySeq atomic.Uint64
+
+// uniqueKey returns a lock key no other test uses.
+func uniqueKey(t testing.TB, name string) string {
+	return t.Name() + "/" + name + "#" + time.Now().Format("150405.000000000") + "-" + string(rune('a'+keySeq.Add(1)%26))
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func req(key, owner string, mode driver.Mode, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Owner: owner, Mode: mode, TTL: ttl}
+}
+
+func mustAcquire(t testing.TB, d driver.Driver, r driver.Request) driver.Lease {
+	t.Helper()
+	l, err := d.TryAcquire(ctxT(t), r)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q, %s, %v): %v", r.Key, r.Mode, r.TTL, err)
+	}
+	if l.Token == 0 || l.Key != r.Key || l.Owner != r.Owner || l.Mode != r.Mode || l.TTL != r.TTL {
+		t.Fatalf("TryAcquire(%+v) = %+v", r, l)
+	}
+	return l
+}
+
+// conformanceSession is the session timeout of the conformance suite's
+// connections: its longest leases are this long.
+const conformanceSession = 10 * time.Second

@@ -1,0 +1,249 @@
+package zkdriver
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// keySafe reports whether byte c stands for itself in an encoded key: the
+// ASCII letters and digits and the punctuation of RFC 3986 path segments
+// except '%', which escapes.
+func keySafe(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!$&'()*+,;=:@", c) >= 0
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// encodeKey returns the znode name of key: one path segment that
+// ZooKeeper accepts, with no '/', never "." nor "..", never "zookeeper",
+// and no control or otherwise reserved character. Bytes outside keySafe
+// are written %XX (upper-case hex); a '.' that starts the name is written
+// %2E, a name "zookeeper" is written %7Aookeeper, and the empty key (which
+// the front-end never passes) is "%". The mapping is injective: decodeKey
+// inverts it.
+func encodeKey(key string) string {
+	if key == "" {
+		return "%"
+	}
+	if key == "zookeeper" {
+		return "%7Aookeeper"
+	}
+	n := 0
+	for i := 0; i < len(key); i++ {
+		if !keySafe(key[i]) || (i == 0 && key[i] == '.') {
+			n++
+		}
+	}
+	if n == 0 {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 2*n)
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if keySafe(c) && (i > 0 || c != '.') {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(upperHex[c>>4])
+		b.WriteByte(upperHex[c&15])
+	}
+	return b.String()
+}
+
+// decodeKey inverts encodeKey. It reports false for a name that encodeKey
+// never returns.
+func decodeKey(name string) (string, bool) {
+	if name == "%" {
+		return "", true
+	}
+	if name == "" {
+		return "", false
+	}
+	var b strings.Builder
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c != '%' {
+			if !keySafe(c) || (i == 0 && c == '.') {
+				return "", false
+			}
+			b.WriteByte(c)
+			continue
+		}
+		if i+2 >= len(name) {
+			return "", false
+		}
+		hi, lo := unhex(name[i+1]), unhex(name[i+2])
+		if hi < 0 || lo < 0 {
+			return "", false
+		}
+		d := byte(hi<<4 | lo)
+		// Only bytes that encodeKey escapes may be escaped.
+		if keySafe(d) && !(i == 0 && (d == '.' || d == 'z')) {
+			return "", false
+		}
+		b.WriteByte(d)
+		i += 2
+	}
+	key := b.String()
+	if key == "" {
+		return "", false
+	}
+	if encodeKey(key) != name {
+		return "", false
+	}
+	return key, true
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'A' <= c && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// Lock node names. A lock node is "_c_<owner>-<mode>-<seq>": the "_c_"
+// prefix and the owner (the front-end's 128-bit random hold id) make it a
+// protected node in the sense of Curator, found again by its owner after a
+// create whose reply was lost; mode is 'w' (exclusive) or 'r' (shared);
+// seq is the ten-digit sequence number ZooKeeper appends.
+const protectedPrefix = "_c_"
+
+// maxOwnerLen bounds an owner's length; owners are made of ASCII letters
+// and digits (the front-end's are 32 hex digits).
+const maxOwnerLen = 64
+
+// errInvalidOwner is returned for an owner that cannot be part of a znode
+// name. The front-end's owners are always valid.
+var errInvalidOwner = errors.New("zkdriver: invalid owner: want 1 to 64 ASCII letters and digits")
+
+func checkOwner(owner string) error {
+	if owner == "" || len(owner) > maxOwnerLen {
+		return errInvalidOwner
+	}
+	for i := 0; i < len(owner); i++ {
+		c := owner[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			return errInvalidOwner
+		}
+	}
+	return nil
+}
+
+func modeChar(m driver.Mode) byte {
+	if m == driver.Shared {
+		return 'r'
+	}
+	return 'w'
+}
+
+// nodePrefix returns the name of owner's lock node in mode, without the
+// sequence number.
+func nodePrefix(owner string, m driver.Mode) string {
+	return protectedPrefix + owner + "-" + string(modeChar(m)) + "-"
+}
+
+// child is one parsed child of a lock's parent node.
+type child struct {
+	name  string
+	owner string
+	mode  driver.Mode
+	seq   int64
+}
+
+// parseChild parses a lock node name. It reports false for names of other
+// formats, which the driver ignores.
+func parseChild(name string) (child, bool) {
+	rest, ok := strings.CutPrefix(name, protectedPrefix)
+	if !ok {
+		return child{}, false
+	}
+	i := strings.IndexByte(rest, '-')
+	if i <= 0 || i+3 > len(rest) || rest[i+2] != '-' {
+		return child{}, false
+	}
+	c := child{name: name, owner: rest[:i]}
+	switch rest[i+1] {
+	case 'w':
+		c.mode = driver.Exclusive
+	case 'r':
+		c.mode = driver.Shared
+	default:
+		return child{}, false
+	}
+	seq, err := strconv.ParseInt(rest[i+3:], 10, 32)
+	if err != nil {
+		return child{}, false
+	}
+	c.seq = seq
+	return c, true
+}
+
+// encodeTTL returns a node's data: its lease length in whole milliseconds,
+// rounded up so that others never think it shorter than it is.
+func encodeTTL(ttl time.Duration) []byte {
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	return strconv.AppendInt(make([]byte, 0, 12), int64(ms), 10)
+}
+
+// decodeTTL parses a node's data; it reports false for data the driver did
+// not write.
+func decodeTTL(data []byte) (time.Duration, bool) {
+	ms, err := strconv.ParseInt(string(data), 10, 64)
+	if err != nil || ms <= 0 || ms > int64(maxDataTTL/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+const maxDataTTL = 1000 * 24 * time.Hour
+
+// checkRoot validates a root path: absolute, no empty, "." or ".."
+// segment, no trailing slash (except the root "/" itself), no character
+// ZooKeeper rejects, and not in ZooKeeper's reserved /zookeeper tree.
+func checkRoot(root string) error {
+	bad := func(why string) error { return fmt.Errorf("zkdriver: invalid root %q: %s", root, why) }
+	if !strings.HasPrefix(root, "/") {
+		return bad("not absolute")
+	}
+	if root == "/" {
+		return nil
+	}
+	if strings.HasSuffix(root, "/") {
+		return bad("trailing slash")
+	}
+	if !utf8.ValidString(root) {
+		return bad("not valid UTF-8")
+	}
+	for _, seg := range strings.Split(root[1:], "/") {
+		switch seg {
+		case "":
+			return bad("empty segment")
+		case ".", "..":
+			return bad("relative segment")
+		}
+		for _, r := range seg {
+			if r <= 0x1f || (r >= 0x7f && r <= 0x9f) || (r >= 0xd800 && r <= 0xf8ff) || r >= 0xfff0 {
+				return bad("reserved character")
+			}
+		}
+	}
+	if root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/") {
+		return bad("ZooKeeper's reserved tree")
+	}
+	return nil
+}

@@ -1,0 +1,297 @@
+package zkdriver
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// A Session follows the ZooKeeper session of one *zk.Conn for the drivers
+// that use the connection: which session is current, the session timeout
+// the server negotiated for it, and when it expires.
+//
+// go-zookeeper does not expose the negotiated timeout, and delivers session
+// events only to the one callback or channel given to zk.Connect. A
+// Session therefore hooks into the connection as it is made: pass the
+// option returned by ConnOption to zk.Connect, then the Session to New:
+//
+//	sess := new(zkdriver.Session)
+//	conn, _, err := zk.Connect(servers, 10*time.Second, sess.ConnOption())
+//	…
+//	d, err := zkdriver.New(conn, sess, nil)
+//
+// ConnOption installs a dialer (which reads the session id and timeout
+// from the server's answer to each connect request) and an event callback.
+// zk.Connect keeps one dialer and one callback: to use your own, set
+// Dialer and OnEvent before calling ConnOption instead of passing
+// zk.WithDialer or zk.WithEventCallback, which would replace the
+// Session's. Use one Session per connection.
+//
+// Connect does all of this for the common case.
+type Session struct {
+	// Dialer, if set, makes the network connections; the Session wraps
+	// it. Nil means net.DialTimeout, go-zookeeper's default.
+	Dialer zk.Dialer
+	// OnEvent, if set, is called with every event of the connection, as
+	// by zk.WithEventCallback. It must not block.
+	OnEvent zk.EventCallback
+
+	mu        sync.Mutex
+	cur       *sessionState            // the session of the last successful connect; nil before
+	past      map[int64]*sessionState  // recent sessions by id, cur included
+	requested time.Duration            // the timeout asked for in the last connect request
+	drivers   map[*Driver]struct{}     // drivers to tell of expiries
+	bound     bool                     // ConnOption was called
+	ready     chan struct{}            // closed at the first session
+	readyOnce sync.Once
+}
+
+// sessionState is one ZooKeeper session.
+type sessionState struct {
+	id      int64
+	timeout time.Duration // negotiated
+	expired chan struct{} // closed when the session is known to be over
+	once    sync.Once
+	err     error // why it ended; set before expired is closed
+}
+
+func (st *sessionState) end(err error) bool {
+	ended := false
+	st.once.Do(func() {
+		st.err = err
+		close(st.expired)
+		ended = true
+	})
+	return ended
+}
+
+func (st *sessionState) over() bool {
+	select {
+	case <-st.expired:
+		return true
+	default:
+		return false
+	}
+}
+
+// errSessionEnded is the cause given when a session is replaced by a new
+// one without an expiry event (the client learnt of it another way).
+var errSessionEnded = errors.New("zkdriver: the ZooKeeper session ended")
+
+// ConnOption returns the option to pass to zk.Connect so that the Session
+// follows the connection's session. Its type is that of go-zookeeper's
+// connection options, so it can be passed to zk.Connect directly.
+func (s *Session) ConnOption() func(*zk.Conn) {
+	s.mu.Lock()
+	s.bound = true
+	s.init()
+	s.mu.Unlock()
+	return func(c *zk.Conn) {
+		zk.WithDialer(s.dial)(c)
+		zk.WithEventCallback(s.event)(c)
+	}
+}
+
+// init makes the Session's maps and channels; s.mu is held.
+func (s *Session) init() {
+	if s.past == nil {
+		s.past = make(map[int64]*sessionState)
+		s.drivers = make(map[*Driver]struct{})
+		s.ready = make(chan struct{})
+	}
+}
+
+// Timeout returns the session timeout negotiated for the current session,
+// or 0 before the first session was established.
+func (s *Session) Timeout() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return 0
+	}
+	return s.cur.timeout
+}
+
+// ID returns the current session id, or 0 before the first session was
+// established and after it expired until the next one is.
+func (s *Session) ID() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil || s.cur.over() {
+		return 0
+	}
+	return s.cur.id
+}
+
+// state returns the session with the given id, or nil when it is unknown
+// (too old, or never seen).
+func (s *Session) state(id int64) *sessionState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.past[id]
+}
+
+// limits returns the negotiated timeout of the current session, or the
+// requested one before the first session, or 0 when neither is known.
+func (s *Session) limit() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil {
+		return s.cur.timeout
+	}
+	return s.requested
+}
+
+func (s *Session) register(d *Driver) {
+	s.mu.Lock()
+	s.init()
+	s.drivers[d] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *Session) unregister(d *Driver) {
+	s.mu.Lock()
+	delete(s.drivers, d)
+	s.mu.Unlock()
+}
+
+// established records the session the server granted in answer to a
+// connect request.
+func (s *Session) established(id int64, timeout time.Duration) {
+	s.mu.Lock()
+	s.init()
+	old := s.cur
+	if old != nil && old.id == id {
+		old.timeout = timeout
+		s.mu.Unlock()
+		return
+	}
+	st := &sessionState{id: id, timeout: timeout, expired: make(chan struct{})}
+	s.cur = st
+	s.past[id] = st
+	for pid, p := range s.past {
+		if len(s.past) <= 4 {
+			break
+		}
+		if p != st && p != old {
+			delete(s.past, pid)
+		}
+	}
+	s.mu.Unlock()
+	s.readyOnce.Do(func() { close(s.ready) })
+	if old != nil {
+		// A new session means the old one is over, whether or not the
+		// expiry was reported.
+		s.expire(old, errSessionEnded)
+	}
+}
+
+// expireCurrent ends the current session: the server said it expired.
+func (s *Session) expireCurrent(err error) {
+	s.mu.Lock()
+	st := s.cur
+	s.mu.Unlock()
+	if st != nil {
+		s.expire(st, err)
+	}
+}
+
+// expire ends st and tells the drivers.
+func (s *Session) expire(st *sessionState, err error) {
+	if !st.end(err) {
+		return
+	}
+	s.mu.Lock()
+	ds := make([]*Driver, 0, len(s.drivers))
+	for d := range s.drivers {
+		ds = append(ds, d)
+	}
+	s.mu.Unlock()
+	for _, d := range ds {
+		d.sessionEnded(st.id, err)
+	}
+}
+
+// event is the connection's event callback.
+func (s *Session) event(ev zk.Event) {
+	if ev.Type == zk.EventSession && ev.State == zk.StateExpired {
+		s.expireCurrent(zk.ErrSessionExpired)
+	}
+	if s.OnEvent != nil {
+		s.OnEvent(ev)
+	}
+}
+
+// dial is the connection's dialer: it wraps each network connection to read
+// the connect request and its answer.
+func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	dial := s.Dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	c, err := dial(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &sniffConn{Conn: c, s: s}, nil
+}
+
+// sniffConn reads the first packet each way of a ZooKeeper connection: the
+// connect request (for the requested timeout) and the connect response
+// (for the session id and negotiated timeout). Afterwards it only passes
+// data through.
+type sniffConn struct {
+	net.Conn
+	s            *Session
+	wdone, rdone bool
+	wbuf, rbuf   []byte
+}
+
+// Connect request: len, protocolVersion int32, lastZxidSeen int64,
+// timeOut int32, sessionId int64, passwd.
+// Connect response: len, protocolVersion int32, timeOut int32,
+// sessionId int64, passwd.
+const (
+	reqTimeoutOff  = 4 + 4 + 8
+	respTimeoutOff = 4 + 4
+	respSessionOff = 4 + 4 + 4
+)
+
+func (c *sniffConn) Write(p []byte) (int, error) {
+	if !c.wdone {
+		c.wbuf = append(c.wbuf, p...)
+		if len(c.wbuf) >= reqTimeoutOff+4 {
+			c.wdone = true
+			ms := int32(binary.BigEndian.Uint32(c.wbuf[reqTimeoutOff:]))
+			c.s.mu.Lock()
+			c.s.requested = time.Duration(ms) * time.Millisecond
+			c.s.mu.Unlock()
+			c.wbuf = nil
+		}
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *sniffConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.rdone && n > 0 {
+		c.rbuf = append(c.rbuf, p[:n]...)
+		if len(c.rbuf) >= respSessionOff+8 {
+			c.rdone = true
+			ms := int32(binary.BigEndian.Uint32(c.rbuf[respTimeoutOff:]))
+			id := int64(binary.BigEndian.Uint64(c.rbuf[respSessionOff:]))
+			c.rbuf = nil
+			if id == 0 {
+				// The server no longer knows our session.
+				c.s.expireCurrent(zk.ErrSessionExpired)
+			} else {
+				c.s.established(id, time.Duration(ms)*time.Millisecond)
+			}
+		}
+	}
+	return n, err
+}

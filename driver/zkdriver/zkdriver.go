@@ -1,0 +1,523 @@
+package zkdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-zookeeper/zk"
+)
+
+// DefaultRoot is the parent of all lock nodes when Options.Root is empty.
+const DefaultRoot = "/locker"
+
+// MinTTL is the shortest lease TTLRange reports. The longest is the
+// session timeout negotiated with the server (see the package
+// documentation).
+const MinTTL = time.Millisecond
+
+// Options configures a Driver. The zero value, like a nil *Options, selects
+// the defaults.
+type Options struct {
+	// Root is the path under which the driver keeps one node per lock
+	// key. It must be an absolute ZooKeeper path outside /zookeeper.
+	// Empty means DefaultRoot. The driver creates it (and its
+	// ancestors) when it is missing.
+	Root string
+	// ACL is the access control list of the nodes the driver creates:
+	// Root and its missing ancestors, each key's node, and the lock
+	// nodes. It must give the connection's own identity (its AddAuth
+	// credentials) read, write, create and delete permission. Nil means
+	// zk.WorldACL(zk.PermAll), which lets every client of the ensemble
+	// delete lock nodes; use a digest ACL, such as
+	// zk.DigestACL(zk.PermAll, user, password) after
+	// conn.AddAuth("digest", []byte(user+":"+password)), so that other
+	// tenants cannot.
+	ACL []zk.ACL
+}
+
+// Driver is a locker driver over a go-zookeeper connection. It is safe for
+// concurrent use. Create it with New or Connect.
+type Driver struct {
+	conn  *zk.Conn
+	sess  *Session
+	root  string
+	acl   []zk.ACL
+	owned bool // made by Connect: Close closes conn
+
+	mu          sync.Mutex
+	nodes       map[nodeKey]*node
+	obs         map[string]observation // by parent path: the observed first node
+	hot         map[string]time.Time   // by key: last time it was seen contended
+	persistent  bool                   // the server lacks container nodes
+	closed      bool
+	closeReason error
+}
+
+var (
+	_ driver.Driver         = (*Driver)(nil)
+	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Acquirer       = (*Driver)(nil)
+	_ driver.LossWatcher    = (*Driver)(nil)
+	_ driver.BatchRefresher = (*Driver)(nil)
+	_ driver.TTLLimiter     = (*Driver)(nil)
+)
+
+// nodeKey identifies a lock node of this driver: one per key and owner.
+type nodeKey struct{ key, owner string }
+
+// node is what the driver knows of one of its own lock nodes: a hold, a
+// place in a queue, or a create whose outcome is not known.
+type node struct {
+	key, owner string
+	mode       driver.Mode
+	parent     string
+	path       string        // "" while a create's outcome is unknown
+	czxid      int64         // the fencing token
+	session    int64         // the session that created it
+	ttl        time.Duration // the lease length in the node's data
+	written    time.Time     // send time of the last confirmed write of the node
+	mzxid      int64         // the zxid of that write
+	granted    bool          // a hold, not a place in the queue
+	fresh      bool          // granted by Acquire and not refreshed since
+	lost       error         // the session ended: the node is gone
+	watches    []*lossWatch
+}
+
+// observation is a node of another owner watched for expiry by TryAcquire.
+type observation struct {
+	path  string
+	mzxid int64         // 0: seen in a listing, not read yet
+	seen  time.Time     // when this version was first seen
+	ttl   time.Duration // from its data; 0 until read
+}
+
+// New returns a Driver that uses conn, whose session sess follows: conn
+// must have been made by zk.Connect with sess.ConnOption() among its
+// options (see Session). opts may be nil. The driver does not close conn.
+func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
+	if conn == nil {
+		return nil, errors.New("zkdriver: nil *zk.Conn")
+	}
+	if sess == nil {
+		return nil, errors.New("zkdriver: nil Session: pass a Session's ConnOption to zk.Connect, and the Session to New")
+	}
+	sess.mu.Lock()
+	bound := sess.bound
+	sess.mu.Unlock()
+	if !bound {
+		return nil, errors.New("zkdriver: the Session's ConnOption was not passed to zk.Connect")
+	}
+	d := &Driver{
+		conn:  conn,
+		sess:  sess,
+		root:  DefaultRoot,
+		acl:   zk.WorldACL(zk.PermAll),
+		nodes: make(map[nodeKey]*node),
+		obs:   make(map[string]observation),
+		hot:   make(map[string]time.Time),
+	}
+	if opts != nil {
+		if opts.Root != "" {
+			d.root = opts.Root
+		}
+		if opts.ACL != nil {
+			if len(opts.ACL) == 0 {
+				return nil, errors.New("zkdriver: empty ACL")
+			}
+			d.acl = opts.ACL
+		}
+	}
+	if err := checkRoot(d.root); err != nil {
+		return nil, err
+	}
+	sess.register(d)
+	return d, nil
+}
+
+// Connect connects to the ZooKeeper servers like zk.Connect, with the
+// session timeout asked for, waits until the first session is established
+// or ctx is done, and returns a Driver over the new connection. zkOpts are
+// go-zookeeper's connection options (zk.WithLogger, zk.WithHostProvider, …;
+// pass a dialer or event callback through a Session and New instead).
+// Close the driver to close the connection; Conn returns it for other uses.
+func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration, opts *Options, zkOpts ...func(*zk.Conn)) (*Driver, error) {
+	sess := new(Session)
+	hook := sess.ConnOption()
+	conn, _, err := zk.Connect(servers, sessionTimeout, func(c *zk.Conn) {
+		for _, o := range zkOpts {
+			o(c)
+		}
+		hook(c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	d, err := New(conn, sess, opts)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	d.owned = true
+	if err := sess.Wait(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Wait waits until the Session's connection has established its first
+// session, or ctx is done.
+func (s *Session) Wait(ctx context.Context) error {
+	s.mu.Lock()
+	s.init()
+	ready := s.ready
+	s.mu.Unlock()
+	select {
+	case <-ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", ctx.Err())
+	}
+}
+
+// Conn returns the driver's connection.
+func (d *Driver) Conn() *zk.Conn { return d.conn }
+
+// Session returns the Session that follows the driver's connection.
+func (d *Driver) Session() *Session { return d.sess }
+
+// ErrClosed is returned by the methods of a closed Driver.
+var ErrClosed = errors.New("zkdriver: driver closed")
+
+// Close ends the driver: holds it granted are reported lost to their
+// LossWatcher registrations, and later calls fail with ErrClosed. A driver
+// made by Connect also closes its connection, which ends its session and
+// deletes its lock nodes; a driver made by New leaves the connection to its
+// owner, and its nodes live on until they are released or the session
+// ends.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	d.closeReason = ErrClosed
+	var fire []*lossWatch
+	for _, n := range d.nodes {
+		if n.lost == nil {
+			n.lost = ErrClosed
+		}
+		fire = append(fire, n.watches...)
+		n.watches = nil
+	}
+	d.mu.Unlock()
+	d.sess.unregister(d)
+	fireAll(fire, fmt.Errorf("%w: %w", driver.ErrNotHeld, ErrClosed))
+	if d.owned {
+		d.conn.Close()
+	}
+	return nil
+}
+
+// SupportsShared reports true: the driver grants Mode Shared.
+func (d *Driver) SupportsShared() bool { return true }
+
+// TTLRange reports MinTTL and the session timeout negotiated for the
+// current session: a lease must not outlive the session that keeps its
+// node. Before the first session is established it reports the timeout
+// the connection asked for, or no maximum at all if it has not asked yet;
+// acquires check the TTL again against the session their node belongs to.
+func (d *Driver) TTLRange() (min, max time.Duration) {
+	return MinTTL, d.sess.limit()
+}
+
+// checkTTL rejects a TTL longer than the session timeout limit (0: not
+// known yet).
+func checkTTL(ttl, limit time.Duration) error {
+	if ttl <= 0 {
+		return driver.Permanent(fmt.Errorf("zkdriver: TTL %v is not positive", ttl))
+	}
+	if limit > 0 && ttl > limit {
+		return driver.Permanent(fmt.Errorf("zkdriver: TTL %v exceeds the ZooKeeper session timeout %v negotiated for the connection: a lease must not outlive the session that keeps its node", ttl, limit))
+	}
+	return nil
+}
+
+// sessionEnded is called by the Session when session id is over: every
+// node of that session is gone.
+func (d *Driver) sessionEnded(id int64, cause error) {
+	d.mu.Lock()
+	var fire []*lossWatch
+	for k, n := range d.nodes {
+		if n.session != id {
+			continue
+		}
+		if !n.granted {
+			// A queue place or an unknown create: its waiter sees
+			// the session end by itself.
+			if n.path != "" {
+				delete(d.nodes, k)
+			}
+			continue
+		}
+		if n.lost == nil {
+			n.lost = cause
+		}
+		fire = append(fire, n.watches...)
+		n.watches = nil
+	}
+	d.mu.Unlock()
+	fireAll(fire, fmt.Errorf("%w: ZooKeeper session 0x%x ended: %w", driver.ErrNotHeld, id, cause))
+}
+
+// lossWatch is one WatchLoss registration.
+type lossWatch struct {
+	mu   sync.Mutex
+	lost func(error) // nil once called or stopped
+}
+
+// fire calls w's function unless it was called or stopped. It runs under
+// w.mu, so that stop waits for a call under way.
+func (w *lossWatch) fire(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f := w.lost; f != nil {
+		w.lost = nil
+		f(err)
+	}
+}
+
+func (w *lossWatch) stop() {
+	w.mu.Lock()
+	w.lost = nil
+	w.mu.Unlock()
+}
+
+// fireAll calls the functions of ws in a goroutine of the driver's.
+func fireAll(ws []*lossWatch, err error) {
+	if len(ws) == 0 {
+		return
+	}
+	go func() {
+		for _, w := range ws {
+			w.fire(err)
+		}
+	}()
+}
+
+// WatchLoss implements driver.LossWatcher: lost is called when the session
+// that holds l's node expires (or the driver is closed). A disconnection
+// is not a loss: the session, and with it the hold, may survive it; the
+// front-end's local deadline decides. If l is not a hold of this driver's
+// current session when WatchLoss is called, lost is called at once.
+func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
+	w := &lossWatch{lost: lost}
+	d.mu.Lock()
+	n := d.nodes[nodeKey{l.Key, l.Owner}]
+	var why error
+	switch {
+	case d.closed:
+		why = ErrClosed
+	case n == nil || !n.granted || n.mode != l.Mode || (l.Token != 0 && uint64(n.czxid) != l.Token):
+		why = errors.New("no such hold of this driver")
+	case n.lost != nil:
+		why = n.lost
+	}
+	if why == nil {
+		if st := d.sess.state(n.session); st == nil || st.over() {
+			why = errSessionEnded
+		}
+	}
+	if why == nil {
+		n.watches = append(n.watches, w)
+	}
+	d.mu.Unlock()
+	if why != nil {
+		fireAll([]*lossWatch{w}, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
+		return w.stop
+	}
+	return func() {
+		d.mu.Lock()
+		for i, x := range n.watches {
+			if x == w {
+				n.watches = append(n.watches[:i], n.watches[i+1:]...)
+				break
+			}
+		}
+		d.mu.Unlock()
+		w.stop()
+	}
+}
+
+// parentPath returns the path of key's node.
+func (d *Driver) parentPath(key string) string {
+	if d.root == "/" {
+		return "/" + encodeKey(key)
+	}
+	return d.root + "/" + encodeKey(key)
+}
+
+// markHot records that key was seen contended.
+func (d *Driver) markHot(key string) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.hot) >= 1024 {
+		for k, t := range d.hot {
+			if now.Sub(t) > hotFor {
+				delete(d.hot, k)
+			}
+		}
+		if len(d.hot) >= 1024 {
+			clear(d.hot)
+		}
+	}
+	d.hot[key] = now
+}
+
+// hotFor is how long a key counts as contended after it was last seen so:
+// meanwhile TryAcquire lists the queue before it creates a node.
+const hotFor = time.Second
+
+func (d *Driver) isHot(key string) bool {
+	d.mu.Lock()
+	t, ok := d.hot[key]
+	d.mu.Unlock()
+	return ok && time.Since(t) < hotFor
+}
+
+// queue is a parsed, ordered list of a lock's nodes.
+type queue []child
+
+func parseQueue(names []string) queue {
+	q := make(queue, 0, len(names))
+	for _, name := range names {
+		if c, ok := parseChild(name); ok {
+			q = append(q, c)
+		}
+	}
+	sort.Slice(q, func(i, j int) bool { return q[i].seq < q[j].seq })
+	return q
+}
+
+// index returns the position of the node named name, or -1.
+func (q queue) index(name string) int {
+	for i, c := range q {
+		if c.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// blockers returns the nodes among q[:end] that a node in mode must wait
+// for: all of them for Exclusive, the exclusive ones for Shared.
+func (q queue) blockers(end int, m driver.Mode) []child {
+	var b []child
+	for _, c := range q[:end] {
+		if m == driver.Exclusive || c.mode == driver.Exclusive {
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// ofOwner returns the nodes of owner in q.
+func (q queue) ofOwner(owner string) []child {
+	var r []child
+	for _, c := range q {
+		if c.owner == owner {
+			r = append(r, c)
+		}
+	}
+	return r
+}
+
+// call runs f, an operation on the connection. go-zookeeper's calls take
+// no context: when ctx can be done, f runs in a goroutine of its own and
+// call returns ctx's error as soon as ctx is done, leaving f to finish;
+// then, when f has finished, undo (if not nil) is called with its results
+// so that what f did can be taken back (a node it created deleted).
+func call[T any](ctx context.Context, f func() (T, error), undo func(T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return f()
+	}
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	var mu sync.Mutex
+	abandoned := false
+	go func() {
+		v, err := f()
+		mu.Lock()
+		a := abandoned
+		mu.Unlock()
+		if a {
+			if undo != nil {
+				undo(v, err)
+			}
+			return
+		}
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		mu.Lock()
+		select {
+		case r := <-ch:
+			mu.Unlock()
+			return r.v, r.err
+		default:
+		}
+		abandoned = true
+		mu.Unlock()
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// cleanupContext returns a fresh context for removing a node after ctx was
+// done, bounded like the front-end's own cleanups.
+func cleanupContext(ttl time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), min(max(ttl, time.Second), 30*time.Second))
+}
+
+// errorf wraps err with the operation and key.
+func errorf(op, key string, err error) error {
+	return fmt.Errorf("zkdriver: %s %q: %w", op, key, err)
+}
+
+// isPermanent reports whether a ZooKeeper error can never go away by
+// retrying the same call.
+func isPermanent(err error) bool {
+	for _, e := range []error{zk.ErrNoAuth, zk.ErrInvalidACL, zk.ErrAuthFailed, zk.ErrBadArguments, zk.ErrInvalidPath, zk.ErrNoChildrenForEphemerals, zk.ErrInvalidFlags, errInvalidOwner} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// fail wraps err for op on key, marking it permanent when no retry can
+// cure it.
+func fail(op, key string, err error) error {
+	err = errorf(op, key, err)
+	if isPermanent(err) && !driver.IsPermanent(err) {
+		return driver.Permanent(err)
+	}
+	return err
+}
