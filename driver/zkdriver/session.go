@@ -41,12 +41,12 @@ type Session struct {
 	OnEvent zk.EventCallback
 
 	mu        sync.Mutex
-	cur       *sessionState            // the session of the last successful connect; nil before
-	past      map[int64]*sessionState  // recent sessions by id, cur included
-	requested time.Duration            // the timeout asked for in the last connect request
-	drivers   map[*Driver]struct{}     // drivers to tell of expiries
-	bound     bool                     // ConnOption was called
-	ready     chan struct{}            // closed at the first session
+	cur       *sessionState           // the session of the last successful connect; nil before
+	past      map[int64]*sessionState // recent sessions by id, cur included
+	requested time.Duration           // the timeout asked for in the last connect request
+	drivers   map[*Driver]struct{}    // drivers to tell of expiries
+	bound     bool                    // ConnOption was called
+	ready     chan struct{}           // closed at the first session
 	readyOnce sync.Once
 }
 
