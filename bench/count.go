@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Round trips are counted as the client's Write calls on its connections:
+// go-redis and go-zookeeper write each command, pipeline or request with
+// one Write, so a Write is a request that waits for its reply. gRPC (etcd)
+// writes HTTP/2 frames in batches, window updates and pings included, so
+// its count is approximate.
+
+// countConn counts the Writes on a connection.
+type countConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countConn) Write(b []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(b)
+}
+
+// counter counts the round trips of every client of one server.
+type counter struct{ atomic.Int64 }
+
+// dialContext dials a connection whose Writes are counted.
+func (c *counter) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return countConn{conn, &c.Int64}, nil
+}
+
+// dialTimeout is dialContext in go-zookeeper's form.
+func (c *counter) dialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return c.dialContext(ctx, network, addr)
+}
+
+// cmdStats is Redis's INFO commandstats: calls per command.
+type cmdStats map[string]int64
+
+// redisCmdStats reads INFO commandstats from addr over a connection of its
+// own, which is not counted.
+func redisCmdStats(addr string) (cmdStats, error) {
+	s, err := redisDo(addr, "INFO", "commandstats")
+	if err != nil {
+		return nil, err
+	}
+	m := cmdStats{}
+	for line := range strings.SplitSeq(s, "\n") {
+		// cmdstat_set:calls=3,usec=12,usec_per_call=4.00,...
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		name = strings.ToUpper(strings.TrimPrefix(name, "cmdstat_"))
+		for f := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "calls="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				m[name] = n
+			}
+		}
+	}
+	return m, nil
+}
+
+// sub returns the calls made between o and s, without INFO itself.
+func (s cmdStats) sub(o cmdStats) cmdStats {
+	d := cmdStats{}
+	for k, v := range s {
+		if k == "INFO" {
+			continue
+		}
+		if v -= o[k]; v > 0 {
+			d[k] = v
+		}
+	}
+	return d
+}
+
+func (s cmdStats) total() int64 {
+	var t int64
+	for _, v := range s {
+		t += v
+	}
+	return t
+}

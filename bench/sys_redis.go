@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+)
+
+// peerTTL is the lease of every system in the timed cells: long enough
+// that no renewal or expiry happens during a cell.
+const peerTTL = 10 * time.Second
+
+func redisSystems() []*system {
+	return []*system{
+		{
+			name: "locker", server: "redis", kind: kindLocker, clients: 4,
+			desc: "locker.Mutex over redisdriver, TTL 10s; contended cells: 4 drivers (one go-redis client each, like 4 processes), goroutine i on driver i%4",
+			open: openLockerRedis,
+		},
+		{
+			name: "locker 1 driver", server: "redis", kind: kindLocker, clients: 1, contendedOnly: true,
+			desc: "as locker, but all goroutines on one driver (one process): waiters line up in-process and only the head talks to Redis",
+			open: openLockerRedis,
+		},
+		{
+			name: "redsync", server: "redis", kind: kindPeer, clients: 4,
+			desc: "go-redsync/redsync v4 NewMutex defaults (expiry 8s, 32 tries, retry delay rand 50-250ms); Lock = SET NX PX, Unlock = EVALSHA compare-and-delete",
+			open: func(e *env, n int) (*instance, error) { return openRedsync(e, n) },
+		},
+		{
+			name: "redsync 10ms", server: "redis", kind: kindPeer, clients: 4,
+			desc: "redsync with WithRetryDelay(10ms), WithTries(1000), expiry 10s",
+			open: func(e *env, n int) (*instance, error) {
+				return openRedsync(e, n, redsync.WithRetryDelay(10*time.Millisecond), redsync.WithTries(1000), redsync.WithExpiry(peerTTL))
+			},
+		},
+		{
+			name: "redislock linear 10ms", server: "redis", kind: kindPeer, clients: 4,
+			desc: "bsm/redislock v0.9.4 Obtain(ttl 10s, LinearBackoff(10ms)) + Release; Obtain and Release are one EVALSHA each",
+			open: func(e *env, n int) (*instance, error) {
+				return openRedislock(e, n, func() redislock.RetryStrategy { return redislock.LinearBackoff(10 * time.Millisecond) })
+			},
+		},
+		{
+			name: "redislock exp 16-256ms", server: "redis", kind: kindPeer, clients: 4,
+			desc: "redislock Obtain(ttl 10s, ExponentialBackoff(16ms, 256ms)), a fresh strategy per Obtain (it is stateful)",
+			open: func(e *env, n int) (*instance, error) {
+				return openRedislock(e, n, func() redislock.RetryStrategy {
+					return redislock.ExponentialBackoff(16*time.Millisecond, 256*time.Millisecond)
+				})
+			},
+		},
+		{
+			name: "raw", server: "redis", kind: kindRaw, clients: 4,
+			desc: "SET key token NX PX 10000 + EVALSHA compare-and-delete: the fewest round trips a lock can take; waiters retry SET NX at once (spin)",
+			open: openRawRedis,
+		},
+	}
+}
+
+// redisClients makes n go-redis clients whose connections are counted.
+func redisClients(e *env, n int) []*redis.Client {
+	cs := make([]*redis.Client, n)
+	for i := range cs {
+		cs[i] = redis.NewClient(&redis.Options{
+			Addr:                  e.redis.addr,
+			ContextTimeoutEnabled: true,
+			Dialer:                e.trips["redis"].dialContext,
+		})
+	}
+	return cs
+}
+
+func closeRedis(cs []*redis.Client) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// lockerHandle adapts a locker.Mutex.
+type lockerHandle struct{ m *locker.Mutex }
+
+func (h lockerHandle) Lock(ctx context.Context) error   { return h.m.LockContext(ctx) }
+func (h lockerHandle) Unlock(ctx context.Context) error { return h.m.UnlockContext(ctx) }
+
+// lockerOpts are the options of every locker handle in the timed cells.
+var lockerOpts = []locker.Option{locker.WithTTL(peerTTL), locker.WithErrorHandler(func(error) {})}
+
+func openLockerRedis(e *env, n int) (*instance, error) {
+	cs := redisClients(e, n)
+	ds := make([]*redisdriver.Driver, n)
+	for i, c := range cs {
+		d, err := redisdriver.New(c, nil)
+		if err != nil {
+			closeRedis(cs)
+			return nil, err
+		}
+		ds[i] = d
+	}
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return lockerHandle{locker.NewMutex(ds[i], key, lockerOpts...)}, nil
+		},
+		close: func() { closeRedis(cs) },
+	}, nil
+}
+
+type redsyncHandle struct{ m *redsync.Mutex }
+
+func (h redsyncHandle) Lock(ctx context.Context) error { return h.m.LockContext(ctx) }
+func (h redsyncHandle) Unlock(ctx context.Context) error {
+	ok, err := h.m.UnlockContext(ctx)
+	if err == nil && !ok {
+		err = errors.New("redsync: unlock failed")
+	}
+	return err
+}
+
+func openRedsync(e *env, n int, opts ...redsync.Option) (*instance, error) {
+	cs := redisClients(e, n)
+	rs := make([]*redsync.Redsync, n)
+	for i, c := range cs {
+		rs[i] = redsync.New(goredis.NewPool(c))
+	}
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return redsyncHandle{rs[i].NewMutex(key, opts...)}, nil
+		},
+		close: func() { closeRedis(cs) },
+	}, nil
+}
+
+type redislockHandle struct {
+	c     *redislock.Client
+	key   string
+	retry func() redislock.RetryStrategy
+	l     *redislock.Lock
+}
+
+func (h *redislockHandle) Lock(ctx context.Context) error {
+	l, err := h.c.Obtain(ctx, h.key, peerTTL, &redislock.Options{RetryStrategy: h.retry()})
+	h.l = l
+	return err
+}
+
+func (h *redislockHandle) Unlock(ctx context.Context) error { return h.l.Release(ctx) }
+
+func openRedislock(e *env, n int, retry func() redislock.RetryStrategy) (*instance, error) {
+	cs := redisClients(e, n)
+	ls := make([]*redislock.Client, n)
+	for i, c := range cs {
+		ls[i] = redislock.New(c)
+	}
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return &redislockHandle{c: ls[i], key: key, retry: retry}, nil
+		},
+		close: func() { closeRedis(cs) },
+	}, nil
+}
+
+// rawRelease deletes the key if it still holds the caller's token.
+var rawRelease = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0`)
+
+var rawSeq atomic.Uint64
+
+type rawRedisHandle struct {
+	c     *redis.Client
+	key   string
+	token string
+}
+
+func (h *rawRedisHandle) Lock(ctx context.Context) error {
+	h.token = strconv.FormatUint(rawSeq.Add(1), 36)
+	for {
+		ok, err := h.c.SetNX(ctx, h.key, h.token, peerTTL).Result()
+		if err != nil || ok {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (h *rawRedisHandle) Unlock(ctx context.Context) error {
+	return rawRelease.Run(ctx, h.c, []string{h.key}, h.token).Err()
+}
+
+func openRawRedis(e *env, n int) (*instance, error) {
+	cs := redisClients(e, n)
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return &rawRedisHandle{c: cs[i], key: key}, nil
+		},
+		close: func() { closeRedis(cs) },
+	}, nil
+}

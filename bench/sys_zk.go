@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+func zkSystems() []*system {
+	return []*system{
+		{
+			name: "zk.Lock", server: "zk", kind: kindPeer, clients: 4,
+			desc: "go-zookeeper/zk v1.0.4 zk.NewLock(conn, path, WorldACL): Lock = CreateProtectedEphemeralSequential + Children (+ GetW on the predecessor when queued), Unlock = Delete; Lock ignores ctx",
+			open: openZKLock,
+		},
+		{
+			name: "raw", server: "zk", kind: kindRaw, clients: 4,
+			desc: "Create(path, EPHEMERAL) + Delete; waiters ExistsW the node and all retry on its deletion (a herd)",
+			open: openRawZK,
+		},
+	}
+}
+
+// zkVersion is the Debian package's version of ZooKeeper.
+func zkVersion() string {
+	out, err := exec.Command("dpkg-query", "-W", "-f", "${Version}", "zookeeper").Output()
+	if err != nil {
+		return "(unknown version)"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Printf(string, ...any) {}
+
+// zkConns connects n sessions (timeout 10s) whose writes are counted.
+func zkConns(e *env, n int, timeout time.Duration) ([]*zk.Conn, error) {
+	cs := make([]*zk.Conn, 0, n)
+	for range n {
+		c, ev, err := zk.Connect([]string{e.zk.addr}, timeout, zk.WithDialer(e.trips["zk"].dialTimeout), zk.WithLogger(nopLogger{}))
+		if err != nil {
+			closeZK(cs)
+			return nil, err
+		}
+		cs = append(cs, c)
+		deadline := time.After(10 * time.Second)
+	wait:
+		for {
+			select {
+			case x := <-ev:
+				if x.State == zk.StateHasSession {
+					break wait
+				}
+			case <-deadline:
+				closeZK(cs)
+				return nil, errors.New("zk: no session within 10s")
+			}
+		}
+	}
+	return cs, nil
+}
+
+func closeZK(cs []*zk.Conn) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// zkPath turns a bench key into a znode path under /bench.
+func zkPath(key string) string { return "/" + strings.ReplaceAll(key, " ", "_") }
+
+// zkEnsure creates the parents of path.
+func zkEnsure(c *zk.Conn, path string) error {
+	parts := strings.Split(path, "/")
+	p := ""
+	for _, part := range parts[1 : len(parts)-1] {
+		p += "/" + part
+		if _, err := c.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	return nil
+}
+
+type zkLockHandle struct{ l *zk.Lock }
+
+func (h zkLockHandle) Lock(context.Context) error   { return h.l.Lock() }
+func (h zkLockHandle) Unlock(context.Context) error { return h.l.Unlock() }
+
+func openZKLock(e *env, n int) (*instance, error) {
+	cs, err := zkConns(e, n, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return zkLockHandle{zk.NewLock(cs[i], zkPath(key), zk.WorldACL(zk.PermAll))}, nil
+		},
+		close: func() { closeZK(cs) },
+	}, nil
+}
+
+type rawZKHandle struct {
+	c    *zk.Conn
+	path string
+}
+
+func (h *rawZKHandle) Lock(ctx context.Context) error {
+	for {
+		_, err := h.c.Create(h.path, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll))
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+		ok, _, ch, err := h.c.ExistsW(h.path)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (h *rawZKHandle) Unlock(context.Context) error { return h.c.Delete(h.path, -1) }
+
+func openRawZK(e *env, n int) (*instance, error) {
+	cs, err := zkConns(e, n, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			p := zkPath(key)
+			if err := zkEnsure(cs[i], p); err != nil {
+				return nil, err
+			}
+			return &rawZKHandle{c: cs[i], path: p}, nil
+		},
+		close: func() { closeZK(cs) },
+	}, nil
+}
+
+func zkManySystems() []*manySystem {
+	return []*manySystem{
+		{
+			name: "zk.Lock", server: "zk", kind: kindPeer,
+			desc: "zk.Lock × n on one session (timeout = ttl): renewal is the session's heartbeat",
+			hold: holdZKLock,
+		},
+	}
+}
+
+type zkLockHeld struct {
+	c  *zk.Conn
+	ls []*zk.Lock
+}
+
+func holdZKLock(e *env, n int, ttl time.Duration) (held, error) {
+	cs, err := zkConns(e, 1, ttl)
+	if err != nil {
+		return nil, err
+	}
+	h := &zkLockHeld{c: cs[0], ls: make([]*zk.Lock, n)}
+	prefix := fmt.Sprintf("/bench/many/%d", time.Now().UnixNano())
+	err = parallelDo(n, manyWorkers, func(i int) error {
+		l := zk.NewLock(h.c, fmt.Sprintf("%s/%d", prefix, i), zk.WorldACL(zk.PermAll))
+		if err := l.Lock(); err != nil {
+			return err
+		}
+		h.ls[i] = l
+		return nil
+	})
+	if err != nil {
+		_ = h.release()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *zkLockHeld) lost() int {
+	if h.c.State() != zk.StateHasSession {
+		return len(h.ls)
+	}
+	return 0
+}
+
+func (h *zkLockHeld) release() error {
+	err := parallelDo(len(h.ls), manyWorkers, func(i int) error {
+		if h.ls[i] == nil {
+			return nil
+		}
+		return h.ls[i].Unlock()
+	})
+	h.c.Close()
+	return err
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// target is one of issue 6's targets, evaluated on this run.
+type target struct {
+	area, what string
+	got, bar   string
+	met        bool
+	measured   bool
+}
+
+// bestPeer returns the peer of server with the highest (or, with low, the
+// lowest) value of f among those f reports ok for.
+func (r *report) bestPeer(server string, low bool, f func(*system) (float64, bool)) (*system, float64) {
+	var best *system
+	var bv float64
+	for _, s := range r.systems {
+		if s.server != server || s.kind != kindPeer {
+			continue
+		}
+		v, ok := f(s)
+		if !ok {
+			continue
+		}
+		if best == nil || (low && v < bv) || (!low && v > bv) {
+			best, bv = s, v
+		}
+	}
+	return best, bv
+}
+
+func (r *report) uncRate(s *system) (float64, bool) {
+	u := r.unc[s]
+	if u == nil || u.pairs == 0 {
+		return 0, false
+	}
+	return rate(u.pairs, u.d.elapsed), true
+}
+
+func (r *report) uncAllocs(s *system) (float64, bool) {
+	u := r.unc[s]
+	if u == nil || u.pairs == 0 {
+		return 0, false
+	}
+	return float64(u.d.mallocs) / float64(u.pairs), true
+}
+
+func (r *report) conStat(n int, f func(contendedStats) float64) func(*system) (float64, bool) {
+	return func(s *system) (float64, bool) {
+		c := r.contended(s, n)
+		if c == nil {
+			return 0, false
+		}
+		return f(c.stats()), true
+	}
+}
+
+func (r *report) targets() []target {
+	var ts []target
+	add := func(t target) { ts = append(ts, t) }
+	unmeasured := func(area, what string) target { return target{area: area, what: what} }
+	msD := func(v float64) string { return ms(time.Duration(v)) + " ms" }
+
+	// Redis.
+	lr := r.find("redis", "locker")
+	if v, ok := r.uncRate(lr); ok {
+		p, pv := r.bestPeer("redis", false, r.uncRate)
+		if p != nil {
+			add(target{"Redis", "uncontended pairs/s ≥ 1.0× the best peer", fmt.Sprintf("%.0f (%.2f×)", v, v/pv), fmt.Sprintf("%s %.0f", p.name, pv), v >= pv, true})
+		}
+		u := r.unc[lr]
+		trips := float64(u.d.trips) / float64(u.pairs)
+		add(target{"Redis", "uncontended round trips per pair = 2", fmt.Sprintf("%.2f", trips), "2", trips <= 2.005, true})
+		av, _ := r.uncAllocs(lr)
+		if p, pv := r.bestPeer("redis", true, r.uncAllocs); p != nil {
+			add(target{"Redis", "allocations per pair ≤ the best peer's", fmt.Sprintf("%.1f", av), fmt.Sprintf("%s %.1f", p.name, pv), av <= pv, true})
+		}
+	} else {
+		add(unmeasured("Redis", "uncontended"))
+	}
+	if c := r.contended(lr, 32); c != nil {
+		st := c.stats()
+		if p, pv := r.bestPeer("redis", false, r.conStat(32, func(s contendedStats) float64 { return s.rate })); p != nil {
+			add(target{"Redis", "N=32 acquisitions/s ≥ 0.7× the best peer", fmt.Sprintf("%.0f (%.2f×)", st.rate, st.rate/pv), fmt.Sprintf("%s %.0f", p.name, pv), st.rate >= 0.7*pv, true})
+		}
+		p99 := float64(st.wait.quantile(0.99))
+		if p, pv := r.bestPeer("redis", true, r.conStat(32, func(s contendedStats) float64 { return float64(s.wait.quantile(0.99)) })); p != nil {
+			add(target{"Redis", "N=32 wait p99 ≤ 1/5 of the best peer's", msD(p99), fmt.Sprintf("%s %s (1/5: %s)", p.name, msD(pv), msD(pv/5)), p99 <= pv/5, true})
+		}
+		add(target{"Redis", "N=32 max wait ≤ 50 ms", ms(st.maxWait) + " ms", "50 ms", st.maxWait <= 50*time.Millisecond, true})
+		add(target{"Redis", "N=32 fairness (max/min) ≤ 2", ratio(st.fairness), "2", st.fairness <= 2, true})
+		add(target{"Redis", "N=32 no goroutine starved", fmt.Sprintf("min %d acquisitions", st.minG), "> 0", st.minG > 0, true})
+	} else {
+		add(unmeasured("Redis", "N=32 contended"))
+	}
+
+	// etcd.
+	le, em := r.find("etcd", "locker"), r.find("etcd", "concurrency.Mutex")
+	if v, ok := r.uncRate(le); ok {
+		if pv, ok := r.uncRate(em); ok {
+			add(target{"etcd", "uncontended pairs/s ≥ 1.0× concurrency.Mutex", fmt.Sprintf("%.0f (%.2f×)", v, v/pv), fmt.Sprintf("%.0f", pv), v >= pv, true})
+		}
+	} else {
+		add(unmeasured("etcd", "uncontended (no etcd driver in this run)"))
+	}
+	if c, pc := r.contended(le, 8), r.contended(em, 8); c != nil && pc != nil {
+		v, pv := c.stats().rate, pc.stats().rate
+		add(target{"etcd", "N=8 acquisitions/s ≥ 10× concurrency.Mutex", fmt.Sprintf("%.0f (%.1f×)", v, v/pv), fmt.Sprintf("%.0f", pv), v >= 10*pv, true})
+	} else {
+		add(unmeasured("etcd", "N=8 contended (no etcd driver in this run)"))
+	}
+
+	// ZooKeeper.
+	lz, zl := r.find("zk", "locker"), r.find("zk", "zk.Lock")
+	if v, ok := r.uncRate(lz); ok {
+		if pv, ok := r.uncRate(zl); ok {
+			add(target{"ZooKeeper", "uncontended pairs/s ≥ 1.0× zk.Lock", fmt.Sprintf("%.0f (%.2f×)", v, v/pv), fmt.Sprintf("%.0f", pv), v >= pv, true})
+		}
+	} else {
+		add(unmeasured("ZooKeeper", "uncontended (no ZooKeeper driver in this run)"))
+	}
+	if c := r.contended(lz, 8); c != nil {
+		st := c.stats()
+		add(target{"ZooKeeper", "N=8 fairness ≤ 1.1", ratio(st.fairness), "1.1", st.fairness <= 1.1, true})
+		if pc := r.contended(zl, 8); pc != nil {
+			pst := pc.stats()
+			h, ph := st.handoff.quantile(0.5), pst.handoff.quantile(0.5)
+			add(target{"ZooKeeper", "N=8 handoff p50 ≤ zk.Lock's", us(h) + " µs", us(ph) + " µs", h <= ph, true})
+		}
+	} else {
+		add(unmeasured("ZooKeeper", "N=8 contended (no ZooKeeper driver in this run)"))
+	}
+
+	// Many locks on Redis.
+	var mr *manyResult
+	for _, m := range r.many {
+		if m.sys.server == "redis" && m.sys.kind == kindLocker && m.err == nil {
+			mr = m
+		}
+	}
+	if mr != nil {
+		add(target{"Redis, many locks", fmt.Sprintf("%d held locks: round trips per 100 locks per renewal period ≤ 1", mr.n), fmt.Sprintf("%.2f", mr.tripsPer100Per), "1", mr.tripsPer100Per <= 1, true})
+		add(target{"Redis, many locks", "front-end memory per held lock ≤ 2 KB", fmt.Sprintf("%.2f KB (whole client heap)", float64(mr.heapPerLock)/1024), "2 KB", mr.heapPerLock <= 2048, true})
+	} else {
+		add(unmeasured("Redis, many locks", "many-locks cell"))
+	}
+	return ts
+}
+
+func (r *report) writeTargets(w io.Writer) {
+	ts := r.targets()
+	fmt.Fprintf(w, "### Targets (issue 6): locker against the best peer in this run\n\n")
+	var rows [][]string
+	for _, t := range ts {
+		verdict := "not measured"
+		if t.measured {
+			verdict = "met"
+			if !t.met {
+				verdict = "**missed**"
+			}
+		}
+		rows = append(rows, []string{t.area, t.what, t.got, t.bar, verdict})
+	}
+	table(w, "lllll", []string{"area", "target", "locker", "bar", "verdict"}, rows)
+}
