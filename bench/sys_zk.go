@@ -8,11 +8,23 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/zkdriver"
 	"github.com/go-zookeeper/zk"
 )
 
 func zkSystems() []*system {
 	return []*system{
+		{
+			name: "locker", server: "zk", kind: kindLocker, clients: 4,
+			desc: "locker.Mutex over zkdriver (session timeout 10s, TTL 10s); contended cells: 4 drivers, each with its own connection and session, goroutine i on driver i%4",
+			open: openLockerZK,
+		},
+		{
+			name: "locker 1 driver", server: "zk", kind: kindLocker, clients: 1, contendedOnly: true,
+			desc: "as locker, but all goroutines on one driver (one process)",
+			open: openLockerZK,
+		},
 		{
 			name: "zk.Lock", server: "zk", kind: kindPeer, clients: 4,
 			desc: "go-zookeeper/zk v1.0.4 zk.NewLock(conn, path, WorldACL): Lock = CreateProtectedEphemeralSequential + Children (+ GetW on the predecessor when queued), Unlock = Delete; Lock ignores ctx",
@@ -33,6 +45,54 @@ func zkVersion() string {
 		return "(unknown version)"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// lockerZKDrivers connects n zkdrivers, each with its own connection and
+// session, whose writes are counted.
+func lockerZKDrivers(e *env, n int, timeout time.Duration) ([]*zkdriver.Driver, func(), error) {
+	var ds []*zkdriver.Driver
+	closeAll := func() {
+		for _, d := range ds {
+			d.Close()
+			d.Conn().Close()
+		}
+	}
+	for range n {
+		sess := &zkdriver.Session{Dialer: e.trips["zk"].dialTimeout}
+		conn, _, err := zk.Connect([]string{e.zk.addr}, timeout, zk.WithLogger(nopLogger{}), sess.ConnOption())
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		d, err := zkdriver.New(conn, sess, nil)
+		if err != nil {
+			conn.Close()
+			closeAll()
+			return nil, nil, err
+		}
+		ds = append(ds, d)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = sess.Wait(ctx)
+		cancel()
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
+	return ds, closeAll, nil
+}
+
+func openLockerZK(e *env, n int) (*instance, error) {
+	ds, closeAll, err := lockerZKDrivers(e, n, peerTTL)
+	if err != nil {
+		return nil, err
+	}
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return lockerHandle{locker.NewMutex(ds[i], key, lockerOpts...)}, nil
+		},
+		close: closeAll,
+	}, nil
 }
 
 type nopLogger struct{}
@@ -156,6 +216,17 @@ func openRawZK(e *env, n int) (*instance, error) {
 
 func zkManySystems() []*manySystem {
 	return []*manySystem{
+		{
+			name: "locker", server: "zk", kind: kindLocker,
+			desc: "locker.Mutex × n on one zkdriver (session timeout = ttl)",
+			hold: func(e *env, n int, ttl time.Duration) (held, error) {
+				ds, closeAll, err := lockerZKDrivers(e, 1, ttl)
+				if err != nil {
+					return nil, err
+				}
+				return holdLocker(ds[0], n, ttl, fmt.Sprintf("bench/many/%d", time.Now().UnixNano()), closeAll)
+			},
+		},
 		{
 			name: "zk.Lock", server: "zk", kind: kindPeer,
 			desc: "zk.Lock × n on one session (timeout = ttl): renewal is the session's heartbeat",
