@@ -1,0 +1,328 @@
+package etcddriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errEntryLost is returned by Acquire when the waiter's own entry
+// vanished while it waited: its lease expired or was revoked.
+var errEntryLost = errors.New("the queue entry vanished while waiting (its lease expired or was revoked)")
+
+// cleanupTimeout bounds the removal of a queue entry after a failed wait.
+const cleanupTimeout = 10 * time.Second
+
+// Acquire implements driver.Acquirer. It puts req.Owner's entry in the
+// key's queue (one transaction, which grants the key at once if nothing
+// conflicts) and reads the older conflicting entries; then it waits, on
+// the key's watch, until each of them is deleted. New entries always have
+// higher create revisions, so that set only shrinks: when it is empty the
+// key is granted, in create-revision order, without another read. While
+// it waits it renews its entry's lease every third of its TTL; if the
+// entry vanishes (expired or revoked lease, issue etcd-io/etcd#11456) it
+// returns an error, never the lock. On error it deletes its entry.
+func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	l, err := d.acquire(ctx, req)
+	if err != nil {
+		return driver.Lease{}, opError("acquire", req.Key, err)
+	}
+	return l, nil
+}
+
+func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Lease, err error) {
+	if err := d.begin(ctx); err != nil {
+		return driver.Lease{}, err
+	}
+	ttl, err := d.checkTTL(req.TTL)
+	if err != nil {
+		return driver.Lease{}, err
+	}
+	base := d.base(req.Key)
+	k := entryKey(base, req.Mode, req.Owner)
+	w := d.watch(base)
+	defer w.release()
+	wt := &waiter{key: k, signal: make(chan struct{}, 1)}
+	w.add(wt)
+	defer w.remove(wt)
+	if _, err := w.waitReady(ctx); err != nil {
+		return driver.Lease{}, err
+	}
+
+	queued := false // an entry of req.Owner may exist on the server
+	defer func() {
+		if err != nil && queued {
+			d.removeEntry(ctx, req, k)
+		}
+	}()
+	var e *entry
+	for attempt := 0; ; attempt++ {
+		var isNew, fresh bool
+		e, isNew, fresh, err = d.entryFor(ctx, req.Owner, base, k, ttl)
+		if err != nil {
+			return driver.Lease{}, err
+		}
+		var ka *kaCall
+		if !fresh {
+			ka = d.keepAlive(e.lease)
+		}
+		queued = true
+		token, done, err := d.enqueue(ctx, req.Mode, base, k, e, wt)
+		if err != nil {
+			if isNew && attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
+				d.forget(req.Owner, k)
+				continue // an idle lease that etcd no longer has
+			}
+			return driver.Lease{}, err
+		}
+		if ka != nil {
+			left, err := ka.result(ctx)
+			if err != nil {
+				return driver.Lease{}, err
+			}
+			if left <= 0 {
+				return driver.Lease{}, errEntryLost
+			}
+			d.confirm(req.Owner, k, ka.sent, 0)
+		}
+		if done {
+			return d.granted(req, k, token)
+		}
+		break
+	}
+
+	// Wait for the older conflicting entries to go, renewing the lease.
+	renew := time.NewTimer(d.renewDelay(req.Owner, k))
+	defer renew.Stop()
+	var ka *kaCall
+	var kaDone <-chan struct{}
+	for {
+		select {
+		case <-wt.signal:
+		case <-renew.C:
+			ka = d.keepAlive(e.lease)
+			kaDone = ka.done
+			continue
+		case <-kaDone:
+			kaDone = nil
+			switch {
+			case ka.err != nil:
+				if !d.known(req.Owner, k, time.Now()) {
+					return driver.Lease{}, fmt.Errorf("renewing the queue entry: %w", ka.err)
+				}
+				renew.Reset(d.retryDelay(req.Owner, k))
+			case ka.ttl <= 0:
+				return driver.Lease{}, errEntryLost
+			default:
+				d.confirm(req.Owner, k, ka.sent, 0)
+				renew.Reset(d.renewDelay(req.Owner, k))
+			}
+			continue
+		case <-ctx.Done():
+			return driver.Lease{}, ctx.Err()
+		}
+		switch gone, reset, token, granted := wt.state(); {
+		case gone:
+			return driver.Lease{}, errEntryLost
+		case reset:
+			// The watch was re-created: deletions may have been missed.
+			// Look at the queue again.
+			var done bool
+			token, done, err = d.enqueue(ctx, req.Mode, base, k, e, wt)
+			if err != nil {
+				return driver.Lease{}, err
+			}
+			if done {
+				return d.granted(req, k, token)
+			}
+		case granted:
+			return d.granted(req, k, token)
+		}
+	}
+}
+
+// granted returns the lease of a granted entry, unless its lease may have
+// run out meanwhile.
+func (d *Driver) granted(req driver.Request, k string, token int64) (driver.Lease, error) {
+	e := d.lookup(req.Owner, k)
+	if e == nil || !time.Now().Before(e.deadline) {
+		return driver.Lease{}, errEntryLost
+	}
+	d.confirm(req.Owner, k, time.Time{}, token)
+	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: time.Duration(e.ttl) * time.Second}, nil
+}
+
+// known reports whether owner's entry at k is known to live past now.
+func (d *Driver) known(owner, k string, now time.Time) bool {
+	e := d.lookup(owner, k)
+	return e != nil && now.Before(e.deadline)
+}
+
+// renewDelay is the time until owner's entry should be renewed: a third of
+// its TTL after it was last confirmed.
+func (d *Driver) renewDelay(owner, k string) time.Duration {
+	e := d.lookup(owner, k)
+	if e == nil {
+		return 0
+	}
+	ttl := time.Duration(e.ttl) * time.Second
+	return max(time.Until(e.deadline.Add(-ttl+ttl/3)), 0)
+}
+
+// retryDelay is the time until a failed renewal is tried again.
+func (d *Driver) retryDelay(owner, k string) time.Duration {
+	e := d.lookup(owner, k)
+	if e == nil {
+		return 0
+	}
+	return min(time.Duration(e.ttl)*time.Second/10, max(time.Until(e.deadline)/2, 10*time.Millisecond))
+}
+
+// enqueue puts (or keeps) k, the entry of mode m on lease e.lease, in the
+// queue below base, in one transaction that also reads the older
+// conflicting entries, and arms wt with them. done reports that none is
+// left: the entry is granted with token.
+func (d *Driver) enqueue(ctx context.Context, m driver.Mode, base, k string, e *entry, wt *waiter) (token int64, done bool, err error) {
+	cs, ce := conflictRange(base, m)
+	isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	put := clientv3.OpPut(k, "", clientv3.WithLease(e.lease))
+	all := clientv3.OpGet(cs, clientv3.WithRange(ce), clientv3.WithKeysOnly())
+	resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(
+		clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil),
+		clientv3.OpGet(k),
+		all,
+	).Commit()
+	if err != nil {
+		return 0, false, err
+	}
+	if resp.Succeeded {
+		return resp.Header.Revision, true, nil
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return 0, false, errEntryLost
+	}
+	own := kvs[0]
+	var lower map[string]struct{}
+	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+		if kv.CreateRevision < own.CreateRevision {
+			if lower == nil {
+				lower = make(map[string]struct{})
+			}
+			lower[string(kv.Key)] = struct{}{}
+		}
+	}
+	if len(lower) == 0 {
+		return own.CreateRevision, true, nil
+	}
+	wt.arm(resp.Header.Revision, own.CreateRevision, lower)
+	return own.CreateRevision, false, nil
+}
+
+// removeEntry deletes req.Owner's queue entry after a failed wait, on a
+// fresh context if ctx is done.
+func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) {
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+	}
+	e := d.forget(req.Owner, k)
+	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
+	if err == nil && e != nil && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
+		d.putLease(e.lease, e.ttl, e.deadline)
+	}
+}
+
+// A waiter is Acquire's listener on the key's watch: it tracks the older
+// conflicting entries that are still there, and its own entry.
+type waiter struct {
+	key    string        // the waiter's own entry
+	signal chan struct{} // poked on every change
+
+	mu     sync.Mutex
+	armed  bool
+	rev    int64 // deletions at or before rev are already accounted for
+	token  int64 // the own entry's create revision
+	lower  map[string]struct{}
+	early  []delEvent // deletions seen before arm
+	gone   bool       // the own entry was deleted
+	resets bool       // the watch was re-created since arm
+}
+
+type delEvent struct {
+	key string
+	rev int64
+}
+
+func (wt *waiter) poke() {
+	select {
+	case wt.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (wt *waiter) deleted(key string, rev int64) {
+	wt.mu.Lock()
+	if wt.armed {
+		wt.apply(key, rev)
+	} else {
+		wt.early = append(wt.early, delEvent{key, rev})
+	}
+	wt.mu.Unlock()
+	wt.poke()
+}
+
+func (wt *waiter) reset(int64) {
+	wt.mu.Lock()
+	wt.resets = true
+	wt.mu.Unlock()
+	wt.poke()
+}
+
+// apply accounts for a deletion; wt.mu is held.
+func (wt *waiter) apply(key string, rev int64) {
+	if rev <= wt.rev {
+		return
+	}
+	if key == wt.key {
+		if rev > wt.token {
+			wt.gone = true
+		}
+		return
+	}
+	delete(wt.lower, key)
+}
+
+// arm starts tracking lower, the older conflicting entries seen at
+// revision rev by the entry with create revision token.
+func (wt *waiter) arm(rev, token int64, lower map[string]struct{}) {
+	wt.mu.Lock()
+	wt.armed, wt.rev, wt.token, wt.lower, wt.resets = true, rev, token, lower, false
+	for _, ev := range wt.early {
+		wt.apply(ev.key, ev.rev)
+	}
+	wt.early = nil
+	wt.mu.Unlock()
+	wt.poke()
+}
+
+// state reports the waiter's state: its own entry is gone, the watch was
+// re-created, or no older conflicting entry is left (with the entry's
+// token).
+func (wt *waiter) state() (gone, reset bool, token int64, granted bool) {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	if wt.resets {
+		wt.resets = false
+		wt.armed = false
+		return wt.gone, true, 0, false
+	}
+	return wt.gone, false, wt.token, wt.armed && len(wt.lower) == 0
+}

@@ -1,0 +1,15 @@
+package etcddriver_test
+
+import (
+	"testing"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/lockertest"
+)
+
+// TestConformance runs the lockertest suite against etcddriver on an
+// embedded etcd server, each driver with a client and connection of its
+// own, as separate processes would have.
+func TestConformance(t *testing.T) {
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return newDriver(t) })
+}

@@ -1,0 +1,2 @@
+// Package etcddriver is a locker driver for etcd.
+package etcddriver

@@ -1,0 +1,342 @@
+package etcddriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+const DefaultPrefix = "locker/"
+
+// MaxTTL is the longest lease etcd grants (9,000,000,000 seconds), which
+// TTLRange reports as the maximum.
+const MaxTTL = 9_000_000_000 * time.Second
+
+// DefaultProbeTimeout bounds New's query of the server's minimum lease TTL
+// when Options.ProbeTimeout is zero.
+const DefaultProbeTimeout = 10 * time.Second
+
+// DefaultWatchLinger is how long a key's watch stays open after its last
+// user is done, when Options.WatchLinger is zero.
+const DefaultWatchLinger = 3 * time.Second
+
+// Options configures a Driver. The zero value, like a nil *Options, selects
+// the defaults.
+type Options struct {
+	// Prefix starts every etcd key the driver uses. Empty means
+	// DefaultPrefix ("locker/"). Give every application its own prefix,
+	// or share one to share locks; no key of the driver lies outside it.
+	Prefix string
+
+	// MinTTL is the shortest lease the etcd cluster grants: 1.5 times
+	// its election timeout, rounded up to whole seconds (2s with etcd's
+	// default 1s election timeout). When it is zero, New asks the cluster
+	// by granting (and revoking) a lease of one second and reading the
+	// TTL granted. A TTL below the minimum is rejected, never rounded.
+	MinTTL time.Duration
+
+	// ProbeTimeout bounds New's query of the minimum TTL. Zero means
+	// DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+
+	// WatchLinger is how long the watch of a lock key stays open after
+	// the last waiter, holder or subscriber of the key in this driver is
+	// done, so that a key locked over and over does not open a watch
+	// each time. Zero means DefaultWatchLinger.
+	WatchLinger time.Duration
+}
+
+// Driver is a locker driver over an etcd client. It is safe for
+// concurrent use. Create it with New; Close stops its background work.
+type Driver struct {
+	client    *clientv3.Client
+	kv        clientv3.KV
+	watcher   clientv3.Watcher
+	leases    clientv3.Lease
+	rawLeases pb.LeaseClient
+	prefix    string
+	minTTL    time.Duration
+	linger    time.Duration
+
+	ctx    context.Context // ends with Close or the client
+	cancel context.CancelFunc
+	bg     sync.WaitGroup // background goroutines
+
+	mu      sync.Mutex
+	closed  bool
+	owners  map[string]*entry       // entries this driver made, by owner
+	tokens  map[holdRef]string      // entry keys of owners[…] with a known token
+	pools   map[int64][]pooledLease // idle leases by TTL in seconds
+	watches map[string]*keyWatch    // by lock base
+
+	kaMu sync.Mutex
+	ka   *kaStream // nil until needed or after it broke
+}
+
+// holdRef names a grant: the lock's base and the token.
+type holdRef struct {
+	base  string
+	token int64
+}
+
+// entry is what the driver remembers of an entry it made: which lease it
+// is attached to and how long that lease is known to live.
+type entry struct {
+	key      string // the entry's etcd key
+	base     string // the lock's base
+	lease    clientv3.LeaseID
+	ttl      int64     // seconds
+	deadline time.Time // the lease lives at least until then
+	token    int64     // create revision, once known
+}
+
+var (
+	_ driver.Driver         = (*Driver)(nil)
+	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Acquirer       = (*Driver)(nil)
+	_ driver.Queuer         = (*Driver)(nil)
+	_ driver.Notifier       = (*Driver)(nil)
+	_ driver.LossWatcher    = (*Driver)(nil)
+	_ driver.BatchRefresher = (*Driver)(nil)
+	_ driver.TTLLimiter     = (*Driver)(nil)
+	_ driver.TTLChecker     = (*Driver)(nil)
+)
+
+var errClosed = errors.New("etcddriver: driver closed")
+
+// New returns a Driver that uses client, with its KV, Watcher and Lease
+// (a client wrapped by package namespace works: every key the driver uses
+// is then in the namespace). opts may be nil. Unless opts.MinTTL is set, New
+// asks the cluster for its minimum lease TTL, which takes one lease grant
+// and one revoke, bounded by opts.ProbeTimeout. The driver does not close
+// client.
+func New(client *clientv3.Client, opts *Options) (*Driver, error) {
+	if client == nil {
+		return nil, errors.New("etcddriver: nil client")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = DefaultProbeTimeout
+	}
+	if o.WatchLinger <= 0 {
+		o.WatchLinger = DefaultWatchLinger
+	}
+	if o.MinTTL < 0 || o.MinTTL%time.Second != 0 {
+		return nil, fmt.Errorf("etcddriver: MinTTL %v is not a whole, non-negative number of seconds", o.MinTTL)
+	}
+	d := &Driver{
+		client:    client,
+		kv:        client.KV,
+		watcher:   client.Watcher,
+		leases:    client.Lease,
+		rawLeases: clientv3.RetryLeaseClient(client),
+		prefix:    o.Prefix,
+		minTTL:    o.MinTTL,
+		linger:    o.WatchLinger,
+		owners:    make(map[string]*entry),
+		tokens:    make(map[holdRef]string),
+		pools:     make(map[int64][]pooledLease),
+		watches:   make(map[string]*keyWatch),
+	}
+	d.ctx, d.cancel = context.WithCancel(client.Ctx())
+	if d.minTTL == 0 {
+		ctx, cancel := context.WithTimeout(d.ctx, o.ProbeTimeout)
+		defer cancel()
+		resp, err := d.leases.Grant(ctx, 1)
+		if err != nil {
+			d.cancel()
+			return nil, fmt.Errorf("etcddriver: probing the minimum lease TTL: %w", err)
+		}
+		d.minTTL = time.Duration(max(resp.TTL, 1)) * time.Second
+		_, _ = d.leases.Revoke(ctx, resp.ID)
+	}
+	return d, nil
+}
+
+// Close stops the driver's background work: the watches of lock keys and
+// the keep-alive stream. Holds and queue entries stay on the server until
+// their leases run out. Calls after Close fail. Close does not close the
+// client; closing the client also ends the background work.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	ws := make([]*keyWatch, 0, len(d.watches))
+	for _, w := range d.watches {
+		ws = append(ws, w)
+	}
+	d.pools = nil
+	d.mu.Unlock()
+	d.cancel()
+	for _, w := range ws {
+		w.stop()
+	}
+	d.bg.Wait()
+	return nil
+}
+
+// Prefix returns the key prefix of the driver.
+func (d *Driver) Prefix() string { return d.prefix }
+
+// SupportsShared reports true: the driver grants Mode Shared.
+func (d *Driver) SupportsShared() bool { return true }
+
+// TTLRange reports the cluster's minimum lease TTL (see Options.MinTTL)
+// and MaxTTL.
+func (d *Driver) TTLRange() (min, max time.Duration) { return d.minTTL, MaxTTL }
+
+// CheckTTL accepts whole seconds only: etcd leases have a TTL in seconds.
+func (d *Driver) CheckTTL(ttl time.Duration) error {
+	if ttl%time.Second == 0 {
+		return nil
+	}
+	lo := ttl.Truncate(time.Second)
+	if lo < d.minTTL {
+		return fmt.Errorf("etcd leases last whole seconds: use %v or more", max(d.minTTL, lo+time.Second))
+	}
+	return fmt.Errorf("etcd leases last whole seconds: use %v or %v", lo, lo+time.Second)
+}
+
+// checkTTL validates a TTL given to a driver method, for callers that do
+// not go through package locker.
+func (d *Driver) checkTTL(ttl time.Duration) (int64, error) {
+	if err := d.CheckTTL(ttl); err != nil {
+		return 0, driver.Permanent(fmt.Errorf("TTL %v: %w", ttl, err))
+	}
+	if ttl < d.minTTL {
+		return 0, driver.Permanent(fmt.Errorf("TTL %v is below the etcd cluster's minimum lease TTL of %v", ttl, d.minTTL))
+	}
+	if ttl > MaxTTL {
+		return 0, driver.Permanent(fmt.Errorf("TTL %v is above etcd's maximum lease TTL of %v", ttl, MaxTTL))
+	}
+	return int64(ttl / time.Second), nil
+}
+
+// begin refuses a call on a done context or a closed driver.
+func (d *Driver) begin(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d.ctx.Err() != nil {
+		return errClosed
+	}
+	return nil
+}
+
+// opError names the operation and key of err.
+func opError(op, key string, err error) error {
+	return fmt.Errorf("etcddriver: %s %q: %w", op, key, err)
+}
+
+func permanentf(format string, args ...any) error {
+	return driver.Permanent(fmt.Errorf(format, args...))
+}
+
+// base returns the base of key's entries.
+func (d *Driver) base(key string) string { return lockBase(d.prefix, key) }
+
+// lookup returns the entry the driver made for owner at key k, or nil.
+func (d *Driver) lookup(owner, k string) *entry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.owners[owner]; e != nil && e.key == k {
+		c := *e
+		return &c
+	}
+	return nil
+}
+
+// remember records e as owner's entry.
+func (d *Driver) remember(owner string, e *entry) {
+	d.mu.Lock()
+	if !d.closed {
+		if old := d.owners[owner]; old != nil && old.token != 0 {
+			delete(d.tokens, holdRef{old.base, old.token})
+		}
+		c := *e
+		d.owners[owner] = &c
+		if c.token != 0 {
+			d.tokens[holdRef{c.base, c.token}] = c.key
+		}
+	}
+	d.mu.Unlock()
+}
+
+// confirm extends the known life of owner's entry at k after a keep-alive
+// sent at sent was confirmed, and records its token when known.
+func (d *Driver) confirm(owner, k string, sent time.Time, token int64) {
+	d.mu.Lock()
+	if e := d.owners[owner]; e != nil && e.key == k {
+		if dl := sent.Add(time.Duration(e.ttl) * time.Second); dl.After(e.deadline) {
+			e.deadline = dl
+		}
+		if token != 0 && e.token != token {
+			if e.token != 0 {
+				delete(d.tokens, holdRef{e.base, e.token})
+			}
+			e.token = token
+			d.tokens[holdRef{e.base, token}] = e.key
+		}
+	}
+	d.mu.Unlock()
+}
+
+// forget drops owner's entry at k and returns it.
+func (d *Driver) forget(owner, k string) *entry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.owners[owner]
+	if e == nil || e.key != k {
+		return nil
+	}
+	delete(d.owners, owner)
+	if e.token != 0 {
+		delete(d.tokens, holdRef{e.base, e.token})
+	}
+	return e
+}
+
+// Cmp returns the comparison that holds, in an etcd transaction, exactly
+// while the hold of key with fencing token token is in place:
+//
+//	CreateRevision(<entry key>) == token
+//
+// Put it in the If of a transaction on the same cluster to make the
+// transaction's writes conditional on still holding the lock:
+//
+//	cmp, err := d.Cmp(m.Key(), uint64(m.Token()))
+//	resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut("data", v)).Commit()
+//	if !resp.Succeeded { /* the hold is gone: nothing was written */ }
+//
+// A hold's entry key names its owner, which only the driver that granted
+// the hold knows: Cmp works for holds granted through d and not yet
+// released, and returns an error wrapping driver.ErrNotHeld otherwise. It
+// makes no request to the server.
+func (d *Driver) Cmp(key string, token uint64) (clientv3.Cmp, error) {
+	if token == 0 || token > 1<<63-1 {
+		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("token %d: %w", token, driver.ErrNotHeld))
+	}
+	d.mu.Lock()
+	k := d.tokens[holdRef{d.base(key), int64(token)}]
+	d.mu.Unlock()
+	if k == "" {
+		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("no hold with token %d granted by this driver: %w", token, driver.ErrNotHeld))
+	}
+	return clientv3.Compare(clientv3.CreateRevision(k), "=", int64(token)), nil
+}

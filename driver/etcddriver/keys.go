@@ -1,0 +1,100 @@
+package etcddriver
+
+import (
+	"strings"
+
+	"github.com/go-locker/locker/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Entry keys of one lock, below its base "<prefix><escaped key>/":
+//
+//	w/<owner>  an exclusive entry (a writer: holder or waiter)
+//	r/<owner>  a shared entry (a reader: holder or waiter)
+const (
+	writers = "w/"
+	readers = "r/"
+)
+
+// escapeKey escapes '%' and '/' in key as %25 and %2F. The result never
+// contains '/', and unescaping it gives key back, so the mapping is
+// injective.
+func escapeKey(key string) string {
+	n := strings.Count(key, "%") + strings.Count(key, "/")
+	if n == 0 {
+		return key
+	}
+	var b strings.Builder
+	b.Grow(len(key) + 2*n)
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '/':
+			b.WriteString("%2F")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// unescapeKey inverts escapeKey. It reports false for a string that
+// escapeKey cannot have returned.
+func unescapeKey(s string) (string, bool) {
+	if strings.IndexByte(s, '/') >= 0 {
+		return "", false
+	}
+	if strings.IndexByte(s, '%') < 0 {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "%25"):
+			b.WriteByte('%')
+		case strings.HasPrefix(s[i:], "%2F"):
+			b.WriteByte('/')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
+}
+
+// lockBase returns the base of key's entries: prefix, the escaped key,
+// and a '/' that ends it. As the escaped key has no '/', no base is a
+// prefix of another, so the key ranges of two locks never overlap.
+func lockBase(prefix, key string) string {
+	return prefix + escapeKey(key) + "/"
+}
+
+// modeDir returns the sub-prefix of entries in mode m.
+func modeDir(m driver.Mode) string {
+	if m == driver.Shared {
+		return readers
+	}
+	return writers
+}
+
+// entryKey returns the key of owner's entry in mode m below base.
+func entryKey(base string, m driver.Mode, owner string) string {
+	return base + modeDir(m) + owner
+}
+
+// conflictRange returns the range [start, end) of the entries that an
+// entry in mode m waits for: every entry of the lock for Exclusive, the
+// exclusive entries for Shared.
+func conflictRange(base string, m driver.Mode) (start, end string) {
+	if m == driver.Shared {
+		start = base + writers
+	} else {
+		start = base
+	}
+	return start, clientv3.GetPrefixRangeEnd(start)
+}

@@ -1,0 +1,34 @@
+package etcddriver_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/go-locker/locker/internal/etcdtest"
+	"go.uber.org/goleak"
+)
+
+// server is the embedded etcd server shared by the tests of this package.
+var server *etcdtest.Member
+
+type mainM struct{ m *testing.M }
+
+func (m mainM) Run() int {
+	var err error
+	server, err = etcdtest.StartServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "etcddriver tests:", err)
+		return 1
+	}
+	code := m.m.Run()
+	if err := server.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "etcddriver tests:", err)
+		code = 1
+	}
+	return code
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(mainM{m}, etcdtest.IgnoreGoroutines()...)
+}

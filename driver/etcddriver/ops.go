@@ -1,0 +1,374 @@
+package etcddriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errLeaseGone reports that an entry's lease vanished during a call.
+var errLeaseGone = errors.New("the entry's lease expired or was revoked during the call")
+
+// TryAcquire implements driver.Driver in one transaction (see the package
+// documentation): it grants req.Key to req.Owner if no conflicting entry
+// exists, re-grants it with the same token if req.Owner already holds it,
+// and otherwise returns a *driver.LockedError and leaves nothing behind
+// (an entry req.Owner queued earlier with TryAcquireQueued or Acquire
+// keeps its place).
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	l, err := d.tryAcquire(ctx, req, false)
+	if err != nil {
+		return driver.Lease{}, opError("acquire", req.Key, err)
+	}
+	return l, nil
+}
+
+// TryAcquireQueued implements driver.Queuer: it is TryAcquire, except that
+// when the key cannot be granted it puts req.Owner's entry in the key's
+// queue (or keeps it there and renews its lease). Entries are served in
+// the order of their create revisions.
+func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	l, err := d.tryAcquire(ctx, req, true)
+	if err != nil {
+		return driver.Lease{}, opError("acquire", req.Key, err)
+	}
+	return l, nil
+}
+
+func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
+	if err := d.begin(ctx); err != nil {
+		return driver.Lease{}, err
+	}
+	ttl, err := d.checkTTL(req.TTL)
+	if err != nil {
+		return driver.Lease{}, err
+	}
+	base := d.base(req.Key)
+	k := entryKey(base, req.Mode, req.Owner)
+	for attempt := 0; ; attempt++ {
+		l, retry, err := d.tryOnce(ctx, req, base, k, ttl, queued)
+		if retry && attempt == 0 {
+			continue
+		}
+		return l, err
+	}
+}
+
+// entryFor returns the entry owner has at k, or a new one on a lease of ttl
+// seconds from the pool (fresh false: its life must be proved by a
+// keep-alive) or granted now (fresh true). A new entry is remembered before
+// it is put, so that a retry or a Release finds its lease.
+func (d *Driver) entryFor(ctx context.Context, owner, base, k string, ttl int64) (e *entry, isNew, fresh bool, err error) {
+	if e := d.lookup(owner, k); e != nil {
+		return e, false, false, nil
+	}
+	id, deadline, fresh, err := d.takeLease(ctx, ttl)
+	if err != nil {
+		return nil, false, false, err
+	}
+	e = &entry{key: k, base: base, lease: id, ttl: ttl, deadline: deadline}
+	d.remember(owner, e)
+	return e, true, fresh, nil
+}
+
+// tryOnce makes one attempt. retry reports that the attempt failed
+// because an idle lease had vanished, so that a new attempt (with a new
+// lease) may succeed.
+func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base, k string, ttl int64, queued bool) (_ driver.Lease, retry bool, _ error) {
+	e, isNew, fresh, err := d.entryFor(ctx, req.Owner, base, k, ttl)
+	if err != nil {
+		return driver.Lease{}, false, err
+	}
+	// The keep-alive goes out with the transaction: it proves that the
+	// lease lives ttl from now (an idle lease from the pool), or renews the
+	// owner's existing entry.
+	var ka *kaCall
+	if !fresh {
+		ka = d.keepAlive(e.lease)
+	}
+	cs, ce := conflictRange(base, req.Mode)
+	isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	put := clientv3.OpPut(k, "", clientv3.WithLease(e.lease))
+	els := make([]clientv3.Op, 0, 3)
+	if queued {
+		els = append(els, clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil))
+	}
+	els = append(els, clientv3.OpGet(k), firstOp(cs, ce))
+	resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+	if err != nil {
+		if isNew && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
+			d.forget(req.Owner, k) // an idle lease that etcd no longer has
+			return driver.Lease{}, true, err
+		}
+		return driver.Lease{}, false, err
+	}
+	granted, token, own := false, int64(0), (*mvccpb.KeyValue)(nil)
+	if resp.Succeeded {
+		granted, token = true, resp.Header.Revision
+	} else {
+		rs := resp.Responses[len(resp.Responses)-2:]
+		if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			own = kvs[0]
+			token = own.CreateRevision
+			granted = isHead(req.Mode, own, rs[1].GetResponseRange().Kvs)
+		}
+	}
+	if !resp.Succeeded && own == nil {
+		// Refused, and no entry of req.Owner: nothing to keep.
+		d.dropEntry(ctx, req.Owner, k, e, ka)
+		return driver.Lease{}, false, &driver.LockedError{}
+	}
+	// req.Owner has an entry now: make sure its lease lives ttl from the
+	// start of this call, as a grant needs and a queue entry's renewal
+	// promises.
+	if !fresh || (own != nil && clientv3.LeaseID(own.Lease) != e.lease) {
+		if own != nil && clientv3.LeaseID(own.Lease) != e.lease {
+			// The entry is on another lease than the driver knew.
+			if isNew {
+				d.putLease(e.lease, ttl, e.deadline)
+			}
+			e = &entry{key: k, base: base, lease: clientv3.LeaseID(own.Lease), ttl: ttl}
+			d.remember(req.Owner, e)
+			ka = d.keepAlive(e.lease)
+		}
+		left, err := ka.result(ctx)
+		if err != nil {
+			return driver.Lease{}, false, err
+		}
+		if left <= 0 {
+			d.forget(req.Owner, k)
+			return driver.Lease{}, false, errLeaseGone
+		}
+		ttl = left
+		d.confirm(req.Owner, k, ka.sent, 0)
+	}
+	if !granted {
+		return driver.Lease{}, false, &driver.LockedError{}
+	}
+	d.confirm(req.Owner, k, time.Time{}, token)
+	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: time.Duration(ttl) * time.Second}, false, nil
+}
+
+// dropEntry forgets an entry that a refused TryAcquire did not put, and
+// returns its lease to the pool when the lease was taken for it.
+func (d *Driver) dropEntry(ctx context.Context, owner, k string, e *entry, ka *kaCall) {
+	d.forget(owner, k)
+	deadline := e.deadline
+	if ka != nil {
+		select {
+		case <-ka.done:
+			if ka.err != nil || ka.ttl <= 0 {
+				return
+			}
+			deadline = ka.sent.Add(time.Duration(ka.ttl) * time.Second)
+		default:
+			// Do not wait for it: the lease is known to live until
+			// e.deadline anyway.
+		}
+	}
+	d.putLease(e.lease, e.ttl, deadline)
+}
+
+// firstOp returns the Get of the oldest entry in [start, end).
+func firstOp(start, end string) clientv3.Op {
+	return clientv3.OpGet(start, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+}
+
+// freeCmp holds when [start, end) has no key.
+func freeCmp(start, end string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.Version(start), "=", 0).WithRange(end)
+}
+
+// isHead reports whether own, an entry in mode m, is granted: no
+// conflicting entry is older. first is the oldest conflicting entry, if
+// any (for Exclusive, possibly own itself).
+func isHead(m driver.Mode, own *mvccpb.KeyValue, first []*mvccpb.KeyValue) bool {
+	if len(first) == 0 {
+		return true
+	}
+	return first[0].CreateRevision >= own.CreateRevision
+}
+
+// Refresh implements driver.Driver: one linearizable Get of l's entry,
+// with a keep-alive of its lease sent alongside on the driver's keep-alive
+// stream. The entry must exist with create revision l.Token (or, when
+// l.Token is 0, be at the head of the queue) and its lease must still
+// exist; etcd then extends the lease to its full TTL from the keep-alive.
+func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	if err := d.begin(ctx); err != nil {
+		return driver.Lease{}, opError("refresh", l.Key, err)
+	}
+	base := d.base(l.Key)
+	k := entryKey(base, l.Mode, l.Owner)
+	var ka *kaCall
+	if e := d.lookup(l.Owner, k); e != nil {
+		ka = d.keepAlive(e.lease)
+	}
+	var own *mvccpb.KeyValue
+	head := true
+	if l.Token != 0 {
+		resp, err := d.kv.Get(ctx, k)
+		if err != nil {
+			return driver.Lease{}, opError("refresh", l.Key, err)
+		}
+		if len(resp.Kvs) > 0 {
+			own = resp.Kvs[0]
+		}
+	} else {
+		cs, ce := conflictRange(base, l.Mode)
+		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), firstOp(cs, ce)).Commit()
+		if err != nil {
+			return driver.Lease{}, opError("refresh", l.Key, err)
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			own = kvs[0]
+			head = isHead(l.Mode, own, resp.Responses[1].GetResponseRange().Kvs)
+		}
+	}
+	if err := d.checkHeld(ctx, l, k, own, head, ka); err != nil {
+		return driver.Lease{}, opError("refresh", l.Key, err)
+	}
+	return l, nil
+}
+
+// checkHeld completes a refresh of l, whose entry k was read as own:
+// it fails with ErrNotHeld unless own is l's granted entry, and waits for
+// the keep-alive of own's lease (sending one if ka is not for it).
+func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, k string, own *mvccpb.KeyValue, head bool, ka *kaCall) error {
+	if own == nil || (l.Token != 0 && own.CreateRevision != int64(l.Token)) || !head {
+		if own == nil {
+			d.forget(l.Owner, k)
+		}
+		return fmt.Errorf("no entry with token %d: %w", l.Token, driver.ErrNotHeld)
+	}
+	if ka == nil || ka.id != clientv3.LeaseID(own.Lease) {
+		ka = d.keepAlive(clientv3.LeaseID(own.Lease))
+	}
+	left, err := ka.result(ctx)
+	if err != nil {
+		return err
+	}
+	if left <= 0 {
+		d.forget(l.Owner, k)
+		return fmt.Errorf("lease %x expired or revoked: %w", own.Lease, driver.ErrNotHeld)
+	}
+	d.confirm(l.Owner, k, ka.sent, own.CreateRevision)
+	return nil
+}
+
+// maxBatchOps bounds the operations per transaction of RefreshBatch, below
+// etcd's default --max-txn-ops of 128.
+const maxBatchOps = 100
+
+// RefreshBatch implements driver.BatchRefresher: the keep-alives of all
+// leases go out at once on the keep-alive stream, and the entries are read
+// in one read-only transaction per 100 leases, all concurrently, so that a
+// batch takes about one round trip.
+func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
+	errs := make([]error, len(ls))
+	if len(ls) == 0 {
+		return errs
+	}
+	if err := d.begin(ctx); err != nil {
+		for i, l := range ls {
+			errs[i] = opError("refresh", l.Key, err)
+		}
+		return errs
+	}
+	keys := make([]string, len(ls))
+	kas := make([]*kaCall, len(ls))
+	for i, l := range ls {
+		keys[i] = entryKey(d.base(l.Key), l.Mode, l.Owner)
+		if e := d.lookup(l.Owner, keys[i]); e != nil {
+			kas[i] = d.keepAlive(e.lease)
+		}
+	}
+	owns := make([]*mvccpb.KeyValue, len(ls))
+	heads := make([]bool, len(ls))
+	readErrs := make([]error, len(ls))
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(ls); lo += maxBatchOps / 2 {
+		hi := min(lo+maxBatchOps/2, len(ls))
+		wg.Go(func() {
+			ops := make([]clientv3.Op, 0, 2*(hi-lo))
+			for i := lo; i < hi; i++ {
+				cs, ce := conflictRange(d.base(ls[i].Key), ls[i].Mode)
+				ops = append(ops, clientv3.OpGet(keys[i]), firstOp(cs, ce))
+			}
+			resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
+			for i := lo; i < hi; i++ {
+				if err != nil {
+					readErrs[i] = err
+					continue
+				}
+				heads[i] = true
+				if kvs := resp.Responses[2*(i-lo)].GetResponseRange().Kvs; len(kvs) > 0 {
+					owns[i] = kvs[0]
+					if ls[i].Token == 0 {
+						heads[i] = isHead(ls[i].Mode, kvs[0], resp.Responses[2*(i-lo)+1].GetResponseRange().Kvs)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// Keep-alives the driver could not send ahead go out together now.
+	for i := range ls {
+		if readErrs[i] == nil && owns[i] != nil && (kas[i] == nil || kas[i].id != clientv3.LeaseID(owns[i].Lease)) {
+			kas[i] = d.keepAlive(clientv3.LeaseID(owns[i].Lease))
+		}
+	}
+	for i, l := range ls {
+		if err := readErrs[i]; err != nil {
+			errs[i] = opError("refresh", l.Key, err)
+			continue
+		}
+		if err := d.checkHeld(ctx, l, keys[i], owns[i], heads[i], kas[i]); err != nil {
+			errs[i] = opError("refresh", l.Key, err)
+		}
+	}
+	return errs
+}
+
+// Release implements driver.Driver: one Delete of l's entry, which wakes
+// the key's waiters through their watches. It returns an error wrapping
+// driver.ErrNotHeld when the entry was not there, or had another create
+// revision than l.Token. With l.Token 0 (the removal of a queue entry) it
+// returns nil only if this driver granted the entry, and ErrNotHeld for an
+// entry that was only queued, even if it had reached the head of the queue
+// meanwhile. Either way the entry of l.Owner is gone afterwards, and its
+// lease goes back to the driver's pool for the next entry.
+func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
+	if err := d.begin(ctx); err != nil {
+		return opError("release", l.Key, err)
+	}
+	k := entryKey(d.base(l.Key), l.Mode, l.Owner)
+	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
+	e := d.forget(l.Owner, k)
+	if err != nil {
+		return opError("release", l.Key, err)
+	}
+	var prev *mvccpb.KeyValue
+	if len(resp.PrevKvs) > 0 {
+		prev = resp.PrevKvs[0]
+	}
+	if e != nil && prev != nil && clientv3.LeaseID(prev.Lease) == e.lease {
+		d.putLease(e.lease, e.ttl, e.deadline)
+	}
+	switch {
+	case prev == nil:
+		return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
+	case l.Token != 0 && prev.CreateRevision != int64(l.Token):
+		return opError("release", l.Key, fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", prev.CreateRevision, l.Token, driver.ErrNotHeld))
+	case l.Token == 0 && (e == nil || e.token != prev.CreateRevision):
+		return opError("release", l.Key, fmt.Errorf("the entry was not granted (removed): %w", driver.ErrNotHeld))
+	}
+	return nil
+}

@@ -1,0 +1,356 @@
+package etcddriver
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A keyWatch is the driver's watch of one lock's key range, shared by the
+// driver's waiters, loss watchers and subscriptions of that lock. It
+// watches deletions only (WithFilterPut): an entry leaves the range when its
+// owner releases it or leaves the queue, or when its lease expires or is
+// revoked.
+//
+// The watch starts at the current revision (not an old one), so etcd
+// counts it as synced at once and sends every later event as it happens;
+// a watch started at an old revision waits for etcd's 100 ms resync loop
+// instead. The revision in the created reply is the point from which no
+// event is missed: users that looked at the range before it check again.
+type keyWatch struct {
+	d      *Driver
+	base   string
+	refs   int         // guarded by d.mu
+	idle   *time.Timer // guarded by d.mu; runs while refs == 0
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	ready  chan struct{} // closed once the watch was first created
+
+	mu          sync.Mutex
+	established bool
+	rev         int64 // every deletion after rev is delivered
+	listeners   map[listener]struct{}
+}
+
+// A listener receives a keyWatch's events. Its methods are called with the
+// keyWatch's mutex held, in revision order; they must not block.
+type listener interface {
+	// deleted reports that key was deleted at revision rev.
+	deleted(key string, rev int64)
+	// reset reports that the watch broke and was created again at rev:
+	// deletions between the last event and rev may have been missed.
+	reset(rev int64)
+}
+
+// watch returns the keyWatch of base with one more reference; drop it
+// with release.
+func (d *Driver) watch(base string) *keyWatch {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := d.watches[base]
+	if w == nil {
+		w = &keyWatch{
+			d:         d,
+			base:      base,
+			done:      make(chan struct{}),
+			ready:     make(chan struct{}),
+			listeners: make(map[listener]struct{}),
+		}
+		w.ctx, w.cancel = context.WithCancel(d.ctx)
+		if !d.closed {
+			d.watches[base] = w
+			d.bg.Add(1)
+			go w.run()
+		} else {
+			w.cancel()
+			close(w.done)
+		}
+	}
+	w.refs++
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+	return w
+}
+
+// release drops a reference taken by watch. The watch stays open for the
+// driver's linger time after the last one, for the next user.
+func (w *keyWatch) release() {
+	d := w.d
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w.refs--
+	if w.refs > 0 || d.watches[w.base] != w {
+		return
+	}
+	w.idle = time.AfterFunc(d.linger, func() {
+		d.mu.Lock()
+		if w.refs > 0 || d.watches[w.base] != w {
+			d.mu.Unlock()
+			return
+		}
+		delete(d.watches, w.base)
+		w.idle = nil
+		d.mu.Unlock()
+		w.stop()
+	})
+}
+
+// stop ends the watch and waits for its goroutine.
+func (w *keyWatch) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// add registers l and reports whether the watch is established and from
+// which revision on it delivers every deletion.
+func (w *keyWatch) add(l listener) (established bool, rev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.listeners[l] = struct{}{}
+	return w.established, w.rev
+}
+
+// remove unregisters l; once it returns, l gets no more calls.
+func (w *keyWatch) remove(l listener) {
+	w.mu.Lock()
+	delete(w.listeners, l)
+	w.mu.Unlock()
+}
+
+// waitReady waits until the watch is created, and returns the revision
+// from which it delivers every deletion.
+func (w *keyWatch) waitReady(ctx context.Context) (int64, error) {
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-w.done:
+		return 0, errClosed
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rev, nil
+}
+
+// run keeps the watch open until the keyWatch is stopped.
+func (w *keyWatch) run() {
+	defer w.d.bg.Done()
+	defer close(w.done)
+	backoff := 10 * time.Millisecond
+	for w.ctx.Err() == nil {
+		// WithRequireLeader: a member cut off from its cluster ends the
+		// watch instead of leaving it silent, and the client moves on.
+		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(w.ctx))
+		ch := w.d.watcher.Watch(ctx, w.base, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+		for resp := range ch {
+			if resp.Created {
+				w.created(resp.Header.Revision)
+				backoff = 10 * time.Millisecond
+				continue
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == mvccpb.DELETE {
+					w.dispatch(string(ev.Kv.Key), ev.Kv.ModRevision)
+				}
+			}
+		}
+		cancel()
+		if w.ctx.Err() != nil || w.d.client.Ctx().Err() != nil {
+			return
+		}
+		select {
+		case <-time.After(backoff):
+		case <-w.ctx.Done():
+			return
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// created records that the watch was (re)created at rev.
+func (w *keyWatch) created(rev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	first := !w.established
+	w.established, w.rev = true, rev
+	if first {
+		close(w.ready)
+		return
+	}
+	for l := range w.listeners {
+		l.reset(rev)
+	}
+}
+
+func (w *keyWatch) dispatch(key string, rev int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rev > w.rev {
+		w.rev = rev
+	}
+	for l := range w.listeners {
+		l.deleted(key, rev)
+	}
+}
+
+// Subscribe implements driver.Notifier: the subscription's channel
+// receives a value whenever an entry of key is deleted (a release, a
+// waiter leaving the queue, an expiry or a revocation), and whenever the
+// driver had to re-create the key's watch. Subscribe returns once the
+// key's watch is in place, so that no later release is missed.
+func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	if err := d.begin(ctx); err != nil {
+		return nil, opError("subscribe", key, err)
+	}
+	w := d.watch(d.base(key))
+	s := &subscription{w: w, c: make(chan struct{}, 1)}
+	w.add(s)
+	if _, err := w.waitReady(ctx); err != nil {
+		s.Close()
+		return nil, opError("subscribe", key, err)
+	}
+	return s, nil
+}
+
+type subscription struct {
+	w    *keyWatch
+	c    chan struct{}
+	once sync.Once
+}
+
+func (s *subscription) notify() {
+	select {
+	case s.c <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscription) deleted(string, int64) { s.notify() }
+func (s *subscription) reset(int64)           { s.notify() }
+
+// C implements driver.Subscription.
+func (s *subscription) C() <-chan struct{} { return s.c }
+
+// Close implements driver.Subscription.
+func (s *subscription) Close() error {
+	s.once.Do(func() {
+		s.w.remove(s)
+		s.w.release()
+	})
+	return nil
+}
+
+// WatchLoss implements driver.LossWatcher. lost is called, at most once,
+// when etcd deletes l's entry other than through Release of l: its lease
+// expired or was revoked, or someone deleted the key. The deletion reaches
+// the driver through the key's watch, as it reaches every other client, so
+// the holder hears of it no later than a waiter that is about to take the
+// key (which then still confirms its grant with a round trip). If l is no
+// longer held when WatchLoss is called, or the key's watch had to be
+// re-created and l's entry is gone, lost is called once the driver has
+// checked. lost runs on a goroutine of the driver's and must not block or
+// call stop; once stop returns, lost is not called.
+func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
+	if l.Token == 0 || lost == nil {
+		return func() {}
+	}
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	if closed {
+		return func() {}
+	}
+	base := d.base(l.Key)
+	w := d.watch(base)
+	ll := &lossListener{d: d, w: w, lease: l, key: entryKey(base, l.Mode, l.Owner), token: int64(l.Token), lost: lost, stopc: make(chan struct{})}
+	if established, rev := w.add(ll); !established || rev >= ll.token {
+		// The watch may have started after the entry was deleted.
+		ll.verifyAsync()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.remove(ll)
+			ll.mu.Lock()
+			ll.stopped = true
+			close(ll.stopc)
+			ll.mu.Unlock()
+			w.release()
+		})
+	}
+}
+
+type lossListener struct {
+	d     *Driver
+	w     *keyWatch
+	lease driver.Lease
+	key   string
+	token int64
+	lost  func(error)
+	stopc chan struct{}
+
+	mu      sync.Mutex
+	stopped bool
+	fired   bool
+}
+
+func (ll *lossListener) deleted(key string, rev int64) {
+	if key == ll.key && rev > ll.token {
+		ll.fire(fmt.Errorf("etcd deleted the entry at revision %d (lease expired or revoked, or key deleted): %w", rev, driver.ErrNotHeld))
+	}
+}
+
+func (ll *lossListener) reset(int64) { ll.verifyAsync() }
+
+func (ll *lossListener) fire(err error) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if ll.stopped || ll.fired {
+		return
+	}
+	ll.fired = true
+	ll.lost(opError("watch", ll.lease.Key, err))
+}
+
+// verifyAsync checks, once the watch is in place, that the entry still
+// exists with its token, and reports the loss if not.
+func (ll *lossListener) verifyAsync() {
+	d := ll.d
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		select {
+		case <-ll.w.ready:
+		case <-ll.stopc:
+			return
+		case <-ll.w.done:
+			return
+		}
+		for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
+			resp, err := d.kv.Get(ctx, ll.key)
+			cancel()
+			if err == nil {
+				if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != ll.token {
+					ll.fire(fmt.Errorf("the entry is gone: %w", driver.ErrNotHeld))
+				}
+				return
+			}
+			select {
+			case <-time.After(delay):
+			case <-ll.stopc:
+				return
+			case <-d.ctx.Done():
+				return
+			}
+		}
+	}()
+}

@@ -1,0 +1,64 @@
+package etcdtest
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestStart(t *testing.T) {
+	m := Start(t)
+	c := m.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Get(ctx, "k")
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v" {
+		t.Fatalf("Get = %v, %v", r, err)
+	}
+	// The minimum lease TTL is 1 s: a request for 1 s is granted as is.
+	g, err := c.Grant(ctx, 1)
+	if err != nil || g.TTL != 1 {
+		t.Fatalf("Grant(1) = %v, %v; want TTL 1", g, err)
+	}
+}
+
+func TestClusterLeaderStop(t *testing.T) {
+	c := StartCluster(t, 3)
+	cli := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := c.Leader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "k", "1"); err != nil {
+		t.Fatal(err)
+	}
+	c.Members[l].Stop()
+	l2, err := c.Leader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2 == l {
+		t.Fatalf("leader %d still leads after it stopped", l)
+	}
+	if err := c.WaitReady(ctx, cli); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "k", "2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Members[l].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Leader(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	g, err := cli.Grant(ctx, 1)
+	if err != nil || g.TTL != 1 {
+		t.Fatalf("Grant(1) = %v, %v; want TTL 1", g, err)
+	}
+}
