@@ -237,6 +237,27 @@ func (r *report) writeUncontended(w io.Writer) {
 	table(w, "llrrrrrrrrrr", []string{"server", "system", "pairs/s", "p50 µs", "p99 µs", "round trips/pair", "server cmds/pair", "allocs/pair", "bytes/pair", "client CPU µs/pair", "server CPU µs/pair", "errors"}, rows)
 }
 
+// mix formats a command mix as calls per unit, most frequent first.
+func mix(cmds cmdStats, n int) string {
+	names := make([]string, 0, len(cmds))
+	for k := range cmds {
+		names = append(names, k)
+	}
+	slices.SortFunc(names, func(a, b string) int {
+		if c := int(cmds[b] - cmds[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var parts []string
+	for _, k := range names {
+		if v := float64(cmds[k]) / float64(n); v >= 0.005 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, v))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 func (r *report) writeCommands(w io.Writer) {
 	var rows [][]string
 	for _, s := range r.systems {
@@ -244,27 +265,21 @@ func (r *report) writeCommands(w io.Writer) {
 		if u == nil || s.server != "redis" || u.pairs == 0 {
 			continue
 		}
-		names := make([]string, 0, len(u.d.cmds))
-		for k := range u.d.cmds {
-			names = append(names, k)
-		}
-		slices.SortFunc(names, func(a, b string) int {
-			if c := int(u.d.cmds[b] - u.d.cmds[a]); c != 0 {
-				return c
+		rows = append(rows, []string{bold(s.name, s.kind == kindLocker), "uncontended", per(u.d.cmds.total(), u.pairs), mix(u.d.cmds, u.pairs)})
+	}
+	for _, s := range r.systems {
+		for _, c := range r.con[s] {
+			if s.server != "redis" || c.acquisitions == 0 {
+				continue
 			}
-			return strings.Compare(a, b)
-		})
-		var mix []string
-		for _, k := range names {
-			mix = append(mix, fmt.Sprintf("%s %s", k, per(u.d.cmds[k], u.pairs)))
+			rows = append(rows, []string{bold(s.name, s.kind == kindLocker), fmt.Sprintf("N=%d, per acquisition", c.n), per(c.d.cmds.total(), c.acquisitions), mix(c.d.cmds, c.acquisitions)})
 		}
-		rows = append(rows, []string{bold(s.name, s.kind == kindLocker), per(u.d.cmds.total(), u.pairs), strings.Join(mix, ", ")})
 	}
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "### Redis server commands per uncontended pair\n\n`INFO commandstats` deltas divided by pairs; commands that scripts run (`redis.call`) count too, so the mix shows what each script does.\n\n")
-	table(w, "lrl", []string{"system", "cmds/pair", "mix (calls per pair)"}, rows)
+	fmt.Fprintf(w, "### Redis server commands\n\n`INFO commandstats` deltas per uncontended pair, and per acquisition in the contended cells; commands that scripts run (`redis.call`) count too, so the mix shows what each script does.\n\n")
+	table(w, "llrl", []string{"system", "cell", "cmds", "mix (calls per pair or acquisition)"}, rows)
 }
 
 func (r *report) writeParallel(w io.Writer) {
