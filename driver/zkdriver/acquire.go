@@ -48,19 +48,22 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		}
 		d.mu.Unlock()
 	}
+	var q queue
+	var gone int
 	if n == nil {
-		var numChildren int32
+		var r createResult
 		var err error
-		n, numChildren, err = d.create(ctx, op, req, parent)
+		n, r, err = d.create(ctx, op, req, parent)
 		if err != nil {
 			return driver.Lease{}, err
 		}
-		if numChildren == 1 {
+		if r.numChildren == 1 {
 			return d.grant(n, true), nil
 		}
+		q, gone = d.takeSnapshot(nk, n, r)
 	}
 	d.markHot(req.Key)
-	l, err := d.wait(ctx, n, req)
+	l, err := d.wait(ctx, n, req, q, gone)
 	if err != nil {
 		_ = d.dropNode(ctx, n)
 		if ctx.Err() != nil {
@@ -72,7 +75,18 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 }
 
 // wait waits until n is granted; see Acquire.
-func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.Lease, error) {
+//
+// It watches the node it waits for (pred) and, when more than one node
+// blocks it, also the blocking node before that one (pprev): when pprev
+// goes, it lists the queue again, so that by the time pred goes it knows
+// whether pred was the last node in its way and can take the lock at once,
+// without listing the queue on the handoff path. Each node therefore has
+// at most two watchers among the exclusive waiters (readers behind a
+// writer all watch it, as in Curator's read-write lock).
+//
+// known, if not nil, is the queue as it is now but for gone nodes, not
+// known which, that were deleted from before n (see takeSnapshot).
+func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known queue, gone int) (driver.Lease, error) {
 	d.mu.Lock()
 	parent, path, ttl, written, session := n.parent, n.path, n.ttl, n.written, n.session
 	d.mu.Unlock()
@@ -88,10 +102,10 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 	expiry.Stop()
 	defer expiry.Stop()
 	retry := &retrier{}
+	var failingSince time.Time
 
 	// pause waits after a transient error; it returns an error when the
 	// wait must end.
-	var failingSince time.Time
 	pause := func(cause error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -126,6 +140,10 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 			return ctx.Err()
 		}
 	}
+	ok := func() {
+		retry.reset()
+		failingSince = time.Time{}
+	}
 	// keep rewrites n's node; it returns an error when the node is gone.
 	keep := func() error {
 		sent := time.Now()
@@ -145,49 +163,91 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 		}
 		return nil
 	}
-
-	for {
-		names, err := call(ctx, func() ([]string, error) {
-			names, _, err := d.conn.Children(parent)
-			return names, err
+	getW := func(p string) (watchResult, error) {
+		return call(ctx, func() (watchResult, error) {
+			data, stat, ch, err := d.conn.GetW(p)
+			return watchResult{data, stat, ch}, err
 		}, nil)
-		if err != nil {
-			if errors.Is(err, zk.ErrNoNode) {
+	}
+
+	var (
+		list     = true // the queue must be listed
+		pred     string // the node waited for
+		only     bool   // pred is the last node in the way
+		predCh   <-chan zk.Event
+		predVer  int32
+		seenZxid int64 // pred's version, first seen at seenAt
+		seenAt   time.Time
+		pprev    string // the blocking node before pred, if any
+		pprevCh  <-chan zk.Event
+		granted  = func() (driver.Lease, error) { return d.grant(n, true), nil }
+		// sure is false while only counts on unknown deletions from a
+		// snapshot not having taken pred: until pred is seen to exist.
+		sure bool
+	)
+	for {
+		if list {
+			q, unknown := known, gone
+			known, gone = nil, 0
+			if q != nil && unknown > 0 {
+				// Usable only if the gone nodes cannot matter: an
+				// exclusive node waits for every node before it, so only
+				// their number does, as long as pred and pprev are
+				// there (which their reads check).
+				if i := q.index(name); req.Mode != driver.Exclusive || i < 0 || unknown >= i {
+					q = nil
+				}
+			}
+			if q == nil {
+				unknown = 0
+				names, err := call(ctx, func() ([]string, error) {
+					names, _, err := d.conn.Children(parent)
+					return names, err
+				}, nil)
+				if err != nil {
+					if errors.Is(err, zk.ErrNoNode) {
+						return driver.Lease{}, errNodeGone
+					}
+					if err := pause(err); err != nil {
+						return driver.Lease{}, err
+					}
+					continue
+				}
+				ok()
+				q = parseQueue(names)
+			}
+			list = false
+			i := q.index(name)
+			if i < 0 {
 				return driver.Lease{}, errNodeGone
 			}
-			if err := pause(err); err != nil {
-				return driver.Lease{}, err
+			b := q.blockers(i, req.Mode)
+			if len(b) == 0 {
+				return granted()
 			}
-			continue
+			if p := parent + "/" + b[len(b)-1].name; p != pred {
+				pred, predCh, seenZxid = p, nil, 0
+				expiry.Stop()
+			}
+			only = len(b)-unknown == 1
+			sure = unknown == 0
+			pp := ""
+			if !only {
+				pp = parent + "/" + b[len(b)-2].name
+			}
+			if pp != pprev {
+				pprev, pprevCh = pp, nil
+			}
 		}
-		retry.reset()
-		failingSince = time.Time{}
-		q := parseQueue(names)
-		i := q.index(name)
-		if i < 0 {
-			return driver.Lease{}, errNodeGone
-		}
-		b := q.blockers(i, req.Mode)
-		if len(b) == 0 {
-			return d.grant(n, true), nil
-		}
-		pred := parent + "/" + b[len(b)-1].name
-		only := len(b) == 1
-
-		var seenZxid int64
-		var seenAt time.Time
-	watch:
-		for {
-			got, err := call(ctx, func() (watchResult, error) {
-				data, stat, ch, err := d.conn.GetW(pred)
-				return watchResult{data, stat, ch}, err
-			}, nil)
+		if predCh == nil {
+			got, err := getW(pred)
 			recv := time.Now()
 			if errors.Is(err, zk.ErrNoNode) {
-				if only {
-					return d.grant(n, true), nil
+				if only && sure {
+					return granted()
 				}
-				break watch
+				list = true
+				continue
 			}
 			if err != nil {
 				if err := pause(err); err != nil {
@@ -195,8 +255,9 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 				}
 				continue
 			}
-			retry.reset()
-			failingSince = time.Time{}
+			ok()
+			sure = true
+			predCh, predVer = got.ch, got.st.Version
 			if got.st.Mzxid != seenZxid {
 				// A new version: its lease runs from now at the earliest.
 				seenZxid, seenAt = got.st.Mzxid, recv
@@ -205,57 +266,76 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 			if predTTL, ok := decodeTTL(got.data); ok {
 				expiry.Reset(max(time.Until(seenAt.Add(predTTL)), 0))
 			}
-			version := got.st.Version
-			for {
-				select {
-				case ev := <-got.ch:
-					switch ev.Type {
-					case zk.EventNodeDeleted:
-						if only {
-							return d.grant(n, true), nil
-						}
-						break watch
-					case zk.EventNodeDataChanged:
-						continue watch
-					}
-					// The watch was dropped (session expired, or the
-					// connection closed): look again.
-					if st.over() {
-						return driver.Lease{}, fmt.Errorf("%w: %w", errSessionEnded, st.err)
-					}
-					if err := pause(ev.Err); err != nil {
-						return driver.Lease{}, err
-					}
-					continue watch
-				case <-expiry.C:
-					// Not rewritten for its whole TTL since we saw this
-					// version: its holder has declared it lost. The
-					// delete names the version, so a refresh on its way
-					// wins.
-					_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(pred, version) }, nil)
-					switch {
-					case err == nil, errors.Is(err, zk.ErrNoNode):
-						if only {
-							return d.grant(n, true), nil
-						}
-						break watch
-					case errors.Is(err, zk.ErrBadVersion):
-						continue watch
-					}
-					if err := pause(err); err != nil {
-						return driver.Lease{}, err
-					}
-					continue watch
-				case <-keepAlive.C:
-					if err := keep(); err != nil {
-						return driver.Lease{}, err
-					}
-				case <-st.expired:
-					return driver.Lease{}, fmt.Errorf("%w: %w", errSessionEnded, st.err)
-				case <-ctx.Done():
-					return driver.Lease{}, ctx.Err()
-				}
+		}
+		if pprev != "" && pprevCh == nil {
+			got, err := getW(pprev)
+			if errors.Is(err, zk.ErrNoNode) {
+				list = true
+				continue
 			}
+			if err != nil {
+				if err := pause(err); err != nil {
+					return driver.Lease{}, err
+				}
+				continue
+			}
+			ok()
+			pprevCh = got.ch
+		}
+		select {
+		case ev := <-predCh:
+			predCh = nil
+			switch ev.Type {
+			case zk.EventNodeDeleted:
+				if only {
+					return granted()
+				}
+				list = true
+			case zk.EventNodeDataChanged:
+				// Rewritten: read it again (and restart its lease).
+			default:
+				// The watch was dropped (session expired, or the
+				// connection closed): look again.
+				if st.over() {
+					return driver.Lease{}, fmt.Errorf("%w: %w", errSessionEnded, st.err)
+				}
+				if err := pause(ev.Err); err != nil {
+					return driver.Lease{}, err
+				}
+				list = true
+			}
+		case ev := <-pprevCh:
+			pprevCh = nil
+			if ev.Type != zk.EventNodeDataChanged {
+				list = true // gone, or the watch dropped: look again
+			}
+		case <-expiry.C:
+			// Not rewritten for its whole TTL since we saw this version:
+			// its holder has declared it lost. The delete names the
+			// version, so a refresh on its way wins.
+			_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(pred, predVer) }, nil)
+			switch {
+			case err == nil, errors.Is(err, zk.ErrNoNode):
+				if only {
+					return granted()
+				}
+				predCh, list = nil, true
+			case errors.Is(err, zk.ErrBadVersion):
+				predCh = nil // read it again
+			default:
+				if err := pause(err); err != nil {
+					return driver.Lease{}, err
+				}
+				predCh = nil
+			}
+		case <-keepAlive.C:
+			if err := keep(); err != nil {
+				return driver.Lease{}, err
+			}
+		case <-st.expired:
+			return driver.Lease{}, fmt.Errorf("%w: %w", errSessionEnded, st.err)
+		case <-ctx.Done():
+			return driver.Lease{}, ctx.Err()
 		}
 	}
 }

@@ -75,11 +75,11 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 			return driver.Lease{}, err
 		}
 	}
-	n, numChildren, err := d.create(ctx, op, req, parent)
+	n, r, err := d.create(ctx, op, req, parent)
 	if err != nil {
 		return driver.Lease{}, err
 	}
-	if numChildren == 1 {
+	if r.numChildren == 1 {
 		return d.grant(n, false), nil
 	}
 	return d.settle(ctx, op, n, req)
@@ -89,9 +89,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // have to wait, after checking whether the first node's lease expired.
 // It returns nil when req may try to create its node.
 func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent string) error {
-	names, err := call(ctx, func() ([]string, error) {
-		names, _, err := d.conn.Children(parent)
-		return names, err
+	got, err := call(ctx, func() (listResult, error) {
+		names, st, err := d.conn.Children(parent)
+		return listResult{names, st}, err
 	}, nil)
 	if err != nil {
 		if errors.Is(err, zk.ErrNoNode) {
@@ -102,7 +102,8 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 		}
 		return nil // the create path reports it, if it persists
 	}
-	q := parseQueue(names)
+	q := parseQueue(got.names)
+	d.snapshot(nodeKey{req.Key, req.Owner}, q, got.st.Cversion, 0)
 	b := q.blockers(len(q), req.Mode)
 	if len(b) == 0 {
 		return nil
@@ -135,6 +136,7 @@ type createResult struct {
 	path        string
 	czxid       int64
 	numChildren int32
+	cversion    int32 // the key node's after the create
 	session     int64
 	sent        time.Time
 }
@@ -144,13 +146,13 @@ type createResult struct {
 // (the new node's czxid, the fencing token) and the number of nodes in the
 // queue. It registers the node; on error the node is registered as
 // unknown when the create may have been applied.
-func (d *Driver) create(ctx context.Context, op string, req driver.Request, parent string) (*node, int32, error) {
+func (d *Driver) create(ctx context.Context, op string, req driver.Request, parent string) (*node, createResult, error) {
 	nk := nodeKey{req.Key, req.Owner}
 	n := &node{key: req.Key, owner: req.Owner, mode: req.Mode, parent: parent, ttl: req.TTL}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return nil, 0, driver.Permanent(errorf(op, req.Key, ErrClosed))
+		return nil, createResult{}, driver.Permanent(errorf(op, req.Key, ErrClosed))
 	}
 	d.nodes[nk] = n
 	d.mu.Unlock()
@@ -180,9 +182,9 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		}
 		d.mu.Unlock()
 		if ctx.Err() != nil {
-			return nil, 0, errorf(op, req.Key, ctx.Err())
+			return nil, createResult{}, errorf(op, req.Key, ctx.Err())
 		}
-		return nil, 0, fail(op, req.Key, err)
+		return nil, createResult{}, fail(op, req.Key, err)
 	}
 	d.mu.Lock()
 	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent
@@ -194,13 +196,13 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		d.mu.Lock()
 		n.path = ""
 		d.mu.Unlock()
-		return nil, 0, errorf(op, req.Key, errSessionEnded)
+		return nil, createResult{}, errorf(op, req.Key, errSessionEnded)
 	}
 	if err := checkTTL(req.TTL, d.sessionTimeout(r.session)); err != nil {
 		d.dropNode(ctx, n)
-		return nil, 0, errorf(op, req.Key, err)
+		return nil, createResult{}, errorf(op, req.Key, err)
 	}
-	return n, r.numChildren, nil
+	return n, r, nil
 }
 
 // createNode sends the create multi. It runs without a context.
@@ -222,6 +224,7 @@ func (d *Driver) createNode(parent, prefix string, data []byte) (createResult, e
 		path:        res[0].String,
 		czxid:       res[1].Stat.Mzxid, // the multi's zxid: the node's czxid
 		numChildren: res[1].Stat.NumChildren,
+		cversion:    res[1].Stat.Cversion,
 		sent:        sent,
 	}
 	if before == after || before == 0 {
@@ -328,9 +331,9 @@ func (d *Driver) grant(n *node, fresh bool) driver.Lease {
 // granted if nothing before it blocks it (or what blocked it had expired);
 // otherwise n is deleted and a *driver.LockedError returned.
 func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Request) (driver.Lease, error) {
-	names, err := call(ctx, func() ([]string, error) {
-		names, _, err := d.conn.Children(n.parent)
-		return names, err
+	got, err := call(ctx, func() (listResult, error) {
+		names, st, err := d.conn.Children(n.parent)
+		return listResult{names, st}, err
 	}, nil)
 	if err != nil {
 		d.dropNode(ctx, n)
@@ -339,7 +342,7 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		}
 		return driver.Lease{}, fail(op, req.Key, err)
 	}
-	q := parseQueue(names)
+	q := parseQueue(got.names)
 	name := n.path[len(n.parent)+1:]
 	i := q.index(name)
 	if i < 0 {
@@ -370,6 +373,7 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		// blocking the queue.
 		return driver.Lease{}, fail(op, req.Key, err)
 	}
+	d.snapshot(nodeKey{req.Key, req.Owner}, append(q[:i:i], q[i+1:]...), got.st.Cversion, 1)
 	return driver.Lease{}, &driver.LockedError{Remaining: remaining}
 }
 
@@ -611,6 +615,73 @@ func (d *Driver) unobserve(parent, path string) {
 		delete(d.obs, parent)
 	}
 	d.mu.Unlock()
+}
+
+// listResult carries the results of a Children through call.
+type listResult struct {
+	names []string
+	st    *zk.Stat
+}
+
+// A snapshot is a key's queue as TryAcquire last saw it for an owner that
+// it refused, kept for the Acquire that usually follows: if nothing but
+// the owner's own changes happened to the queue since, which the key
+// node's cversion after the Acquire's create tells, Acquire need not list
+// the queue again.
+type snapshot struct {
+	q        queue
+	cversion int32 // the key node's cversion when q was listed
+	own      int32 // changes to the queue made by the owner since
+	at       time.Time
+}
+
+// snapshot records q for the owner's next Acquire.
+func (d *Driver) snapshot(nk nodeKey, q queue, cversion, own int32) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.snaps) >= 1024 {
+		for k, s := range d.snaps {
+			if now.Sub(s.at) > snapshotFor {
+				delete(d.snaps, k)
+			}
+		}
+		if len(d.snaps) >= 1024 {
+			clear(d.snaps)
+		}
+	}
+	d.snaps[nk] = snapshot{q: q, cversion: cversion, own: own, at: now}
+}
+
+// snapshotFor is how long a snapshot is kept.
+const snapshotFor = time.Second
+
+// takeSnapshot returns the queue after the owner's create r if the
+// owner's snapshot is recent and the queue changed since in known ways
+// only: the owner's own changes, and deletions of gone nodes that are not
+// known (from the key node's cversion and number of children, the
+// deletions and creates by others follow). It returns nil when others
+// created nodes meanwhile, or the snapshot is missing or old.
+func (d *Driver) takeSnapshot(nk nodeKey, n *node, r createResult) (q queue, gone int) {
+	d.mu.Lock()
+	s, ok := d.snaps[nk]
+	delete(d.snaps, nk)
+	d.mu.Unlock()
+	if !ok || time.Since(s.at) > snapshotFor {
+		return nil, 0
+	}
+	// Changes by others: a creates and g deletes.
+	extra := int(r.cversion - (s.cversion + s.own + 1))
+	delta := int(r.numChildren) - (len(s.q) + 1)
+	a, g := (extra+delta)/2, (extra-delta)/2
+	if extra < 0 || (extra+delta)%2 != 0 || a != 0 || g < 0 || g > len(s.q) {
+		return nil, 0
+	}
+	c, ok := parseChild(n.path[len(n.parent)+1:])
+	if !ok {
+		return nil, 0
+	}
+	return append(s.q[:len(s.q):len(s.q)], c), g
 }
 
 // getResult carries the results of a Get through call.

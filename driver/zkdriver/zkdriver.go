@@ -53,6 +53,7 @@ type Driver struct {
 	nodes       map[nodeKey]*node
 	obs         map[string]observation // by parent path: the observed first node
 	hot         map[string]time.Time   // by key: last time it was seen contended
+	snaps       map[nodeKey]snapshot   // queues seen by refused TryAcquires
 	persistent  bool                   // the server lacks container nodes
 	closed      bool
 	closeReason error
@@ -120,6 +121,7 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 		nodes: make(map[nodeKey]*node),
 		obs:   make(map[string]observation),
 		hot:   make(map[string]time.Time),
+		snaps: make(map[nodeKey]snapshot),
 	}
 	if opts != nil {
 		if opts.Root != "" {

@@ -13,7 +13,9 @@ import (
 //
 // Blackhole(true) silences the connections both ways while keeping the
 // sockets open, like a partition: clients see neither an error nor data
-// until their own timeouts fire. Reset closes every proxied connection.
+// until their own timeouts fire. DropReplies(true) drops only the server's
+// side, so that requests are applied but their replies lost. Reset closes
+// every proxied connection.
 type Proxy struct {
 	// Addr is the address clients dial instead of the server's.
 	Addr string
@@ -21,6 +23,7 @@ type Proxy struct {
 	up        string
 	ln        net.Listener
 	blackhole atomic.Bool
+	dropDown  atomic.Bool
 	refuse    atomic.Bool
 
 	mu     sync.Mutex
@@ -74,8 +77,8 @@ func (p *Proxy) serve() {
 			return
 		}
 		p.wg.Add(2)
-		go p.pipe(u, c)
-		go p.pipe(c, u)
+		go p.pipe(u, c, false)
+		go p.pipe(c, u, true)
 	}
 }
 
@@ -91,13 +94,14 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 	return true
 }
 
-// pipe copies src to dst, dropping the data while the proxy black-holes.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, dropping the data while the proxy black-holes
+// (and, for the server-to-client direction, down, while it drops replies).
+func (p *Proxy) pipe(dst, src net.Conn, down bool) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.blackhole.Load() {
+		if n > 0 && !p.blackhole.Load() && !(down && p.dropDown.Load()) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				err = werr
 			}
@@ -121,6 +125,11 @@ func (p *Proxy) Blackhole(on bool) {
 	p.blackhole.Store(on)
 	p.refuse.Store(on)
 }
+
+// DropReplies starts (on) or ends (off) dropping what the server sends,
+// while what clients send still reaches it: requests are applied but their
+// replies are lost.
+func (p *Proxy) DropReplies(on bool) { p.dropDown.Store(on) }
 
 // Reset closes every proxied connection; clients may reconnect.
 func (p *Proxy) Reset() {

@@ -1,0 +1,203 @@
+package zkdriver
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// validName reports why name is not a valid, safe znode name (one path
+// segment that ZooKeeper's PathUtils.validatePath and go-zookeeper's
+// validatePath accept, outside the reserved /zookeeper tree), or "".
+func validName(name string) string {
+	switch name {
+	case "":
+		return "empty"
+	case ".", "..":
+		return "relative"
+	case "zookeeper":
+		return "reserved"
+	}
+	if !utf8.ValidString(name) {
+		return "not UTF-8"
+	}
+	for _, r := range name {
+		switch {
+		case r == '/':
+			return "slash"
+		case r == 0:
+			return "NUL"
+		case r <= 0x1f, r >= 0x7f && r <= 0x9f:
+			return "control character"
+		case r >= 0xd800 && r <= 0xf8ff, r >= 0xfff0:
+			return "reserved character"
+		}
+	}
+	return ""
+}
+
+// validKey reports whether the front-end accepts key.
+func validKey(key string) bool {
+	return key != "" && len(key) <= 512 && utf8.ValidString(key) && !strings.Contains(key, "\x00")
+}
+
+func TestEncodeKey(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"orders-42", "orders-42"},
+		{"orders/42", "orders%2F42"},
+		{"a b", "a%20b"},
+		{"%", "%25"},
+		{"%25", "%2525"},
+		{".", "%2E"},
+		{"..", "%2E."},
+		{".hidden", "%2Ehidden"},
+		{"a.b", "a.b"},
+		{"zookeeper", "%7Aookeeper"},
+		{"zookeeper2", "zookeeper2"},
+		{"/", "%2F"},
+		{"a\x01", "a%01"},
+		{"é", "%C3%A9"},
+		{"\u2028", "%E2%80%A8"},
+		{"\uffff", "%EF%BF%BF"},
+		{"a:b@c=d", "a:b@c=d"},
+		{"", "%"},
+	} {
+		got := encodeKey(tc.key)
+		if got != tc.want {
+			t.Errorf("encodeKey(%q) = %q; want %q", tc.key, got, tc.want)
+		}
+		if why := validName(got); why != "" {
+			t.Errorf("encodeKey(%q) = %q: %s", tc.key, got, why)
+		}
+		if back, ok := decodeKey(got); !ok || back != tc.key {
+			t.Errorf("decodeKey(%q) = %q, %v; want %q", got, back, ok, tc.key)
+		}
+	}
+	for _, name := range []string{"%2f", "%7A", "%41", "%", "%%", "%2", "a/b", ".x", "", "%2E%2E", "zookeeper"} {
+		if k, ok := decodeKey(name); ok && encodeKey(k) != name {
+			t.Errorf("decodeKey(%q) = %q, which encodes to %q", name, k, encodeKey(k))
+		}
+	}
+}
+
+// FuzzKeyEncode checks that every key the front-end accepts maps to one
+// valid, safe znode name, and that the mapping is injective: decodeKey
+// recovers the key from its name alone.
+func FuzzKeyEncode(f *testing.F) {
+	for _, k := range []string{"a", "a/b", ".", "..", "zookeeper", "%", "%2F", "/", "é", "\u2028", "\uffff", "a\x1fb", "🔒", strings.Repeat("x", 512)} {
+		f.Add(k, k+"/")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		for _, k := range []string{a, b} {
+			if !validKey(k) {
+				continue
+			}
+			name := encodeKey(k)
+			if why := validName(name); why != "" {
+				t.Fatalf("encodeKey(%q) = %q: %s", k, name, why)
+			}
+			back, ok := decodeKey(name)
+			if !ok || back != k {
+				t.Fatalf("decodeKey(encodeKey(%q)) = %q, %v", k, back, ok)
+			}
+		}
+		if validKey(a) && validKey(b) && a != b && encodeKey(a) == encodeKey(b) {
+			t.Fatalf("keys %q and %q share the name %q", a, b, encodeKey(a))
+		}
+		// Any name: decoding never accepts a name that is not the
+		// encoding of what it decodes to.
+		if k, ok := decodeKey(a); ok && encodeKey(k) != a {
+			t.Fatalf("decodeKey(%q) = %q, whose name is %q", a, k, encodeKey(k))
+		}
+	})
+}
+
+func TestParseChild(t *testing.T) {
+	owner := strings.Repeat("ab", 16)
+	for _, m := range []driver.Mode{driver.Exclusive, driver.Shared} {
+		for _, seq := range []string{"0000000000", "0000000042", "2147483647", "-2147483648"} {
+			name := nodePrefix(owner, m) + seq
+			c, ok := parseChild(name)
+			if !ok || c.owner != owner || c.mode != m || c.name != name {
+				t.Errorf("parseChild(%q) = %+v, %v", name, c, ok)
+			}
+			if why := validName(name); why != "" {
+				t.Errorf("node name %q: %s", name, why)
+			}
+		}
+	}
+	for _, bad := range []string{"", "x", "_c_", "_c_abc", "_c_abc-x-0000000001", "_c_abc-w0000000001", "_c_-w-0000000001", "_c_abc-w-", "_c_abc-w-12x", "lock-0000000001"} {
+		if c, ok := parseChild(bad); ok {
+			t.Errorf("parseChild(%q) = %+v; want rejected", bad, c)
+		}
+	}
+}
+
+func TestQueueOrder(t *testing.T) {
+	o := strings.Repeat("1", 32)
+	names := []string{
+		nodePrefix(o, driver.Shared) + "0000000010",
+		nodePrefix(o, driver.Exclusive) + "0000000002",
+		"foreign-node",
+		nodePrefix(o, driver.Shared) + "0000000007",
+	}
+	q := parseQueue(names)
+	if len(q) != 3 || q[0].seq != 2 || q[1].seq != 7 || q[2].seq != 10 {
+		t.Fatalf("parseQueue = %+v", q)
+	}
+	if b := q.blockers(2, driver.Shared); len(b) != 1 || b[0].seq != 2 {
+		t.Errorf("a reader at the end is blocked by %+v; want the writer only", b)
+	}
+	if b := q.blockers(2, driver.Exclusive); len(b) != 2 {
+		t.Errorf("a writer at the end is blocked by %+v; want both", b)
+	}
+}
+
+func TestCheckOwnerRoot(t *testing.T) {
+	for _, o := range []string{"", "a-b", "a/b", strings.Repeat("a", 65), "é"} {
+		if checkOwner(o) == nil {
+			t.Errorf("checkOwner(%q) = nil", o)
+		}
+	}
+	if err := checkOwner(strings.Repeat("0f", 16)); err != nil {
+		t.Error(err)
+	}
+	for _, r := range []string{"/", "/locker", "/a/b", "/a.b", "/a b"} {
+		if err := checkRoot(r); err != nil {
+			t.Errorf("checkRoot(%q): %v", r, err)
+		}
+	}
+	for _, r := range []string{"", "locker", "/locker/", "//", "/a//b", "/a/./b", "/a/..", "/zookeeper", "/zookeeper/x", "/a\x01"} {
+		if checkRoot(r) == nil {
+			t.Errorf("checkRoot(%q) = nil; want an error", r)
+		}
+	}
+}
+
+func TestTTLData(t *testing.T) {
+	for _, tc := range []struct {
+		ttl  time.Duration
+		want string
+	}{
+		{time.Millisecond, "1"},
+		{1500 * time.Microsecond, "2"},
+		{15 * time.Second, "15000"},
+	} {
+		got := encodeTTL(tc.ttl)
+		if string(got) != tc.want {
+			t.Errorf("encodeTTL(%v) = %q; want %q", tc.ttl, got, tc.want)
+		}
+		back, ok := decodeTTL(got)
+		if !ok || back < tc.ttl {
+			t.Errorf("decodeTTL(%q) = %v, %v; want at least %v", got, back, ok, tc.ttl)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "0", "1e3"} {
+		if _, ok := decodeTTL([]byte(bad)); ok {
+			t.Errorf("decodeTTL(%q) accepted", bad)
+		}
+	}
+}
