@@ -163,6 +163,12 @@ func run(cfg config, log io.Writer) (*report, error) {
 		*st.dst = s
 		rep.servers[st.name] = serverVersion(st.name, s)
 	}
+	if e.zk != nil {
+		// The JVM compiles ZooKeeper's hot paths only after a while.
+		if err := warmZK(e, 10*cfg.warmup); err != nil {
+			return nil, fmt.Errorf("warming up ZooKeeper: %w", err)
+		}
+	}
 	available := func(server string) bool {
 		return cfg.servers[server] && (server == "mem" || e.srv(server) != nil)
 	}

@@ -23,6 +23,9 @@ import (
 type manySystem struct {
 	name, server, desc string
 	kind               kind
+	// minTTL is the shortest lease the system accepts; the cell's lease
+	// is raised to it.
+	minTTL time.Duration
 	// hold acquires n locks with lease ttl, renewed every ttl/3, and
 	// returns them held.
 	hold func(e *env, n int, ttl time.Duration) (held, error)
@@ -52,6 +55,7 @@ type manyResult struct {
 }
 
 func runMany(e *env, s *manySystem, n, periods int, ttl time.Duration) *manyResult {
+	ttl = max(ttl, s.minTTL)
 	r := &manyResult{sys: s, n: n, periods: periods, ttl: ttl, period: ttl / 3}
 	runtime.GC()
 	var before, after runtime.MemStats

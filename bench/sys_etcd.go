@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/etcddriver"
 	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -19,6 +21,16 @@ var etcdVersion = version.Version
 
 func etcdSystems() []*system {
 	return []*system{
+		{
+			name: "locker", server: "etcd", kind: kindLocker, clients: 4,
+			desc: "locker.Mutex over etcddriver, TTL 10s; contended cells: 4 drivers (one etcd client each, like 4 processes), goroutine i on driver i%4",
+			open: openLockerEtcd,
+		},
+		{
+			name: "locker 1 driver", server: "etcd", kind: kindLocker, clients: 1, contendedOnly: true,
+			desc: "as locker, but all goroutines on one driver (one process)",
+			open: openLockerEtcd,
+		},
 		{
 			name: "concurrency.Mutex", server: "etcd", kind: kindPeer, clients: 4,
 			desc: "etcd client/v3/concurrency.Mutex v" + etcdVersion + ", a Session (TTL 10s) per handle; Lock = 1 Txn (+ Get and a Watch of the predecessor when queued), Unlock = Delete; waiters queue by create revision",
@@ -57,6 +69,43 @@ func closeEtcd(cs []*clientv3.Client) {
 	for _, c := range cs {
 		_ = c.Close()
 	}
+}
+
+// lockerEtcdDrivers makes n etcddrivers, each on a client of its own.
+func lockerEtcdDrivers(e *env, n int) ([]*etcddriver.Driver, func(), error) {
+	cs, err := etcdClients(e, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	ds := make([]*etcddriver.Driver, 0, n)
+	closeAll := func() {
+		for _, d := range ds {
+			_ = d.Close()
+		}
+		closeEtcd(cs)
+	}
+	for _, c := range cs {
+		d, err := etcddriver.New(c, nil)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		ds = append(ds, d)
+	}
+	return ds, closeAll, nil
+}
+
+func openLockerEtcd(e *env, n int) (*instance, error) {
+	ds, closeAll, err := lockerEtcdDrivers(e, n)
+	if err != nil {
+		return nil, err
+	}
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return lockerHandle{locker.NewMutex(ds[i], key, lockerOpts...)}, nil
+		},
+		close: closeAll,
+	}, nil
 }
 
 type etcdMutexHandle struct{ m *concurrency.Mutex }
@@ -149,7 +198,18 @@ func openRawEtcd(e *env, n int) (*instance, error) {
 func etcdManySystems() []*manySystem {
 	return []*manySystem{
 		{
-			name: "concurrency.Mutex", server: "etcd", kind: kindPeer,
+			name: "locker", server: "etcd", kind: kindLocker, minTTL: 3 * time.Second,
+			desc: "locker.Mutex × n on one etcddriver",
+			hold: func(e *env, n int, ttl time.Duration) (held, error) {
+				ds, closeAll, err := lockerEtcdDrivers(e, 1)
+				if err != nil {
+					return nil, err
+				}
+				return holdLocker(ds[0], n, ttl, fmt.Sprintf("bench/many/%d", time.Now().UnixNano()), closeAll)
+			},
+		},
+		{
+			name: "concurrency.Mutex", server: "etcd", kind: kindPeer, minTTL: 3 * time.Second,
 			desc: "concurrency.Mutex × n on one Session (one lease for all, TTL = ttl in whole seconds): renewal is the session's keep-alive",
 			hold: holdEtcdMutex,
 		},

@@ -148,6 +148,32 @@ func zkEnsure(c *zk.Conn, path string) error {
 	return nil
 }
 
+// warmZK runs creates and deletes on 4 sessions for d, so that the JVM has
+// compiled ZooKeeper's request path before anything is measured.
+func warmZK(e *env, d time.Duration) error {
+	cs, err := zkConns(e, 4, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer closeZK(cs)
+	if err := zkEnsure(cs[0], "/bench/warm/x"); err != nil {
+		return err
+	}
+	end := time.Now().Add(d)
+	return parallelDo(len(cs), len(cs), func(i int) error {
+		p := fmt.Sprintf("/bench/warm/%d", i)
+		for time.Now().Before(end) {
+			if _, err := cs[i].Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+				return err
+			}
+			if err := cs[i].Delete(p, -1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 type zkLockHandle struct{ l *zk.Lock }
 
 func (h zkLockHandle) Lock(context.Context) error   { return h.l.Lock() }
@@ -217,7 +243,7 @@ func openRawZK(e *env, n int) (*instance, error) {
 func zkManySystems() []*manySystem {
 	return []*manySystem{
 		{
-			name: "locker", server: "zk", kind: kindLocker,
+			name: "locker", server: "zk", kind: kindLocker, minTTL: 3 * time.Second,
 			desc: "locker.Mutex × n on one zkdriver (session timeout = ttl)",
 			hold: func(e *env, n int, ttl time.Duration) (held, error) {
 				ds, closeAll, err := lockerZKDrivers(e, 1, ttl)
@@ -228,7 +254,7 @@ func zkManySystems() []*manySystem {
 			},
 		},
 		{
-			name: "zk.Lock", server: "zk", kind: kindPeer,
+			name: "zk.Lock", server: "zk", kind: kindPeer, minTTL: 3 * time.Second,
 			desc: "zk.Lock × n on one session (timeout = ttl): renewal is the session's heartbeat",
 			hold: holdZKLock,
 		},

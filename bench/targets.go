@@ -106,13 +106,13 @@ func (r *report) targets() []target {
 			add(target{"etcd", "uncontended pairs/s ≥ 1.0× concurrency.Mutex", fmt.Sprintf("%.0f (%.2f×)", v, v/pv), fmt.Sprintf("%.0f", pv), v >= pv, true})
 		}
 	} else {
-		add(unmeasured("etcd", "uncontended (no etcd driver in this run)"))
+		add(unmeasured("etcd", "uncontended"))
 	}
 	if c, pc := r.contended(le, 8), r.contended(em, 8); c != nil && pc != nil {
 		v, pv := c.stats().rate, pc.stats().rate
 		add(target{"etcd", "N=8 acquisitions/s ≥ 10× concurrency.Mutex", fmt.Sprintf("%.0f (%.1f×)", v, v/pv), fmt.Sprintf("%.0f", pv), v >= 10*pv, true})
 	} else {
-		add(unmeasured("etcd", "N=8 contended (no etcd driver in this run)"))
+		add(unmeasured("etcd", "N=8 contended"))
 	}
 
 	// ZooKeeper.
@@ -122,7 +122,7 @@ func (r *report) targets() []target {
 			add(target{"ZooKeeper", "uncontended pairs/s ≥ 1.0× zk.Lock", fmt.Sprintf("%.0f (%.2f×)", v, v/pv), fmt.Sprintf("%.0f", pv), v >= pv, true})
 		}
 	} else {
-		add(unmeasured("ZooKeeper", "uncontended (no ZooKeeper driver in this run)"))
+		add(unmeasured("ZooKeeper", "uncontended"))
 	}
 	if c := r.contended(lz, 8); c != nil {
 		st := c.stats()
@@ -133,7 +133,7 @@ func (r *report) targets() []target {
 			add(target{"ZooKeeper", "N=8 handoff p50 ≤ zk.Lock's", us(h) + " µs", us(ph) + " µs", h <= ph, true})
 		}
 	} else {
-		add(unmeasured("ZooKeeper", "N=8 contended (no ZooKeeper driver in this run)"))
+		add(unmeasured("ZooKeeper", "N=8 contended"))
 	}
 
 	// Many locks on Redis.
@@ -157,7 +157,7 @@ func (r *report) writeTargets(w io.Writer) {
 	fmt.Fprintf(w, "### Targets (issue 6): locker against the best peer in this run\n\n")
 	var rows [][]string
 	for _, t := range ts {
-		verdict := "not measured"
+		verdict := "not measured in this run"
 		if t.measured {
 			verdict = "met"
 			if !t.met {
