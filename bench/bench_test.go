@@ -182,4 +182,3 @@ func TestRun(t *testing.T) {
 		t.Error("redis ran but the report has no locker row for it")
 	}
 }
-
