@@ -26,6 +26,10 @@ func (m mainM) Run() int {
 		return 1
 	}
 	code := m.m.Run()
+	if err := stopEnsemble(); err != nil {
+		fmt.Fprintln(os.Stderr, "zkdriver tests:", err)
+		code = 1
+	}
 	if zkServer != nil {
 		if err := zkServer.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "zkdriver tests:", err)
