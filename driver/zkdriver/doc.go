@@ -1,0 +1,220 @@
+// Package zkdriver is a locker driver for Apache ZooKeeper, over a
+// go-zookeeper connection ([zk.Conn], github.com/go-zookeeper/zk). Its locks
+// follow Curator's InterProcessMutex and InterProcessReadWriteLock:
+// ephemeral sequential nodes in a per-key queue, served in order, each
+// waiter watching only the node it waits for.
+//
+//	d, err := zkdriver.Connect(ctx, []string{"zk1:2181", "zk2:2181", "zk3:2181"}, 20*time.Second, nil)
+//	if err != nil {
+//		return err
+//	}
+//	defer d.Close()
+//	m := locker.NewMutex(d, "orders/42")
+//
+// The driver implements [driver.Driver] and the optional [driver.Sharer],
+// [driver.Acquirer], [driver.LossWatcher], [driver.BatchRefresher] and
+// [driver.TTLLimiter]. It does not implement [driver.Notifier] or
+// [driver.Queuer]: with Acquirer the front-end waits in ZooKeeper's own
+// queue instead.
+//
+// # Connections and sessions
+//
+// The driver must learn the session timeout the server negotiated (it
+// bounds the TTL, see below) and the session's expiry. go-zookeeper tells
+// neither to anyone but the code that made the connection, so a [Session]
+// is hooked into the connection as it is made. [Connect] does it all and
+// waits for the first session; it returns a driver that owns its
+// connection ([Driver.Close] closes it; [Driver.Conn] returns it for other
+// uses). To make the connection yourself:
+//
+//	sess := new(zkdriver.Session) // set sess.Dialer or sess.OnEvent to use your own
+//	conn, _, err := zk.Connect(servers, 20*time.Second, sess.ConnOption(), zk.WithLogger(l))
+//	d, err := zkdriver.New(conn, sess, &zkdriver.Options{Root: "/myapp/locks"})
+//
+// The driver never closes a connection it did not make. It starts no
+// goroutine of its own except, for a call whose context can be cancelled,
+// one that carries the ZooKeeper request (go-zookeeper's calls take no
+// context) and ends with it.
+//
+// # Nodes
+//
+// With the default root /locker, lock key "orders/42" uses:
+//
+//	/locker                                   persistent, created when missing
+//	/locker/orders%2F42                       the key's node: a container
+//	/locker/orders%2F42/_c_<owner>-w-0000000007   an exclusive hold or waiter
+//	/locker/orders%2F42/_c_<owner>-r-0000000008   a shared one
+//
+// The key's node name is the key with every byte outside ASCII letters,
+// digits and -._~!$&'()*+,;=:@ written %XX, a leading '.' written %2E and
+// the name "zookeeper" written %7Aookeeper: one path segment that
+// ZooKeeper accepts, never "." or "..", never reserved, and a different one
+// for every key (the mapping is injective; a fuzz test checks both). ZooKeeper
+// deletes a container node once it is empty again (every minute by
+// default), so idle keys leave nothing behind; on servers older than
+// 3.5.3, which lack containers, the key's node is persistent.
+//
+// A lock node is ephemeral (it lives as long as the session that created
+// it) and sequential; its name starts with "_c_" and the owner, the
+// front-end's 128-bit random hold id, like Curator's protected nodes, and
+// names its mode: w for exclusive, r for shared. Its data is the lease
+// length in milliseconds.
+//
+// Options.ACL applies to every node the driver creates. The default,
+// zk.WorldACL(zk.PermAll), lets any client of the ensemble delete lock
+// nodes; with a digest ACL (conn.AddAuth("digest", user:password) and
+// zk.DigestACL(zk.PermAll, user, password)) other tenants can neither
+// delete nor create lock nodes: their lock calls fail with a permanent
+// error wrapping zk.ErrNoAuth. The ACL must grant the driver's own identity
+// read, write, create and delete.
+//
+// # Queue and fairness
+//
+// A node is granted when nothing before it in its key's queue blocks it:
+// every node blocks an exclusive node, exclusive nodes block a shared one.
+// So holds are served in arrival order (sequence number), consecutive
+// readers together, and a reader that arrives after a waiting writer waits
+// for it: writers are never starved.
+//
+// TryAcquire creates the owner's node and keeps it if it is granted;
+// otherwise it deletes it again and returns a *driver.LockedError.
+// Acquire creates the node and waits: an exclusive node watches the node
+// just before it, a shared node the closest exclusive node before it, so
+// that a release wakes one waiter (all readers behind a writer wake
+// together), never the whole queue. A waiter also watches the blocking
+// node before the one it waits for, and lists the queue again when that
+// one goes: by the time its predecessor is released it knows whether that
+// was the last node in its way, and it takes the lock on the deletion
+// event without another round trip. Each node thus has at most two
+// watchers among exclusive waiters.
+//
+// # Leases on ZooKeeper
+//
+// A ZooKeeper lock lives as long as its session. locker's leases must also
+// end when their TTL passes without a renewal, even if the session lives
+// on (a holder whose renewals stopped, a process stopped for longer than
+// the TTL but shorter than the session timeout). The driver enforces both:
+// a lock node's lease runs while its session lives and for its TTL from
+// its last write. Refresh rewrites the node (one round trip), and waiting
+// nodes rewrite themselves every third of their TTL so that the queue
+// behind them does not take them for dead.
+//
+// Expiry by TTL is judged by the other clients, each on its own monotonic
+// clock: a client that sees a node in the same version (mzxid) for the
+// node's whole TTL, counted from the moment it first saw that version,
+// deletes it, naming the version, so that a refresh on its way wins. The
+// holder's own deadline runs from the send time of the write that made
+// that version, which precedes the moment anyone saw it: the holder
+// declares the hold lost before anyone can take it, whatever the clocks
+// read, as long as they run at about the same rate (the front-end's safety
+// margin, a tenth of the TTL, absorbs the difference). Nodes whose owner
+// vanished without its session ending (a create whose outcome was never
+// known, a crashed front-end) are reclaimed this way too. An Acquire
+// reclaims the node it waits for; a TryAcquire reclaims the first node of
+// the queue over repeated calls.
+//
+// The first Refresh after Acquire granted a node (the front-end sends one
+// at once) costs no round trip when the node was written within the last
+// half of its TTL, which a waiting node always is: the lease it returns is
+// what remains of the TTL since that write, which the others' clocks have
+// not started before.
+//
+// # TTL and the session timeout
+//
+// TTLs range from MinTTL (1ms) to the session timeout that the server
+// negotiated for the connection (TTLRange; before the first session it
+// reports the timeout asked for). A hold must not outlive the session that
+// keeps its node: the front-end declares a hold lost at send time + TTL −
+// margin after its last confirmed renewal, and the server, which heard
+// from the client no earlier than that send time, ends the session, and
+// deletes the node, no earlier than one session timeout after it. With
+// TTL ≤ session timeout the holder always learns of the loss first. A
+// longer TTL is rejected with an error naming the limit (the front-end's
+// ErrInvalidTTL); the acquire calls check it again against the session
+// their node belongs to, since a new session may be negotiated
+// differently. locker's default TTL is 15s: use a session timeout of at
+// least that, within the servers' maxSessionTimeout (20 ticks, 40s with
+// ZooKeeper's default tickTime).
+//
+// # Session states
+//
+// Disconnected: nothing happens. The session, and the holds with it, may
+// survive a disconnection (the client reconnects to any server of the
+// ensemble within the session timeout); whether it did cannot be proven
+// meanwhile, and the front-end's local deadline decides: a hold whose
+// renewals fail until its deadline is lost. Expired: every hold of the
+// session is lost at once; LossWatcher registrations are called as soon
+// as the client learns of it (on reconnecting, or when a new session is
+// established). go-zookeeper then opens a new session by itself: a node
+// of the old one is never taken for a hold of the new one (every hold
+// records its session), and a TryAcquire by the same owner makes a new
+// node, with a new token.
+//
+// # Fencing tokens
+//
+// A hold's token is the czxid of its node: the zxid of the transaction that
+// created it, which the ensemble assigns in a single total order (its high
+// 32 bits are the leader's epoch, which grows with every election). So
+// tokens strictly increase across all grants of all keys of one ensemble,
+// across leader changes and restarts; a re-acquire or a refresh keeps the
+// token. A resource that accepts a write only if its token is at least the
+// highest it has seen (for that key) rejects writes of holders that lost
+// their hold. Tokens from different ensembles are not comparable, and an
+// ensemble rebuilt without its data starts over.
+//
+// # Ambiguous creates
+//
+// A create whose reply is lost (a connection dropped, a context done) may
+// or may not have been applied. The driver remembers the owner, and the
+// front-end's retry (same owner) finds the node by its name: it is kept,
+// with its token, if it is a hold of the current session; the front-end's
+// cleanup (Release with the owner) deletes it. A node whose create was
+// abandoned by its context is deleted when the reply comes. Should all of
+// this fail, the node is reclaimed by TTL like any lease that is not
+// renewed: no ghost survives its TTL.
+//
+// # Round trips
+//
+// An uncontended TryAcquire is one round trip: a multi request that
+// creates the node and writes the key's node, whose returned stat gives
+// the transaction's zxid (the token) and the number of nodes in the queue
+// (1: granted). Release is one (delete), so is Refresh (set data) and a
+// re-acquire by the holder; an uncontended Mutex Lock+Unlock takes two,
+// where go-zookeeper's zk.Lock takes three. RefreshBatch takes one multi
+// request per 500 leases. The first acquire of a key also creates the
+// key's node (two more round trips). While a key is contended, TryAcquire
+// lists the queue first (one round trip) and creates no node if it would
+// have to wait; Acquire then creates its node (one), lists the queue
+// unless nothing but its own create and releases ahead of it changed it
+// since TryAcquire's listing (one), reads the two nodes it watches (two),
+// and lists the queue once more when the farther one goes (one). The
+// handoff itself, from the holder's delete to the next holder's Lock
+// returning, takes no round trip: 6.4 round trips per contended
+// acquisition against zk.Lock's 5, but none between two holds (see
+// BENCHMARKS.md).
+//
+// # Contexts
+//
+// Every call checks its context before any request and between requests;
+// a call whose context is done fails at once with its error, sending
+// nothing. go-zookeeper's requests take no context: a request outstanding
+// when the context ends is left to finish (its result, should it have
+// created a node, is deleted). A waiting Acquire returns as soon as its
+// context ends and deletes its node on a fresh context bounded like the
+// front-end's cleanups.
+//
+// # Leases of other drivers
+//
+// Refresh, RefreshBatch and Release also accept a lease that another
+// Driver granted (another connection to the same ensemble): they find the
+// node by the owner's name (one more round trip). Not having seen the
+// lease granted, such a driver judges its expiry by the server's clock,
+// the node's modification time before and after its own write.
+//
+// # Limits
+//
+// ZooKeeper's sequence numbers are 32-bit: a key's node serves 2^31 lock
+// nodes before they wrap and the order breaks (the key's container is
+// deleted, and its counter starts over, whenever the key is idle long
+// enough), a limit every ZooKeeper queue recipe shares.
+package zkdriver

@@ -1,0 +1,51 @@
+package zkdriver_test
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/zkdriver"
+	"github.com/go-zookeeper/zk"
+)
+
+// Connect makes a connection for the driver and waits for its session.
+func ExampleConnect() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := zkdriver.Connect(ctx, []string{"127.0.0.1:2181"}, 20*time.Second, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close() // closes the connection, which ends the session
+
+	m := locker.NewMutex(d, "orders/42") // TTL 15s: within the 20s session
+	m.Lock()
+	defer m.Unlock()
+	// Pass m.Token(), the node's czxid, with every write to the resource.
+}
+
+// A connection made with zk.Connect needs a Session hooked into it.
+func ExampleNew() {
+	sess := new(zkdriver.Session)
+	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 20*time.Second, sess.ConnOption())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	// Other tenants of the ensemble cannot touch nodes with this ACL.
+	if err := conn.AddAuth("digest", []byte("app:secret")); err != nil {
+		log.Fatal(err)
+	}
+	d, err := zkdriver.New(conn, sess, &zkdriver.Options{
+		Root: "/app/locks",
+		ACL:  zk.DigestACL(zk.PermAll, "app", "secret"),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rw := locker.NewRWMutex(d, "config", locker.WithTTL(10*time.Second))
+	rw.RLock()
+	defer rw.RUnlock()
+}
