@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,6 +42,9 @@ var bugs = []bug{
 	{"check-then-grant", "Locker/MutexHammer"},
 	{"refresh-lies", "Locker/Renewal"},
 	{"release-keeps-queue", "Locker/ContextCanceled"},
+	{"acquire-out-of-order", "Driver/Acquire"},
+	{"acquire-keeps-entry", "Driver/Acquire"},
+	{"watch-reports-release", "Driver/WatchLoss"},
 }
 
 const bugEnv = "LOCKERTEST_BUG"
@@ -82,8 +86,9 @@ func TestBrokenHelper(t *testing.T) {
 	}
 	b := memdriver.NewBackend()
 	var seq atomic.Uint64
+	st := &brokenState{acquired: map[string]bool{}, watches: map[string]func(error){}}
 	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
-		d := &broken{Driver: b.Driver(), b: b, bug: name, seq: &seq}
+		d := &broken{Driver: b.Driver(), b: b, bug: name, seq: &seq, st: st}
 		if withoutNative[name] {
 			return &waitless{d}
 		}
@@ -91,11 +96,13 @@ func TestBrokenHelper(t *testing.T) {
 	})
 }
 
-// withoutNative lists the bugs that only the front-end's own wait loop
-// exposes: their drivers hide driver.Acquirer (and driver.LossWatcher),
-// as Redis does.
+// withoutNative lists the bugs whose drivers hide driver.Acquirer and
+// driver.LossWatcher, as Redis does: a queue entry left by Release matters
+// only to the front-end's own wait loop, and memdriver's truthful loss
+// reports would reveal a lying refresh before Locker/Renewal can.
 var withoutNative = map[string]bool{
 	"release-keeps-queue": true,
+	"refresh-lies":        true,
 }
 
 // waitless is a broken driver without driver.Acquirer and
@@ -133,6 +140,14 @@ type broken struct {
 	b   *memdriver.Backend
 	bug string
 	seq *atomic.Uint64
+	st  *brokenState
+}
+
+// brokenState is shared by the broken drivers of one backend.
+type brokenState struct {
+	mu       sync.Mutex
+	acquired map[string]bool        // keys Acquire was called for
+	watches  map[string]func(error) // by owner
 }
 
 func (d *broken) ctx(ctx context.Context) context.Context {
@@ -188,6 +203,45 @@ func (d *broken) TryAcquireQueued(ctx context.Context, r driver.Request) (driver
 	return d.Driver.TryAcquireQueued(d.ctx(ctx), r)
 }
 
+func (d *broken) Acquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
+	if d.bug == "acquire-out-of-order" {
+		// The first waiter for a key joins the backend's queue late.
+		d.st.mu.Lock()
+		first := !d.st.acquired[r.Key]
+		d.st.acquired[r.Key] = true
+		d.st.mu.Unlock()
+		if first {
+			select {
+			case <-time.After(2 * time.Second):
+			case <-ctx.Done():
+			}
+		}
+	}
+	l, err := d.Driver.Acquire(d.ctx(ctx), r)
+	if d.bug == "acquire-keeps-entry" && err != nil && ctx.Err() != nil {
+		// Gives up, but leaves a queue entry behind.
+		d.Driver.TryAcquireQueued(context.Background(), r)
+	}
+	return l, err
+}
+
+func (d *broken) WatchLoss(l driver.Lease, lost func(error)) (stop func()) {
+	stopInner := d.Driver.WatchLoss(l, lost)
+	if d.bug != "watch-reports-release" {
+		return stopInner
+	}
+	// Reports the owner's own Release as a loss.
+	d.st.mu.Lock()
+	d.st.watches[l.Owner] = lost
+	d.st.mu.Unlock()
+	return func() {
+		d.st.mu.Lock()
+		delete(d.st.watches, l.Owner)
+		d.st.mu.Unlock()
+		stopInner()
+	}
+}
+
 func (d *broken) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	ctx = d.ctx(ctx)
 	key := l.Key
@@ -232,6 +286,14 @@ func (d *broken) Release(ctx context.Context, l driver.Lease) error {
 		return driver.ErrNotHeld
 	}
 	err := d.Driver.Release(ctx, l)
+	if d.bug == "watch-reports-release" && err == nil {
+		d.st.mu.Lock()
+		lost := d.st.watches[l.Owner]
+		d.st.mu.Unlock()
+		if lost != nil {
+			go lost(driver.ErrNotHeld)
+		}
+	}
 	switch d.bug {
 	case "release-any-owner":
 		if errors.Is(err, driver.ErrNotHeld) {

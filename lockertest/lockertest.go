@@ -48,6 +48,24 @@
 //     newcomers, a run of readers at the head together; leaving the queue
 //     unblocks the rest; entries expire.
 //   - BatchRefresh ([driver.BatchRefresher]): one result per lease.
+//   - Acquire ([driver.Acquirer]): a free key is granted at once; waiters
+//     on several clients, queued one after the other behind a holder, are
+//     granted the key in that order, one at a time, with growing tokens
+//     (and, on a [driver.Sharer], shared waiters together); a waiter whose
+//     context ends returns an error wrapping the context's error and
+//     leaves nothing held or queued: the waiter behind it, then a
+//     newcomer, get the key as soon as it is free.
+//   - WatchLoss ([driver.LossWatcher]): the callback is not called for a
+//     lease that is refreshed, nor after a normal Release followed by stop,
+//     nor after stop; stopping a watch leaves no goroutine behind (the
+//     caller's goleak, if any, checks that). Losses themselves (a session
+//     that expires, a lease that an administrator revokes) are
+//     backend-specific: test them in the driver's own package.
+//   - TTLCheck ([driver.TTLChecker]): the checker accepts the TTLs the
+//     suite chose, and package locker refuses, before any call to the
+//     driver, a TTL within the [driver.TTLLimiter] range that the checker
+//     rejects, with an error wrapping locker.ErrInvalidTTL and the
+//     checker's message (skipped when no such TTL is found).
 //
 // The subtests of group "Locker" run package
 // [github.com/go-locker/locker]'s Mutex and RWMutex on top of the driver:
@@ -68,7 +86,13 @@
 // the driver does not implement them, so go test -v shows which
 // capabilities were checked. A [driver.TTLLimiter] chooses the lease
 // lengths the suite uses: short leases (at least 200ms) where a lease must
-// expire, and long ones (at least 10s) where it must not.
+// expire, medium ones (at least 600ms) refreshed on a schedule, and long
+// ones (at least 10s, and 10 times the minimum) where it must not expire;
+// each is clamped into the driver's range, so that a driver whose minimum
+// and maximum are equal (a TTL tied to a session timeout) gets that one
+// TTL everywhere. On a [driver.TTLChecker] each is rounded up to the
+// nearest TTL the checker accepts, trying whole milliseconds, tenths of a
+// second and whole seconds.
 //
 // # Reading the results
 //
@@ -143,6 +167,9 @@ func TestDriver(t *testing.T, mk MakeDriver) {
 		parallel(t, mk, "Notify", testNotify)
 		parallel(t, mk, "Queue", testQueue)
 		parallel(t, mk, "BatchRefresh", testBatchRefresh)
+		parallel(t, mk, "Acquire", testAcquire)
+		parallel(t, mk, "WatchLoss", testWatchLoss)
+		parallel(t, mk, "TTLCheck", testTTLCheck)
 	})
 	t.Run("Locker", func(t *testing.T) {
 		serial(t, mk, "MutexHammer", testMutexHammer)
@@ -205,26 +232,70 @@ func newEnv(t *testing.T, mk MakeDriver) *env {
 	e := &env{t: t, mk: mk}
 	setBudget := e.watchdog()
 	e.d = e.driver()
-	lo, hi := time.Duration(0), time.Duration(0)
-	if l, ok := e.d.(driver.TTLLimiter); ok {
-		lo, hi = l.TTLRange()
-		if lo <= 0 || (hi > 0 && hi < lo) {
-			t.Fatalf("TTLRange() = %v, %v; want 0 < min <= max", lo, hi)
-		}
-	}
-	clamp := func(d time.Duration) time.Duration {
-		d = max(d, lo)
-		if hi > 0 {
-			d = min(d, hi)
-		}
-		return d
-	}
-	e.short = clamp(shortFloor)
-	e.medium = clamp(mediumFloor)
-	e.long = clamp(max(longFloor, 10*lo))
+	lo, hi := e.ttlRange()
+	e.short = e.pickTTL(shortFloor, lo, hi)
+	e.medium = e.pickTTL(mediumFloor, lo, hi)
+	e.long = e.pickTTL(max(longFloor, 10*lo), lo, hi)
 	e.prefix = keyPrefix(t.Name())
 	setBudget(budget + 4*e.medium + 2*e.short + expiryGrace)
 	return e
+}
+
+// ttlRange returns the driver's TTL limits ([driver.TTLLimiter]), or 0
+// and 0 when it has none.
+func (e *env) ttlRange() (lo, hi time.Duration) {
+	e.t.Helper()
+	l, ok := e.d.(driver.TTLLimiter)
+	if !ok {
+		return 0, 0
+	}
+	lo, hi = l.TTLRange()
+	if lo <= 0 || (hi > 0 && hi < lo) {
+		e.t.Fatalf("TTLRange() = %v, %v; want 0 < min <= max", lo, hi)
+	}
+	return lo, hi
+}
+
+// pickTTL returns the TTL the suite uses where it wants one of at least
+// floor: floor itself, clamped into [lo, hi] (so every TTL is hi when
+// lo == hi), and, on a [driver.TTLChecker] that rejects it, the nearest
+// longer TTL the checker accepts: floor rounded up to whole milliseconds,
+// tenths of a second or seconds, then whole seconds beyond. It fails the
+// test when it finds none.
+func (e *env) pickTTL(floor, lo, hi time.Duration) time.Duration {
+	e.t.Helper()
+	inRange := func(d time.Duration) bool { return d >= lo && d > 0 && (hi <= 0 || d <= hi) }
+	d := max(floor, lo)
+	if hi > 0 {
+		d = min(d, hi)
+	}
+	tc, ok := e.d.(driver.TTLChecker)
+	if !ok {
+		return d
+	}
+	candidates := []time.Duration{d}
+	for _, unit := range []time.Duration{time.Millisecond, 100 * time.Millisecond, time.Second} {
+		candidates = append(candidates, (d+unit-1)/unit*unit)
+	}
+	for c, n := (d+time.Second-1)/time.Second*time.Second, 0; n < 120; c, n = c+time.Second, n+1 {
+		candidates = append(candidates, c)
+	}
+	candidates = append(candidates, lo, hi)
+	var first error
+	for _, c := range candidates {
+		if !inRange(c) {
+			continue
+		}
+		err := tc.CheckTTL(c)
+		if err == nil {
+			return c
+		}
+		if first == nil {
+			first = fmt.Errorf("CheckTTL(%v): %w", c, err)
+		}
+	}
+	e.t.Fatalf("lockertest: found no TTL of at least %v that the driver accepts (TTLRange %v, %v; %v)", floor, lo, hi, first)
+	return 0
 }
 
 // watchdog cancels e.ctx and fails the test when it exceeds its budget,

@@ -349,6 +349,9 @@ func testBatchRefresh(e *env) {
 		}
 	}
 	e.expectLocked(ds[0], foreign.Key, driver.Exclusive, sentForeign, foreign.TTL)
+	// Released now: with a single TTL (TTLRange's minimum equal to its
+	// maximum) it would not outlast the wait below.
+	e.release(ds[1], foreign)
 	e.expectFree(ds[0], released.Key, driver.Exclusive, "after RefreshBatch of a released lease")
 	e.expectFree(ds[0], never.Key, driver.Exclusive, "after RefreshBatch of a lease never granted")
 
@@ -361,5 +364,4 @@ func testBatchRefresh(e *env) {
 	}
 	e.release(ds[0], held)
 	e.release(ds[1], held2)
-	e.release(ds[1], foreign)
 }
