@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -73,7 +74,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 			ka = d.keepAlive(e.lease)
 		}
 		queued = true
-		token, done, err := d.enqueue(ctx, req.Mode, base, k, e, wt)
+		token, done, err := d.enqueue(ctx, req.Mode, base, k, e, isNew, wt)
 		if err != nil {
 			if isNew && attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
 				d.forget(req.Owner, k)
@@ -134,7 +135,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 			// The watch was re-created: deletions may have been missed.
 			// Look at the queue again.
 			var done bool
-			token, done, err = d.enqueue(ctx, req.Mode, base, k, e, wt)
+			token, done, err = d.enqueue(ctx, req.Mode, base, k, e, false, wt)
 			if err != nil {
 				return driver.Lease{}, err
 			}
@@ -188,29 +189,39 @@ func (d *Driver) retryDelay(owner, k string) time.Duration {
 // queue below base, in one transaction that also reads the older
 // conflicting entries, and arms wt with them. done reports that none is
 // left: the entry is granted with token.
-func (d *Driver) enqueue(ctx context.Context, m driver.Mode, base, k string, e *entry, wt *waiter) (token int64, done bool, err error) {
+func (d *Driver) enqueue(ctx context.Context, m driver.Mode, base, k string, e *entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
 	cs, ce := conflictRange(base, m)
-	isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
 	put := clientv3.OpPut(k, "", clientv3.WithLease(e.lease))
 	all := clientv3.OpGet(cs, clientv3.WithRange(ce), clientv3.WithKeysOnly())
-	resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(
-		clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil),
-		clientv3.OpGet(k),
-		all,
-	).Commit()
+	var resp *clientv3.TxnResponse
+	if isNew {
+		// Known not to exist (see tryOnce): put it, and read the rest.
+		resp, err = d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(put, all).Commit()
+	} else {
+		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		resp, err = d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(
+			clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil),
+			clientv3.OpGet(k),
+			all,
+		).Commit()
+	}
 	if err != nil {
 		return 0, false, err
 	}
 	if resp.Succeeded {
 		return resp.Header.Revision, true, nil
 	}
-	kvs := resp.Responses[1].GetResponseRange().Kvs
-	if len(kvs) == 0 {
+	var own *mvccpb.KeyValue
+	if isNew {
+		own = &mvccpb.KeyValue{CreateRevision: resp.Header.Revision}
+	} else if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+		own = kvs[0]
+	} else {
 		return 0, false, errEntryLost
 	}
-	own := kvs[0]
+	allKvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs
 	var lower map[string]struct{}
-	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+	for _, kv := range allKvs {
 		if kv.CreateRevision < own.CreateRevision {
 			if lower == nil {
 				lower = make(map[string]struct{})

@@ -71,10 +71,11 @@ type Driver struct {
 
 	mu      sync.Mutex
 	closed  bool
-	owners  map[string]*entry       // entries this driver made, by owner
-	tokens  map[holdRef]string      // entry keys of owners[…] with a known token
-	pools   map[int64][]pooledLease // idle leases by TTL in seconds
-	watches map[string]*keyWatch    // by lock base
+	owners  map[string]*entry                     // entries this driver made, by owner
+	tokens  map[holdRef]string                    // entry keys of owners[…] with a known token
+	pools   map[int64][]pooledLease               // idle leases by TTL in seconds
+	watches map[string]*keyWatch                  // by lock base
+	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
 
 	kaMu sync.Mutex
 	ka   *kaStream // nil until needed or after it broke
@@ -150,6 +151,7 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		tokens:    make(map[holdRef]string),
 		pools:     make(map[int64][]pooledLease),
 		watches:   make(map[string]*keyWatch),
+		losses:    make(map[string]map[*lossListener]struct{}),
 	}
 	d.ctx, d.cancel = context.WithCancel(client.Ctx())
 	if d.minTTL == 0 {

@@ -94,14 +94,29 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base, k string
 		ka = d.keepAlive(e.lease)
 	}
 	cs, ce := conflictRange(base, req.Mode)
-	isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
 	put := clientv3.OpPut(k, "", clientv3.WithLease(e.lease))
-	els := make([]clientv3.Op, 0, 3)
-	if queued {
-		els = append(els, clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil))
+	var resp *clientv3.TxnResponse
+	if isNew {
+		// The driver remembers every entry it puts before it sends the
+		// put, so a new entry is known not to exist: the transaction
+		// needs no reads. Refused, a queued attempt puts the entry at
+		// the end of the queue, behind the conflicting entries.
+		var els []clientv3.Op
+		if queued {
+			els = []clientv3.Op{put}
+		}
+		resp, err = d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+	} else {
+		// The owner's entry may exist: keep it (renewing its lease, see
+		// the keep-alive above) and read whether it is at the head.
+		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		els := make([]clientv3.Op, 0, 3)
+		if queued {
+			els = append(els, clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil))
+		}
+		els = append(els, clientv3.OpGet(k), firstOp(cs, ce))
+		resp, err = d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(els...).Commit()
 	}
-	els = append(els, clientv3.OpGet(k), firstOp(cs, ce))
-	resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(els...).Commit()
 	if err != nil {
 		if isNew && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
 			d.forget(req.Owner, k) // an idle lease that etcd no longer has
@@ -110,9 +125,14 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base, k string
 		return driver.Lease{}, false, err
 	}
 	granted, token, own := false, int64(0), (*mvccpb.KeyValue)(nil)
-	if resp.Succeeded {
+	switch {
+	case resp.Succeeded:
 		granted, token = true, resp.Header.Revision
-	} else {
+	case isNew && queued:
+		// Queued behind older conflicting entries.
+		own = &mvccpb.KeyValue{Key: []byte(k), CreateRevision: resp.Header.Revision, Lease: int64(e.lease)}
+		token = own.CreateRevision
+	case !isNew:
 		rs := resp.Responses[len(resp.Responses)-2:]
 		if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			own = kvs[0]
@@ -350,8 +370,22 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		return opError("release", l.Key, err)
 	}
 	k := entryKey(d.base(l.Key), l.Mode, l.Owner)
-	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
 	e := d.forget(l.Owner, k)
+	d.releasing(k)
+	if e != nil && l.Token != 0 && e.token == int64(l.Token) {
+		// The driver granted this entry with this token: it needs no
+		// previous value to check it, only whether it was still there.
+		resp, err := d.kv.Delete(ctx, k)
+		if err != nil {
+			return opError("release", l.Key, err)
+		}
+		if resp.Deleted == 0 {
+			return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
+		}
+		d.putLease(e.lease, e.ttl, e.deadline)
+		return nil
+	}
+	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
 	if err != nil {
 		return opError("release", l.Key, err)
 	}

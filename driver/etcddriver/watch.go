@@ -271,6 +271,14 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	base := d.base(l.Key)
 	w := d.watch(base)
 	ll := &lossListener{d: d, w: w, lease: l, key: entryKey(base, l.Mode, l.Owner), token: int64(l.Token), lost: lost, stopc: make(chan struct{})}
+	d.mu.Lock()
+	set := d.losses[ll.key]
+	if set == nil {
+		set = make(map[*lossListener]struct{})
+		d.losses[ll.key] = set
+	}
+	set[ll] = struct{}{}
+	d.mu.Unlock()
 	if established, rev := w.add(ll); !established || rev >= ll.token {
 		// The watch may have started after the entry was deleted.
 		ll.verifyAsync()
@@ -283,6 +291,14 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 			ll.stopped = true
 			close(ll.stopc)
 			ll.mu.Unlock()
+			d.mu.Lock()
+			if set := d.losses[ll.key]; set != nil {
+				delete(set, ll)
+				if len(set) == 0 {
+					delete(d.losses, ll.key)
+				}
+			}
+			d.mu.Unlock()
 			w.release()
 		})
 	}
@@ -309,6 +325,23 @@ func (ll *lossListener) deleted(key string, rev int64) {
 }
 
 func (ll *lossListener) reset(int64) { ll.verifyAsync() }
+
+// releasing silences the WatchLoss registrations of entry k before its
+// owner's Release deletes it: a release is not a loss.
+func (d *Driver) releasing(k string) {
+	d.mu.Lock()
+	set := d.losses[k]
+	ls := make([]*lossListener, 0, len(set))
+	for ll := range set {
+		ls = append(ls, ll)
+	}
+	d.mu.Unlock()
+	for _, ll := range ls {
+		ll.mu.Lock()
+		ll.stopped = true
+		ll.mu.Unlock()
+	}
+}
 
 func (ll *lossListener) fire(err error) {
 	ll.mu.Lock()
