@@ -50,7 +50,7 @@ const benchSession = 30 * time.Second
 
 // countedDriver returns a driver over a new connection whose writes cnt
 // counts.
-func countedDriver(b *testing.B, cnt *countingDialer) *zkdriver.Driver {
+func countedDriver(b testing.TB, cnt *countingDialer) *zkdriver.Driver {
 	b.Helper()
 	sess := &zkdriver.Session{Dialer: cnt.dial}
 	conn, _, err := zk.Connect([]string{server(b).Addr}, benchSession, sess.ConnOption(), quiet(b))
@@ -72,7 +72,7 @@ func countedDriver(b *testing.B, cnt *countingDialer) *zkdriver.Driver {
 
 // countedConn returns a plain go-zookeeper connection whose writes cnt
 // counts.
-func countedConn(b *testing.B, cnt *countingDialer) *zk.Conn {
+func countedConn(b testing.TB, cnt *countingDialer) *zk.Conn {
 	b.Helper()
 	conn, ev, err := zk.Connect([]string{server(b).Addr}, benchSession, zk.WithDialer(cnt.dial), quiet(b))
 	if err != nil {
@@ -200,20 +200,56 @@ func BenchmarkContended(b *testing.B) {
 
 func runContended(b *testing.B, ms []mutexLike, cnt *countingDialer) {
 	n := b.N
-	lockRet := make([]time.Time, n+len(ms))
-	unlockCall := make([]time.Time, n+len(ms))
-	unlockRet := make([]time.Time, n+len(ms))
+	b.ResetTimer()
+	res, err := contend(ms, cnt, n, 0)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(res.acqPerSec, "acq/s")
+	b.ReportMetric(res.fairness, "fairness")
+	b.ReportMetric(float64(res.handoffP50.Microseconds()), "handoff-p50-µs")
+	b.ReportMetric(float64(res.handoffP99.Microseconds()), "handoff-p99-µs")
+	b.ReportMetric(float64(res.unlockP50.Microseconds()), "unlock-p50-µs")
+	b.ReportMetric(res.roundTrips, "roundtrips/acq")
+}
+
+// contendResult is what contend measures.
+type contendResult struct {
+	acquisitions           int
+	acqPerSec              float64
+	fairness               float64 // most / fewest acquisitions of a goroutine
+	handoffP50, handoffP99 time.Duration
+	unlockP50              time.Duration
+	roundTrips             float64 // per acquisition
+}
+
+// contend runs the goroutines of ms, each locking and unlocking its mutex
+// over and over with a critical section of critical, until n acquisitions
+// (n > 0) or for dur.
+func contend(ms []mutexLike, cnt *countingDialer, n int, dur time.Duration) (contendResult, error) {
+	const maxAcq = 1 << 20
+	size := n + len(ms)
+	if n <= 0 {
+		size = maxAcq
+	}
+	lockRet := make([]time.Time, size)
+	unlockCall := make([]time.Time, size)
+	unlockRet := make([]time.Time, size)
 	counts := make([]int, len(ms))
 	var (
-		next    int // acquisition index, guarded by the lock under test
+		next    atomic.Int64 // acquisition index
 		holders atomic.Int32
+		stop    atomic.Bool
 		wg      sync.WaitGroup
 		errOnce sync.Once
 		failure error
 	)
 	start := cnt.writes.Load()
-	b.ResetTimer()
 	t0 := time.Now()
+	if dur > 0 {
+		time.AfterFunc(dur, func() { stop.Store(true) })
+	}
 	for g, m := range ms {
 		wg.Go(func() {
 			for {
@@ -225,8 +261,12 @@ func runContended(b *testing.B, ms []mutexLike, cnt *countingDialer) {
 				if holders.Add(1) != 1 {
 					errOnce.Do(func() { failure = fmt.Errorf("two holders at once") })
 				}
-				i := next
-				next++
+				i := int(next.Add(1)) - 1
+				if i >= size {
+					holders.Add(-1)
+					_ = m.Unlock()
+					return
+				}
 				lockRet[i] = got
 				counts[g]++
 				spin(critical)
@@ -237,7 +277,7 @@ func runContended(b *testing.B, ms []mutexLike, cnt *countingDialer) {
 					return
 				}
 				unlockRet[i] = time.Now()
-				if i+1 >= n {
+				if (n > 0 && i+1 >= n) || stop.Load() {
 					return
 				}
 			}
@@ -245,38 +285,33 @@ func runContended(b *testing.B, ms []mutexLike, cnt *countingDialer) {
 	}
 	wg.Wait()
 	elapsed := time.Since(t0)
-	b.StopTimer()
 	if failure != nil {
-		b.Fatal(failure)
+		return contendResult{}, failure
 	}
-	total := next
+	total := min(int(next.Load()), size)
 	var hand, unl []time.Duration
 	for i := 0; i < total; i++ {
 		if !unlockRet[i].IsZero() {
 			unl = append(unl, unlockRet[i].Sub(unlockCall[i]))
 		}
-	}
-	slices.Sort(unl)
-	for i := 0; i+1 < total; i++ {
-		if unlockRet[i].IsZero() || lockRet[i+1].IsZero() {
-			continue
+		if i+1 < total && !unlockRet[i].IsZero() && !lockRet[i+1].IsZero() {
+			hand = append(hand, max(lockRet[i+1].Sub(unlockRet[i]), 0))
 		}
-		hand = append(hand, max(lockRet[i+1].Sub(unlockRet[i]), 0))
 	}
 	slices.Sort(hand)
+	slices.Sort(unl)
 	lo, hi := slices.Min(counts), slices.Max(counts)
-	fair := float64(hi) / float64(max(lo, 1))
-	if lo == 0 {
-		fair = float64(hi)
+	r := contendResult{
+		acquisitions: total,
+		acqPerSec:    float64(total) / elapsed.Seconds(),
+		fairness:     float64(hi) / float64(max(lo, 1)),
+		roundTrips:   float64(cnt.writes.Load()-start) / float64(total),
 	}
-	b.ReportMetric(float64(total)/elapsed.Seconds(), "acq/s")
-	b.ReportMetric(fair, "fairness")
 	if len(hand) > 0 {
-		b.ReportMetric(float64(hand[len(hand)/2].Microseconds()), "handoff-p50-µs")
-		b.ReportMetric(float64(hand[len(hand)*99/100].Microseconds()), "handoff-p99-µs")
+		r.handoffP50, r.handoffP99 = hand[len(hand)/2], hand[len(hand)*99/100]
 	}
 	if len(unl) > 0 {
-		b.ReportMetric(float64(unl[len(unl)/2].Microseconds()), "unlock-p50-µs")
+		r.unlockP50 = unl[len(unl)/2]
 	}
-	b.ReportMetric(float64(cnt.writes.Load()-start)/float64(total), "roundtrips/acq")
+	return r, nil
 }

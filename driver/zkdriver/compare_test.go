@@ -1,0 +1,160 @@
+package zkdriver_test
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/zkdriver"
+	"github.com/go-zookeeper/zk"
+)
+
+// EnvCompare, set to "1", runs TestCompareZKLock.
+const envCompare = "LOCKER_ZK_COMPARE"
+
+// TestCompareZKLock measures locker.Mutex over zkdriver and go-zookeeper's
+// zk.Lock side by side: rounds that alternate between the two, so that
+// both see the same load on a shared machine, then the median of each
+// figure over the rounds, printed as the Markdown tables of BENCHMARKS.md.
+//
+//	LOCKER_ZK_COMPARE=1 LOCKER_REQUIRE_SERVERS=1 go test -run TestCompareZKLock -v ./driver/zkdriver
+func TestCompareZKLock(t *testing.T) {
+	if os.Getenv(envCompare) != "1" {
+		t.Skip("set " + envCompare + "=1 to run the comparison with zk.Lock (a few minutes)")
+	}
+	const rounds = 7
+	const unDur, conDur = 2 * time.Second, 3 * time.Second
+	type un struct{ pairsPerSec, p50us, rt, allocs, bytes float64 }
+	results := map[string][]un{}
+	cres := map[string][]contendResult{}
+
+	uncontended := func(name string, lock, unlock func() error, cnt *countingDialer) {
+		var lat []time.Duration
+		var ms0, ms1 runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+		w0 := cnt.writes.Load()
+		start := time.Now()
+		for time.Since(start) < unDur {
+			t0 := time.Now()
+			if err := lock(); err != nil {
+				t.Fatal(err)
+			}
+			if err := unlock(); err != nil {
+				t.Fatal(err)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		el := time.Since(start)
+		runtime.ReadMemStats(&ms1)
+		n := float64(len(lat))
+		slices.Sort(lat)
+		results[name] = append(results[name], un{
+			pairsPerSec: n / el.Seconds(),
+			p50us:       float64(lat[len(lat)/2].Microseconds()),
+			rt:          float64(cnt.writes.Load()-w0) / n,
+			allocs:      float64(ms1.Mallocs-ms0.Mallocs) / n,
+			bytes:       float64(ms1.TotalAlloc-ms0.TotalAlloc) / n,
+		})
+	}
+
+	// Uncontended: one handle, one key.
+	var lcnt, zcnt countingDialer
+	ld := countedDriver(t, &lcnt)
+	lm := locker.NewMutex(ld, uniqueKey(t, "un"))
+	zl := zk.NewLock(countedConn(t, &zcnt), "/zklock-bench/"+encodeForZK(uniqueKey(t, "un")), zk.WorldACL(zk.PermAll))
+
+	// Contended: 8 goroutines, one key, each with a handle and a
+	// connection of its own (as zk.Lock needs); locker also with 8
+	// handles on 2 connections.
+	var c8, c2, cz countingDialer
+	key8, key2 := uniqueKey(t, "c8"), uniqueKey(t, "c2")
+	var m8, m2, mz []mutexLike
+	d2 := []*zkdriver.Driver{countedDriver(t, &c2), countedDriver(t, &c2)}
+	zpath := "/zklock-bench/" + encodeForZK(uniqueKey(t, "cz"))
+	for i := range contenders {
+		m8 = append(m8, lockerMutex{locker.NewMutex(countedDriver(t, &c8), key8)})
+		m2 = append(m2, lockerMutex{locker.NewMutex(d2[i%2], key2)})
+		mz = append(mz, zk.NewLock(countedConn(t, &cz), zpath, zk.WorldACL(zk.PermAll)))
+	}
+
+	for r := range rounds {
+		steps := []func(){
+			func() {
+				uncontended("locker-zk", func() error { lm.Lock(); return nil }, func() error { lm.Unlock(); return nil }, &lcnt)
+			},
+			func() { uncontended("zk.Lock", zl.Lock, zl.Unlock, &zcnt) },
+		}
+		csteps := []struct {
+			name string
+			ms   []mutexLike
+			cnt  *countingDialer
+		}{
+			{"locker-zk, 8 conns", m8, &c8},
+			{"zk.Lock, 8 conns", mz, &cz},
+			{"locker-zk, 2 conns", m2, &c2},
+		}
+		if r%2 == 1 {
+			slices.Reverse(steps)
+			slices.Reverse(csteps)
+		}
+		for _, s := range steps {
+			s()
+		}
+		for _, c := range csteps {
+			res, err := contend(c.ms, c.cnt, 0, conDur)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cres[c.name] = append(cres[c.name], res)
+		}
+		t.Logf("round %d done", r+1)
+	}
+
+	med := func(xs []float64) float64 {
+		slices.Sort(xs)
+		return xs[len(xs)/2]
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n| uncontended, 1 goroutine | pairs/s | p50 µs/pair | round trips/pair | allocs/pair | B/pair |\n|---|--:|--:|--:|--:|--:|\n")
+	for _, name := range []string{"locker-zk", "zk.Lock"} {
+		var a, b2, c, d, e []float64
+		for _, x := range results[name] {
+			a, b2, c, d, e = append(a, x.pairsPerSec), append(b2, x.p50us), append(c, x.rt), append(d, x.allocs), append(e, x.bytes)
+		}
+		fmt.Fprintf(&out, "| %s | %.0f | %.0f | %.2f | %.0f | %.0f |\n", name, med(a), med(b2), med(c), med(d), med(e))
+	}
+	fmt.Fprintf(&out, "\n| contended, 8 goroutines, 100µs | acq/s | fairness max/min | handoff p50 / p99 µs | unlock p50 µs | round trips/acq |\n|---|--:|--:|--:|--:|--:|\n")
+	for _, name := range []string{"locker-zk, 8 conns", "zk.Lock, 8 conns", "locker-zk, 2 conns"} {
+		var a, b2, c, d, e, f []float64
+		for _, x := range cres[name] {
+			a, b2 = append(a, x.acqPerSec), append(b2, x.fairness)
+			c, d = append(c, float64(x.handoffP50.Microseconds())), append(d, float64(x.handoffP99.Microseconds()))
+			e, f = append(e, float64(x.unlockP50.Microseconds())), append(f, x.roundTrips)
+		}
+		fmt.Fprintf(&out, "| %s | %.0f | %.3f | %.0f / %.0f | %.0f | %.2f |\n", name, med(a), med(b2), med(c), med(d), med(e), med(f))
+	}
+	// Per-round acquisitions per second, to show the spread.
+	fmt.Fprintf(&out, "\nacq/s per round:\n")
+	for _, name := range []string{"locker-zk, 8 conns", "zk.Lock, 8 conns", "locker-zk, 2 conns"} {
+		var xs []string
+		for _, x := range cres[name] {
+			xs = append(xs, fmt.Sprintf("%.0f", x.acqPerSec))
+		}
+		fmt.Fprintf(&out, "  %s: %s\n", name, strings.Join(xs, " "))
+	}
+	fmt.Fprintf(&out, "pairs/s per round:\n")
+	for _, name := range []string{"locker-zk", "zk.Lock"} {
+		var xs []string
+		for _, x := range results[name] {
+			xs = append(xs, fmt.Sprintf("%.0f", x.pairsPerSec))
+		}
+		fmt.Fprintf(&out, "  %s: %s\n", name, strings.Join(xs, " "))
+	}
+	t.Log(out.String())
+}
