@@ -221,6 +221,23 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known qu
 			if i < 0 {
 				return driver.Lease{}, errNodeGone
 			}
+			if mine := q.ofOwner(req.Owner); len(mine) > 1 {
+				// Another node of this owner: a create whose reply was
+				// lost. It must not hold up this one.
+				for _, c := range mine {
+					if c.name != name {
+						p := parent + "/" + c.name
+						_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil)
+						if err != nil && !errors.Is(err, zk.ErrNoNode) {
+							if err := pause(err); err != nil {
+								return driver.Lease{}, err
+							}
+						}
+					}
+				}
+				list, known = true, nil
+				continue
+			}
 			b := q.blockers(i, req.Mode)
 			if len(b) == 0 {
 				return granted()

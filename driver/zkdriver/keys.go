@@ -144,17 +144,18 @@ func checkOwner(owner string) error {
 	return nil
 }
 
-func modeChar(m driver.Mode) byte {
-	if m == driver.Shared {
-		return 'r'
-	}
-	return 'w'
-}
-
 // nodePrefix returns the name of owner's lock node in mode, without the
 // sequence number.
 func nodePrefix(owner string, m driver.Mode) string {
-	return protectedPrefix + owner + "-" + string(modeChar(m)) + "-"
+	return protectedPrefix + owner + modeInfix(m)
+}
+
+// modeInfix returns what follows the owner in a lock node's name.
+func modeInfix(m driver.Mode) string {
+	if m == driver.Shared {
+		return "-r-"
+	}
+	return "-w-"
 }
 
 // child is one parsed child of a lock's parent node.

@@ -156,7 +156,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	}
 	d.nodes[nk] = n
 	d.mu.Unlock()
-	prefix := parent + "/" + nodePrefix(req.Owner, req.Mode)
+	prefix := parent + "/" + protectedPrefix + req.Owner + modeInfix(req.Mode)
 	data := encodeTTL(req.TTL)
 	var r createResult
 	var err error
