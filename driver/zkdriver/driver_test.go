@@ -300,7 +300,7 @@ func TestContextCanceled(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire: %v; want DeadlineExceeded", err)
 	}
-	if late := time.Since(start) - 300*time.Millisecond; late > 500*time.Millisecond {
+	if late := time.Since(start) - 300*time.Millisecond; late > time.Second {
 		t.Errorf("Acquire returned %v after its deadline", late)
 	}
 	if n := lockNodes(t, a.Conn(), key); len(n) != 1 {
@@ -322,7 +322,7 @@ func TestContextCanceled(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("TryAcquire without reply: %v; want DeadlineExceeded", err)
 	}
-	if late := time.Since(start) - 200*time.Millisecond; late > 300*time.Millisecond {
+	if late := time.Since(start) - 200*time.Millisecond; late > time.Second {
 		t.Errorf("TryAcquire returned %v after its deadline", late)
 	}
 	p.Reset()
@@ -339,7 +339,7 @@ func TestContextCanceled(t *testing.T) {
 // and the new session never takes the old node for its own.
 func TestSessionExpiry(t *testing.T) {
 	srv := server(t)
-	const session = time.Second
+	const session = 1500 * time.Millisecond
 	p := zktest.NewProxy(t, srv.Addr)
 	h := connect(t, []string{p.Addr}, session, nil)
 	w := newDriver(t)
@@ -354,8 +354,10 @@ func TestSessionExpiry(t *testing.T) {
 	oldSession := h.Session().ID()
 
 	// Through the front-end: a Mutex on another key, and a waiter.
+	// The TTL leaves the holder's deadline well before the server's
+	// expiry, so that a slow machine does not make the test flaky.
 	mkey := plainKey("expiry-mutex")
-	m := locker.NewMutex(h, mkey, locker.WithTTL(session), locker.WithErrorHandler(func(error) {}))
+	m := locker.NewMutex(h, mkey, locker.WithTTL(session*2/3), locker.WithErrorHandler(func(error) {}))
 	if err := m.LockContext(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -192,7 +192,7 @@ func TestEnsembleSessionExpiry(t *testing.T) {
 	lost := make(chan error, 1)
 	defer hd.WatchLoss(l, func(err error) { lost <- err })()
 
-	h := locker.NewMutex(hd, key, locker.WithTTL(session), locker.WithErrorHandler(func(error) {}))
+	h := locker.NewMutex(hd, key, locker.WithTTL(session*2/3), locker.WithErrorHandler(func(error) {}))
 	if err := h.LockContext(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
