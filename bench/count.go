@@ -46,8 +46,15 @@ func (c *counter) dialTimeout(network, addr string, timeout time.Duration) (net.
 	return c.dialContext(ctx, network, addr)
 }
 
-// cmdStats is Redis's INFO commandstats: calls per command.
+// cmdStats is Redis's INFO commandstats: calls per command, and under
+// usecKey(command) the server time the calls took, in microseconds.
 type cmdStats map[string]int64
+
+const usecPrefix = "usec "
+
+func usecKey(cmd string) string { return usecPrefix + cmd }
+
+func isUsec(k string) bool { return strings.HasPrefix(k, usecPrefix) }
 
 // redisCmdStats reads INFO commandstats from addr over a connection of its
 // own, which is not counted.
@@ -69,6 +76,10 @@ func redisCmdStats(addr string) (cmdStats, error) {
 				n, _ := strconv.ParseInt(v, 10, 64)
 				m[name] = n
 			}
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				m[usecKey(name)] = n
+			}
 		}
 	}
 	return m, nil
@@ -78,7 +89,7 @@ func redisCmdStats(addr string) (cmdStats, error) {
 func (s cmdStats) sub(o cmdStats) cmdStats {
 	d := cmdStats{}
 	for k, v := range s {
-		if k == "INFO" {
+		if k == "INFO" || k == usecKey("INFO") {
 			continue
 		}
 		if v -= o[k]; v > 0 {
@@ -90,8 +101,18 @@ func (s cmdStats) sub(o cmdStats) cmdStats {
 
 func (s cmdStats) total() int64 {
 	var t int64
-	for _, v := range s {
-		t += v
+	for k, v := range s {
+		if !isUsec(k) {
+			t += v
+		}
 	}
 	return t
+}
+
+// perCall returns the server time per call of cmd in microseconds, or 0.
+func (s cmdStats) perCall(cmd string) float64 {
+	if s[cmd] == 0 {
+		return 0
+	}
+	return float64(s[usecKey(cmd)]) / float64(s[cmd])
 }

@@ -36,7 +36,8 @@ type config struct {
 	cs                time.Duration
 	parallel          int
 	ns                []int
-	many, periods     int
+	many, manyOther   int
+	periods           int
 	manyTTL           time.Duration
 	only              *regexp.Regexp
 	cells             map[string]bool
@@ -70,7 +71,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&cfg.cs, "cs", 100*time.Microsecond, "critical section of the contended cells")
 	fs.IntVar(&cfg.parallel, "parallel", 16, "goroutines of the parallel cell (distinct keys)")
 	ns := fs.String("n", "8,32", "goroutines of the contended cells (one key)")
-	fs.IntVar(&cfg.many, "many", 10000, "locks held in the many-locks cell")
+	fs.IntVar(&cfg.many, "many", 10000, "locks held in the many-locks cell on Redis")
+	fs.IntVar(&cfg.manyOther, "many-other", 2000, "locks held in the many-locks cell on etcd and ZooKeeper (each lock is a raft write or a znode: 10,000 take tens of seconds)")
 	fs.IntVar(&cfg.periods, "periods", 3, "renewal periods the many locks are held")
 	fs.DurationVar(&cfg.manyTTL, "many-ttl", 3*time.Second, "lease of the many locks (renewed every third)")
 	only := fs.String("only", "", "run only systems whose \"server / name\" matches this regexp")
@@ -82,7 +84,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	}
 	if *quick {
 		cfg.dur, cfg.cdur, cfg.warmup, cfg.rounds = 200*time.Millisecond, 300*time.Millisecond, 20*time.Millisecond, 1
-		cfg.many, cfg.periods, cfg.manyTTL = 300, 1, 600*time.Millisecond
+		cfg.many, cfg.manyOther, cfg.periods, cfg.manyTTL = 300, 100, 1, 600*time.Millisecond
 	}
 	for f := range strings.SplitSeq(*ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -250,8 +252,12 @@ func run(cfg config, log io.Writer) (*report, error) {
 			if !available(s.server) || !selected(s.server+" / "+s.name) {
 				continue
 			}
-			fmt.Fprintf(log, "%s / %s: many locks (%d)\n", s.server, s.name, cfg.many)
-			rep.many = append(rep.many, runMany(e, s, cfg.many, cfg.periods, cfg.manyTTL))
+			n := cfg.many
+			if s.server != "redis" {
+				n = cfg.manyOther
+			}
+			fmt.Fprintf(log, "%s / %s: many locks (%d)\n", s.server, s.name, n)
+			rep.many = append(rep.many, runMany(e, s, n, cfg.periods, cfg.manyTTL))
 		}
 	}
 	rep.elapsed = time.Since(started)
