@@ -53,6 +53,7 @@ func (s *system) label() string { return s.server + " / " + s.name }
 type env struct {
 	redis, zk, etcd *server
 	trips           map[string]*counter
+	rpcs            *rpcCounter // etcd's requests
 	cfg             config
 }
 
@@ -85,8 +86,11 @@ func (e *env) read(server string, gc bool) probe {
 		runtime.GC()
 	}
 	if s := e.srv(server); s != nil {
-		if server == "redis" {
+		switch server {
+		case "redis":
 			p.cmds, _ = redisCmdStats(s.addr)
+		case "etcd":
+			p.cmds = e.rpcs.snapshot()
 		}
 		p.srvCPU = s.cpu()
 	}
@@ -135,10 +139,13 @@ func (e *env) since(server string, p probe) delta {
 	}
 	if s := e.srv(server); s != nil {
 		d.srvCPU = s.cpu() - p.srvCPU
-		if server == "redis" {
+		switch server {
+		case "redis":
 			if cs, err := redisCmdStats(s.addr); err == nil {
 				d.cmds = cs.sub(p.cmds)
 			}
+		case "etcd":
+			d.cmds = e.rpcs.snapshot().sub(p.cmds)
 		}
 	}
 	return d

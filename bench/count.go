@@ -2,18 +2,22 @@ package main
 
 import (
 	"context"
+	"maps"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // Round trips are counted as the client's Write calls on its connections:
 // go-redis and go-zookeeper write each command, pipeline or request with
-// one Write, so a Write is a request that waits for its reply. gRPC (etcd)
-// writes HTTP/2 frames in batches, window updates and pings included, so
-// its count is approximate.
+// one Write, so a Write is a request that waits for its reply. For etcd,
+// whose gRPC client writes HTTP/2 frames in batches, with window updates
+// and pings, the count is of gRPC requests instead (see rpcCounter).
 
 // countConn counts the Writes on a connection.
 type countConn struct {
@@ -115,4 +119,57 @@ func (s cmdStats) perCall(cmd string) float64 {
 		return 0
 	}
 	return float64(s[usecKey(cmd)]) / float64(s[cmd])
+}
+
+// rpcCounter counts the gRPC requests of etcd clients, by method: a unary
+// call is one request, a message sent on a stream (Watch, LeaseKeepAlive)
+// another. Each is also one round trip on the server's counter.
+type rpcCounter struct {
+	trips *counter
+	mu    sync.Mutex
+	m     cmdStats
+}
+
+func (c *rpcCounter) add(method string) {
+	if i := strings.LastIndexByte(method, '/'); i >= 0 {
+		method = method[i+1:]
+	}
+	c.trips.Add(1)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = cmdStats{}
+	}
+	c.m[method]++
+	c.mu.Unlock()
+}
+
+// snapshot returns the counts so far.
+func (c *rpcCounter) snapshot() cmdStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.m)
+}
+
+func (c *rpcCounter) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	c.add(method)
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (c *rpcCounter) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return countStream{s, c, method}, nil
+}
+
+type countStream struct {
+	grpc.ClientStream
+	c      *rpcCounter
+	method string
+}
+
+func (s countStream) SendMsg(m any) error {
+	s.c.add(s.method)
+	return s.ClientStream.SendMsg(m)
 }

@@ -135,6 +135,7 @@ func allManySystems() []*manySystem {
 func run(cfg config, log io.Writer) (*report, error) {
 	started := time.Now()
 	e := &env{cfg: cfg, trips: map[string]*counter{"redis": {}, "zk": {}, "etcd": {}}}
+	e.rpcs = &rpcCounter{trips: e.trips["etcd"]}
 	rep := newReport(cfg)
 	defer func() {
 		e.redis.stop()

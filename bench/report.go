@@ -213,7 +213,7 @@ func (r *report) writeUncontended(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "### Uncontended: one goroutine locks and unlocks one key\n\n")
-	fmt.Fprintf(w, "%d interleaved rounds per server, %v in all per system. Latency is of the whole lock+unlock pair. Round trips = client writes per pair on the counted connections (exact for Redis and ZooKeeper; HTTP/2 writes for etcd, approximate). Allocations and client CPU are the bench process's (`runtime.ReadMemStats`, `getrusage`), which holds only clients; server CPU is the server process's (`/proc/<pid>/stat`, 10 ms ticks).\n\n", r.cfg.rounds, r.cfg.dur)
+	fmt.Fprintf(w, "%d interleaved rounds per server, %v in all per system. Latency is of the whole lock+unlock pair. Round trips = client writes per pair on the counted connections for Redis and ZooKeeper (each command, pipeline or request is one write), gRPC requests for etcd (unary calls and stream messages). Allocations and client CPU are the bench process's (`runtime.ReadMemStats`, `getrusage`), which holds only clients; server CPU is the server process's (`/proc/<pid>/stat`, 10 ms ticks).\n\n", r.cfg.rounds, r.cfg.dur)
 	var rows [][]string
 	for _, s := range r.systems {
 		u := r.unc[s]
@@ -268,27 +268,40 @@ func evalshaUsec(c cmdStats) string {
 }
 
 func (r *report) writeCommands(w io.Writer) {
+	r.writeMix(w, "redis", "### Redis server commands\n\n`INFO commandstats` deltas per uncontended pair, and per acquisition in the contended cells; commands that scripts run (`redis.call`) count too, so the mix shows what each script does. EVALSHA µs/call is the server's own time per script call (`usec_per_call`, the commands the script runs included).\n\n", true)
+	r.writeMix(w, "etcd", "### etcd requests\n\ngRPC requests the clients sent, counted by interceptors: a unary call is one, a message sent on a stream (Watch, LeaseKeepAlive) is one. Per uncontended pair, and per acquisition in the contended cells.\n\n", false)
+}
+
+func (r *report) writeMix(w io.Writer, server, intro string, evalsha bool) {
 	var rows [][]string
-	for _, s := range r.systems {
-		u := r.unc[s]
-		if u == nil || s.server != "redis" || u.pairs == 0 {
-			continue
+	row := func(s *system, cell string, cmds cmdStats, n int) {
+		cells := []string{bold(s.name, s.kind == kindLocker), cell, per(cmds.total(), n)}
+		if evalsha {
+			cells = append(cells, evalshaUsec(cmds))
 		}
-		rows = append(rows, []string{bold(s.name, s.kind == kindLocker), "uncontended", per(u.d.cmds.total(), u.pairs), evalshaUsec(u.d.cmds), mix(u.d.cmds, u.pairs)})
+		rows = append(rows, append(cells, mix(cmds, n)))
+	}
+	for _, s := range r.systems {
+		if u := r.unc[s]; u != nil && s.server == server && u.pairs > 0 {
+			row(s, "uncontended", u.d.cmds, u.pairs)
+		}
 	}
 	for _, s := range r.systems {
 		for _, c := range r.con[s] {
-			if s.server != "redis" || c.acquisitions == 0 {
-				continue
+			if s.server == server && c.acquisitions > 0 {
+				row(s, fmt.Sprintf("N=%d, per acquisition", c.n), c.d.cmds, c.acquisitions)
 			}
-			rows = append(rows, []string{bold(s.name, s.kind == kindLocker), fmt.Sprintf("N=%d, per acquisition", c.n), per(c.d.cmds.total(), c.acquisitions), evalshaUsec(c.d.cmds), mix(c.d.cmds, c.acquisitions)})
 		}
 	}
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "### Redis server commands\n\n`INFO commandstats` deltas per uncontended pair, and per acquisition in the contended cells; commands that scripts run (`redis.call`) count too, so the mix shows what each script does. EVALSHA µs/call is the server's own time per script call (`usec_per_call`, the commands the script runs included).\n\n")
-	table(w, "llrrl", []string{"system", "cell", "cmds", "EVALSHA µs/call", "mix (calls per pair or acquisition)"}, rows)
+	fmt.Fprint(w, intro)
+	if evalsha {
+		table(w, "llrrl", []string{"system", "cell", "cmds", "EVALSHA µs/call", "mix (calls per pair or acquisition)"}, rows)
+	} else {
+		table(w, "llrl", []string{"system", "cell", "requests", "mix (requests per pair or acquisition)"}, rows)
+	}
 }
 
 func (r *report) writeParallel(w io.Writer) {

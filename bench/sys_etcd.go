@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -45,16 +44,16 @@ func etcdSystems() []*system {
 }
 
 func etcdClients(e *env, n int) ([]*clientv3.Client, error) {
-	cnt := e.trips["etcd"]
 	cs := make([]*clientv3.Client, 0, n)
 	for range n {
 		c, err := clientv3.New(clientv3.Config{
 			Endpoints:   []string{e.etcd.addr},
 			DialTimeout: 5 * time.Second,
 			Logger:      zap.NewNop(),
-			DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-				return cnt.dialContext(ctx, "tcp", addr)
-			})},
+			DialOptions: []grpc.DialOption{
+				grpc.WithChainUnaryInterceptor(e.rpcs.unary),
+				grpc.WithChainStreamInterceptor(e.rpcs.stream),
+			},
 		})
 		if err != nil {
 			closeEtcd(cs)
