@@ -49,7 +49,8 @@
 //     unblocks the rest; entries expire.
 //   - BatchRefresh ([driver.BatchRefresher]): one result per lease.
 //   - Acquire ([driver.Acquirer]): a free key is granted at once; waiters
-//     on several clients, queued one after the other behind a holder, are
+//     on several clients, queued one after the other (250ms apart) behind a
+//     holder, are
 //     granted the key in that order, one at a time, with growing tokens
 //     (and, on a [driver.Sharer], shared waiters together); a waiter whose
 //     context ends returns an error wrapping the context's error and
