@@ -1,3 +1,5 @@
+//go:build unix
+
 package zkdriver_test
 
 import (
@@ -6,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,6 +16,15 @@ import (
 	"github.com/go-locker/locker/driver/zkdriver"
 	"github.com/go-zookeeper/zk"
 )
+
+// cpuTime returns the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // EnvCompare, set to "1", runs TestCompareZKLock.
 const envCompare = "LOCKER_ZK_COMPARE"
@@ -28,39 +40,66 @@ func TestCompareZKLock(t *testing.T) {
 		t.Skip("set " + envCompare + "=1 to run the comparison with zk.Lock (a few minutes)")
 	}
 	const rounds = 7
-	const unDur, conDur = 2 * time.Second, 3 * time.Second
-	type un struct{ pairsPerSec, p50us, rt, allocs, bytes float64 }
+	const unDur, conDur = time.Second, 3 * time.Second
+	type un struct{ pairsPerSec, p50us, meanus, p99us, cpuus, rt, allocs, bytes float64 }
 	results := map[string][]un{}
 	cres := map[string][]contendResult{}
 
-	uncontended := func(name string, lock, unlock func() error, cnt *countingDialer) {
-		var lat []time.Duration
+	// uncontended runs the systems' lock+unlock pairs in alternating
+	// blocks of 20 pairs, so that both meet the same load.
+	type system struct {
+		name         string
+		lock, unlock func() error
+		cnt          *countingDialer
+		lat          []time.Duration
+		busy         time.Duration
+		writes       int64
+		cpu          time.Duration
+		mallocs      uint64
+		bytes        uint64
+	}
+	uncontended := func(systems []*system) {
 		var ms0, ms1 runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms0)
-		w0 := cnt.writes.Load()
 		start := time.Now()
-		for time.Since(start) < unDur {
-			t0 := time.Now()
-			if err := lock(); err != nil {
-				t.Fatal(err)
+		for time.Since(start) < 2*unDur {
+			for _, sy := range systems {
+				runtime.ReadMemStats(&ms0)
+				w0 := sy.cnt.writes.Load()
+				c0 := cpuTime()
+				b0 := time.Now()
+				for range 20 {
+					t0 := time.Now()
+					if err := sy.lock(); err != nil {
+						t.Fatal(err)
+					}
+					if err := sy.unlock(); err != nil {
+						t.Fatal(err)
+					}
+					sy.lat = append(sy.lat, time.Since(t0))
+				}
+				sy.busy += time.Since(b0)
+				sy.cpu += cpuTime() - c0
+				sy.writes += sy.cnt.writes.Load() - w0
+				runtime.ReadMemStats(&ms1)
+				sy.mallocs += ms1.Mallocs - ms0.Mallocs
+				sy.bytes += ms1.TotalAlloc - ms0.TotalAlloc
 			}
-			if err := unlock(); err != nil {
-				t.Fatal(err)
-			}
-			lat = append(lat, time.Since(t0))
 		}
-		el := time.Since(start)
-		runtime.ReadMemStats(&ms1)
-		n := float64(len(lat))
-		slices.Sort(lat)
-		results[name] = append(results[name], un{
-			pairsPerSec: n / el.Seconds(),
-			p50us:       float64(lat[len(lat)/2].Microseconds()),
-			rt:          float64(cnt.writes.Load()-w0) / n,
-			allocs:      float64(ms1.Mallocs-ms0.Mallocs) / n,
-			bytes:       float64(ms1.TotalAlloc-ms0.TotalAlloc) / n,
-		})
+		for _, sy := range systems {
+			n := float64(len(sy.lat))
+			slices.Sort(sy.lat)
+			results[sy.name] = append(results[sy.name], un{
+				pairsPerSec: n / sy.busy.Seconds(),
+				p50us:       float64(sy.lat[len(sy.lat)/2].Microseconds()),
+				meanus:      float64(sy.busy.Microseconds()) / n,
+				p99us:       float64(sy.lat[len(sy.lat)*99/100].Microseconds()),
+				cpuus:       float64(sy.cpu.Microseconds()) / n,
+				rt:          float64(sy.writes) / n,
+				allocs:      float64(sy.mallocs) / n,
+				bytes:       float64(sy.bytes) / n,
+			})
+			sy.lat, sy.busy, sy.cpu, sy.writes, sy.mallocs, sy.bytes = sy.lat[:0], 0, 0, 0, 0, 0
+		}
 	}
 
 	// Uncontended: one handle, one key.
@@ -84,11 +123,9 @@ func TestCompareZKLock(t *testing.T) {
 	}
 
 	for r := range rounds {
-		steps := []func(){
-			func() {
-				uncontended("locker-zk", func() error { lm.Lock(); return nil }, func() error { lm.Unlock(); return nil }, &lcnt)
-			},
-			func() { uncontended("zk.Lock", zl.Lock, zl.Unlock, &zcnt) },
+		systems := []*system{
+			{name: "locker-zk", lock: func() error { lm.Lock(); return nil }, unlock: func() error { lm.Unlock(); return nil }, cnt: &lcnt},
+			{name: "zk.Lock", lock: zl.Lock, unlock: zl.Unlock, cnt: &zcnt},
 		}
 		csteps := []struct {
 			name string
@@ -100,12 +137,10 @@ func TestCompareZKLock(t *testing.T) {
 			{"locker-zk, 2 conns", m2, &c2},
 		}
 		if r%2 == 1 {
-			slices.Reverse(steps)
+			slices.Reverse(systems)
 			slices.Reverse(csteps)
 		}
-		for _, s := range steps {
-			s()
-		}
+		uncontended(systems)
 		for _, c := range csteps {
 			res, err := contend(c.ms, c.cnt, 0, conDur)
 			if err != nil {
@@ -121,13 +156,14 @@ func TestCompareZKLock(t *testing.T) {
 		return xs[len(xs)/2]
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n| uncontended, 1 goroutine | pairs/s | p50 µs/pair | round trips/pair | allocs/pair | B/pair |\n|---|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&out, "\n| uncontended, 1 goroutine | pairs/s | p50 / mean / p99 µs | round trips/pair | client CPU µs/pair | allocs/pair | B/pair |\n|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, name := range []string{"locker-zk", "zk.Lock"} {
-		var a, b2, c, d, e []float64
+		var a, b2, b3, b4, c, c2, d, e []float64
 		for _, x := range results[name] {
-			a, b2, c, d, e = append(a, x.pairsPerSec), append(b2, x.p50us), append(c, x.rt), append(d, x.allocs), append(e, x.bytes)
+			a, b2, b3, b4 = append(a, x.pairsPerSec), append(b2, x.p50us), append(b3, x.meanus), append(b4, x.p99us)
+			c, c2, d, e = append(c, x.rt), append(c2, x.cpuus), append(d, x.allocs), append(e, x.bytes)
 		}
-		fmt.Fprintf(&out, "| %s | %.0f | %.0f | %.2f | %.0f | %.0f |\n", name, med(a), med(b2), med(c), med(d), med(e))
+		fmt.Fprintf(&out, "| %s | %.0f | %.0f / %.0f / %.0f | %.2f | %.0f | %.0f | %.0f |\n", name, med(a), med(b2), med(b3), med(b4), med(c), med(c2), med(d), med(e))
 	}
 	fmt.Fprintf(&out, "\n| contended, 8 goroutines, 100µs | acq/s | fairness max/min | handoff p50 / p99 µs | unlock p50 µs | round trips/acq |\n|---|--:|--:|--:|--:|--:|\n")
 	for _, name := range []string{"locker-zk, 8 conns", "zk.Lock, 8 conns", "locker-zk, 2 conns"} {
