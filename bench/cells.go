@@ -54,6 +54,7 @@ type env struct {
 	redis, zk, etcd *server
 	trips           map[string]*counter
 	rpcs            *rpcCounter // etcd's requests
+	zkOps           *opCounter  // ZooKeeper's requests
 	cfg             config
 }
 
@@ -91,6 +92,8 @@ func (e *env) read(server string, gc bool) probe {
 			p.cmds, _ = redisCmdStats(s.addr)
 		case "etcd":
 			p.cmds = e.rpcs.snapshot()
+		case "zk":
+			p.cmds = e.zkOps.snapshot()
 		}
 		p.srvCPU = s.cpu()
 	}
@@ -146,6 +149,8 @@ func (e *env) since(server string, p probe) delta {
 			}
 		case "etcd":
 			d.cmds = e.rpcs.snapshot().sub(p.cmds)
+		case "zk":
+			d.cmds = e.zkOps.snapshot().sub(p.cmds)
 		}
 	}
 	return d

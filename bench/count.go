@@ -43,13 +43,6 @@ func (c *counter) dialContext(ctx context.Context, network, addr string) (net.Co
 	return countConn{conn, &c.Int64}, nil
 }
 
-// dialTimeout is dialContext in go-zookeeper's form.
-func (c *counter) dialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return c.dialContext(ctx, network, addr)
-}
-
 // cmdStats is Redis's INFO commandstats: calls per command, and under
 // usecKey(command) the server time the calls took, in microseconds.
 type cmdStats map[string]int64
@@ -124,30 +117,13 @@ func (s cmdStats) perCall(cmd string) float64 {
 // rpcCounter counts the gRPC requests of etcd clients, by method: a unary
 // call is one request, a message sent on a stream (Watch, LeaseKeepAlive)
 // another. Each is also one round trip on the server's counter.
-type rpcCounter struct {
-	trips *counter
-	mu    sync.Mutex
-	m     cmdStats
-}
+type rpcCounter struct{ opCounter }
 
 func (c *rpcCounter) add(method string) {
 	if i := strings.LastIndexByte(method, '/'); i >= 0 {
 		method = method[i+1:]
 	}
-	c.trips.Add(1)
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = cmdStats{}
-	}
-	c.m[method]++
-	c.mu.Unlock()
-}
-
-// snapshot returns the counts so far.
-func (c *rpcCounter) snapshot() cmdStats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.m)
+	c.opCounter.add(method)
 }
 
 func (c *rpcCounter) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -172,4 +148,71 @@ type countStream struct {
 func (s countStream) SendMsg(m any) error {
 	s.c.add(s.method)
 	return s.ClientStream.SendMsg(m)
+}
+
+// zkOps names ZooKeeper's request opcodes.
+var zkOps = map[int32]string{
+	1: "create", 2: "delete", 3: "exists", 4: "getData", 5: "setData", 6: "getACL", 7: "setACL",
+	8: "getChildren", 9: "sync", 11: "ping", 12: "getChildren2", 13: "check", 14: "multi",
+	15: "create2", 16: "reconfig", 17: "checkWatches", 18: "removeWatches", 19: "createContainer",
+	20: "deleteContainer", 21: "createTTL", 22: "multiRead", -11: "closeSession", 100: "setAuth",
+	101: "setWatches", 102: "sasl", 104: "getEphemerals", 105: "getAllChildrenNumber",
+	106: "addWatch", 107: "whoAmI",
+}
+
+// zkConn counts ZooKeeper requests by opcode: go-zookeeper writes each
+// request, a 4-byte length followed by xid and opcode, with one Write.
+// The first Write of a connection is the connect request, which has no
+// opcode.
+type zkConn struct {
+	net.Conn
+	c       *opCounter
+	started bool
+}
+
+func (z *zkConn) Write(b []byte) (int, error) {
+	op := "connect"
+	if z.started && len(b) >= 12 {
+		code := int32(uint32(b[8])<<24 | uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11]))
+		if op = zkOps[code]; op == "" {
+			op = "op" + strconv.Itoa(int(code))
+		}
+	}
+	z.started = true
+	z.c.add(op)
+	return z.Conn.Write(b)
+}
+
+// opCounter counts requests by kind, and each as a round trip.
+type opCounter struct {
+	trips *counter
+	mu    sync.Mutex
+	m     cmdStats
+}
+
+func (c *opCounter) add(op string) {
+	c.trips.Add(1)
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = cmdStats{}
+	}
+	c.m[op]++
+	c.mu.Unlock()
+}
+
+// snapshot returns the counts so far.
+func (c *opCounter) snapshot() cmdStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.m)
+}
+
+// dialTimeout dials a ZooKeeper connection whose requests are counted, in
+// go-zookeeper's form.
+func (c *opCounter) dialTimeout(network, addr string, timeout time.Duration) (net.Conn, error) {
+	conn, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &zkConn{Conn: conn, c: c}, nil
 }

@@ -135,7 +135,8 @@ func allManySystems() []*manySystem {
 func run(cfg config, log io.Writer) (*report, error) {
 	started := time.Now()
 	e := &env{cfg: cfg, trips: map[string]*counter{"redis": {}, "zk": {}, "etcd": {}}}
-	e.rpcs = &rpcCounter{trips: e.trips["etcd"]}
+	e.rpcs = &rpcCounter{opCounter{trips: e.trips["etcd"]}}
+	e.zkOps = &opCounter{trips: e.trips["zk"]}
 	rep := newReport(cfg)
 	defer func() {
 		e.redis.stop()

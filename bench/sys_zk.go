@@ -58,7 +58,7 @@ func lockerZKDrivers(e *env, n int, timeout time.Duration) ([]*zkdriver.Driver, 
 		}
 	}
 	for range n {
-		sess := &zkdriver.Session{Dialer: e.trips["zk"].dialTimeout}
+		sess := &zkdriver.Session{Dialer: e.zkOps.dialTimeout}
 		conn, _, err := zk.Connect([]string{e.zk.addr}, timeout, zk.WithLogger(nopLogger{}), sess.ConnOption())
 		if err != nil {
 			closeAll()
@@ -103,7 +103,7 @@ func (nopLogger) Printf(string, ...any) {}
 func zkConns(e *env, n int, timeout time.Duration) ([]*zk.Conn, error) {
 	cs := make([]*zk.Conn, 0, n)
 	for range n {
-		c, ev, err := zk.Connect([]string{e.zk.addr}, timeout, zk.WithDialer(e.trips["zk"].dialTimeout), zk.WithLogger(nopLogger{}))
+		c, ev, err := zk.Connect([]string{e.zk.addr}, timeout, zk.WithDialer(e.zkOps.dialTimeout), zk.WithLogger(nopLogger{}))
 		if err != nil {
 			closeZK(cs)
 			return nil, err
