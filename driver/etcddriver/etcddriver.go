@@ -76,6 +76,7 @@ type Driver struct {
 	pools   map[int64][]pooledLease               // idle leases by TTL in seconds
 	watches map[string]*keyWatch                  // by lock base
 	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
+	hot     map[string]time.Time                  // lock bases by the time of the last refusal
 
 	kaMu sync.Mutex
 	ka   *kaStream // nil until needed or after it broke
@@ -152,6 +153,7 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		pools:     make(map[int64][]pooledLease),
 		watches:   make(map[string]*keyWatch),
 		losses:    make(map[string]map[*lossListener]struct{}),
+		hot:       make(map[string]time.Time),
 	}
 	d.ctx, d.cancel = context.WithCancel(client.Ctx())
 	if d.minTTL == 0 {

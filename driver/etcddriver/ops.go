@@ -52,13 +52,60 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 	}
 	base := d.base(req.Key)
 	k := entryKey(base, req.Mode, req.Owner)
+	if !queued && d.isHot(base) && d.lookup(req.Owner, k) == nil {
+		// The key was refused recently: look before writing. A refused
+		// look costs a linearizable read instead of a Raft write, and
+		// leaves nothing behind.
+		cs, ce := conflictRange(base, req.Mode)
+		resp, err := d.kv.Get(ctx, cs, clientv3.WithRange(ce), clientv3.WithCountOnly())
+		if err != nil {
+			return driver.Lease{}, err
+		}
+		if resp.Count > 0 {
+			d.setHot(base, true)
+			return driver.Lease{}, &driver.LockedError{}
+		}
+		d.setHot(base, false)
+	}
 	for attempt := 0; ; attempt++ {
 		l, retry, err := d.tryOnce(ctx, req, base, k, ttl, queued)
+		if errors.Is(err, driver.ErrLocked) {
+			d.setHot(base, true)
+		}
 		if retry && attempt == 0 {
 			continue
 		}
 		return l, err
 	}
+}
+
+// hotWindow is how long after a refusal a new owner's TryAcquire of the
+// same key looks before it writes.
+const hotWindow = time.Second
+
+func (d *Driver) isHot(base string) bool {
+	d.mu.Lock()
+	t, ok := d.hot[base]
+	d.mu.Unlock()
+	return ok && time.Since(t) < hotWindow
+}
+
+// setHot records a refusal of base (or that base was found free).
+func (d *Driver) setHot(base string, hot bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !hot {
+		delete(d.hot, base)
+		return
+	}
+	if len(d.hot) > 1024 {
+		for b, t := range d.hot {
+			if time.Since(t) >= hotWindow {
+				delete(d.hot, b)
+			}
+		}
+	}
+	d.hot[base] = time.Now()
 }
 
 // entryFor returns the entry owner has at k, or a new one on a lease of ttl
