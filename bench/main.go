@@ -21,11 +21,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -138,11 +140,12 @@ func run(cfg config, log io.Writer) (*report, error) {
 	e.rpcs = &rpcCounter{opCounter{trips: e.trips["etcd"]}}
 	e.zkOps = &opCounter{trips: e.trips["zk"]}
 	rep := newReport(cfg)
-	defer func() {
+	stopAll := func() {
 		e.redis.stop()
 		e.zk.stop()
 		e.etcd.stop()
-	}()
+	}
+	defer stopAll()
 	starters := []struct {
 		name  string
 		start func() (*server, error)
@@ -167,6 +170,21 @@ func run(cfg config, log io.Writer) (*report, error) {
 		*st.dst = s
 		rep.servers[st.name] = serverVersion(st.name, s)
 	}
+	// Interrupted from here on: stop the servers and remove their directories first.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case s := <-sig:
+			fmt.Fprintf(log, "bench: %v: stopping the servers\n", s)
+			stopAll()
+			os.Exit(130)
+		case <-done:
+		}
+	}()
 	if e.zk != nil {
 		// The JVM compiles ZooKeeper's hot paths only after a while.
 		if err := warmZK(e, 10*cfg.warmup); err != nil {
