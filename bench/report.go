@@ -268,9 +268,9 @@ func evalshaUsec(c cmdStats) string {
 }
 
 func (r *report) writeCommands(w io.Writer) {
-	r.writeMix(w, "redis", "### Redis server commands\n\n`INFO commandstats` deltas per uncontended pair, and per acquisition in the contended cells; commands that scripts run (`redis.call`) count too, so the mix shows what each script does. EVALSHA µs/call is the server's own time per script call (`usec_per_call`, the commands the script runs included).\n\n", true)
-	r.writeMix(w, "zk", "### ZooKeeper requests\n\nRequests the clients sent, by opcode (read from each request's header). Per uncontended pair, and per acquisition in the contended cells.\n\n", false)
-	r.writeMix(w, "etcd", "### etcd requests\n\ngRPC requests the clients sent, counted by interceptors: a unary call is one, a message sent on a stream (Watch, LeaseKeepAlive) is one. Per uncontended pair, and per acquisition in the contended cells.\n\n", false)
+	r.writeMix(w, "redis", "### Redis server commands\n\n`INFO commandstats` deltas per pair in the uncontended and parallel cells, per acquisition in the contended cells; commands that scripts run (`redis.call`) count too, so the mix shows what each script does. EVALSHA µs/call is the server's own time per script call (`usec_per_call`, the commands the script runs included).\n\n", true)
+	r.writeMix(w, "zk", "### ZooKeeper requests\n\nRequests the clients sent, by opcode (read from each request's header). Per pair in the uncontended and parallel cells, per acquisition in the contended cells.\n\n", false)
+	r.writeMix(w, "etcd", "### etcd requests\n\ngRPC requests the clients sent, counted by interceptors: a unary call is one, a message sent on a stream (Watch, LeaseKeepAlive) is one. Per pair in the uncontended and parallel cells, per acquisition in the contended cells.\n\n", false)
 }
 
 func (r *report) writeMix(w io.Writer, server, intro string, evalsha bool) {
@@ -285,6 +285,11 @@ func (r *report) writeMix(w io.Writer, server, intro string, evalsha bool) {
 	for _, s := range r.systems {
 		if u := r.unc[s]; u != nil && s.server == server && u.pairs > 0 {
 			row(s, "uncontended", u.d.cmds, u.pairs)
+		}
+	}
+	for _, s := range r.systems {
+		if p := r.par[s]; p != nil && s.server == server && p.pairs > 0 {
+			row(s, fmt.Sprintf("parallel %d, per pair", p.goroutines), p.d.cmds, p.pairs)
 		}
 	}
 	for _, s := range r.systems {
