@@ -203,6 +203,7 @@ func run(cfg config, log io.Writer) (*report, error) {
 		}
 	}
 	rep.systems = systems
+	rep.sleep, rep.work = calibrate(cfg.cs)
 	servers := []string{"redis", "etcd", "zk", "mem"}
 	for _, srv := range servers {
 		var group []*system
@@ -303,4 +304,18 @@ func serverVersion(name string, s *server) string {
 		return "etcd " + etcdVersion + " (embed, own process, fsync on)"
 	}
 	return name
+}
+
+// calibrate measures what time.Sleep(cs) and work(cs) take here.
+func calibrate(cs time.Duration) (sleep, wrk time.Duration) {
+	var hs, hw hist
+	for range 100 {
+		t := time.Now()
+		time.Sleep(cs)
+		hs.add(time.Since(t))
+		t = time.Now()
+		work(cs)
+		hw.add(time.Since(t))
+	}
+	return hs.quantile(0.5), hw.quantile(0.5)
 }
