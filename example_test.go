@@ -70,7 +70,7 @@ func ExampleMutex_Done() {
 
 	backend.Expire("leader") // the backend drops the hold, as a partition or an operator might
 
-	<-m.Done() // closed at the next renewal, which the backend rejects
+	<-m.Done() // closed as soon as the driver reports the loss (or a renewal is rejected)
 	fmt.Println("lost:", errors.Is(m.Err(), locker.ErrLost))
 	err := m.UnlockContext(context.Background())
 	fmt.Println("unlock reports the loss:", errors.Is(err, locker.ErrLost))
