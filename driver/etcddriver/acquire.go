@@ -46,51 +46,42 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 		return driver.Lease{}, err
 	}
 	base := d.base(req.Key)
-	k := entryKey(base, req.Mode, req.Owner)
 	w := d.watch(base)
 	defer w.release()
-	wt := &waiter{key: k, signal: make(chan struct{}, 1)}
+	wt := &waiter{signal: make(chan struct{}, 1)}
 	w.add(wt)
 	defer w.remove(wt)
 	if _, err := w.waitReady(ctx); err != nil {
 		return driver.Lease{}, err
 	}
 
-	queued := false // an entry of req.Owner may exist on the server
+	var k string // the entry's key, once it may exist on the server
 	defer func() {
-		if err != nil && queued {
+		if err != nil && k != "" {
 			d.removeEntry(ctx, req, k)
 		}
 	}()
 	var e *entry
 	for attempt := 0; ; attempt++ {
-		var isNew, fresh bool
-		e, isNew, fresh, err = d.entryFor(ctx, req.Owner, base, k, ttl)
+		// The entry's lease need not be proved here: the front-end confirms
+		// a grant with a Refresh, and while the entry waits it is renewed
+		// a third of its TTL after it was last known alive (at once for
+		// an idle lease that has aged).
+		var isNew bool
+		e, isNew, _, err = d.entryFor(ctx, req.Owner, base, req.Mode, ttl)
 		if err != nil {
 			return driver.Lease{}, err
 		}
-		var ka *kaCall
-		if !fresh {
-			ka = d.keepAlive(e.lease)
-		}
-		queued = true
-		token, done, err := d.enqueue(ctx, req.Mode, base, k, e, isNew, wt)
+		k = e.key
+		wt.setKey(k)
+		token, done, err := d.enqueue(ctx, req.Mode, req.Owner, base, k, e, isNew, wt)
 		if err != nil {
 			if isNew && attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
 				d.forget(req.Owner, k)
+				k = ""
 				continue // an idle lease that etcd no longer has
 			}
 			return driver.Lease{}, err
-		}
-		if ka != nil {
-			left, err := ka.result(ctx)
-			if err != nil {
-				return driver.Lease{}, err
-			}
-			if left <= 0 {
-				return driver.Lease{}, errEntryLost
-			}
-			d.confirm(req.Owner, k, ka.sent, 0)
 		}
 		if done {
 			return d.granted(req, k, token)
@@ -103,9 +94,18 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 	defer renew.Stop()
 	var ka *kaCall
 	var kaDone <-chan struct{}
+	// After the key's watch was re-created, the queue is read again; a
+	// failed read is retried for as long as the entry's lease is known
+	// to live, so that a leader election does not cost the waiter its
+	// place.
+	resync := false
+	var retry <-chan time.Time
+	delay := 10 * time.Millisecond
 	for {
 		select {
 		case <-wt.signal:
+		case <-retry:
+			retry = nil
 		case <-renew.C:
 			ka = d.keepAlive(e.lease)
 			kaDone = ka.done
@@ -128,21 +128,32 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 		case <-ctx.Done():
 			return driver.Lease{}, ctx.Err()
 		}
-		switch gone, reset, token, granted := wt.state(); {
+		gone, reset, token, granted := wt.state()
+		if reset {
+			resync = true
+		}
+		switch {
 		case gone:
 			return driver.Lease{}, errEntryLost
-		case reset:
-			// The watch was re-created: deletions may have been missed.
-			// Look at the queue again.
+		case resync && retry == nil:
 			var done bool
-			token, done, err = d.enqueue(ctx, req.Mode, base, k, e, false, wt)
-			if err != nil {
+			token, done, err = d.enqueue(ctx, req.Mode, req.Owner, base, k, e, false, wt)
+			switch {
+			case errors.Is(err, errEntryLost):
 				return driver.Lease{}, err
+			case err != nil:
+				if ctx.Err() != nil || !d.known(req.Owner, k, time.Now()) {
+					return driver.Lease{}, err
+				}
+				retry = time.After(delay)
+				delay = min(2*delay, time.Second)
+				continue
 			}
+			resync, delay = false, 10*time.Millisecond
 			if done {
 				return d.granted(req, k, token)
 			}
-		case granted:
+		case granted && !resync:
 			return d.granted(req, k, token)
 		}
 	}
@@ -189,9 +200,9 @@ func (d *Driver) retryDelay(owner, k string) time.Duration {
 // queue below base, in one transaction that also reads the older
 // conflicting entries, and arms wt with them. done reports that none is
 // left: the entry is granted with token.
-func (d *Driver) enqueue(ctx context.Context, m driver.Mode, base, k string, e *entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
+func (d *Driver) enqueue(ctx context.Context, m driver.Mode, owner, base, k string, e *entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
 	cs, ce := conflictRange(base, m)
-	put := clientv3.OpPut(k, "", clientv3.WithLease(e.lease))
+	put := clientv3.OpPut(k, owner, clientv3.WithLease(e.lease))
 	all := clientv3.OpGet(cs, clientv3.WithRange(ce), clientv3.WithKeysOnly())
 	var resp *clientv3.TxnResponse
 	if isNew {
@@ -214,7 +225,7 @@ func (d *Driver) enqueue(ctx context.Context, m driver.Mode, base, k string, e *
 	var own *mvccpb.KeyValue
 	if isNew {
 		own = &mvccpb.KeyValue{CreateRevision: resp.Header.Revision}
-	} else if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
+	} else if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Value) == owner {
 		own = kvs[0]
 	} else {
 		return 0, false, errEntryLost
@@ -254,10 +265,10 @@ func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) 
 // A waiter is Acquire's listener on the key's watch: it tracks the older
 // conflicting entries that are still there, and its own entry.
 type waiter struct {
-	key    string        // the waiter's own entry
 	signal chan struct{} // poked on every change
 
 	mu     sync.Mutex
+	key    string // the waiter's own entry
 	armed  bool
 	rev    int64 // deletions at or before rev are already accounted for
 	token  int64 // the own entry's create revision
@@ -270,6 +281,13 @@ type waiter struct {
 type delEvent struct {
 	key string
 	rev int64
+}
+
+// setKey sets the waiter's own entry.
+func (wt *waiter) setKey(k string) {
+	wt.mu.Lock()
+	wt.key = k
+	wt.mu.Unlock()
 }
 
 func (wt *waiter) poke() {

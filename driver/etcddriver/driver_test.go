@@ -92,17 +92,23 @@ func TestTokenIsCreateRevision(t *testing.T) {
 	key := uniqueKey(t, "a/b%")
 	o := owner()
 	l := mustAcquire(t, d, req(key, o, driver.Exclusive, 10*time.Second))
-	entry := "tok/" + strings.NewReplacer("%", "%25", "/", "%2F").Replace(key) + "/w/" + o
-	resp, err := c.Get(ctxT(t), entry)
+	dir := "tok/" + strings.NewReplacer("%", "%25", "/", "%2F").Replace(key) + "/w/"
+	resp, err := c.Get(ctxT(t), dir, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(resp.Kvs) != 1 {
-		t.Fatalf("no entry %q", entry)
+		t.Fatalf("%d entries below %q; want 1", len(resp.Kvs), dir)
 	}
 	kv := resp.Kvs[0]
 	if uint64(kv.CreateRevision) != l.Token {
 		t.Errorf("token %d; entry's create revision %d", l.Token, kv.CreateRevision)
+	}
+	if string(kv.Value) != o {
+		t.Errorf("entry's value %q; want the owner %q", kv.Value, o)
+	}
+	if want := fmt.Sprintf("%s%016x", dir, kv.Lease); string(kv.Key) != want {
+		t.Errorf("entry key %q; want %q (the lease ID)", kv.Key, want)
 	}
 	ttl, err := c.TimeToLive(ctxT(t), clientv3.LeaseID(kv.Lease))
 	if err != nil || ttl.GrantedTTL != 10 {

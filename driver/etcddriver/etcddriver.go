@@ -93,6 +93,7 @@ type holdRef struct {
 type entry struct {
 	key      string // the entry's etcd key
 	base     string // the lock's base
+	mode     driver.Mode
 	lease    clientv3.LeaseID
 	ttl      int64     // seconds
 	deadline time.Time // the lease lives at least until then
@@ -254,6 +255,18 @@ func permanentf(format string, args ...any) error {
 
 // base returns the base of key's entries.
 func (d *Driver) base(key string) string { return lockBase(d.prefix, key) }
+
+// entryOf returns the entry the driver made for owner in mode m below
+// base, or nil.
+func (d *Driver) entryOf(owner, base string, m driver.Mode) *entry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e := d.owners[owner]; e != nil && e.base == base && e.mode == m {
+		c := *e
+		return &c
+	}
+	return nil
+}
 
 // lookup returns the entry the driver made for owner at key k, or nil.
 func (d *Driver) lookup(owner, k string) *entry {

@@ -9,8 +9,15 @@ import (
 
 // Entry keys of one lock, below its base "<prefix><escaped key>/":
 //
-//	w/<owner>  an exclusive entry (a writer: holder or waiter)
-//	r/<owner>  a shared entry (a reader: holder or waiter)
+//	w/<lease>  an exclusive entry (a writer: holder or waiter)
+//	r/<lease>  a shared entry (a reader: holder or waiter)
+//
+// where <lease> is the entry's lease ID in 16 hex digits, and the value is
+// the owner. A lease carries one entry at a time, so the key is unique
+// among live entries; and as the driver reuses its idle leases, a key
+// locked over and over reuses a few etcd keys instead of leaving a new
+// tombstone in etcd's index with every hold (which every range read of the
+// lock would walk until the next compaction).
 const (
 	writers = "w/"
 	readers = "r/"
@@ -82,9 +89,14 @@ func modeDir(m driver.Mode) string {
 	return writers
 }
 
-// entryKey returns the key of owner's entry in mode m below base.
-func entryKey(base string, m driver.Mode, owner string) string {
-	return base + modeDir(m) + owner
+// entryKey returns the key of the entry in mode m on lease below base.
+func entryKey(base string, m driver.Mode, lease clientv3.LeaseID) string {
+	const hex = "0123456789abcdef"
+	var b [16]byte
+	for i := range b {
+		b[i] = hex[uint64(lease)>>(60-4*i)&0xf]
+	}
+	return base + modeDir(m) + string(b[:])
 }
 
 // conflictRange returns the range [start, end) of the entries that an

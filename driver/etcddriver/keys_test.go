@@ -59,7 +59,7 @@ func checkDisjoint(t *testing.T, prefix, k1, k2 string) {
 		t.Fatalf("bases %q of %q and %q of %q: one is a prefix of the other", b1, k1, b2, k2)
 	}
 	for _, m := range []driver.Mode{driver.Exclusive, driver.Shared} {
-		e := entryKey(b1, m, "0123456789abcdef0123456789abcdef")
+		e := entryKey(b1, m, 0x7123456789abcdef)
 		for _, m2 := range []driver.Mode{driver.Exclusive, driver.Shared} {
 			start, end := conflictRange(b2, m2)
 			if e >= start && e < end {
@@ -109,10 +109,10 @@ func TestConflictRange(t *testing.T) {
 	if s != "p/k/w/" || e != "p/k/w0" {
 		t.Errorf("shared range [%q, %q)", s, e)
 	}
-	if k := entryKey(b, driver.Shared, "o"); k != "p/k/r/o" {
+	if k := entryKey(b, driver.Shared, 0x1f); k != "p/k/r/000000000000001f" {
 		t.Errorf("shared entry %q", k)
 	}
-	if k := entryKey(b, driver.Exclusive, "o"); k != "p/k/w/o" {
+	if k := entryKey(b, driver.Exclusive, 0x7fffffffffffffff); k != "p/k/w/7fffffffffffffff" {
 		t.Errorf("exclusive entry %q", k)
 	}
 }

@@ -51,8 +51,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 		return driver.Lease{}, err
 	}
 	base := d.base(req.Key)
-	k := entryKey(base, req.Mode, req.Owner)
-	if !queued && d.isHot(base) && d.lookup(req.Owner, k) == nil {
+	if !queued && d.isHot(base) && d.entryOf(req.Owner, base, req.Mode) == nil {
 		// The key was refused recently: look before writing. A refused
 		// look costs a linearizable read instead of a Raft write, and
 		// leaves nothing behind.
@@ -68,7 +67,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 		d.setHot(base, false)
 	}
 	for attempt := 0; ; attempt++ {
-		l, retry, err := d.tryOnce(ctx, req, base, k, ttl, queued)
+		l, retry, err := d.tryOnce(ctx, req, base, ttl, queued)
 		if errors.Is(err, driver.ErrLocked) {
 			d.setHot(base, true)
 		}
@@ -108,19 +107,21 @@ func (d *Driver) setHot(base string, hot bool) {
 	d.hot[base] = time.Now()
 }
 
-// entryFor returns the entry owner has at k, or a new one on a lease of ttl
-// seconds from the pool (fresh false: its life must be proved by a
-// keep-alive) or granted now (fresh true). A new entry is remembered before
-// it is put, so that a retry or a Release finds its lease.
-func (d *Driver) entryFor(ctx context.Context, owner, base, k string, ttl int64) (e *entry, isNew, fresh bool, err error) {
-	if e := d.lookup(owner, k); e != nil {
+// entryFor returns the entry owner has in mode m below base, or a new one
+// on a lease of ttl seconds from the pool (fresh false: its life must be
+// proved by a keep-alive) or granted now (fresh true). A new entry is
+// remembered before it is put, so that a retry or a Release finds it: the
+// driver expects all calls for one owner to go through it, as package
+// locker makes them.
+func (d *Driver) entryFor(ctx context.Context, owner, base string, m driver.Mode, ttl int64) (e *entry, isNew, fresh bool, err error) {
+	if e := d.entryOf(owner, base, m); e != nil {
 		return e, false, false, nil
 	}
 	id, deadline, fresh, err := d.takeLease(ctx, ttl)
 	if err != nil {
 		return nil, false, false, err
 	}
-	e = &entry{key: k, base: base, lease: id, ttl: ttl, deadline: deadline}
+	e = &entry{key: entryKey(base, m, id), base: base, mode: m, lease: id, ttl: ttl, deadline: deadline}
 	d.remember(owner, e)
 	return e, true, fresh, nil
 }
@@ -128,11 +129,12 @@ func (d *Driver) entryFor(ctx context.Context, owner, base, k string, ttl int64)
 // tryOnce makes one attempt. retry reports that the attempt failed
 // because an idle lease had vanished, so that a new attempt (with a new
 // lease) may succeed.
-func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base, k string, ttl int64, queued bool) (_ driver.Lease, retry bool, _ error) {
-	e, isNew, fresh, err := d.entryFor(ctx, req.Owner, base, k, ttl)
+func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, ttl int64, queued bool) (_ driver.Lease, retry bool, _ error) {
+	e, isNew, fresh, err := d.entryFor(ctx, req.Owner, base, req.Mode, ttl)
 	if err != nil {
 		return driver.Lease{}, false, err
 	}
+	k := e.key
 	// The keep-alive goes out with the transaction: it proves that the
 	// lease lives ttl from now (an idle lease from the pool), or renews the
 	// owner's existing entry.
@@ -141,13 +143,13 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base, k string
 		ka = d.keepAlive(e.lease)
 	}
 	cs, ce := conflictRange(base, req.Mode)
-	put := clientv3.OpPut(k, "", clientv3.WithLease(e.lease))
+	put := clientv3.OpPut(k, req.Owner, clientv3.WithLease(e.lease))
 	var resp *clientv3.TxnResponse
 	if isNew {
-		// The driver remembers every entry it puts before it sends the
-		// put, so a new entry is known not to exist: the transaction
-		// needs no reads. Refused, a queued attempt puts the entry at
-		// the end of the queue, behind the conflicting entries.
+		// The entry's key is that of an idle lease of the driver's, so it
+		// is known not to exist: the transaction needs no reads. Refused,
+		// a queued attempt puts the entry at the end of the queue, behind
+		// the conflicting entries.
 		var els []clientv3.Op
 		if queued {
 			els = []clientv3.Op{put}
@@ -181,7 +183,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base, k string
 		token = own.CreateRevision
 	case !isNew:
 		rs := resp.Responses[len(resp.Responses)-2:]
-		if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Value) == req.Owner {
 			own = kvs[0]
 			token = own.CreateRevision
 			granted = isHead(req.Mode, own, rs[1].GetResponseRange().Kvs)
@@ -189,22 +191,13 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base, k string
 	}
 	if !resp.Succeeded && own == nil {
 		// Refused, and no entry of req.Owner: nothing to keep.
-		d.dropEntry(ctx, req.Owner, k, e, ka)
+		d.dropEntry(req.Owner, k, e, ka)
 		return driver.Lease{}, false, &driver.LockedError{}
 	}
 	// req.Owner has an entry now: make sure its lease lives ttl from the
 	// start of this call, as a grant needs and a queue entry's renewal
 	// promises.
-	if !fresh || (own != nil && clientv3.LeaseID(own.Lease) != e.lease) {
-		if own != nil && clientv3.LeaseID(own.Lease) != e.lease {
-			// The entry is on another lease than the driver knew.
-			if isNew {
-				d.putLease(e.lease, ttl, e.deadline)
-			}
-			e = &entry{key: k, base: base, lease: clientv3.LeaseID(own.Lease), ttl: ttl}
-			d.remember(req.Owner, e)
-			ka = d.keepAlive(e.lease)
-		}
+	if !fresh {
 		left, err := ka.result(ctx)
 		if err != nil {
 			return driver.Lease{}, false, err
@@ -225,7 +218,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base, k string
 
 // dropEntry forgets an entry that a refused TryAcquire did not put, and
 // returns its lease to the pool when the lease was taken for it.
-func (d *Driver) dropEntry(ctx context.Context, owner, k string, e *entry, ka *kaCall) {
+func (d *Driver) dropEntry(owner, k string, e *entry, ka *kaCall) {
 	d.forget(owner, k)
 	deadline := e.deadline
 	if ka != nil {
@@ -263,40 +256,76 @@ func isHead(m driver.Mode, own *mvccpb.KeyValue, first []*mvccpb.KeyValue) bool 
 	return first[0].CreateRevision >= own.CreateRevision
 }
 
+// locate finds l's entry: its key from the driver's records, or, for an
+// owner the driver has no record of, by reading the lock's entries in
+// l.Mode and matching the owner. It returns the driver's record (nil if
+// none), the entry's key and, when it had to read it, the entry (nil if
+// there is none).
+func (d *Driver) locate(ctx context.Context, l driver.Lease) (e *entry, k string, kv *mvccpb.KeyValue, err error) {
+	base := d.base(l.Key)
+	if e := d.entryOf(l.Owner, base, l.Mode); e != nil {
+		return e, e.key, nil, nil
+	}
+	kv, err = d.find(ctx, base, l.Mode, l.Owner)
+	if kv != nil {
+		k = string(kv.Key)
+	}
+	return nil, k, kv, err
+}
+
+// find reads the entry of owner in mode m below base, or nil.
+func (d *Driver) find(ctx context.Context, base string, m driver.Mode, owner string) (*mvccpb.KeyValue, error) {
+	resp, err := d.kv.Get(ctx, base+modeDir(m), clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range resp.Kvs {
+		if string(kv.Value) == owner {
+			return kv, nil
+		}
+	}
+	return nil, nil
+}
+
 // Refresh implements driver.Driver: one linearizable Get of l's entry,
 // with a keep-alive of its lease sent alongside on the driver's keep-alive
-// stream. The entry must exist with create revision l.Token (or, when
-// l.Token is 0, be at the head of the queue) and its lease must still
-// exist; etcd then extends the lease to its full TTL from the keep-alive.
+// stream. The entry must exist with l.Owner as its value and create
+// revision l.Token (or, when l.Token is 0, be at the head of the queue),
+// and its lease must still exist; etcd then extends the lease to its full
+// TTL from the keep-alive.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	if err := d.begin(ctx); err != nil {
 		return driver.Lease{}, opError("refresh", l.Key, err)
 	}
-	base := d.base(l.Key)
-	k := entryKey(base, l.Mode, l.Owner)
+	e, k, own, err := d.locate(ctx, l)
+	if err != nil {
+		return driver.Lease{}, opError("refresh", l.Key, err)
+	}
 	var ka *kaCall
-	if e := d.lookup(l.Owner, k); e != nil {
+	if e != nil {
 		ka = d.keepAlive(e.lease)
 	}
-	var own *mvccpb.KeyValue
 	head := true
-	if l.Token != 0 {
+	switch {
+	case k == "":
+	case l.Token == 0:
+		cs, ce := conflictRange(d.base(l.Key), l.Mode)
+		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), firstOp(cs, ce)).Commit()
+		if err != nil {
+			return driver.Lease{}, opError("refresh", l.Key, err)
+		}
+		own = nil
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			own = kvs[0]
+			head = isHead(l.Mode, own, resp.Responses[1].GetResponseRange().Kvs)
+		}
+	case e != nil:
 		resp, err := d.kv.Get(ctx, k)
 		if err != nil {
 			return driver.Lease{}, opError("refresh", l.Key, err)
 		}
 		if len(resp.Kvs) > 0 {
 			own = resp.Kvs[0]
-		}
-	} else {
-		cs, ce := conflictRange(base, l.Mode)
-		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), firstOp(cs, ce)).Commit()
-		if err != nil {
-			return driver.Lease{}, opError("refresh", l.Key, err)
-		}
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			own = kvs[0]
-			head = isHead(l.Mode, own, resp.Responses[1].GetResponseRange().Kvs)
 		}
 	}
 	if err := d.checkHeld(ctx, l, k, own, head, ka); err != nil {
@@ -309,11 +338,11 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 // it fails with ErrNotHeld unless own is l's granted entry, and waits for
 // the keep-alive of own's lease (sending one if ka is not for it).
 func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, k string, own *mvccpb.KeyValue, head bool, ka *kaCall) error {
-	if own == nil || (l.Token != 0 && own.CreateRevision != int64(l.Token)) || !head {
-		if own == nil {
+	if own == nil || string(own.Value) != l.Owner || (l.Token != 0 && own.CreateRevision != int64(l.Token)) || !head {
+		if own == nil || string(own.Value) != l.Owner {
 			d.forget(l.Owner, k)
 		}
-		return fmt.Errorf("no entry with token %d: %w", l.Token, driver.ErrNotHeld)
+		return fmt.Errorf("no entry of the owner with token %d: %w", l.Token, driver.ErrNotHeld)
 	}
 	if ka == nil || ka.id != clientv3.LeaseID(own.Lease) {
 		ka = d.keepAlive(clientv3.LeaseID(own.Lease))
@@ -336,7 +365,7 @@ const maxBatchOps = 100
 
 // RefreshBatch implements driver.BatchRefresher: the keep-alives of all
 // leases go out at once on the keep-alive stream, and the entries are read
-// in one read-only transaction per 100 leases, all concurrently, so that a
+// in one read-only transaction per 50 leases, all concurrently, so that a
 // batch takes about one round trip.
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
@@ -351,35 +380,51 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	}
 	keys := make([]string, len(ls))
 	kas := make([]*kaCall, len(ls))
-	for i, l := range ls {
-		keys[i] = entryKey(d.base(l.Key), l.Mode, l.Owner)
-		if e := d.lookup(l.Owner, keys[i]); e != nil {
-			kas[i] = d.keepAlive(e.lease)
-		}
-	}
 	owns := make([]*mvccpb.KeyValue, len(ls))
 	heads := make([]bool, len(ls))
 	readErrs := make([]error, len(ls))
+	var unknown []int
+	for i, l := range ls {
+		if e := d.entryOf(l.Owner, d.base(l.Key), l.Mode); e != nil {
+			keys[i] = e.key
+			kas[i] = d.keepAlive(e.lease)
+		} else {
+			unknown = append(unknown, i)
+		}
+	}
 	var wg sync.WaitGroup
-	for lo := 0; lo < len(ls); lo += maxBatchOps / 2 {
-		hi := min(lo+maxBatchOps/2, len(ls))
+	for _, i := range unknown {
 		wg.Go(func() {
-			ops := make([]clientv3.Op, 0, 2*(hi-lo))
-			for i := lo; i < hi; i++ {
+			_, keys[i], owns[i], readErrs[i] = d.locate(ctx, ls[i])
+			heads[i] = true
+		})
+	}
+	var known []int
+	for i := range ls {
+		if kas[i] != nil {
+			known = append(known, i)
+		}
+	}
+	const per = maxBatchOps / 2
+	for lo := 0; lo < len(known); lo += per {
+		idx := known[lo:min(lo+per, len(known))]
+		wg.Go(func() {
+			ops := make([]clientv3.Op, 0, 2*len(idx))
+			for _, i := range idx {
 				cs, ce := conflictRange(d.base(ls[i].Key), ls[i].Mode)
 				ops = append(ops, clientv3.OpGet(keys[i]), firstOp(cs, ce))
 			}
 			resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
-			for i := lo; i < hi; i++ {
+			for j, i := range idx {
 				if err != nil {
 					readErrs[i] = err
 					continue
 				}
 				heads[i] = true
-				if kvs := resp.Responses[2*(i-lo)].GetResponseRange().Kvs; len(kvs) > 0 {
+				if kvs := resp.Responses[2*j].GetResponseRange().Kvs; len(kvs) > 0 {
 					owns[i] = kvs[0]
 					if ls[i].Token == 0 {
-						heads[i] = isHead(ls[i].Mode, kvs[0], resp.Responses[2*(i-lo)+1].GetResponseRange().Kvs)
+						heads[i] = isHead(ls[i].Mode, kvs[0], resp.Responses[2*j+1].GetResponseRange().Kvs)
 					}
 				}
 			}
@@ -416,12 +461,33 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if err := d.begin(ctx); err != nil {
 		return opError("release", l.Key, err)
 	}
-	k := entryKey(d.base(l.Key), l.Mode, l.Owner)
-	e := d.forget(l.Owner, k)
+	e, k, kv, err := d.locate(ctx, l)
+	if err != nil {
+		return opError("release", l.Key, err)
+	}
+	if k == "" {
+		return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
+	}
+	d.forget(l.Owner, k)
 	d.releasing(k)
-	if e != nil && l.Token != 0 && e.token == int64(l.Token) {
-		// The driver granted this entry with this token: it needs no
-		// previous value to check it, only whether it was still there.
+	if e == nil {
+		// Found by reading: delete exactly that entry, which its own
+		// driver may have released and put again for another owner since.
+		resp, err := d.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)).Then(clientv3.OpDelete(k)).Commit()
+		switch {
+		case err != nil:
+			return opError("release", l.Key, err)
+		case !resp.Succeeded:
+			return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
+		case l.Token == 0 || kv.CreateRevision != int64(l.Token):
+			return opError("release", l.Key, fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", kv.CreateRevision, l.Token, driver.ErrNotHeld))
+		}
+		return nil
+	}
+	if l.Token != 0 && e.token == int64(l.Token) {
+		// The driver granted this entry with this token, on a lease of
+		// its own: it needs no previous value to check it, only whether
+		// it was still there.
 		resp, err := d.kv.Delete(ctx, k)
 		if err != nil {
 			return opError("release", l.Key, err)
@@ -439,8 +505,6 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	var prev *mvccpb.KeyValue
 	if len(resp.PrevKvs) > 0 {
 		prev = resp.PrevKvs[0]
-	}
-	if e != nil && prev != nil && clientv3.LeaseID(prev.Lease) == e.lease {
 		d.putLease(e.lease, e.ttl, e.deadline)
 	}
 	switch {
@@ -448,7 +512,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
 	case l.Token != 0 && prev.CreateRevision != int64(l.Token):
 		return opError("release", l.Key, fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", prev.CreateRevision, l.Token, driver.ErrNotHeld))
-	case l.Token == 0 && (e == nil || e.token != prev.CreateRevision):
+	case l.Token == 0 && e.token != prev.CreateRevision:
 		return opError("release", l.Key, fmt.Errorf("the entry was not granted (removed): %w", driver.ErrNotHeld))
 	}
 	return nil

@@ -270,16 +270,22 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	}
 	base := d.base(l.Key)
 	w := d.watch(base)
-	ll := &lossListener{d: d, w: w, lease: l, key: entryKey(base, l.Mode, l.Owner), token: int64(l.Token), lost: lost, stopc: make(chan struct{})}
-	d.mu.Lock()
-	set := d.losses[ll.key]
-	if set == nil {
-		set = make(map[*lossListener]struct{})
-		d.losses[ll.key] = set
+	ll := &lossListener{d: d, w: w, lease: l, token: int64(l.Token), lost: lost, stopc: make(chan struct{})}
+	verify := false
+	if e := d.entryOf(l.Owner, base, l.Mode); e != nil {
+		ll.key = e.key
+		d.mu.Lock()
+		set := d.losses[ll.key]
+		if set == nil {
+			set = make(map[*lossListener]struct{})
+			d.losses[ll.key] = set
+		}
+		set[ll] = struct{}{}
+		d.mu.Unlock()
+	} else {
+		verify = true // find the entry by reading
 	}
-	set[ll] = struct{}{}
-	d.mu.Unlock()
-	if established, rev := w.add(ll); !established || rev >= ll.token {
+	if established, rev := w.add(ll); verify || !established || rev >= ll.token {
 		// The watch may have started after the entry was deleted.
 		ll.verifyAsync()
 	}
@@ -319,7 +325,7 @@ type lossListener struct {
 }
 
 func (ll *lossListener) deleted(key string, rev int64) {
-	if key == ll.key && rev > ll.token {
+	if key == ll.key && rev > ll.token { // ll.key is guarded by the watch's mutex
 		ll.fire(fmt.Errorf("etcd deleted the entry at revision %d (lease expired or revoked, or key deleted): %w", rev, driver.ErrNotHeld))
 	}
 }
@@ -369,11 +375,30 @@ func (ll *lossListener) verifyAsync() {
 		}
 		for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
-			resp, err := d.kv.Get(ctx, ll.key)
+			ll.w.mu.Lock()
+			k := ll.key
+			ll.w.mu.Unlock()
+			var kv *mvccpb.KeyValue
+			var err error
+			if k == "" {
+				kv, err = d.find(ctx, d.base(ll.lease.Key), ll.lease.Mode, ll.lease.Owner)
+			} else {
+				var resp *clientv3.GetResponse
+				if resp, err = d.kv.Get(ctx, k); err == nil && len(resp.Kvs) > 0 {
+					kv = resp.Kvs[0]
+				}
+			}
 			cancel()
 			if err == nil {
-				if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != ll.token {
+				if kv == nil || string(kv.Value) != ll.lease.Owner || kv.CreateRevision != ll.token {
 					ll.fire(fmt.Errorf("the entry is gone: %w", driver.ErrNotHeld))
+				} else if k == "" {
+					// Found: from now on the watch reports its deletion;
+					// read it once more, in case it went meanwhile.
+					ll.w.mu.Lock()
+					ll.key = string(kv.Key)
+					ll.w.mu.Unlock()
+					continue
 				}
 				return
 			}

@@ -56,12 +56,16 @@ const startTimeout = 30 * time.Second
 type Member struct {
 	// Name is the member's name in its cluster.
 	Name string
-	// ClientURL is the URL clients connect to (http://127.0.0.1:port).
+	// ClientURL is the URL clients connect to (http://127.0.0.1:port):
+	// a TCP proxy in front of the member's own client port, so that Kill
+	// can cut clients off as a crash would.
 	ClientURL string
 	// PeerURL is the URL other members connect to.
 	PeerURL string
 
 	dir     string
+	own     string // the member's own client URL, behind the proxy
+	proxy   *proxy
 	cluster string // the initial-cluster string
 	state   string // initial-cluster-state
 	tickMs  uint
@@ -133,7 +137,7 @@ func NewCluster(n int) (*Cluster, error) {
 }
 
 func newCluster(n int) (*Cluster, error) {
-	ports, err := freePorts(2 * n)
+	ports, err := freePorts(3 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -146,8 +150,9 @@ func newCluster(n int) (*Cluster, error) {
 	for i := range n {
 		m := &Member{
 			Name:      fmt.Sprintf("m%d", i),
-			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[2*i]),
-			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[2*i+1]),
+			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+2]),
+			own:       fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
+			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+1]),
 			state:     embed.ClusterStateFlagNew,
 			tickMs:    tick,
 			elecMs:    elec,
@@ -211,7 +216,7 @@ func (m *Member) config() (*embed.Config, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = m.Name
 	cfg.Dir = filepath.Join(m.dir, "data")
-	cu, err := url.Parse(m.ClientURL)
+	cu, err := url.Parse("http://" + m.own)
 	if err != nil {
 		return nil, err
 	}
@@ -269,8 +274,17 @@ func (m *Member) start() error {
 		return fmt.Errorf("etcd member %s not ready within %v", m.Name, startTimeout)
 	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.e = e
-	m.mu.Unlock()
+	if m.proxy == nil {
+		p, err := newProxy(strings.TrimPrefix(m.ClientURL, "http://"), m.own)
+		if err != nil {
+			m.e = nil
+			e.Close()
+			return fmt.Errorf("etcd member %s: client proxy: %w", m.Name, err)
+		}
+		m.proxy = p
+	}
 	return nil
 }
 
@@ -336,13 +350,36 @@ func (m *Member) IsLeader() bool {
 	return e != nil && e.Server.Leader() == e.Server.MemberID()
 }
 
-// Stop stops m, keeping its data; Restart starts it again.
+// Stop stops m gracefully (a leader hands its leadership over first),
+// keeping its data; Restart starts it again. Client connections are
+// reset first, so that the server need not wait for their streams to
+// end.
 func (m *Member) Stop() {
 	m.mu.Lock()
-	e := m.e
-	m.e = nil
+	e, p := m.e, m.proxy
+	m.e, m.proxy = nil, nil
 	m.mu.Unlock()
+	if p != nil {
+		p.close()
+	}
 	if e != nil {
+		e.Close()
+	}
+}
+
+// Kill stops m as a crash would: its Raft node stops at once, without
+// handing leadership over, and every client connection to it is reset.
+// Its data stays; Restart starts it again.
+func (m *Member) Kill() {
+	m.mu.Lock()
+	e, p := m.e, m.proxy
+	m.e, m.proxy = nil, nil
+	m.mu.Unlock()
+	if p != nil {
+		p.close()
+	}
+	if e != nil {
+		e.Server.HardStop()
 		e.Close()
 	}
 }

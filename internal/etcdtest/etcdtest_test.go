@@ -37,7 +37,7 @@ func TestClusterLeaderStop(t *testing.T) {
 	if _, err := cli.Put(ctx, "k", "1"); err != nil {
 		t.Fatal(err)
 	}
-	c.Members[l].Stop()
+	c.Members[l].Kill()
 	l2, err := c.Leader(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)
