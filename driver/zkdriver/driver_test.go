@@ -381,6 +381,10 @@ func TestSessionExpiry(t *testing.T) {
 	if !<-lostFirst {
 		t.Fatal("the waiter acquired while the holder still believed it held the lock")
 	}
+	// The waiter may have got the lock by reclaiming the holder's node
+	// (its TTL ran out) before the session expired: keep the partition
+	// until the session has surely expired.
+	time.Sleep(2 * session)
 	if !errors.Is(m.Err(), locker.ErrLost) {
 		t.Errorf("holder's Err() = %v; want ErrLost", m.Err())
 	}
@@ -724,6 +728,51 @@ func TestReclaimExpired(t *testing.T) {
 		t.Errorf("Release of the reclaimed lease: %v; want ErrNotHeld", err)
 	}
 	if err := b.Release(ctxT(t), lb); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaiterSessionExpiry partitions a waiter until its session expires,
+// while the key is released: the waiter never gets the lock (its node went
+// with its session), its Acquire fails, and others can lock the key.
+func TestWaiterSessionExpiry(t *testing.T) {
+	srv := server(t)
+	const session = time.Second
+	p := zktest.NewProxy(t, srv.Addr)
+	w := connect(t, []string{p.Addr}, session, nil)
+	h := newDriver(t)
+	key := plainKey("waiter-expiry")
+	hl := mustAcquire(t, h, req(key, owner(), driver.Exclusive, 10*time.Second))
+	rw := req(key, owner(), driver.Exclusive, session)
+	res := make(chan error, 1)
+	go func() {
+		l, err := w.Acquire(ctxT(t), rw)
+		if err == nil {
+			err = fmt.Errorf("granted %+v", l)
+		}
+		res <- err
+	}()
+	waitFor(t, 10*time.Second, "the waiter's node", func() bool { return nodeOf(t, h.Conn(), key, rw.Owner) != "" })
+	time.Sleep(100 * time.Millisecond)
+	p.Blackhole(true)
+	if err := h.Release(ctxT(t), hl); err != nil {
+		t.Fatal(err)
+	}
+	// The server expires the waiter's session and deletes its node.
+	waitFor(t, 10*time.Second, "the waiter's node to go", func() bool { return nodeOf(t, h.Conn(), key, rw.Owner) == "" })
+	time.Sleep(session)
+	p.Blackhole(false)
+	select {
+	case err := <-res:
+		if strings.HasPrefix(err.Error(), "granted") {
+			t.Fatalf("the waiter of an expired session got the lock: %v", err)
+		}
+		t.Logf("waiter: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter's Acquire did not return")
+	}
+	l := mustAcquire(t, h, req(key, owner(), driver.Exclusive, 10*time.Second))
+	if err := h.Release(ctxT(t), l); err != nil {
 		t.Fatal(err)
 	}
 }

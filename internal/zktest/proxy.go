@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Proxy is a loopback TCP proxy in front of one server, for injecting
@@ -13,7 +14,8 @@ import (
 //
 // Blackhole(true) silences the connections both ways while keeping the
 // sockets open, like a partition: clients see neither an error nor data
-// until their own timeouts fire. DropReplies(true) drops only the server's
+// until their own timeouts fire, and what was sent meanwhile arrives when
+// it ends. DropReplies(true) drops only the server's
 // side, so that requests are applied but their replies lost. Reset closes
 // every proxied connection.
 type Proxy struct {
@@ -94,14 +96,19 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 	return true
 }
 
-// pipe copies src to dst, dropping the data while the proxy black-holes
-// (and, for the server-to-client direction, down, while it drops replies).
+// pipe copies src to dst. While the proxy black-holes it holds the data
+// back, as a partition does (TCP delivers it once the partition heals);
+// for the server-to-client direction (down) it drops the data while the
+// proxy drops replies.
 func (p *Proxy) pipe(dst, src net.Conn, down bool) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.blackhole.Load() && !(down && p.dropDown.Load()) {
+		for n > 0 && p.blackhole.Load() && !p.isClosed() {
+			time.Sleep(2 * time.Millisecond)
+		}
+		if n > 0 && !(down && p.dropDown.Load()) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				err = werr
 			}
@@ -118,9 +125,10 @@ func (p *Proxy) pipe(dst, src net.Conn, down bool) {
 	}
 }
 
-// Blackhole starts (on) or ends (off) dropping all traffic of the proxied
-// connections, both ways. While it is on, new connections are refused, so
-// a client cannot get around the partition by reconnecting.
+// Blackhole starts (on) or ends (off) a partition: the traffic of the
+// proxied connections is held back, both ways, until it ends (or Reset
+// closes them). While it is on, new connections are refused, so a client
+// cannot get around the partition by reconnecting.
 func (p *Proxy) Blackhole(on bool) {
 	p.blackhole.Store(on)
 	p.refuse.Store(on)
@@ -139,6 +147,12 @@ func (p *Proxy) Reset() {
 		c.Close()
 	}
 	clear(p.conns)
+}
+
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // Close stops the proxy and closes its connections.
