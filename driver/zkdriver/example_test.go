@@ -14,7 +14,8 @@ import (
 func ExampleConnect() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := zkdriver.Connect(ctx, []string{"127.0.0.1:2181"}, 20*time.Second, nil)
+	// go-zookeeper's own options can follow the driver's.
+	d, err := zkdriver.Connect(ctx, []string{"127.0.0.1:2181"}, 20*time.Second, nil, zk.WithLogInfo(false))
 	if err != nil {
 		log.Fatal(err)
 	}
