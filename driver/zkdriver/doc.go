@@ -32,9 +32,9 @@
 //	d, err := zkdriver.New(conn, sess, &zkdriver.Options{Root: "/myapp/locks"})
 //
 // The driver never closes a connection it did not make. It starts no
-// goroutine of its own except, for a call whose context can be cancelled,
-// one that carries the ZooKeeper request (go-zookeeper's calls take no
-// context) and ends with it.
+// long-lived goroutine: for a call whose context can be cancelled, one
+// carries the ZooKeeper request (go-zookeeper's calls take no context) and
+// ends with it; when a session ends, one calls the LossWatcher functions.
 //
 // # Nodes
 //
