@@ -73,9 +73,14 @@
 // cost the backend one waiter. A releaser that locks again at once queues
 // behind the goroutines already waiting.
 //
-// Across processes, waiters are woken by the backend when the driver
-// implements driver.Notifier (Redis pub/sub), and otherwise poll with
-// exponential backoff (WithBackoff) capped by the holder's remaining lease.
+// Across processes, a driver with a fair queue of its own
+// (driver.Acquirer: etcd's create revisions, ZooKeeper's sequential nodes)
+// waits in it: waiters are served strictly in arrival order. Otherwise
+// waiters are woken by the backend when the driver implements
+// driver.Notifier (Redis pub/sub), and poll with exponential backoff
+// (WithBackoff) capped by the holder's remaining lease when it does not.
+// Drivers that implement driver.LossWatcher (ZooKeeper session expiry,
+// etcd lease revocation) end a hold as soon as the backend reports it gone.
 // As in sync.Mutex's starvation mode, a waiter that has waited longer than
 // the fairness threshold (WithFairnessThreshold, 1ms by default) joins the
 // backend's wait queue on drivers that implement driver.Queuer: newcomers,
@@ -105,6 +110,8 @@
 //
 //	driver/memdriver    in-process backend for tests and demos, with fault hooks
 //	driver/redisdriver  Redis through go-redis v9 (standalone, Sentinel, Cluster)
+//	driver/etcddriver   etcd through its v3 client; token = create revision
+//	driver/zkdriver     ZooKeeper through go-zookeeper; token = czxid
 //
 // To write a driver, implement the interfaces in package driver and run
 // lockertest.TestDriver against it.
