@@ -294,6 +294,14 @@ func runParallel(e *env, s *system, g int, dur time.Duration) (*parallelResult, 
 	return r, nil
 }
 
+// merge adds the round o, run on the same system, to r.
+func (r *parallelResult) merge(o *parallelResult) {
+	r.pairs += o.pairs
+	r.errors += o.errors
+	r.lat.merge(&o.lat)
+	r.d.add(o.d)
+}
+
 // event is one acquisition in a contended cell, in acquisition order.
 type event struct {
 	g          int32
@@ -315,6 +323,28 @@ type contendedResult struct {
 	events       []event
 	pendingMax   time.Duration // longest wait still in progress at the end
 	d            delta
+	// segments are the events of the rounds merged into this result
+	// (see merge); nil for a single round, whose events are events.
+	segments [][]event
+	stCache  *contendedStats
+}
+
+// merge adds the round o, run on the same system and N, to r.
+func (r *contendedResult) merge(o *contendedResult) {
+	if r.segments == nil {
+		r.segments = [][]event{r.events}
+	}
+	r.segments = append(r.segments, o.events)
+	r.acquisitions += o.acquisitions
+	r.errors += o.errors
+	r.violations += o.violations
+	r.maxHolders = max(r.maxHolders, o.maxHolders)
+	for i := range r.perG {
+		r.perG[i] += o.perG[i]
+	}
+	r.pendingMax = max(r.pendingMax, o.pendingMax)
+	r.d.add(o.d)
+	r.stCache = nil
 }
 
 var inf = math.Inf(1)
@@ -467,9 +497,44 @@ type contendedStats struct {
 }
 
 func (r *contendedResult) stats() contendedStats {
+	if r.stCache != nil {
+		return *r.stCache
+	}
 	var st contendedStats
 	st.rate = float64(r.acquisitions) / r.d.elapsed.Seconds()
-	evs := r.events
+	segs := r.segments
+	if segs == nil {
+		segs = [][]event{r.events}
+	}
+	for _, evs := range segs {
+		st.addEvents(evs)
+	}
+	if st.handoffs > 0 {
+		st.selfShare = float64(st.selfHandoff) / float64(st.handoffs)
+	}
+	st.minG, st.maxG = r.perG[0], r.perG[0]
+	for _, c := range r.perG {
+		st.minG, st.maxG = min(st.minG, c), max(st.maxG, c)
+	}
+	st.fairness = inf
+	if st.minG > 0 {
+		st.fairness = float64(st.maxG) / float64(st.minG)
+	}
+	st.maxWait = max(st.wait.max, r.pendingMax)
+	if r.acquisitions > 0 {
+		a := float64(r.acquisitions)
+		st.tripsPerAcq = float64(r.d.trips) / a
+		st.cmdsPerAcq = float64(r.d.cmds.total()) / a
+		st.cpuPerAcq = r.d.cpu / time.Duration(r.acquisitions)
+		st.srvCPUPerAcq = r.d.srvCPU / time.Duration(r.acquisitions)
+	}
+	r.stCache = &st
+	return st
+}
+
+// addEvents adds the waits, critical sections and handoffs of one round's
+// events, in acquisition order.
+func (st *contendedStats) addEvents(evs []event) {
 	for i := range evs {
 		st.wait.add(time.Duration(evs[i].acquired - evs[i].call))
 		st.cs.add(time.Duration(evs[i].cs))
@@ -494,24 +559,4 @@ func (r *contendedResult) stats() contendedStats {
 		st.cross.add(time.Duration(ho))
 		st.crossCall.add(time.Duration(cur.acquired - prev.unlockCall))
 	}
-	if st.handoffs > 0 {
-		st.selfShare = float64(st.selfHandoff) / float64(st.handoffs)
-	}
-	st.minG, st.maxG = r.perG[0], r.perG[0]
-	for _, c := range r.perG {
-		st.minG, st.maxG = min(st.minG, c), max(st.maxG, c)
-	}
-	st.fairness = inf
-	if st.minG > 0 {
-		st.fairness = float64(st.maxG) / float64(st.minG)
-	}
-	st.maxWait = max(st.wait.max, r.pendingMax)
-	if r.acquisitions > 0 {
-		a := float64(r.acquisitions)
-		st.tripsPerAcq = float64(r.d.trips) / a
-		st.cmdsPerAcq = float64(r.d.cmds.total()) / a
-		st.cpuPerAcq = r.d.cpu / time.Duration(r.acquisitions)
-		st.srvCPUPerAcq = r.d.srvCPU / time.Duration(r.acquisitions)
-	}
-	return st
 }

@@ -34,7 +34,7 @@ import (
 // config is what the flags select.
 type config struct {
 	dur, cdur, warmup time.Duration
-	rounds            int
+	rounds, crounds   int
 	cs                time.Duration
 	parallel          int
 	ns                []int
@@ -70,6 +70,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&cfg.cdur, "cd", 3*time.Second, "duration of each contended cell")
 	fs.DurationVar(&cfg.warmup, "warmup", 300*time.Millisecond, "warm-up before the uncontended cells")
 	fs.IntVar(&cfg.rounds, "rounds", 4, "the uncontended cell of a server's systems runs in this many interleaved rounds")
+	fs.IntVar(&cfg.crounds, "crounds", 2, "the parallel and contended cells of a server's systems run in this many interleaved rounds")
 	fs.DurationVar(&cfg.cs, "cs", 100*time.Microsecond, "critical section of the contended cells")
 	fs.IntVar(&cfg.parallel, "parallel", 16, "goroutines of the parallel cell (distinct keys)")
 	ns := fs.String("n", "8,32", "goroutines of the contended cells (one key)")
@@ -85,7 +86,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		return cfg, err
 	}
 	if *quick {
-		cfg.dur, cfg.cdur, cfg.warmup, cfg.rounds = 200*time.Millisecond, 300*time.Millisecond, 20*time.Millisecond, 1
+		cfg.dur, cfg.cdur, cfg.warmup, cfg.rounds, cfg.crounds = 200*time.Millisecond, 300*time.Millisecond, 20*time.Millisecond, 1, 1
 		cfg.many, cfg.manyOther, cfg.periods, cfg.manyTTL = 300, 100, 1, 600*time.Millisecond
 	}
 	for f := range strings.SplitSeq(*ns, ",") {
@@ -103,7 +104,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		cfg.only = re
 	}
 	cfg.cells, cfg.servers = set(*cells), set(*servers)
-	cfg.rounds = max(cfg.rounds, 1)
+	cfg.rounds, cfg.crounds = max(cfg.rounds, 1), max(cfg.crounds, 1)
 	return cfg, nil
 }
 
@@ -245,25 +246,54 @@ func run(cfg config, log io.Writer) (*report, error) {
 				rep.unc[u.s] = &u.r
 			}
 		}
-		for _, s := range group {
-			if cfg.cells["p"] && !s.contendedOnly {
-				fmt.Fprintf(log, "%s: parallel %d\n", s.label(), cfg.parallel)
-				r, err := runParallel(e, s, cfg.parallel, cfg.dur)
+		// The parallel and contended cells run in rounds too, the order
+		// reversed every round, so that a burst of load on the machine
+		// does not fall on one system only.
+		for round := range cfg.crounds {
+			order := slices.Clone(group)
+			if round%2 == 1 {
+				slices.Reverse(order)
+			}
+			if !cfg.cells["p"] {
+				break
+			}
+			for _, s := range order {
+				if s.contendedOnly {
+					continue
+				}
+				fmt.Fprintf(log, "%s: parallel %d (round %d)\n", s.label(), cfg.parallel, round+1)
+				r, err := runParallel(e, s, cfg.parallel, cfg.dur/time.Duration(cfg.crounds))
 				if err != nil {
 					rep.failf(s, "parallel", err)
+					continue
+				}
+				if old := rep.par[s]; old != nil {
+					old.merge(r)
 				} else {
 					rep.par[s] = r
 				}
 			}
-			if cfg.cells["c"] {
-				for _, n := range cfg.ns {
-					fmt.Fprintf(log, "%s: contended %d\n", s.label(), n)
-					r, err := runContended(e, s, n, cfg.cs, cfg.cdur)
-					if err != nil {
-						rep.failf(s, fmt.Sprintf("contended %d", n), err)
-						continue
+		}
+		if cfg.cells["c"] {
+			for _, n := range cfg.ns {
+				for round := range cfg.crounds {
+					order := slices.Clone(group)
+					if round%2 == 1 {
+						slices.Reverse(order)
 					}
-					rep.con[s] = append(rep.con[s], r)
+					for _, s := range order {
+						fmt.Fprintf(log, "%s: contended %d (round %d)\n", s.label(), n, round+1)
+						r, err := runContended(e, s, n, cfg.cs, cfg.cdur/time.Duration(cfg.crounds))
+						if err != nil {
+							rep.failf(s, fmt.Sprintf("contended %d", n), err)
+							continue
+						}
+						if old := rep.contended(s, n); old != nil {
+							old.merge(r)
+						} else {
+							rep.con[s] = append(rep.con[s], r)
+						}
+					}
 				}
 			}
 		}

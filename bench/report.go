@@ -317,7 +317,7 @@ func (r *report) writeParallel(w io.Writer) {
 	if len(r.par) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "### Parallel: %d goroutines, each its own key\n\nGoroutine i uses client i%%clients (clients column). Latency is per pair.\n\n", r.cfg.parallel)
+	fmt.Fprintf(w, "### Parallel: %d goroutines, each its own key\n\nGoroutine i uses client i%%clients (clients column). Latency is per pair. %v per system, in %d interleaved rounds per server.\n\n", r.cfg.parallel, r.cfg.dur, r.cfg.crounds)
 	var rows [][]string
 	for _, s := range r.systems {
 		p := r.par[s]
@@ -336,7 +336,7 @@ func (r *report) writeContended(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "### Contended: N goroutines on one key, critical section %v, each locks again right after it unlocks\n\n", r.cfg.cs)
-	fmt.Fprintf(w, "Each goroutine has its own handle; goroutine i uses client i%%clients (a client is a connection, session or driver: a process of a real deployment). %v per cell. The critical section is a blocking `nanosleep` with the thread's timer slack at 1 ns plus a spin for the last %v, not `time.Sleep`: measured before the cells, time.Sleep(%v) took %s µs (median) and the critical section used %s µs. `cs p50` is the critical section measured inside each cell.\n\n", r.cfg.cdur, spinSlack, r.cfg.cs, us(r.sleep), us(r.work))
+	fmt.Fprintf(w, "Each goroutine has its own handle; goroutine i uses client i%%clients (a client is a connection, session or driver: a process of a real deployment). %v per cell, in %d interleaved rounds per server. The critical section is a blocking `nanosleep` with the thread's timer slack at 1 ns plus a spin for the last %v, not `time.Sleep`: measured before the cells, time.Sleep(%v) took %s µs (median) and the critical section used %s µs. `cs p50` is the critical section measured inside each cell.\n\n", r.cfg.cdur, r.cfg.crounds, spinSlack, r.cfg.cs, us(r.sleep), us(r.work))
 	fmt.Fprintf(w, "Handoff = the next holder's Lock returning minus the previous holder's Unlock returning, in acquisition order (negative values, where the next Lock returned first, count as 0 and are flagged); *cross* = only handoffs to another goroutine, also measured from the previous holder's Unlock *call*; *self %%* = acquisitions won by the goroutine that had just released. Wait = from a goroutine's Lock call (failed attempts included) to its return; max includes waits still running at the end. Fairness = max/min acquisitions per goroutine (∞: one never acquired). ME = acquisitions that saw another holder (an atomic counter checked inside every critical section; must be 0).\n\n")
 	var a, b [][]string
 	for _, s := range r.systems {
