@@ -51,7 +51,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 	wt := &waiter{signal: make(chan struct{}, 1)}
 	w.add(wt)
 	defer w.remove(wt)
-	if _, err := w.waitReady(ctx); err != nil {
+	if err := w.waitReady(ctx); err != nil {
 		return driver.Lease{}, err
 	}
 

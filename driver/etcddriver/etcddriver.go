@@ -2,6 +2,8 @@ package etcddriver
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -78,6 +80,10 @@ type Driver struct {
 	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
 	hot     map[string]time.Time                  // lock bases by the time of the last refusal
 
+	sentinelBase string                                       // <prefix>%leases/<driver id>/
+	sentinels    *keyWatch                                    // the watch on the driver's lease sentinels, once started
+	lossByLease  map[clientv3.LeaseID]map[*leaseLoss]struct{} // WatchLoss registrations by lease
+
 	kaMu sync.Mutex
 	ka   *kaStream // nil until needed or after it broke
 }
@@ -98,6 +104,7 @@ type entry struct {
 	ttl      int64     // seconds
 	deadline time.Time // the lease lives at least until then
 	token    int64     // create revision, once known
+	dead     bool      // the lease's sentinel is gone: the lease ended
 }
 
 var (
@@ -141,21 +148,25 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		return nil, fmt.Errorf("etcddriver: MinTTL %v is not a whole, non-negative number of seconds", o.MinTTL)
 	}
 	d := &Driver{
-		client:    client,
-		kv:        client.KV,
-		watcher:   client.Watcher,
-		leases:    client.Lease,
-		rawLeases: clientv3.RetryLeaseClient(client),
-		prefix:    o.Prefix,
-		minTTL:    o.MinTTL,
-		linger:    o.WatchLinger,
-		owners:    make(map[string]*entry),
-		tokens:    make(map[holdRef]string),
-		pools:     make(map[int64][]pooledLease),
-		watches:   make(map[string]*keyWatch),
-		losses:    make(map[string]map[*lossListener]struct{}),
-		hot:       make(map[string]time.Time),
+		client:      client,
+		kv:          client.KV,
+		watcher:     client.Watcher,
+		leases:      client.Lease,
+		rawLeases:   clientv3.RetryLeaseClient(client),
+		prefix:      o.Prefix,
+		minTTL:      o.MinTTL,
+		linger:      o.WatchLinger,
+		owners:      make(map[string]*entry),
+		tokens:      make(map[holdRef]string),
+		pools:       make(map[int64][]pooledLease),
+		watches:     make(map[string]*keyWatch),
+		losses:      make(map[string]map[*lossListener]struct{}),
+		hot:         make(map[string]time.Time),
+		lossByLease: make(map[clientv3.LeaseID]map[*leaseLoss]struct{}),
 	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	d.sentinelBase = d.prefix + sentinelDir + hex.EncodeToString(id[:]) + "/"
 	d.ctx, d.cancel = context.WithCancel(client.Ctx())
 	if d.minTTL == 0 {
 		ctx, cancel := context.WithTimeout(d.ctx, o.ProbeTimeout)

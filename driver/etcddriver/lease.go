@@ -61,6 +61,9 @@ func (d *Driver) takeLease(ctx context.Context, ttl int64) (id clientv3.LeaseID,
 // grant grants a new lease of ttl seconds and checks that etcd granted that
 // TTL, not a longer one (etcd raises TTLs below its minimum silently).
 func (d *Driver) grant(ctx context.Context, ttl int64) (clientv3.LeaseID, time.Time, error) {
+	if err := d.startSentinels(ctx); err != nil {
+		return 0, time.Time{}, fmt.Errorf("watching lease sentinels: %w", err)
+	}
 	sent := time.Now()
 	resp, err := d.leases.Grant(ctx, ttl)
 	if err != nil {
@@ -72,6 +75,11 @@ func (d *Driver) grant(ctx context.Context, ttl int64) (clientv3.LeaseID, time.T
 			return 0, time.Time{}, permanentf("etcd granted a lease of %ds for a TTL of %ds: the server's minimum lease TTL is %ds (1.5 election timeouts, rounded up to whole seconds)", resp.TTL, ttl, resp.TTL)
 		}
 		return 0, time.Time{}, fmt.Errorf("etcd granted a lease of %ds for a TTL of %ds", resp.TTL, ttl)
+	}
+	// The sentinel: etcd deletes it when the lease ends.
+	if _, err := d.kv.Put(ctx, d.sentinelKey(resp.ID), "", clientv3.WithLease(resp.ID)); err != nil {
+		d.revokeAsync(resp.ID)
+		return 0, time.Time{}, fmt.Errorf("lease sentinel: %w", err)
 	}
 	return resp.ID, sent.Add(time.Duration(ttl) * time.Second), nil
 }

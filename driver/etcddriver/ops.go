@@ -469,7 +469,10 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
 	}
 	d.forget(l.Owner, k)
-	d.releasing(k)
+	d.silenceKey(k)
+	if e != nil {
+		d.releasing(e.lease, int64(l.Token))
+	}
 	if e == nil {
 		// Found by reading: delete exactly that entry, which its own
 		// driver may have released and put again for another owner since.

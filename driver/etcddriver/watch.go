@@ -34,7 +34,7 @@ type keyWatch struct {
 
 	mu          sync.Mutex
 	established bool
-	rev         int64 // every deletion after rev is delivered
+	since       int64 // the revision the watch was last (re)created at: every later deletion is delivered
 	listeners   map[listener]struct{}
 }
 
@@ -53,6 +53,11 @@ type listener interface {
 func (d *Driver) watch(base string) *keyWatch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.watchLocked(base)
+}
+
+// watchLocked is watch with d.mu held.
+func (d *Driver) watchLocked(base string) *keyWatch {
 	w := d.watches[base]
 	if w == nil {
 		w = &keyWatch{
@@ -109,13 +114,13 @@ func (w *keyWatch) stop() {
 	<-w.done
 }
 
-// add registers l and reports whether the watch is established and from
-// which revision on it delivers every deletion.
-func (w *keyWatch) add(l listener) (established bool, rev int64) {
+// add registers l and reports whether the watch is established and after
+// which revision it delivers every deletion.
+func (w *keyWatch) add(l listener) (established bool, since int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.listeners[l] = struct{}{}
-	return w.established, w.rev
+	return w.established, w.since
 }
 
 // remove unregisters l; once it returns, l gets no more calls.
@@ -125,19 +130,16 @@ func (w *keyWatch) remove(l listener) {
 	w.mu.Unlock()
 }
 
-// waitReady waits until the watch is created, and returns the revision
-// from which it delivers every deletion.
-func (w *keyWatch) waitReady(ctx context.Context) (int64, error) {
+// waitReady waits until the watch is created.
+func (w *keyWatch) waitReady(ctx context.Context) error {
 	select {
 	case <-w.ready:
+		return nil
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return ctx.Err()
 	case <-w.done:
-		return 0, errClosed
+		return errClosed
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.rev, nil
 }
 
 // run keeps the watch open until the keyWatch is stopped.
@@ -180,7 +182,7 @@ func (w *keyWatch) created(rev int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	first := !w.established
-	w.established, w.rev = true, rev
+	w.established, w.since = true, rev
 	if first {
 		close(w.ready)
 		return
@@ -193,9 +195,6 @@ func (w *keyWatch) created(rev int64) {
 func (w *keyWatch) dispatch(key string, rev int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if rev > w.rev {
-		w.rev = rev
-	}
 	for l := range w.listeners {
 		l.deleted(key, rev)
 	}
@@ -213,7 +212,7 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 	w := d.watch(d.base(key))
 	s := &subscription{w: w, c: make(chan struct{}, 1)}
 	w.add(s)
-	if _, err := w.waitReady(ctx); err != nil {
+	if err := w.waitReady(ctx); err != nil {
 		s.Close()
 		return nil, opError("subscribe", key, err)
 	}
@@ -248,47 +247,16 @@ func (s *subscription) Close() error {
 	return nil
 }
 
-// WatchLoss implements driver.LossWatcher. lost is called, at most once,
-// when etcd deletes l's entry other than through Release of l: its lease
-// expired or was revoked, or someone deleted the key. The deletion reaches
-// the driver through the key's watch, as it reaches every other client, so
-// the holder hears of it no later than a waiter that is about to take the
-// key (which then still confirms its grant with a round trip). If l is no
-// longer held when WatchLoss is called, or the key's watch had to be
-// re-created and l's entry is gone, lost is called once the driver has
-// checked. lost runs on a goroutine of the driver's and must not block or
-// call stop; once stop returns, lost is not called.
-func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
-	if l.Token == 0 || lost == nil {
-		return func() {}
-	}
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
-		return func() {}
-	}
+// watchLossByKey is WatchLoss for a lease whose owner this driver has no
+// record of (its entry was made through another Driver): it finds the
+// entry by reading, then watches the entry's key through the lock's
+// keyWatch.
+func (d *Driver) watchLossByKey(l driver.Lease, lost func(err error)) (stop func()) {
 	base := d.base(l.Key)
 	w := d.watch(base)
 	ll := &lossListener{d: d, w: w, lease: l, token: int64(l.Token), lost: lost, stopc: make(chan struct{})}
-	verify := false
-	if e := d.entryOf(l.Owner, base, l.Mode); e != nil {
-		ll.key = e.key
-		d.mu.Lock()
-		set := d.losses[ll.key]
-		if set == nil {
-			set = make(map[*lossListener]struct{})
-			d.losses[ll.key] = set
-		}
-		set[ll] = struct{}{}
-		d.mu.Unlock()
-	} else {
-		verify = true // find the entry by reading
-	}
-	if established, rev := w.add(ll); verify || !established || rev >= ll.token {
-		// The watch may have started after the entry was deleted.
-		ll.verifyAsync()
-	}
+	w.add(ll)
+	ll.verifyAsync() // finds the entry, or reports it gone
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -332,13 +300,12 @@ func (ll *lossListener) deleted(key string, rev int64) {
 
 func (ll *lossListener) reset(int64) { ll.verifyAsync() }
 
-// releasing silences the WatchLoss registrations of entry k before its
-// owner's Release deletes it: a release is not a loss.
-func (d *Driver) releasing(k string) {
+// silenceKey silences the key-watch WatchLoss registrations of entry k
+// before a Release deletes it.
+func (d *Driver) silenceKey(k string) {
 	d.mu.Lock()
-	set := d.losses[k]
-	ls := make([]*lossListener, 0, len(set))
-	for ll := range set {
+	var ls []*lossListener
+	for ll := range d.losses[k] {
 		ls = append(ls, ll)
 	}
 	d.mu.Unlock()
@@ -398,6 +365,14 @@ func (ll *lossListener) verifyAsync() {
 					ll.w.mu.Lock()
 					ll.key = string(kv.Key)
 					ll.w.mu.Unlock()
+					d.mu.Lock()
+					set := d.losses[ll.key]
+					if set == nil {
+						set = make(map[*lossListener]struct{})
+						d.losses[ll.key] = set
+					}
+					set[ll] = struct{}{}
+					d.mu.Unlock()
 					continue
 				}
 				return

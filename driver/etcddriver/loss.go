@@ -1,0 +1,243 @@
+package etcddriver
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Lease sentinels. Every lease the driver grants carries, besides the
+// entries it is lent to, one key of its own that the driver never
+// deletes:
+//
+//	<prefix>%leases/<driver id>/<lease id>
+//
+// etcd deletes it when, and only when, the lease ends: it expires or is
+// revoked. One watch per driver on its sentinels' range therefore reports
+// the loss of any of its leases, whichever lock uses it, and nothing else:
+// a holder needs no watch on its lock's keys, and a release (which
+// deletes the entry, not the sentinel) is not mistaken for a loss. The
+// directory "%leases" cannot clash with a lock's base: escaped keys
+// contain '%' only in "%25" and "%2F".
+const sentinelDir = "%leases/"
+
+// sentinelKey returns the sentinel key of lease id.
+func (d *Driver) sentinelKey(id clientv3.LeaseID) string {
+	return d.sentinelBase + strconv.FormatInt(int64(id), 16)
+}
+
+// startSentinels opens the driver's watch on its sentinels, once, and
+// waits until it is established, so that every sentinel the driver puts
+// afterwards is covered from its creation on.
+func (d *Driver) startSentinels(ctx context.Context) error {
+	d.mu.Lock()
+	w, made := d.sentinels, false
+	if w == nil && !d.closed {
+		w, made = d.watchLocked(d.sentinelBase), true
+		d.sentinels = w
+	}
+	d.mu.Unlock()
+	if w == nil {
+		return errClosed
+	}
+	if made {
+		w.add(sentinelListener{d})
+	}
+	return w.waitReady(ctx)
+}
+
+// A leaseLoss is a WatchLoss registration of a hold on a lease.
+type leaseLoss struct {
+	lease clientv3.LeaseID
+	token int64
+	key   string // the lock key, for errors
+	lost  func(error)
+
+	mu      sync.Mutex
+	stopped bool
+	fired   bool
+}
+
+func (ll *leaseLoss) fire(err error) {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	if ll.stopped || ll.fired {
+		return
+	}
+	ll.fired = true
+	ll.lost(opError("watch", ll.key, err))
+}
+
+func (ll *leaseLoss) silence() {
+	ll.mu.Lock()
+	ll.stopped = true
+	ll.mu.Unlock()
+}
+
+// WatchLoss implements driver.LossWatcher. lost is called, at most once,
+// when the lease of l's entry ends (expires, or is revoked by anyone), as
+// reported by the driver's watch on its lease sentinels (see the package
+// documentation): the same deletion event that lets a waiter on another
+// client take the key reaches the holder at the same time, and the waiter
+// still confirms its grant with a round trip. If the lease ended before
+// WatchLoss is called, lost is called at once (from a goroutine). A Release
+// of l is not a loss. An entry deleted by hand, with its lease alive, is
+// not reported here; the next Refresh finds it gone.
+//
+// lost runs on a goroutine of the driver's and must not block or call
+// stop; once stop returns, lost is not called.
+func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
+	if l.Token == 0 || lost == nil {
+		return func() {}
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return func() {}
+	}
+	e := d.owners[l.Owner]
+	if e == nil || e.base != d.base(l.Key) || e.mode != l.Mode || d.sentinels == nil {
+		d.mu.Unlock()
+		return d.watchLossByKey(l, lost)
+	}
+	ll := &leaseLoss{lease: e.lease, token: int64(l.Token), key: l.Key, lost: lost}
+	dead := e.dead
+	if !dead {
+		set := d.lossByLease[e.lease]
+		if set == nil {
+			set = make(map[*leaseLoss]struct{})
+			d.lossByLease[e.lease] = set
+		}
+		set[ll] = struct{}{}
+	}
+	d.mu.Unlock()
+	if dead {
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			ll.fire(fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld))
+		}()
+	}
+	return func() {
+		ll.silence()
+		d.mu.Lock()
+		if set := d.lossByLease[ll.lease]; set != nil {
+			delete(set, ll)
+			if len(set) == 0 {
+				delete(d.lossByLease, ll.lease)
+			}
+		}
+		d.mu.Unlock()
+	}
+}
+
+// releasing silences the WatchLoss registrations of the hold with token
+// on lease before its owner's Release: a release is not a loss, and the
+// lease goes on to other holds.
+func (d *Driver) releasing(lease clientv3.LeaseID, token int64) {
+	d.mu.Lock()
+	var ls []*leaseLoss
+	for ll := range d.lossByLease[lease] {
+		if ll.token == token || token == 0 {
+			ls = append(ls, ll)
+			delete(d.lossByLease[lease], ll)
+		}
+	}
+	if len(d.lossByLease[lease]) == 0 {
+		delete(d.lossByLease, lease)
+	}
+	d.mu.Unlock()
+	for _, ll := range ls {
+		ll.silence()
+	}
+}
+
+// leaseEnded marks lease dead: its entries and pooled copy are dropped,
+// and the holds on it reported lost.
+func (d *Driver) leaseEnded(lease clientv3.LeaseID, why string) {
+	d.mu.Lock()
+	for _, e := range d.owners {
+		if e.lease == lease {
+			e.dead = true
+		}
+	}
+	for ttl, pool := range d.pools {
+		for i, p := range pool {
+			if p.id == lease {
+				d.pools[ttl] = append(pool[:i], pool[i+1:]...)
+				break
+			}
+		}
+	}
+	set := d.lossByLease[lease]
+	delete(d.lossByLease, lease)
+	d.mu.Unlock()
+	for ll := range set {
+		ll.fire(fmt.Errorf("lease %x %s: %w", lease, why, driver.ErrNotHeld))
+	}
+}
+
+// sentinelListener turns the sentinel watch's events into lease losses.
+type sentinelListener struct{ d *Driver }
+
+func (s sentinelListener) deleted(key string, rev int64) {
+	id, err := strconv.ParseInt(key[len(s.d.sentinelBase):], 16, 64)
+	if err != nil {
+		return
+	}
+	s.d.leaseEnded(clientv3.LeaseID(id), fmt.Sprintf("ended at revision %d (expired or revoked)", rev))
+}
+
+// reset re-reads the sentinels after the watch was re-created: leases
+// that ended meanwhile are reported.
+func (s sentinelListener) reset(int64) {
+	d := s.d
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		for delay := 10 * time.Millisecond; d.ctx.Err() == nil; delay = min(2*delay, time.Second) {
+			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
+			resp, err := d.kv.Get(ctx, d.sentinelBase, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+			cancel()
+			if err == nil {
+				alive := make(map[clientv3.LeaseID]bool, len(resp.Kvs))
+				for _, kv := range resp.Kvs {
+					if id, err := strconv.ParseInt(string(kv.Key[len(d.sentinelBase):]), 16, 64); err == nil {
+						alive[clientv3.LeaseID(id)] = true
+					}
+				}
+				d.mu.Lock()
+				var gone []clientv3.LeaseID
+				seen := map[clientv3.LeaseID]bool{}
+				for _, e := range d.owners {
+					if !alive[e.lease] && !seen[e.lease] {
+						seen[e.lease] = true
+						gone = append(gone, e.lease)
+					}
+				}
+				for _, pool := range d.pools {
+					for _, p := range pool {
+						if !alive[p.id] && !seen[p.id] {
+							seen[p.id] = true
+							gone = append(gone, p.id)
+						}
+					}
+				}
+				d.mu.Unlock()
+				for _, id := range gone {
+					d.leaseEnded(id, "ended while the driver's watch was re-created")
+				}
+				return
+			}
+			select {
+			case <-time.After(delay):
+			case <-d.ctx.Done():
+			}
+		}
+	}()
+}
