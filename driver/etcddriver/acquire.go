@@ -76,10 +76,10 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 		wt.setKey(k)
 		token, done, err := d.enqueue(ctx, req.Mode, req.Owner, base, k, e, isNew, wt)
 		if err != nil {
-			if isNew && attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
+			if attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
 				d.forget(req.Owner, k)
 				k = ""
-				continue // an idle lease that etcd no longer has
+				continue // the lease ended: start over with a new one
 			}
 			return driver.Lease{}, err
 		}
@@ -154,6 +154,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 				return d.granted(req, k, token)
 			}
 		case granted && !resync:
+			d.setPred(req.Owner, k, wt.lastLeft())
 			return d.granted(req, k, token)
 		}
 	}
@@ -168,6 +169,19 @@ func (d *Driver) granted(req driver.Request, k string, token int64) (driver.Leas
 	}
 	d.confirm(req.Owner, k, time.Time{}, token)
 	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: time.Duration(e.ttl) * time.Second}, nil
+}
+
+// setPred records the sentinel of the holder whose leaving granted
+// owner's entry k, for the first Refresh (see Options.LockDelay).
+func (d *Driver) setPred(owner, k, sentinel string) {
+	if d.lockDelay <= 0 {
+		return
+	}
+	d.mu.Lock()
+	if e := d.owners[owner]; e != nil && e.key == k {
+		e.pred = sentinel
+	}
+	d.mu.Unlock()
 }
 
 // known reports whether owner's entry at k is known to live past now.
@@ -202,8 +216,8 @@ func (d *Driver) retryDelay(owner, k string) time.Duration {
 // left: the entry is granted with token.
 func (d *Driver) enqueue(ctx context.Context, m driver.Mode, owner, base, k string, e *entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
 	cs, ce := conflictRange(base, m)
-	put := clientv3.OpPut(k, owner, clientv3.WithLease(e.lease))
-	all := clientv3.OpGet(cs, clientv3.WithRange(ce), clientv3.WithKeysOnly())
+	put := clientv3.OpPut(k, d.entryValue(owner), clientv3.WithLease(e.lease))
+	all := clientv3.OpGet(cs, clientv3.WithRange(ce))
 	var resp *clientv3.TxnResponse
 	if isNew {
 		// Known not to exist (see tryOnce): put it, and read the rest.
@@ -225,19 +239,19 @@ func (d *Driver) enqueue(ctx context.Context, m driver.Mode, owner, base, k stri
 	var own *mvccpb.KeyValue
 	if isNew {
 		own = &mvccpb.KeyValue{CreateRevision: resp.Header.Revision}
-	} else if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Value) == owner {
+	} else if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, owner) {
 		own = kvs[0]
 	} else {
 		return 0, false, errEntryLost
 	}
 	allKvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs
-	var lower map[string]struct{}
+	var lower map[string]string
 	for _, kv := range allKvs {
 		if kv.CreateRevision < own.CreateRevision {
 			if lower == nil {
-				lower = make(map[string]struct{})
+				lower = make(map[string]string)
 			}
-			lower[string(kv.Key)] = struct{}{}
+			lower[string(kv.Key)] = entrySentinel(d.prefix, kv.Key, kv.Value)
 		}
 	}
 	if len(lower) == 0 {
@@ -270,12 +284,13 @@ type waiter struct {
 	mu     sync.Mutex
 	key    string // the waiter's own entry
 	armed  bool
-	rev    int64 // deletions at or before rev are already accounted for
-	token  int64 // the own entry's create revision
-	lower  map[string]struct{}
-	early  []delEvent // deletions seen before arm
-	gone   bool       // the own entry was deleted
-	resets bool       // the watch was re-created since arm
+	rev    int64             // deletions at or before rev are already accounted for
+	token  int64             // the own entry's create revision
+	lower  map[string]string // older conflicting entries -> their leases' sentinels
+	last   string            // the sentinel of the lower entry deleted last
+	early  []delEvent        // deletions seen before arm
+	gone   bool              // the own entry was deleted
+	resets bool              // the watch was re-created since arm
 }
 
 type delEvent struct {
@@ -326,12 +341,15 @@ func (wt *waiter) apply(key string, rev int64) {
 		}
 		return
 	}
-	delete(wt.lower, key)
+	if sentinel, ok := wt.lower[key]; ok {
+		wt.last = sentinel
+		delete(wt.lower, key)
+	}
 }
 
 // arm starts tracking lower, the older conflicting entries seen at
 // revision rev by the entry with create revision token.
-func (wt *waiter) arm(rev, token int64, lower map[string]struct{}) {
+func (wt *waiter) arm(rev, token int64, lower map[string]string) {
 	wt.mu.Lock()
 	wt.armed, wt.rev, wt.token, wt.lower, wt.resets = true, rev, token, lower, false
 	for _, ev := range wt.early {
@@ -354,4 +372,12 @@ func (wt *waiter) state() (gone, reset bool, token int64, granted bool) {
 		return wt.gone, true, 0, false
 	}
 	return wt.gone, false, wt.token, wt.armed && len(wt.lower) == 0
+}
+
+// lastLeft returns the sentinel of the older entry whose deletion
+// granted the waiter.
+func (wt *waiter) lastLeft() string {
+	wt.mu.Lock()
+	defer wt.mu.Unlock()
+	return wt.last
 }

@@ -104,8 +104,8 @@ func TestTokenIsCreateRevision(t *testing.T) {
 	if uint64(kv.CreateRevision) != l.Token {
 		t.Errorf("token %d; entry's create revision %d", l.Token, kv.CreateRevision)
 	}
-	if string(kv.Value) != o {
-		t.Errorf("entry's value %q; want the owner %q", kv.Value, o)
+	if v := string(kv.Value); !strings.HasSuffix(v, "/"+o) || len(v) != 16+1+len(o) {
+		t.Errorf("entry's value %q; want the driver's ID and the owner %q", kv.Value, o)
 	}
 	if want := fmt.Sprintf("%s%016x", dir, kv.Lease); string(kv.Key) != want {
 		t.Errorf("entry key %q; want %q (the lease ID)", kv.Key, want)
@@ -382,6 +382,53 @@ func testLossOnRevoke(t *testing.T, client func(*testing.T) *clientv3.Client, ro
 		}
 		if mw.Token() <= mh.Token() {
 			t.Errorf("round %d: token %d after %d", round, mw.Token(), mh.Token())
+		}
+		mw.Unlock()
+	}
+}
+
+// TestLockDelay: a waiter granted a key because its holder's lease was
+// revoked waits Options.LockDelay; one granted by a release does not.
+func TestLockDelay(t *testing.T) {
+	admin := newClient(t)
+	const delay = 400 * time.Millisecond
+	dh := newDriver(t)
+	dw := newDriverOn(t, newClient(t), &etcddriver.Options{LockDelay: delay})
+	for _, revoke := range []bool{false, true} {
+		key := uniqueKey(t, fmt.Sprint(revoke))
+		mh := locker.NewMutex(dh, key, locker.WithTTL(10*time.Second))
+		if err := mh.LockContext(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		mw := locker.NewMutex(dw, key, locker.WithTTL(10*time.Second))
+		got := make(chan time.Time, 1)
+		go func() {
+			if err := mw.LockContext(ctxT(t)); err != nil {
+				t.Error(err)
+			}
+			got <- time.Now()
+		}()
+		waitEntries(t, admin, key, 2)
+		start := time.Now()
+		if revoke {
+			if _, err := admin.Revoke(ctxT(t), entryLease(t, admin, key)); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			mh.Unlock()
+		}
+		wait := (<-got).Sub(start)
+		t.Logf("revoked %v: the waiter took the key %v later", revoke, wait)
+		if revoke && wait < delay {
+			t.Errorf("the waiter took the key %v after the holder's lease was revoked; want at least the lock delay %v", wait, delay)
+		}
+		if !revoke && wait >= delay {
+			t.Errorf("the waiter took the key %v after the holder released it; want no lock delay", wait)
+		}
+		if revoke {
+			if err := mh.UnlockContext(ctxT(t)); !errors.Is(err, locker.ErrLost) {
+				t.Errorf("Unlock of the revoked hold = %v; want ErrLost", err)
+			}
 		}
 		mw.Unlock()
 	}

@@ -25,6 +25,9 @@ const MaxTTL = 9_000_000_000 * time.Second
 // when Options.ProbeTimeout is zero.
 const DefaultProbeTimeout = 10 * time.Second
 
+// DefaultLockDelay is Options.LockDelay's default.
+const DefaultLockDelay = 250 * time.Millisecond
+
 // DefaultWatchLinger is how long a key's watch stays open after its last
 // user is done, when Options.WatchLinger is zero.
 const DefaultWatchLinger = 3 * time.Second
@@ -47,6 +50,16 @@ type Options struct {
 	// ProbeTimeout bounds New's query of the minimum TTL. Zero means
 	// DefaultProbeTimeout.
 	ProbeTimeout time.Duration
+
+	// LockDelay is how long a waiter that is granted a key because its
+	// holder's lease ended (it expired or was revoked), rather than
+	// because the holder released it, waits before it takes the key
+	// (in the Refresh that package locker makes to confirm a grant): the
+	// lost holder hears of its loss from its own etcd member, which may
+	// apply the revocation a little after the waiter's member does, and
+	// the delay lets it stop before the new holder starts. Zero means
+	// DefaultLockDelay; a negative value disables the delay.
+	LockDelay time.Duration
 
 	// WatchLinger is how long the watch of a lock key stays open after
 	// the last waiter, holder or subscriber of the key in this driver is
@@ -80,6 +93,8 @@ type Driver struct {
 	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
 	hot     map[string]time.Time                  // lock bases by the time of the last refusal
 
+	id           string                                       // random, names the driver in entries and sentinels
+	lockDelay    time.Duration                                // see Options.LockDelay
 	sentinelBase string                                       // <prefix>%leases/<driver id>/
 	sentinels    *keyWatch                                    // the watch on the driver's lease sentinels, once started
 	lossByLease  map[clientv3.LeaseID]map[*leaseLoss]struct{} // WatchLoss registrations by lease
@@ -105,6 +120,7 @@ type entry struct {
 	deadline time.Time // the lease lives at least until then
 	token    int64     // create revision, once known
 	dead     bool      // the lease's sentinel is gone: the lease ended
+	pred     string    // the sentinel of the holder whose leaving granted the entry, until the first Refresh
 }
 
 var (
@@ -166,7 +182,12 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	d.sentinelBase = d.prefix + sentinelDir + hex.EncodeToString(id[:]) + "/"
+	d.id = hex.EncodeToString(id[:])
+	d.sentinelBase = d.prefix + sentinelDir + d.id + "/"
+	d.lockDelay = o.LockDelay
+	if d.lockDelay == 0 {
+		d.lockDelay = DefaultLockDelay
+	}
 	d.ctx, d.cancel = context.WithCancel(client.Ctx())
 	if d.minTTL == 0 {
 		ctx, cancel := context.WithTimeout(d.ctx, o.ProbeTimeout)

@@ -1,6 +1,7 @@
 package etcddriver
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/go-locker/locker/driver"
@@ -13,7 +14,8 @@ import (
 //	r/<lease>  a shared entry (a reader: holder or waiter)
 //
 // where <lease> is the entry's lease ID in 16 hex digits, and the value is
-// the owner. A lease carries one entry at a time, so the key is unique
+// "<driver id>/<owner>": the ID of the Driver that made it (which names its
+// lease's sentinel, see loss.go) and the owner. A lease carries one entry at a time, so the key is unique
 // among live entries; and as the driver reuses its idle leases, a key
 // locked over and over reuses a few etcd keys instead of leaving a new
 // tombstone in etcd's index with every hold (which every range read of the
@@ -109,4 +111,43 @@ func conflictRange(base string, m driver.Mode) (start, end string) {
 		start = base
 	}
 	return start, clientv3.GetPrefixRangeEnd(start)
+}
+
+// entryValue returns the value of an entry of owner made by the driver.
+func (d *Driver) entryValue(owner string) string { return d.id + "/" + owner }
+
+// valueOwner returns the owner in an entry's value.
+func valueOwner(v []byte) string {
+	for i, c := range v {
+		if c == '/' {
+			return string(v[i+1:])
+		}
+	}
+	return ""
+}
+
+// isOwner reports whether an entry's value names owner.
+func isOwner(v []byte, owner string) bool {
+	i := 0
+	for i < len(v) && v[i] != '/' {
+		i++
+	}
+	return i < len(v) && string(v[i+1:]) == owner
+}
+
+// entrySentinel returns the sentinel key of the lease of the entry k with
+// value v, or "" if they are malformed.
+func entrySentinel(prefix string, k, v []byte) string {
+	i := 0
+	for i < len(v) && v[i] != '/' {
+		i++
+	}
+	if i == len(v) || len(k) < 16 {
+		return ""
+	}
+	lease, err := strconv.ParseUint(string(k[len(k)-16:]), 16, 64)
+	if err != nil {
+		return ""
+	}
+	return prefix + sentinelDir + string(v[:i]) + "/" + strconv.FormatUint(lease, 16)
 }

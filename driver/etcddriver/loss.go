@@ -161,9 +161,16 @@ func (d *Driver) releasing(lease clientv3.LeaseID, token int64) {
 // and the holds on it reported lost.
 func (d *Driver) leaseEnded(lease clientv3.LeaseID, why string) {
 	d.mu.Lock()
-	for _, e := range d.owners {
+	for owner, e := range d.owners {
 		if e.lease == lease {
+			// Its entry is gone with the lease: forget it. A later call
+			// for the owner finds nothing (ErrNotHeld) or, for an
+			// acquire, starts a new entry on a new lease.
 			e.dead = true
+			delete(d.owners, owner)
+			if e.token != 0 {
+				delete(d.tokens, holdRef{e.base, e.token})
+			}
 		}
 	}
 	for ttl, pool := range d.pools {

@@ -143,7 +143,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 		ka = d.keepAlive(e.lease)
 	}
 	cs, ce := conflictRange(base, req.Mode)
-	put := clientv3.OpPut(k, req.Owner, clientv3.WithLease(e.lease))
+	put := clientv3.OpPut(k, d.entryValue(req.Owner), clientv3.WithLease(e.lease))
 	var resp *clientv3.TxnResponse
 	if isNew {
 		// The entry's key is that of an idle lease of the driver's, so it
@@ -167,8 +167,11 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 		resp, err = d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(els...).Commit()
 	}
 	if err != nil {
-		if isNew && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
-			d.forget(req.Owner, k) // an idle lease that etcd no longer has
+		if errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
+			// The lease ended (an idle one from the pool, or the
+			// owner's entry's, whose entry went with it): start over
+			// with a new lease.
+			d.forget(req.Owner, k)
 			return driver.Lease{}, true, err
 		}
 		return driver.Lease{}, false, err
@@ -183,7 +186,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 		token = own.CreateRevision
 	case !isNew:
 		rs := resp.Responses[len(resp.Responses)-2:]
-		if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 && string(kvs[0].Value) == req.Owner {
+		if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, req.Owner) {
 			own = kvs[0]
 			token = own.CreateRevision
 			granted = isHead(req.Mode, own, rs[1].GetResponseRange().Kvs)
@@ -280,7 +283,7 @@ func (d *Driver) find(ctx context.Context, base string, m driver.Mode, owner str
 		return nil, err
 	}
 	for _, kv := range resp.Kvs {
-		if string(kv.Value) == owner {
+		if isOwner(kv.Value, owner) {
 			return kv, nil
 		}
 	}
@@ -319,6 +322,27 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 			own = kvs[0]
 			head = isHead(l.Mode, own, resp.Responses[1].GetResponseRange().Kvs)
 		}
+	case e != nil && e.pred != "":
+		// The first Refresh after a grant that followed a holder's
+		// leaving: if that holder's lease ended rather than being
+		// released (its sentinel is gone), wait Options.LockDelay.
+		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), clientv3.OpGet(e.pred, clientv3.WithCountOnly())).Commit()
+		if err != nil {
+			return driver.Lease{}, opError("refresh", l.Key, err)
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			own = kvs[0]
+		}
+		d.setPred(l.Owner, k, "")
+		if own != nil && resp.Responses[1].GetResponseRange().Count == 0 {
+			t := time.NewTimer(d.lockDelay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return driver.Lease{}, opError("refresh", l.Key, ctx.Err())
+			}
+		}
 	case e != nil:
 		resp, err := d.kv.Get(ctx, k)
 		if err != nil {
@@ -338,8 +362,8 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 // it fails with ErrNotHeld unless own is l's granted entry, and waits for
 // the keep-alive of own's lease (sending one if ka is not for it).
 func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, k string, own *mvccpb.KeyValue, head bool, ka *kaCall) error {
-	if own == nil || string(own.Value) != l.Owner || (l.Token != 0 && own.CreateRevision != int64(l.Token)) || !head {
-		if own == nil || string(own.Value) != l.Owner {
+	if own == nil || !isOwner(own.Value, l.Owner) || (l.Token != 0 && own.CreateRevision != int64(l.Token)) || !head {
+		if own == nil || !isOwner(own.Value, l.Owner) {
 			d.forget(l.Owner, k)
 		}
 		return fmt.Errorf("no entry of the owner with token %d: %w", l.Token, driver.ErrNotHeld)

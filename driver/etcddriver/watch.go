@@ -357,7 +357,7 @@ func (ll *lossListener) verifyAsync() {
 			}
 			cancel()
 			if err == nil {
-				if kv == nil || string(kv.Value) != ll.lease.Owner || kv.CreateRevision != ll.token {
+				if kv == nil || !isOwner(kv.Value, ll.lease.Owner) || kv.CreateRevision != ll.token {
 					ll.fire(fmt.Errorf("the entry is gone: %w", driver.ErrNotHeld))
 				} else if k == "" {
 					// Found: from now on the watch reports its deletion;

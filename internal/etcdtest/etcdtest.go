@@ -56,15 +56,18 @@ const startTimeout = 30 * time.Second
 type Member struct {
 	// Name is the member's name in its cluster.
 	Name string
-	// ClientURL is the URL clients connect to (http://127.0.0.1:port):
-	// a TCP proxy in front of the member's own client port, so that Kill
-	// can cut clients off as a crash would.
+	// ClientURL is the URL clients connect to (http://127.0.0.1:port).
+	// For a member of a cluster of several, it is a TCP proxy in front of
+	// the member's own client port, so that Kill can cut clients off as a
+	// crash would; a one-member server is reached directly, without the
+	// proxy's cost.
 	ClientURL string
 	// PeerURL is the URL other members connect to.
 	PeerURL string
 
 	dir     string
-	own     string // the member's own client URL, behind the proxy
+	own     string // the member's own client address (host:port)
+	proxied bool   // ClientURL is a proxy in front of own
 	proxy   *proxy
 	cluster string // the initial-cluster string
 	state   string // initial-cluster-state
@@ -152,11 +155,15 @@ func newCluster(n int) (*Cluster, error) {
 			Name:      fmt.Sprintf("m%d", i),
 			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+2]),
 			own:       fmt.Sprintf("127.0.0.1:%d", ports[3*i]),
+			proxied:   n > 1,
 			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", ports[3*i+1]),
 			state:     embed.ClusterStateFlagNew,
 			tickMs:    tick,
 			elecMs:    elec,
 			ownDir:    true,
+		}
+		if !m.proxied {
+			m.ClientURL = "http://" + m.own
 		}
 		dir, err := os.MkdirTemp("", "etcdtest-"+m.Name+"-")
 		if err != nil {
@@ -276,7 +283,7 @@ func (m *Member) start() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.e = e
-	if m.proxy == nil {
+	if m.proxied && m.proxy == nil {
 		p, err := newProxy(strings.TrimPrefix(m.ClientURL, "http://"), m.own)
 		if err != nil {
 			m.e = nil
@@ -368,8 +375,9 @@ func (m *Member) Stop() {
 }
 
 // Kill stops m as a crash would: its Raft node stops at once, without
-// handing leadership over, and every client connection to it is reset.
-// Its data stays; Restart starts it again.
+// handing leadership over, and (for a member of a cluster of several)
+// every client connection to it is reset. Its data stays; Restart starts
+// it again.
 func (m *Member) Kill() {
 	m.mu.Lock()
 	e, p := m.e, m.proxy
