@@ -61,7 +61,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 			d.removeEntry(ctx, req, k)
 		}
 	}()
-	var e *entry
+	var e entry
 	for attempt := 0; ; attempt++ {
 		// The entry's lease need not be proved here: the front-end confirms
 		// a grant with a Refresh, and while the entry waits it is renewed
@@ -163,8 +163,8 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 // granted returns the lease of a granted entry, unless its lease may have
 // run out meanwhile.
 func (d *Driver) granted(req driver.Request, k string, token int64) (driver.Lease, error) {
-	e := d.lookup(req.Owner, k)
-	if e == nil || !time.Now().Before(e.deadline) {
+	e, ok := d.lookup(req.Owner, k)
+	if !ok || !time.Now().Before(e.deadline) {
 		return driver.Lease{}, errEntryLost
 	}
 	d.confirm(req.Owner, k, time.Time{}, token)
@@ -186,15 +186,15 @@ func (d *Driver) setPred(owner, k, sentinel string) {
 
 // known reports whether owner's entry at k is known to live past now.
 func (d *Driver) known(owner, k string, now time.Time) bool {
-	e := d.lookup(owner, k)
-	return e != nil && now.Before(e.deadline)
+	e, ok := d.lookup(owner, k)
+	return ok && now.Before(e.deadline)
 }
 
 // renewDelay is the time until owner's entry should be renewed: a third of
 // its TTL after it was last confirmed.
 func (d *Driver) renewDelay(owner, k string) time.Duration {
-	e := d.lookup(owner, k)
-	if e == nil {
+	e, ok := d.lookup(owner, k)
+	if !ok {
 		return 0
 	}
 	ttl := time.Duration(e.ttl) * time.Second
@@ -203,8 +203,8 @@ func (d *Driver) renewDelay(owner, k string) time.Duration {
 
 // retryDelay is the time until a failed renewal is tried again.
 func (d *Driver) retryDelay(owner, k string) time.Duration {
-	e := d.lookup(owner, k)
-	if e == nil {
+	e, ok := d.lookup(owner, k)
+	if !ok {
 		return 0
 	}
 	return min(time.Duration(e.ttl)*time.Second/10, max(time.Until(e.deadline)/2, 10*time.Millisecond))
@@ -214,7 +214,7 @@ func (d *Driver) retryDelay(owner, k string) time.Duration {
 // queue below base, in one transaction that also reads the older
 // conflicting entries, and arms wt with them. done reports that none is
 // left: the entry is granted with token.
-func (d *Driver) enqueue(ctx context.Context, m driver.Mode, owner, base, k string, e *entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
+func (d *Driver) enqueue(ctx context.Context, m driver.Mode, owner, base, k string, e entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
 	cs, ce := conflictRange(base, m)
 	put := clientv3.OpPut(k, d.entryValue(owner), clientv3.WithLease(e.lease))
 	all := clientv3.OpGet(cs, clientv3.WithRange(ce))

@@ -3,6 +3,7 @@ package etcddriver_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,22 +12,54 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/etcddriver"
+	"github.com/go-locker/locker/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // The benchmarks run against the package's embedded etcd server (fsync
-// on), in the same process, so allocations count both the client's and
-// the server's. Run them side by side in one run:
+// on), in the same process, so that allocations count both the client's
+// and the server's; with LOCKER_ETCD_BENCH_PROCESS=1 they run against an
+// etcd server in a process of its own (the test binary run again, see
+// etcdtest.StartChild), so that they count the client's only. Run them
+// side by side in one run:
 //
 //	go test -run XXX -bench . -benchmem ./driver/etcddriver
+//	LOCKER_ETCD_BENCH_PROCESS=1 go test -run XXX -bench . -benchmem ./driver/etcddriver
 
 const benchTTL = 10 * time.Second
+
+var benchChild struct {
+	sync.Mutex
+	url string
+}
+
+// benchURL returns the client URL of the server the benchmarks use.
+func benchURL(b testing.TB) string {
+	if os.Getenv("LOCKER_ETCD_BENCH_PROCESS") != "1" {
+		return server.ClientURL
+	}
+	benchChild.Lock()
+	defer benchChild.Unlock()
+	if benchChild.url == "" {
+		// One child for all benchmarks of the run, stopped with the
+		// process (its stdin closes).
+		c := etcdtest.StartChild(noCleanup{b})
+		benchChild.url = c.ClientURL
+	}
+	return benchChild.url
+}
+
+// noCleanup is a testing.TB whose cleanups never run: the benchmarks'
+// child server lives as long as the test process.
+type noCleanup struct{ testing.TB }
+
+func (noCleanup) Cleanup(func()) {}
 
 // BenchmarkMutexLockUnlock is one uncontended locker.Mutex Lock+Unlock
 // pair over etcddriver.
 func BenchmarkMutexLockUnlock(b *testing.B) {
-	d := newDriver(b)
+	d := newDriverOn(b, newClientAt(b, benchURL(b)), nil)
 	m := locker.NewMutex(d, uniqueKey(b, "k"), locker.WithTTL(benchTTL))
 	m.Lock() // warm up: the key's watch, a pooled lease
 	m.Unlock()
@@ -41,7 +74,7 @@ func BenchmarkMutexLockUnlock(b *testing.B) {
 // BenchmarkConcurrencyMutex is the same pair with etcd's own
 // concurrency.Mutex, on a session (lease) made once.
 func BenchmarkConcurrencyMutex(b *testing.B) {
-	c := newClient(b)
+	c := newClientAt(b, benchURL(b))
 	s, err := concurrency.NewSession(c, concurrency.WithTTL(int(benchTTL/time.Second)))
 	if err != nil {
 		b.Fatal(err)
@@ -65,7 +98,7 @@ func BenchmarkConcurrencyMutex(b *testing.B) {
 // transaction and a delete, with no lease, no owner check on release, no
 // token and no waiting.
 func BenchmarkRawTxnDelete(b *testing.B) {
-	c := newClient(b)
+	c := newClientAt(b, benchURL(b))
 	key := "bench/" + uniqueKey(b, "k")
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -193,7 +226,7 @@ const (
 func lockerLocks(tb testing.TB, key string) []contendedLock {
 	ds := make([]*etcddriver.Driver, contClients)
 	for i := range ds {
-		ds[i] = newDriver(tb)
+		ds[i] = newDriverOn(tb, newClientAt(tb, benchURL(tb)), nil)
 	}
 	locks := make([]contendedLock, contGoroutines)
 	for i := range locks {
@@ -208,7 +241,7 @@ func lockerLocks(tb testing.TB, key string) []contendedLock {
 func etcdLocks(tb testing.TB, key string) []contendedLock {
 	cs := make([]*clientv3.Client, contClients)
 	for i := range cs {
-		cs[i] = newClient(tb)
+		cs[i] = newClientAt(tb, benchURL(tb))
 	}
 	locks := make([]contendedLock, contGoroutines)
 	for i := range locks {

@@ -93,14 +93,17 @@ type Driver struct {
 	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
 	hot     map[string]time.Time                  // lock bases by the time of the last refusal
 
-	id           string                                       // random, names the driver in entries and sentinels
-	lockDelay    time.Duration                                // see Options.LockDelay
-	sentinelBase string                                       // <prefix>%leases/<driver id>/
-	sentinels    *keyWatch                                    // the watch on the driver's lease sentinels, once started
-	lossByLease  map[clientv3.LeaseID]map[*leaseLoss]struct{} // WatchLoss registrations by lease
+	id           string                  // random, names the driver in entries and sentinels
+	lockDelay    time.Duration           // see Options.LockDelay
+	sentinelBase string                  // <prefix>%leases/<driver id>/
+	sentinels    *keyWatch               // the watch on the driver's lease sentinels, once started
+	leaseLosses  map[*leaseLoss]struct{} // WatchLoss registrations on the driver's leases
 
 	kaMu sync.Mutex
 	ka   *kaStream // nil until needed or after it broke
+
+	basesMu sync.Mutex
+	bases   map[string]string // lock key -> base
 }
 
 // holdRef names a grant: the lock's base and the token.
@@ -178,7 +181,8 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		watches:     make(map[string]*keyWatch),
 		losses:      make(map[string]map[*lossListener]struct{}),
 		hot:         make(map[string]time.Time),
-		lossByLease: make(map[clientv3.LeaseID]map[*leaseLoss]struct{}),
+		leaseLosses: make(map[*leaseLoss]struct{}),
+		bases:       make(map[string]string),
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -285,40 +289,57 @@ func permanentf(format string, args ...any) error {
 	return driver.Permanent(fmt.Errorf(format, args...))
 }
 
-// base returns the base of key's entries.
-func (d *Driver) base(key string) string { return lockBase(d.prefix, key) }
+// base returns the base of key's entries, from a small cache: a key
+// locked over and over is escaped once.
+func (d *Driver) base(key string) string {
+	d.basesMu.Lock()
+	b, ok := d.bases[key]
+	d.basesMu.Unlock()
+	if ok {
+		return b
+	}
+	b = lockBase(d.prefix, key)
+	d.basesMu.Lock()
+	if len(d.bases) >= maxCachedBases {
+		clear(d.bases)
+	}
+	d.bases[key] = b
+	d.basesMu.Unlock()
+	return b
+}
+
+// maxCachedBases bounds the cache of lock bases.
+const maxCachedBases = 1024
 
 // entryOf returns the entry the driver made for owner in mode m below
 // base, or nil.
-func (d *Driver) entryOf(owner, base string, m driver.Mode) *entry {
+func (d *Driver) entryOf(owner, base string, m driver.Mode) (entry, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e := d.owners[owner]; e != nil && e.base == base && e.mode == m {
-		c := *e
-		return &c
+		return *e, true
 	}
-	return nil
+	return entry{}, false
 }
 
 // lookup returns the entry the driver made for owner at key k, or nil.
-func (d *Driver) lookup(owner, k string) *entry {
+func (d *Driver) lookup(owner, k string) (entry, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e := d.owners[owner]; e != nil && e.key == k {
-		c := *e
-		return &c
+		return *e, true
 	}
-	return nil
+	return entry{}, false
 }
 
 // remember records e as owner's entry.
-func (d *Driver) remember(owner string, e *entry) {
+func (d *Driver) remember(owner string, e entry) {
 	d.mu.Lock()
 	if !d.closed {
 		if old := d.owners[owner]; old != nil && old.token != 0 {
 			delete(d.tokens, holdRef{old.base, old.token})
 		}
-		c := *e
+		c := e
 		d.owners[owner] = &c
 		if c.token != 0 {
 			d.tokens[holdRef{c.base, c.token}] = c.key

@@ -21,6 +21,13 @@ func newClient(t testing.TB) *clientv3.Client {
 	return etcdtest.NewClient(t, server.ClientURL)
 }
 
+// newClientAt returns a new client of the server at url, closed at t's
+// cleanup.
+func newClientAt(t testing.TB, url string) *clientv3.Client {
+	t.Helper()
+	return etcdtest.NewClient(t, url)
+}
+
 // newDriver returns a driver over a client of its own, as a separate
 // process would have, closed at t's cleanup.
 func newDriver(t testing.TB) *etcddriver.Driver {

@@ -53,6 +53,7 @@ func (d *Driver) startSentinels(ctx context.Context) error {
 
 // A leaseLoss is a WatchLoss registration of a hold on a lease.
 type leaseLoss struct {
+	d     *Driver
 	lease clientv3.LeaseID
 	token int64
 	key   string // the lock key, for errors
@@ -105,15 +106,10 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 		d.mu.Unlock()
 		return d.watchLossByKey(l, lost)
 	}
-	ll := &leaseLoss{lease: e.lease, token: int64(l.Token), key: l.Key, lost: lost}
+	ll := &leaseLoss{d: d, lease: e.lease, token: int64(l.Token), key: l.Key, lost: lost}
 	dead := e.dead
 	if !dead {
-		set := d.lossByLease[e.lease]
-		if set == nil {
-			set = make(map[*leaseLoss]struct{})
-			d.lossByLease[e.lease] = set
-		}
-		set[ll] = struct{}{}
+		d.leaseLosses[ll] = struct{}{}
 	}
 	d.mu.Unlock()
 	if dead {
@@ -123,17 +119,15 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 			ll.fire(fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld))
 		}()
 	}
-	return func() {
-		ll.silence()
-		d.mu.Lock()
-		if set := d.lossByLease[ll.lease]; set != nil {
-			delete(set, ll)
-			if len(set) == 0 {
-				delete(d.lossByLease, ll.lease)
-			}
-		}
-		d.mu.Unlock()
-	}
+	return ll.stop
+}
+
+// stop ends the registration.
+func (ll *leaseLoss) stop() {
+	ll.silence()
+	ll.d.mu.Lock()
+	delete(ll.d.leaseLosses, ll)
+	ll.d.mu.Unlock()
 }
 
 // releasing silences the WatchLoss registrations of the hold with token
@@ -142,14 +136,11 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 func (d *Driver) releasing(lease clientv3.LeaseID, token int64) {
 	d.mu.Lock()
 	var ls []*leaseLoss
-	for ll := range d.lossByLease[lease] {
-		if ll.token == token || token == 0 {
+	for ll := range d.leaseLosses {
+		if ll.lease == lease && (ll.token == token || token == 0) {
 			ls = append(ls, ll)
-			delete(d.lossByLease[lease], ll)
+			delete(d.leaseLosses, ll)
 		}
-	}
-	if len(d.lossByLease[lease]) == 0 {
-		delete(d.lossByLease, lease)
 	}
 	d.mu.Unlock()
 	for _, ll := range ls {
@@ -181,10 +172,15 @@ func (d *Driver) leaseEnded(lease clientv3.LeaseID, why string) {
 			}
 		}
 	}
-	set := d.lossByLease[lease]
-	delete(d.lossByLease, lease)
+	var ls []*leaseLoss
+	for ll := range d.leaseLosses {
+		if ll.lease == lease {
+			ls = append(ls, ll)
+			delete(d.leaseLosses, ll)
+		}
+	}
 	d.mu.Unlock()
-	for ll := range set {
+	for _, ll := range ls {
 		ll.fire(fmt.Errorf("lease %x %s: %w", lease, why, driver.ErrNotHeld))
 	}
 }

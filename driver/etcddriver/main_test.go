@@ -30,5 +30,6 @@ func (m mainM) Run() int {
 }
 
 func TestMain(m *testing.M) {
+	etcdtest.ServeChild() // serves and exits when run as a benchmark's server process
 	goleak.VerifyTestMain(mainM{m}, etcdtest.IgnoreGoroutines()...)
 }

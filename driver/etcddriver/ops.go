@@ -51,7 +51,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 		return driver.Lease{}, err
 	}
 	base := d.base(req.Key)
-	if !queued && d.isHot(base) && d.entryOf(req.Owner, base, req.Mode) == nil {
+	if _, known := d.entryOf(req.Owner, base, req.Mode); !known && !queued && d.isHot(base) {
 		// The key was refused recently: look before writing. A refused
 		// look costs a linearizable read instead of a Raft write, and
 		// leaves nothing behind.
@@ -113,15 +113,15 @@ func (d *Driver) setHot(base string, hot bool) {
 // remembered before it is put, so that a retry or a Release finds it: the
 // driver expects all calls for one owner to go through it, as package
 // locker makes them.
-func (d *Driver) entryFor(ctx context.Context, owner, base string, m driver.Mode, ttl int64) (e *entry, isNew, fresh bool, err error) {
-	if e := d.entryOf(owner, base, m); e != nil {
+func (d *Driver) entryFor(ctx context.Context, owner, base string, m driver.Mode, ttl int64) (e entry, isNew, fresh bool, err error) {
+	if e, ok := d.entryOf(owner, base, m); ok {
 		return e, false, false, nil
 	}
 	id, deadline, fresh, err := d.takeLease(ctx, ttl)
 	if err != nil {
-		return nil, false, false, err
+		return entry{}, false, false, err
 	}
-	e = &entry{key: entryKey(base, m, id), base: base, mode: m, lease: id, ttl: ttl, deadline: deadline}
+	e = entry{key: entryKey(base, m, id), base: base, mode: m, lease: id, ttl: ttl, deadline: deadline}
 	d.remember(owner, e)
 	return e, true, fresh, nil
 }
@@ -221,7 +221,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 
 // dropEntry forgets an entry that a refused TryAcquire did not put, and
 // returns its lease to the pool when the lease was taken for it.
-func (d *Driver) dropEntry(owner, k string, e *entry, ka *kaCall) {
+func (d *Driver) dropEntry(owner, k string, e entry, ka *kaCall) {
 	d.forget(owner, k)
 	deadline := e.deadline
 	if ka != nil {
@@ -264,16 +264,16 @@ func isHead(m driver.Mode, own *mvccpb.KeyValue, first []*mvccpb.KeyValue) bool 
 // l.Mode and matching the owner. It returns the driver's record (nil if
 // none), the entry's key and, when it had to read it, the entry (nil if
 // there is none).
-func (d *Driver) locate(ctx context.Context, l driver.Lease) (e *entry, k string, kv *mvccpb.KeyValue, err error) {
+func (d *Driver) locate(ctx context.Context, l driver.Lease) (e entry, known bool, k string, kv *mvccpb.KeyValue, err error) {
 	base := d.base(l.Key)
-	if e := d.entryOf(l.Owner, base, l.Mode); e != nil {
-		return e, e.key, nil, nil
+	if e, ok := d.entryOf(l.Owner, base, l.Mode); ok {
+		return e, true, e.key, nil, nil
 	}
 	kv, err = d.find(ctx, base, l.Mode, l.Owner)
 	if kv != nil {
 		k = string(kv.Key)
 	}
-	return nil, k, kv, err
+	return entry{}, false, k, kv, err
 }
 
 // find reads the entry of owner in mode m below base, or nil.
@@ -300,12 +300,12 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if err := d.begin(ctx); err != nil {
 		return driver.Lease{}, opError("refresh", l.Key, err)
 	}
-	e, k, own, err := d.locate(ctx, l)
+	e, known, k, own, err := d.locate(ctx, l)
 	if err != nil {
 		return driver.Lease{}, opError("refresh", l.Key, err)
 	}
 	var ka *kaCall
-	if e != nil {
+	if known {
 		ka = d.keepAlive(e.lease)
 	}
 	head := true
@@ -322,7 +322,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 			own = kvs[0]
 			head = isHead(l.Mode, own, resp.Responses[1].GetResponseRange().Kvs)
 		}
-	case e != nil && e.pred != "":
+	case known && e.pred != "":
 		// The first Refresh after a grant that followed a holder's
 		// leaving: if that holder's lease ended rather than being
 		// released (its sentinel is gone), wait Options.LockDelay.
@@ -343,7 +343,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 				return driver.Lease{}, opError("refresh", l.Key, ctx.Err())
 			}
 		}
-	case e != nil:
+	case known:
 		resp, err := d.kv.Get(ctx, k)
 		if err != nil {
 			return driver.Lease{}, opError("refresh", l.Key, err)
@@ -409,7 +409,7 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	readErrs := make([]error, len(ls))
 	var unknown []int
 	for i, l := range ls {
-		if e := d.entryOf(l.Owner, d.base(l.Key), l.Mode); e != nil {
+		if e, ok := d.entryOf(l.Owner, d.base(l.Key), l.Mode); ok {
 			keys[i] = e.key
 			kas[i] = d.keepAlive(e.lease)
 		} else {
@@ -419,7 +419,7 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	var wg sync.WaitGroup
 	for _, i := range unknown {
 		wg.Go(func() {
-			_, keys[i], owns[i], readErrs[i] = d.locate(ctx, ls[i])
+			_, _, keys[i], owns[i], readErrs[i] = d.locate(ctx, ls[i])
 			heads[i] = true
 		})
 	}
@@ -485,7 +485,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if err := d.begin(ctx); err != nil {
 		return opError("release", l.Key, err)
 	}
-	e, k, kv, err := d.locate(ctx, l)
+	e, known, k, kv, err := d.locate(ctx, l)
 	if err != nil {
 		return opError("release", l.Key, err)
 	}
@@ -494,10 +494,10 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	}
 	d.forget(l.Owner, k)
 	d.silenceKey(k)
-	if e != nil {
+	if known {
 		d.releasing(e.lease, int64(l.Token))
 	}
-	if e == nil {
+	if !known {
 		// Found by reading: delete exactly that entry, which its own
 		// driver may have released and put again for another owner since.
 		resp, err := d.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)).Then(clientv3.OpDelete(k)).Commit()

@@ -27,12 +27,15 @@
 package etcdtest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -482,3 +485,89 @@ func (c *Cluster) WaitReady(ctx context.Context, cli *clientv3.Client) error {
 // function exists so that tests have one place to list such goroutines,
 // should a later version start one.
 func IgnoreGoroutines() []goleak.Option { return nil }
+
+// EnvChild, set to "1" in a test binary's environment, makes ServeChild
+// serve: the binary becomes a one-member etcd server (see StartChild).
+const EnvChild = "LOCKER_ETCDTEST_CHILD"
+
+// A Child is a one-member etcd server in a process of its own: the test
+// binary itself, run again with EnvChild set, so that the server's CPU and
+// memory are not counted with the tests' (benchmarks' allocations then
+// are the client's only). Its package's TestMain must call ServeChild
+// first.
+type Child struct {
+	// ClientURL is the URL clients connect to.
+	ClientURL string
+
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan error
+}
+
+// ServeChild runs the server of a Child and exits, if the binary was
+// started as one (EnvChild is set); otherwise it returns at once. Call it
+// first in TestMain.
+func ServeChild() {
+	if os.Getenv(EnvChild) != "1" {
+		return
+	}
+	m, err := StartServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "etcdtest child:", err)
+		os.Exit(1)
+	}
+	fmt.Println(m.ClientURL)
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes stdin or exits
+	code := 0
+	if err := m.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "etcdtest child:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// StartChild starts a Child for the duration of tb and stops it at tb's
+// cleanup.
+func StartChild(tb testing.TB) *Child {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), EnvChild+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("etcdtest: starting the child server: %v", err)
+	}
+	c := &Child{cmd: cmd, stdin: stdin, done: make(chan error, 1)}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	go func() { c.done <- cmd.Wait() }()
+	if err != nil {
+		c.Close()
+		tb.Fatalf("etcdtest: the child server did not start: %v", err)
+	}
+	c.ClientURL = strings.TrimSpace(line)
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Errorf("etcdtest: child server: %v", err)
+		}
+	})
+	return c
+}
+
+// Close stops the child and waits for it.
+func (c *Child) Close() error {
+	c.stdin.Close()
+	select {
+	case err := <-c.done:
+		return err
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		return fmt.Errorf("child server did not stop; killed: %v", <-c.done)
+	}
+}
