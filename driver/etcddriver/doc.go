@@ -109,13 +109,17 @@
 // without reading again.
 //
 // Each Driver watches a lock's key range with one etcd watch, shared by its
-// waiters and subscriptions of that key, opened at the current revision
-// and kept a few seconds after its last user (Options.WatchLinger). A watch
-// opened at an old revision is "unsynced" in etcd and gets its events only
-// from etcd's resync loop, every 100 ms: that is why concurrency.Mutex,
-// which watches its predecessor from the revision of its read, manages only
-// about 80 acquisitions per second with 8 waiters. The waiters here are
-// woken within the event's delivery time. The watch is opened with
+// waiters and subscriptions of that key, and kept a few seconds after its
+// last user (Options.WatchLinger). The watch is opened without a start
+// revision, so etcd starts it after its current revision (rev+1) and counts
+// it as synced: it gets every later event as it happens. The driver waits
+// for the watch's created reply before it reads the queue, so no deletion
+// between the read and the watch is missed. A watch opened at the revision
+// of an earlier read is "unsynced" in etcd whenever anything was written
+// since, and gets its events only from etcd's resync loop, every 100 ms:
+// that is why concurrency.Mutex, which watches its predecessor from the
+// revision of its read, manages only about 80 acquisitions per second with 8
+// waiters. The waiters here are woken within the event's delivery time. The watch is opened with
 // WithRequireLeader, so that a member cut off from its cluster ends it
 // rather than leaving it silent; the driver opens it again (possibly on
 // another member) and its waiters read the queue again.

@@ -17,11 +17,11 @@ import (
 // owner releases it or leaves the queue, or when its lease expires or is
 // revoked.
 //
-// The watch starts at the current revision (not an old one), so etcd
-// counts it as synced at once and sends every later event as it happens;
-// a watch started at an old revision waits for etcd's 100 ms resync loop
-// instead. The revision in the created reply is the point from which no
-// event is missed: users that looked at the range before it check again.
+// The watch has no start revision, so etcd starts it after its current
+// revision (rev+1) and counts it as synced at once: it sends every later
+// event as it happens, where a watch started at an older revision waits for
+// etcd's 100 ms resync loop. The revision in the created reply is the point
+// after which no event is missed: users read the range after it.
 type keyWatch struct {
 	d      *Driver
 	base   string
