@@ -8,9 +8,15 @@
 // [Start] and [StartCluster] start a one-member server or an n-member
 // cluster for the duration of a test and close it at the test's cleanup;
 // [StartServer] and [NewCluster] are the variants for TestMain, where no
-// testing.TB exists. Members can be stopped ([Member.Stop]) and restarted
-// on the same ports and data ([Member.Restart]); [Cluster.Leader] finds the
-// current leader.
+// testing.TB exists. Members can be stopped gracefully ([Member.Stop]),
+// killed as by a crash ([Member.Kill]: the Raft node stops at once and, in
+// a cluster, every client connection is reset, through a TCP proxy in front
+// of each member's client port) and restarted on the same ports and data
+// ([Member.Restart]); [Cluster.Leader] finds the current leader.
+//
+// [StartChild] runs a one-member server in a process of its own (the test
+// binary, run again; its TestMain must call [ServeChild] first), for
+// benchmarks that must not count the server's CPU and allocations.
 //
 // Timing: the members tick every 10 ms (a one-member server) or 20 ms (a
 // cluster) with an election timeout of 100 ms or 300 ms, so that elections
@@ -18,12 +24,12 @@
 // timeouts rounded up to whole seconds: 1 s for both (2 s with etcd's
 // defaults).
 //
-// Logging of the servers and of the clients made by [Member.Client] is off;
+// Logging of the servers and of the clients made by [NewClient] is off;
 // set LOCKER_ETCD_LOG=1 to see the servers' warnings and errors.
 //
-// Goroutines: a closed member leaves none of its own behind, but gRPC and
-// etcd start a few process-wide goroutines that live until the process
-// exits; [IgnoreGoroutines] lists them for goleak.
+// Goroutines: a closed member or client leaves none behind (this package's
+// tests check it with goleak); [IgnoreGoroutines] is where exceptions would
+// be listed.
 package etcdtest
 
 import (

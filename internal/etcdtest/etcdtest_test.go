@@ -37,7 +37,18 @@ func TestClusterLeaderStop(t *testing.T) {
 	if _, err := cli.Put(ctx, "k", "1"); err != nil {
 		t.Fatal(err)
 	}
+	pinned := c.Members[l].Client(t)
+	if _, err := pinned.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
 	c.Members[l].Kill()
+	// The killed member's clients are cut off.
+	gctx, gcancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = pinned.Get(gctx, "k")
+	gcancel()
+	if err == nil {
+		t.Fatal("a Get through the killed member succeeded")
+	}
 	l2, err := c.Leader(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -60,5 +71,15 @@ func TestClusterLeaderStop(t *testing.T) {
 	g, err := cli.Grant(ctx, 1)
 	if err != nil || g.TTL != 1 {
 		t.Fatalf("Grant(1) = %v, %v; want TTL 1", g, err)
+	}
+}
+
+func TestChild(t *testing.T) {
+	c := StartChild(t)
+	cli := NewClient(t, c.ClientURL)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
 	}
 }
