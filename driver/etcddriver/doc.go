@@ -82,7 +82,7 @@
 //     is made while it waits but a keep-alive every third of the TTL.
 //   - Refresh: a linearizable Get of the entry (owner and token checked)
 //     with a keep-alive of its lease alongside: one round trip.
-//   - RefreshBatch: one read-only transaction per 50 leases, all
+//   - RefreshBatch: one read-only transaction per 100 leases, all
 //     concurrent, and all keep-alives at once on the stream: about one round
 //     trip per batch.
 //   - Release: one Delete of the entry (with the previous value, when the

@@ -634,8 +634,8 @@ func TestRoundTrips(t *testing.T) {
 			t.Errorf("RefreshBatch: lease %d: %v", i, err)
 		}
 	}
-	if got := rc.reset(); got["Txn"] != 4 || got["keep-alive"] != len(ls) || len(got) != 2 {
-		t.Errorf("RefreshBatch of %d leases: %v; want 4 Txn (50 leases each) and %d keep-alives", len(ls), got, len(ls))
+	if got := rc.reset(); got["Txn"] != 2 || got["keep-alive"] != len(ls) || len(got) != 2 {
+		t.Errorf("RefreshBatch of %d leases: %v; want 2 Txn (100 leases each) and %d keep-alives", len(ls), got, len(ls))
 	}
 	for _, l := range ls {
 		d.Release(ctx, l)

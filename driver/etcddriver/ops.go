@@ -387,9 +387,17 @@ func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, k string, own *m
 // etcd's default --max-txn-ops of 128.
 const maxBatchOps = 100
 
+// opsFor is the number of reads RefreshBatch makes for l.
+func opsFor(l driver.Lease) int {
+	if l.Token == 0 {
+		return 2
+	}
+	return 1
+}
+
 // RefreshBatch implements driver.BatchRefresher: the keep-alives of all
 // leases go out at once on the keep-alive stream, and the entries are read
-// in one read-only transaction per 50 leases, all concurrently, so that a
+// in one read-only transaction per 100 leases, all concurrently, so that a
 // batch takes about one round trip.
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
@@ -429,28 +437,41 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 			known = append(known, i)
 		}
 	}
-	const per = maxBatchOps / 2
-	for lo := 0; lo < len(known); lo += per {
-		idx := known[lo:min(lo+per, len(known))]
+	// One Get per lease, and the oldest conflicting entry for a lease
+	// without a token (whose grant must be checked), at most maxBatchOps
+	// operations per transaction.
+	for lo := 0; lo < len(known); {
+		hi, n := lo, 0
+		for hi < len(known) && n+opsFor(ls[known[hi]]) <= maxBatchOps {
+			n += opsFor(ls[known[hi]])
+			hi++
+		}
+		idx := known[lo:hi]
+		lo = hi
 		wg.Go(func() {
-			ops := make([]clientv3.Op, 0, 2*len(idx))
+			ops := make([]clientv3.Op, 0, n)
 			for _, i := range idx {
-				cs, ce := conflictRange(d.base(ls[i].Key), ls[i].Mode)
-				ops = append(ops, clientv3.OpGet(keys[i]), firstOp(cs, ce))
+				ops = append(ops, clientv3.OpGet(keys[i]))
+				if ls[i].Token == 0 {
+					cs, ce := conflictRange(d.base(ls[i].Key), ls[i].Mode)
+					ops = append(ops, firstOp(cs, ce))
+				}
 			}
 			resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
-			for j, i := range idx {
+			j := 0
+			for _, i := range idx {
 				if err != nil {
 					readErrs[i] = err
 					continue
 				}
 				heads[i] = true
-				if kvs := resp.Responses[2*j].GetResponseRange().Kvs; len(kvs) > 0 {
+				if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
 					owns[i] = kvs[0]
 					if ls[i].Token == 0 {
-						heads[i] = isHead(ls[i].Mode, kvs[0], resp.Responses[2*j+1].GetResponseRange().Kvs)
+						heads[i] = isHead(ls[i].Mode, kvs[0], resp.Responses[j+1].GetResponseRange().Kvs)
 					}
 				}
+				j += opsFor(ls[i])
 			}
 		})
 	}
