@@ -13,6 +13,7 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -121,35 +122,46 @@ type Hold struct {
 	Token           uint64
 	Acquired, Ended time.Duration // Lock returned; Unlock called or loss signalled
 	Paused          bool          // the test paused this client past its lease
+	Shared          bool          // a shared (read) hold: it may overlap other shared holds
 }
 
 // Holds returns the violations among hs: tokens granted twice, tokens out
-// of acquisition order, and overlapping belief intervals of clients that
-// were not paused.
+// of acquisition order, and belief intervals that overlap: a hold must
+// begin after every hold with a lower token has ended, unless both are
+// shared or the earlier one's client was paused.
 func Holds(hs []Hold) []error {
 	hs = slices.Clone(hs)
-	slices.SortFunc(hs, func(a, b Hold) int {
-		switch {
-		case a.Token < b.Token:
-			return -1
-		case a.Token > b.Token:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(hs, func(a, b Hold) int { return cmp.Compare(a.Token, b.Token) })
 	var errs []error
-	for i := 1; i < len(hs); i++ {
-		p, c := hs[i-1], hs[i]
-		if c.Token == p.Token {
-			errs = append(errs, fmt.Errorf("token %d granted twice (clients %d and %d)", c.Token, p.Client, c.Client))
-			continue
+	// The latest-ending earlier hold that was not paused, among all and
+	// among the exclusive ones.
+	var last, lastExcl *Hold
+	for i := range hs {
+		c := &hs[i]
+		if i > 0 {
+			p := hs[i-1]
+			if c.Token == p.Token {
+				errs = append(errs, fmt.Errorf("token %d granted twice (clients %d and %d)", c.Token, p.Client, c.Client))
+			} else if c.Acquired < p.Acquired && !(c.Shared && p.Shared) {
+				errs = append(errs, fmt.Errorf("token %d (client %d) acquired before token %d (client %d)", c.Token, c.Client, p.Token, p.Client))
+			}
 		}
-		if c.Acquired < p.Acquired {
-			errs = append(errs, fmt.Errorf("token %d (client %d) acquired before token %d (client %d)", c.Token, c.Client, p.Token, p.Client))
+		p := last
+		if c.Shared {
+			p = lastExcl
 		}
-		if p.Ended > c.Acquired && !p.Paused {
+		if p != nil && p.Token != c.Token && p.Ended > c.Acquired {
 			errs = append(errs, fmt.Errorf("holds overlap by %v: client %d token %d until %v, client %d token %d from %v",
 				p.Ended-c.Acquired, p.Client, p.Token, p.Ended, c.Client, c.Token, c.Acquired))
+		}
+		if c.Paused {
+			continue
+		}
+		if last == nil || c.Ended > last.Ended {
+			last = c
+		}
+		if !c.Shared && (lastExcl == nil || c.Ended > lastExcl.Ended) {
+			lastExcl = c
 		}
 	}
 	return errs

@@ -127,3 +127,28 @@ func TestResource(t *testing.T) {
 		t.Fatalf("lost = %v", lost)
 	}
 }
+
+func TestHoldsShared(t *testing.T) {
+	readers := []checker.Hold{
+		{Client: 0, Token: 1, Acquired: ms(0), Ended: ms(30), Shared: true},
+		{Client: 1, Token: 2, Acquired: ms(5), Ended: ms(20), Shared: true},
+		{Client: 2, Token: 3, Acquired: ms(31), Ended: ms(40)},
+	}
+	if errs := checker.Holds(readers); len(errs) != 0 {
+		t.Fatalf("overlapping readers, then a writer after both: %v", errs)
+	}
+	// A writer must wait for every earlier reader, not only the one with
+	// the token just below its own.
+	readers[2].Acquired = ms(25)
+	if errs := checker.Holds(readers); len(errs) != 1 || !strings.Contains(errs[0].Error(), "client 0") {
+		t.Fatalf("writer inside the first reader's hold: %v", errs)
+	}
+	// A reader must wait for the writer before it.
+	w := []checker.Hold{
+		{Client: 0, Token: 1, Acquired: ms(0), Ended: ms(10)},
+		{Client: 1, Token: 2, Acquired: ms(5), Ended: ms(20), Shared: true},
+	}
+	if errs := checker.Holds(w); len(errs) != 1 {
+		t.Fatalf("reader inside a writer's hold: %v", errs)
+	}
+}
