@@ -34,9 +34,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/internal/proc"
 )
 
 const (
@@ -57,27 +58,18 @@ var ErrNotInstalled = errors.New("redis-server not installed; install it (apt-ge
 const startTimeout = 15 * time.Second
 
 // Server is a Redis server used by a test.
+//
+// Its process controls (PID, Pause, Resume, Kill, Restart, Close) are
+// those of [proc.Server]. Kill and Restart lose the data set: the servers
+// keep nothing on disk, except that a cluster node keeps its identity and
+// slots in nodes.conf, so that a restarted node serves the same slots.
 type Server struct {
 	// Addr is the server's host:port.
 	Addr string
 
-	external bool
-	bin      string
-	args     []string
-	dir      string // temporary directory; removed by Close
-	ownDir   bool
+	*proc.Server
 
-	mu      sync.Mutex
-	proc    *process // nil when not running
-	stopped bool     // Pause was called without Resume
-	closed  bool
-}
-
-// process is one run of redis-server.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd.Wait has returned
-	err  error         // cmd.Wait's result, valid after done
+	dir string // temporary directory; removed by Close
 }
 
 // Redis returns a Redis server for tb and registers its shutdown with
@@ -138,22 +130,19 @@ func forTest(tb testing.TB, start func() (*Server, error)) *Server {
 // otherwise.
 func SkipOrFail(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrNotInstalled) && os.Getenv(EnvRequireServers) != "1" {
-		tb.Skip(err.Error())
-	}
-	tb.Fatalf("testserver: %v", err)
+	proc.SkipOrFail(tb, "testserver", err, ErrNotInstalled)
 }
 
 // Required reports whether LOCKER_REQUIRE_SERVERS=1, for TestMain functions
 // that decide themselves what to do with ErrNotInstalled.
-func Required() bool { return os.Getenv(EnvRequireServers) == "1" }
+func Required() bool { return proc.Required() }
 
 // StartRedis returns the external server named by LOCKER_REDIS_ADDR, or
 // starts redis-server on a free loopback port. The caller must call Close.
 // It returns an error wrapping ErrNotInstalled when neither is available.
 func StartRedis() (*Server, error) {
 	if addr := os.Getenv(EnvRedisAddr); addr != "" {
-		s := &Server{Addr: addr, external: true}
+		s := &Server{Addr: addr, Server: proc.NewExternal("testserver", addr)}
 		if err := waitPing(addr, startTimeout, nil); err != nil {
 			return nil, fmt.Errorf("external redis %s (%s): %w", addr, EnvRedisAddr, err)
 		}
@@ -243,7 +232,6 @@ func startPrivate(pre, extra []string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("testserver: %w", err)
 	}
-	s := &Server{bin: bin, dir: dir, ownDir: true}
 	if len(pre) > 0 && strings.HasSuffix(pre[0], ".conf") {
 		conf := filepath.Join(dir, pre[0])
 		if err := os.WriteFile(conf, nil, 0o600); err != nil {
@@ -254,12 +242,13 @@ func startPrivate(pre, extra []string) (*Server, error) {
 	}
 	var lastErr error
 	for range 5 {
-		port, err := freePort()
+		ports, err := proc.FreePorts(1)
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		s.args = append(append(slices.Clip(pre),
+		port := ports[0]
+		args := append(append(slices.Clip(pre),
 			"--port", strconv.Itoa(port),
 			"--bind", "127.0.0.1",
 			"--save", "",
@@ -269,57 +258,39 @@ func startPrivate(pre, extra []string) (*Server, error) {
 			"--logfile", "redis.log",
 			"--databases", "16",
 		), extra...)
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		lastErr = s.start()
+		s := newServer(bin, args, dir, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		lastErr = s.Start()
 		if lastErr == nil {
 			return s, nil
 		}
-		// The port may have been taken between freePort and the bind:
+		// The port may have been taken between FreePorts and the bind:
 		// try another one.
 	}
 	_ = os.RemoveAll(dir)
 	return nil, fmt.Errorf("testserver: starting redis-server: %w", lastErr)
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// start runs the server process and waits for it to answer PING. On error
-// the process is gone.
-func (s *Server) start() error {
-	cmd := exec.Command(s.bin, s.args...)
-	cmd.Dir = s.dir
-	setProcAttr(cmd)
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := waitPing(s.Addr, startTimeout, p.done); err != nil {
-		_ = cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("%w; log:\n%s", err, s.logTail())
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed { // Close ran during a Restart
-		_ = cmd.Process.Kill()
-		<-p.done
-		return errors.New("server closed")
-	}
-	s.proc = p
-	s.stopped = false
-	return nil
+// newServer returns the (not yet started) server that runs bin with args
+// in dir and listens on addr.
+func newServer(bin string, args []string, dir, addr string) *Server {
+	s := &Server{Addr: addr, dir: dir}
+	s.Server = proc.NewServer(proc.Config{
+		Pkg:  "testserver",
+		Addr: addr,
+		Dir:  dir,
+		Launch: func() (*proc.Process, error) {
+			cmd := exec.Command(bin, args...)
+			cmd.Dir = dir
+			return proc.Start(cmd)
+		},
+		Ready: func(p *proc.Process) error {
+			if err := waitPing(addr, startTimeout, p.Done()); err != nil {
+				return fmt.Errorf("%w; log:\n%s", err, s.logTail())
+			}
+			return nil
+		},
+	})
+	return s
 }
 
 // logTail returns the end of the server's log file.
@@ -430,123 +401,4 @@ func (s *Server) initCluster() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// PID returns the process id of the private server, or 0 for an external
-// server or one that is not running.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return 0
-	}
-	return s.proc.cmd.Process.Pid
-}
-
-// External reports whether the server is the one named by
-// LOCKER_REDIS_ADDR, which the test does not control.
-func (s *Server) External() bool { return s.external }
-
-func (s *Server) running(op string) (*process, error) {
-	if s.external {
-		return nil, fmt.Errorf("testserver: %s on external server %s: %w", op, s.Addr, errors.ErrUnsupported)
-	}
-	if s.proc == nil {
-		return nil, fmt.Errorf("testserver: %s: server %s is not running", op, s.Addr)
-	}
-	return s.proc, nil
-}
-
-// Pause stops the server process (SIGSTOP): it keeps its connections and
-// data but answers nothing until Resume.
-func (s *Server) Pause() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, err := s.running("Pause")
-	if err != nil {
-		return err
-	}
-	if err := signalStop(p.cmd.Process); err != nil {
-		return fmt.Errorf("testserver: Pause: %w", err)
-	}
-	s.stopped = true
-	return nil
-}
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, err := s.running("Resume")
-	if err != nil {
-		return err
-	}
-	if err := signalCont(p.cmd.Process); err != nil {
-		return fmt.Errorf("testserver: Resume: %w", err)
-	}
-	s.stopped = false
-	return nil
-}
-
-// Kill ends the server process at once (SIGKILL) and waits for it. Its data
-// is lost.
-func (s *Server) Kill() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.running("Kill"); err != nil {
-		return err
-	}
-	s.kill()
-	return nil
-}
-
-// kill kills the running process, if any, and waits for it. s.mu is held.
-func (s *Server) kill() {
-	if s.proc == nil {
-		return
-	}
-	_ = s.proc.cmd.Process.Kill()
-	<-s.proc.done
-	s.proc = nil
-	s.stopped = false
-}
-
-// Restart kills the server if it is running and starts it again on the same
-// address with an empty data set, as after a crash without persistence.
-func (s *Server) Restart() error {
-	s.mu.Lock()
-	if s.external {
-		s.mu.Unlock()
-		return fmt.Errorf("testserver: Restart on external server %s: %w", s.Addr, errors.ErrUnsupported)
-	}
-	if s.closed {
-		s.mu.Unlock()
-		return errors.New("testserver: Restart after Close")
-	}
-	s.kill()
-	s.mu.Unlock()
-	// A cluster node keeps its identity and slots in nodes.conf, which
-	// stays in s.dir, so a restarted node serves the same slots.
-	if err := s.start(); err != nil {
-		return fmt.Errorf("testserver: Restart: %w", err)
-	}
-	return nil
-}
-
-// Close stops a private server and removes its directory. It does nothing
-// to an external server. It is safe to call more than once.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	s.kill()
-	if s.ownDir {
-		if err := os.RemoveAll(s.dir); err != nil {
-			return fmt.Errorf("testserver: %w", err)
-		}
-	}
-	return nil
 }

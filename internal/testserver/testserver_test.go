@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/internal/proc"
 )
 
 func TestRedisPing(t *testing.T) {
@@ -86,7 +88,7 @@ func TestCluster(t *testing.T) {
 }
 
 func TestExternalUnsupported(t *testing.T) {
-	s := &Server{Addr: "127.0.0.1:1", external: true}
+	s := &Server{Addr: "127.0.0.1:1", Server: proc.NewExternal("testserver", "127.0.0.1:1")}
 	for name, f := range map[string]func() error{"Pause": s.Pause, "Resume": s.Resume, "Kill": s.Kill, "Restart": s.Restart} {
 		if err := f(); !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("%s = %v, want ErrUnsupported", name, err)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package zktest
+package proc
 
 import (
 	"os/exec"
@@ -8,7 +8,7 @@ import (
 )
 
 // setProcAttr makes the kernel kill the server when the test process dies
-// without cleaning up (a panic or a killed test binary), so that no JVM
+// without cleaning up (a panic or a killed test binary), so that no server
 // outlives its test.
 func setProcAttr(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package zktest
+package proc
 
 import "os/exec"
 
