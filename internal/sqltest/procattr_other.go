@@ -1,0 +1,10 @@
+//go:build unix && !linux
+
+package sqltest
+
+import "syscall"
+
+// procAttr runs a server process as cred (nil: as the caller).
+func procAttr(cred *syscall.Credential) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: cred, Setpgid: true}
+}
