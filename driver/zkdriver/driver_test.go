@@ -12,6 +12,7 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
+	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/zktest"
 	"github.com/go-zookeeper/zk"
 )
@@ -232,8 +233,8 @@ func TestAmbiguousCreate(t *testing.T) {
 	obs := newDriver(t)
 	for _, retry := range []bool{true, false} {
 		t.Run(fmt.Sprintf("retry=%v", retry), func(t *testing.T) {
-			p := zktest.NewProxy(t, srv.Addr)
-			d := connect(t, []string{p.Addr}, 10*time.Second, nil)
+			p := faultproxy.ForTest(t, srv.Addr)
+			d := connect(t, []string{p.Addr()}, 10*time.Second, nil)
 			key := plainKey("ambiguous")
 			// Make the key's node first: a create under a missing
 			// parent fails (and would wait for its lost reply).
@@ -311,8 +312,8 @@ func TestContextCanceled(t *testing.T) {
 	}
 
 	// A reply that never comes: the call returns at the deadline.
-	p := zktest.NewProxy(t, srv.Addr)
-	c := connect(t, []string{p.Addr}, 10*time.Second, nil)
+	p := faultproxy.ForTest(t, srv.Addr)
+	c := connect(t, []string{p.Addr()}, 10*time.Second, nil)
 	p.DropReplies(true)
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel2()
@@ -340,8 +341,8 @@ func TestContextCanceled(t *testing.T) {
 func TestSessionExpiry(t *testing.T) {
 	srv := server(t)
 	const session = 1500 * time.Millisecond
-	p := zktest.NewProxy(t, srv.Addr)
-	h := connect(t, []string{p.Addr}, session, nil)
+	p := faultproxy.ForTest(t, srv.Addr)
+	h := connect(t, []string{p.Addr()}, session, nil)
 	w := newDriver(t)
 	key := plainKey("expiry")
 
@@ -377,7 +378,7 @@ func TestSessionExpiry(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond)
 
-	p.Blackhole(true)
+	p.Partition(true)
 	if !<-lostFirst {
 		t.Fatal("the waiter acquired while the holder still believed it held the lock")
 	}
@@ -397,7 +398,7 @@ func TestSessionExpiry(t *testing.T) {
 	default:
 	}
 
-	p.Blackhole(false)
+	p.Partition(false)
 	select {
 	case err := <-lost:
 		if !errors.Is(err, driver.ErrNotHeld) {
@@ -431,17 +432,17 @@ func TestSessionExpiry(t *testing.T) {
 func TestDisconnectSurvives(t *testing.T) {
 	srv := server(t)
 	const session = 4 * time.Second
-	p := zktest.NewProxy(t, srv.Addr)
-	h := connect(t, []string{p.Addr}, session, nil)
+	p := faultproxy.ForTest(t, srv.Addr)
+	h := connect(t, []string{p.Addr()}, session, nil)
 	m := locker.NewMutex(h, plainKey("disconnect"), locker.WithTTL(session), locker.WithErrorHandler(func(error) {}))
 	if err := m.LockContext(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
 	id := h.Session().ID()
-	p.Blackhole(true)
+	p.Partition(true)
 	time.Sleep(session / 4)
 	p.Reset()
-	p.Blackhole(false)
+	p.Partition(false)
 	time.Sleep(session) // renewals resume
 	select {
 	case <-m.Done():
@@ -738,8 +739,8 @@ func TestReclaimExpired(t *testing.T) {
 func TestWaiterSessionExpiry(t *testing.T) {
 	srv := server(t)
 	const session = time.Second
-	p := zktest.NewProxy(t, srv.Addr)
-	w := connect(t, []string{p.Addr}, session, nil)
+	p := faultproxy.ForTest(t, srv.Addr)
+	w := connect(t, []string{p.Addr()}, session, nil)
 	h := newDriver(t)
 	key := plainKey("waiter-expiry")
 	hl := mustAcquire(t, h, req(key, owner(), driver.Exclusive, 10*time.Second))
@@ -754,14 +755,14 @@ func TestWaiterSessionExpiry(t *testing.T) {
 	}()
 	waitFor(t, 10*time.Second, "the waiter's node", func() bool { return nodeOf(t, h.Conn(), key, rw.Owner) != "" })
 	time.Sleep(100 * time.Millisecond)
-	p.Blackhole(true)
+	p.Partition(true)
 	if err := h.Release(ctxT(t), hl); err != nil {
 		t.Fatal(err)
 	}
 	// The server expires the waiter's session and deletes its node.
 	waitFor(t, 10*time.Second, "the waiter's node to go", func() bool { return nodeOf(t, h.Conn(), key, rw.Owner) == "" })
 	time.Sleep(session)
-	p.Blackhole(false)
+	p.Partition(false)
 	select {
 	case err := <-res:
 		if strings.HasPrefix(err.Error(), "granted") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/zktest"
 	"github.com/go-zookeeper/zk"
 )
@@ -184,8 +185,8 @@ func (o *orderedHosts) Connected() {}
 func TestEnsembleSessionExpiry(t *testing.T) {
 	e := ensemble(t)
 	const session = 1500 * time.Millisecond
-	p := zktest.NewProxy(t, e.Servers[0].Addr)
-	hd := connect(t, []string{p.Addr}, session, nil)
+	p := faultproxy.ForTest(t, e.Servers[0].Addr)
+	hd := connect(t, []string{p.Addr()}, session, nil)
 	key := plainKey("ens-expiry")
 
 	l := mustAcquire(t, hd, req(plainKey("ens-lease"), owner(), driver.Exclusive, session))
@@ -211,7 +212,7 @@ func TestEnsembleSessionExpiry(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 
-	p.Blackhole(true)
+	p.Partition(true)
 	if !<-lostFirst {
 		t.Fatal("the waiter acquired while the holder still believed it held the lock")
 	}
@@ -222,7 +223,7 @@ func TestEnsembleSessionExpiry(t *testing.T) {
 	if w.Token() <= h.Token() {
 		t.Errorf("waiter's token %d not above %d", w.Token(), h.Token())
 	}
-	p.Blackhole(false)
+	p.Partition(false)
 	select {
 	case err := <-lost:
 		if !errors.Is(err, driver.ErrNotHeld) {

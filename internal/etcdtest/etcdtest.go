@@ -15,8 +15,10 @@
 // ([Member.Restart]); [Cluster.Leader] finds the current leader.
 //
 // [StartChild] runs a one-member server in a process of its own (the test
-// binary, run again; its TestMain must call [ServeChild] first), for
-// benchmarks that must not count the server's CPU and allocations.
+// binary, run again; its TestMain must call [ServeChild] first): for
+// benchmarks that must not count the server's CPU and allocations, and for
+// fault tests that pause (SIGSTOP), kill (SIGKILL) and restart the server
+// on the same ports and data.
 //
 // Timing: the members tick every 10 ms (a one-member server) or 20 ms (a
 // cluster) with an election timeout of 100 ms or 300 ms, so that elections
@@ -38,7 +40,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -48,6 +49,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-locker/locker/internal/faultproxy"
+	"github.com/go-locker/locker/internal/proc"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/goleak"
@@ -77,7 +80,7 @@ type Member struct {
 	dir     string
 	own     string // the member's own client address (host:port)
 	proxied bool   // ClientURL is a proxy in front of own
-	proxy   *proxy
+	proxy   *faultproxy.Proxy
 	cluster string // the initial-cluster string
 	state   string // initial-cluster-state
 	tickMs  uint
@@ -149,7 +152,7 @@ func NewCluster(n int) (*Cluster, error) {
 }
 
 func newCluster(n int) (*Cluster, error) {
-	ports, err := freePorts(3 * n)
+	ports, err := proc.FreePorts(3 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -206,26 +209,6 @@ func newCluster(n int) (*Cluster, error) {
 		m.state = embed.ClusterStateFlagExisting // restarts rejoin
 	}
 	return c, nil
-}
-
-// freePorts returns n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func (m *Member) config() (*embed.Config, error) {
@@ -293,7 +276,7 @@ func (m *Member) start() error {
 	defer m.mu.Unlock()
 	m.e = e
 	if m.proxied && m.proxy == nil {
-		p, err := newProxy(strings.TrimPrefix(m.ClientURL, "http://"), m.own)
+		p, err := faultproxy.NewAt(strings.TrimPrefix(m.ClientURL, "http://"), m.own)
 		if err != nil {
 			m.e = nil
 			e.Close()
@@ -376,7 +359,7 @@ func (m *Member) Stop() {
 	m.e, m.proxy = nil, nil
 	m.mu.Unlock()
 	if p != nil {
-		p.close()
+		_ = p.Close()
 	}
 	if e != nil {
 		e.Close()
@@ -393,7 +376,7 @@ func (m *Member) Kill() {
 	m.e, m.proxy = nil, nil
 	m.mu.Unlock()
 	if p != nil {
-		p.close()
+		_ = p.Close()
 	}
 	if e != nil {
 		e.Server.HardStop()
@@ -494,20 +477,32 @@ func IgnoreGoroutines() []goleak.Option { return nil }
 
 // EnvChild, set to "1" in a test binary's environment, makes ServeChild
 // serve: the binary becomes a one-member etcd server (see StartChild).
-const EnvChild = "LOCKER_ETCDTEST_CHILD"
+// EnvChildDir and EnvChildPorts tell it where to keep its data and which
+// ports (client,peer) to listen on.
+const (
+	EnvChild      = "LOCKER_ETCDTEST_CHILD"
+	EnvChildDir   = "LOCKER_ETCDTEST_CHILD_DIR"
+	EnvChildPorts = "LOCKER_ETCDTEST_CHILD_PORTS"
+)
 
 // A Child is a one-member etcd server in a process of its own: the test
-// binary itself, run again with EnvChild set, so that the server's CPU and
-// memory are not counted with the tests' (benchmarks' allocations then
-// are the client's only). Its package's TestMain must call ServeChild
-// first.
+// binary itself, run again with EnvChild set (its package's TestMain must
+// call ServeChild first). Its CPU and memory are not counted with the
+// tests' (benchmarks' allocations then are the client's only), and it can
+// be paused (SIGSTOP), resumed, killed (SIGKILL, as by a crash) and
+// restarted on the same ports with the same data, which it fsyncs as in
+// production: its leases and keys survive a kill, and a lease's TTL
+// starts over when the server comes back.
+//
+// The process controls (PID, Pause, Resume, Kill, Restart, Close) are
+// those of [proc.Server]; Close kills the child and removes its
+// directory.
 type Child struct {
-	// ClientURL is the URL clients connect to.
+	// ClientURL is the URL clients connect to; it stays the same across
+	// restarts.
 	ClientURL string
 
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	done  chan error
+	*proc.Server
 }
 
 // ServeChild runs the server of a Child and exits, if the binary was
@@ -517,47 +512,45 @@ func ServeChild() {
 	if os.Getenv(EnvChild) != "1" {
 		return
 	}
-	m, err := StartServer()
-	if err != nil {
+	if err := serveChild(); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdtest child:", err)
 		os.Exit(1)
 	}
+	os.Exit(0)
+}
+
+func serveChild() error {
+	var client, peer int
+	if _, err := fmt.Sscanf(os.Getenv(EnvChildPorts), "%d,%d", &client, &peer); err != nil {
+		return fmt.Errorf("%s=%q: %w", EnvChildPorts, os.Getenv(EnvChildPorts), err)
+	}
+	m := &Member{
+		Name:    "m0",
+		own:     fmt.Sprintf("127.0.0.1:%d", client),
+		PeerURL: fmt.Sprintf("http://127.0.0.1:%d", peer),
+		dir:     os.Getenv(EnvChildDir),
+		state:   embed.ClusterStateFlagNew, // ignored once the data directory holds a member
+		tickMs:  10,
+		elecMs:  100,
+	}
+	m.ClientURL = "http://" + m.own
+	m.cluster = m.Name + "=" + m.PeerURL
+	if err := m.start(); err != nil {
+		return err
+	}
 	fmt.Println(m.ClientURL)
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes stdin or exits
-	code := 0
-	if err := m.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "etcdtest child:", err)
-		code = 1
-	}
-	os.Exit(code)
+	return m.Close()
 }
 
 // StartChild starts a Child for the duration of tb and stops it at tb's
 // cleanup.
 func StartChild(tb testing.TB) *Child {
 	tb.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), EnvChild+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	c, err := NewChild()
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("etcdtest: %v", err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("etcdtest: starting the child server: %v", err)
-	}
-	c := &Child{cmd: cmd, stdin: stdin, done: make(chan error, 1)}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	go func() { c.done <- cmd.Wait() }()
-	if err != nil {
-		c.Close()
-		tb.Fatalf("etcdtest: the child server did not start: %v", err)
-	}
-	c.ClientURL = strings.TrimSpace(line)
 	tb.Cleanup(func() {
 		if err := c.Close(); err != nil {
 			tb.Errorf("etcdtest: child server: %v", err)
@@ -566,14 +559,74 @@ func StartChild(tb testing.TB) *Child {
 	return c
 }
 
-// Close stops the child and waits for it.
-func (c *Child) Close() error {
-	c.stdin.Close()
-	select {
-	case err := <-c.done:
-		return err
-	case <-time.After(30 * time.Second):
-		_ = c.cmd.Process.Kill()
-		return fmt.Errorf("child server did not stop; killed: %v", <-c.done)
+// NewChild is StartChild for TestMain: it starts a Child in a temporary
+// directory of its own and waits until it serves. The caller must Close
+// it.
+func NewChild() (*Child, error) {
+	dir, err := os.MkdirTemp("", "etcdtest-child-")
+	if err != nil {
+		return nil, err
 	}
+	var lastErr error
+	for range 3 { // free ports can be taken by someone else before the child binds them
+		ports, err := proc.FreePorts(2)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		c := newChild(dir, ports[0], ports[1])
+		if lastErr = c.Start(); lastErr == nil {
+			return c, nil
+		}
+		_ = os.RemoveAll(filepath.Join(dir, "data"))
+	}
+	_ = os.RemoveAll(dir)
+	return nil, fmt.Errorf("starting the child server: %w", lastErr)
+}
+
+func newChild(dir string, client, peer int) *Child {
+	c := &Child{ClientURL: fmt.Sprintf("http://127.0.0.1:%d", client)}
+	var stdout *os.File // the read end of the current run's stdout
+	c.Server = proc.NewServer(proc.Config{
+		Pkg:  "etcdtest",
+		Addr: c.ClientURL,
+		Dir:  dir,
+		Launch: func() (*proc.Process, error) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				return nil, err
+			}
+			defer w.Close() // the child has its own descriptor
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), EnvChild+"=1", EnvChildDir+"="+dir,
+				fmt.Sprintf("%s=%d,%d", EnvChildPorts, client, peer))
+			cmd.Stdout, cmd.Stderr = w, os.Stderr
+			if _, err := cmd.StdinPipe(); err != nil { // closed when the child exits, or with this process
+				r.Close()
+				return nil, err
+			}
+			p, err := proc.Start(cmd)
+			if err != nil {
+				r.Close()
+				return nil, err
+			}
+			stdout = r
+			return p, nil
+		},
+		Ready: func(*proc.Process) error {
+			// The child prints its URL once it serves, and nothing else;
+			// its stdout ends when it exits.
+			defer stdout.Close()
+			_ = stdout.SetReadDeadline(time.Now().Add(startTimeout))
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("the child server did not start: %w", err)
+			}
+			if got := strings.TrimSpace(line); got != c.ClientURL {
+				return fmt.Errorf("the child server serves %q, want %q", got, c.ClientURL)
+			}
+			return nil
+		},
+	})
+	return c
 }

@@ -77,9 +77,57 @@ func TestClusterLeaderStop(t *testing.T) {
 func TestChild(t *testing.T) {
 	c := StartChild(t)
 	cli := NewClient(t, c.ClientURL)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := cli.Put(ctx, "k", "v"); err != nil {
 		t.Fatal(err)
+	}
+	g, err := cli.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(d time.Duration) error {
+		gctx, gcancel := context.WithTimeout(ctx, d)
+		defer gcancel()
+		r, err := cli.Get(gctx, "k")
+		if err == nil && (len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v") {
+			t.Fatalf("Get = %v", r.Kvs)
+		}
+		return err
+	}
+
+	if err := c.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(500 * time.Millisecond); err == nil {
+		t.Fatal("a paused server answered")
+	}
+	if err := c.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(10 * time.Second); err != nil {
+		t.Fatalf("after Resume: %v", err)
+	}
+
+	pid := c.PID()
+	if err := c.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(500 * time.Millisecond); err == nil {
+		t.Fatal("a killed server answered")
+	}
+	if err := c.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if c.PID() == pid || c.PID() == 0 {
+		t.Fatalf("Restart: PID %d -> %d", pid, c.PID())
+	}
+	// The data and the lease survive the crash: the server fsyncs.
+	if err := get(10 * time.Second); err != nil {
+		t.Fatalf("after Restart: %v", err)
+	}
+	ttl, err := cli.TimeToLive(ctx, g.ID)
+	if err != nil || ttl.TTL <= 0 {
+		t.Fatalf("lease after Restart: %v, %v", ttl, err)
 	}
 }

@@ -1,7 +1,9 @@
 // Package faultproxy is a loopback TCP proxy for fault-injection tests: it
 // sits between clients and a server and can black-hole traffic (sockets
-// stay open, bytes vanish), drop only the server's replies (requests are
-// applied, answers lost), delay traffic, and reset every connection.
+// stay open, bytes vanish), partition (sockets stay open, bytes are held
+// back until the partition ends, as TCP delivers them after a real one),
+// drop only the server's replies (requests are applied, answers lost),
+// delay traffic, and reset every connection.
 //
 // It is for tests on one machine: it listens on 127.0.0.1 only.
 package faultproxy
@@ -10,6 +12,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 )
 
@@ -19,6 +22,7 @@ type Proxy struct {
 	upstream string
 
 	blackhole   atomic.Bool  // drop bytes in both directions
+	partition   atomic.Bool  // hold bytes back in both directions, refuse new connections
 	dropReplies atomic.Bool  // drop bytes from upstream to client
 	delay       atomic.Int64 // nanoseconds added before each forwarded chunk
 
@@ -29,8 +33,24 @@ type Proxy struct {
 }
 
 // New starts a proxy on a free loopback port in front of upstream.
-func New(upstream string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func New(upstream string) (*Proxy, error) { return NewAt("127.0.0.1:0", upstream) }
+
+// ForTest starts a proxy in front of upstream for tb and closes it at tb's
+// cleanup; it fails tb if the proxy cannot start.
+func ForTest(tb testing.TB, upstream string) *Proxy {
+	tb.Helper()
+	p, err := New(upstream)
+	if err != nil {
+		tb.Fatalf("faultproxy: %v", err)
+	}
+	tb.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// NewAt starts a proxy listening on addr in front of upstream, for a proxy
+// that must come back on the same address after a Close.
+func NewAt(addr, upstream string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
@@ -48,6 +68,14 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // connections are accepted and swallowed too.
 func (p *Proxy) Blackhole(on bool) { p.blackhole.Store(on) }
 
+// Partition starts (on) or ends (off) a partition: the bytes of open
+// connections are held back, both ways, and forwarded once it ends (or
+// dropped by Reset or Close), as TCP retransmits across a real partition;
+// new connections are refused meanwhile, so that a client cannot get
+// around the partition by reconnecting. Unlike Blackhole, it never tears a
+// message in two, so a client's framing survives the partition.
+func (p *Proxy) Partition(on bool) { p.partition.Store(on) }
+
 // DropReplies makes the proxy swallow the server's bytes while on is true:
 // requests still reach the server and are applied, but their replies are
 // lost.
@@ -59,6 +87,7 @@ func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
 // Heal turns off every fault.
 func (p *Proxy) Heal() {
 	p.Blackhole(false)
+	p.Partition(false)
 	p.DropReplies(false)
 	p.Delay(0)
 }
@@ -92,6 +121,10 @@ func (p *Proxy) serve() {
 		if err != nil {
 			return
 		}
+		if p.partition.Load() {
+			_ = c.Close()
+			continue
+		}
 		u, err := net.Dial("tcp", p.upstream)
 		if err != nil {
 			_ = c.Close()
@@ -120,6 +153,12 @@ func (p *Proxy) track(cs ...net.Conn) bool {
 	return true
 }
 
+func (p *Proxy) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
 func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
@@ -136,6 +175,9 @@ func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		for n > 0 && p.partition.Load() && !p.isClosed() {
+			time.Sleep(2 * time.Millisecond)
+		}
 		if n > 0 {
 			if d := time.Duration(p.delay.Load()); d > 0 {
 				time.Sleep(d)

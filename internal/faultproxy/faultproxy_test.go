@@ -130,3 +130,81 @@ func TestFaults(t *testing.T) {
 		t.Fatal("connection survived Reset")
 	}
 }
+
+func TestPartition(t *testing.T) {
+	addr, lines := echoServer(t)
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if s, err := roundTrip(t, c, r, 2*time.Second); err != nil || s != "ping\n" {
+		t.Fatalf("healthy round trip: %q, %v", s, err)
+	}
+
+	p.Partition(true)
+	before := lines.Load()
+	if _, err := roundTrip(t, c, r, 200*time.Millisecond); err == nil {
+		t.Fatal("a reply got through a partition")
+	}
+	if lines.Load() != before {
+		t.Fatal("a request reached the server through a partition")
+	}
+	// A new connection is refused: the client sees it closed.
+	c2, err := net.Dial("tcp", p.Addr())
+	if err == nil {
+		_ = c2.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := bufio.NewReader(c2).ReadString('\n'); err == nil {
+			t.Fatal("a new connection got data during a partition")
+		}
+		_ = c2.Close()
+	}
+
+	// After the partition the held request is applied and its reply
+	// delivered, in order, on the same connection.
+	p.Heal()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if s, err := r.ReadString('\n'); err != nil || s != "ping\n" {
+		t.Fatalf("held reply after the partition: %q, %v", s, err)
+	}
+	if lines.Load() != before+1 {
+		t.Fatalf("%d requests applied after the partition, want 1", lines.Load()-before)
+	}
+	if s, err := roundTrip(t, c, r, 2*time.Second); err != nil || s != "ping\n" {
+		t.Fatalf("round trip after the partition: %q, %v", s, err)
+	}
+}
+
+func TestNewAt(t *testing.T) {
+	addr, _ := echoServer(t)
+	p, err := faultproxy.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := p.Addr()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, err = faultproxy.NewAt(at, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if p.Addr() != at {
+		t.Fatalf("Addr() = %s, want %s", p.Addr(), at)
+	}
+	c, err := net.Dial("tcp", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if s, err := roundTrip(t, c, bufio.NewReader(c), 2*time.Second); err != nil || s != "ping\n" {
+		t.Fatalf("round trip through the reopened proxy: %q, %v", s, err)
+	}
+}

@@ -26,8 +26,8 @@
 // A JVM takes one to three seconds to start here: start one server per
 // test package (in TestMain, or once with [Shared]) and share it.
 //
-// [Proxy] is a loopback TCP proxy that can black-hole a client's traffic
-// (a partition that keeps the sockets open) or reset its connections.
+// Network faults between a client and a server are the business of
+// package faultproxy.
 package zktest
 
 import (
@@ -44,6 +44,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/internal/proc"
 )
 
 const (
@@ -89,22 +91,11 @@ type Server struct {
 	// server.
 	ID int
 
-	external bool
-	java     string
-	args     []string
-	dir      string
-	ownDir   bool // dir is removed by Close
+	// The process controls (PID, Pause, Resume, Kill, Restart, Close):
+	// a killed server keeps its data for Restart.
+	*proc.Server
 
-	mu      sync.Mutex
-	proc    *process // nil when not running
-	stopped bool     // paused
-	closed  bool
-}
-
-// process is one run of a server.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd.Wait has returned
+	dir string
 }
 
 // Ensemble is a set of servers that form one ZooKeeper ensemble.
@@ -118,14 +109,11 @@ type Ensemble struct {
 // and fails it otherwise.
 func SkipOrFail(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrNotInstalled) && !Required() {
-		tb.Skip(err.Error())
-	}
-	tb.Fatalf("zktest: %v", err)
+	proc.SkipOrFail(tb, "zktest", err, ErrNotInstalled)
 }
 
 // Required reports whether LOCKER_REQUIRE_SERVERS=1.
-func Required() bool { return os.Getenv(EnvRequireServers) == "1" }
+func Required() bool { return proc.Required() }
 
 // Standalone returns a ZooKeeper server for tb: the external one named by
 // LOCKER_ZK_ADDR, or a standalone server started for tb and stopped at its
@@ -165,7 +153,7 @@ func Start() (*Server, error) {
 		if _, err := waitServing(addr, startTimeout, nil); err != nil {
 			return nil, fmt.Errorf("external zookeeper %s (%s): %w", addr, EnvZKAddr, err)
 		}
-		return &Server{Addr: addr, external: true}, nil
+		return &Server{Addr: addr, Server: proc.NewExternal("zktest", addr)}, nil
 	}
 	return StartPrivate()
 }
@@ -183,20 +171,18 @@ func StartPrivate() (*Server, error) {
 	}
 	var lastErr error
 	for range 5 {
-		ports, err := freePorts(1)
+		ports, err := proc.FreePorts(1)
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		s := &Server{dir: dir, ownDir: true, java: java}
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 		cfg := config(dir, ports[0], "")
 		if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o600); err != nil {
 			lastErr = err
 			break
 		}
-		s.args = jvmArgs(cp, filepath.Join(dir, "zoo.cfg"))
-		if lastErr = s.start(); lastErr == nil {
+		s := newServer(net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), 0, dir, dir, java, jvmArgs(cp, filepath.Join(dir, "zoo.cfg")))
+		if lastErr = s.Start(); lastErr == nil {
 			return s, nil
 		}
 		// The port may have been taken between freePorts and the bind.
@@ -249,7 +235,7 @@ func StartEnsemble(n int) (*Ensemble, error) {
 }
 
 func startEnsemble(dir, java, cp string, n int) (*Ensemble, error) {
-	ports, err := freePorts(3 * n)
+	ports, err := proc.FreePorts(3 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -273,27 +259,19 @@ func startEnsemble(dir, java, cp string, n int) (*Ensemble, error) {
 		if err := os.WriteFile(filepath.Join(sdir, "zoo.cfg"), []byte(cfg), 0o600); err != nil {
 			return nil, err
 		}
-		s := &Server{
-			Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])),
-			ID:   i + 1,
-			java: java,
-			args: jvmArgs(cp, filepath.Join(sdir, "zoo.cfg")),
-			dir:  sdir,
-		}
+		s := newServer(net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[3*i])), i+1, sdir, "", java, jvmArgs(cp, filepath.Join(sdir, "zoo.cfg")))
 		e.Servers = append(e.Servers, s)
 	}
 	// Start all, then wait: no server serves before a quorum has formed.
-	for _, s := range e.Servers {
-		if err := s.launch(); err != nil {
+	procs := make([]*proc.Process, n)
+	for i, s := range e.Servers {
+		if procs[i], err = s.Launch(); err != nil {
 			e.kill()
 			return nil, err
 		}
 	}
-	for _, s := range e.Servers {
-		s.mu.Lock()
-		p := s.proc
-		s.mu.Unlock()
-		if _, err := waitServing(s.Addr, startTimeout, p.done); err != nil {
+	for i, s := range e.Servers {
+		if _, err := waitServing(s.Addr, startTimeout, procs[i].Done()); err != nil {
 			err = fmt.Errorf("server %d: %w; log:\n%s", s.ID, err, s.logTail())
 			e.kill()
 			return nil, err
@@ -305,9 +283,7 @@ func startEnsemble(dir, java, cp string, n int) (*Ensemble, error) {
 // kill stops every server of e without removing the directory.
 func (e *Ensemble) kill() {
 	for _, s := range e.Servers {
-		s.mu.Lock()
-		s.kill()
-		s.mu.Unlock()
+		_ = s.Kill()
 	}
 }
 
@@ -345,13 +321,11 @@ func (e *Ensemble) Leader(timeout time.Duration) (*Server, error) {
 // elected and the others follow it).
 func (e *Ensemble) WaitServing(timeout time.Duration) error {
 	for _, s := range e.Servers {
-		s.mu.Lock()
-		p := s.proc
-		s.mu.Unlock()
+		p := s.Process()
 		if p == nil {
 			continue
 		}
-		if _, err := waitServing(s.Addr, timeout, p.done); err != nil {
+		if _, err := waitServing(s.Addr, timeout, p.Done()); err != nil {
 			return fmt.Errorf("zktest: server %d: %w", s.ID, err)
 		}
 	}
@@ -451,79 +425,34 @@ func lookJava() (string, string, error) {
 	return java, cp, nil
 }
 
-// freePorts returns n distinct loopback TCP ports that were free a moment
-// ago.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
-// start launches the server and waits until it serves requests. On error
-// the process is gone.
-func (s *Server) start() error {
-	if err := s.launch(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	p := s.proc
-	s.mu.Unlock()
-	if p == nil {
-		return errors.New("server closed")
-	}
-	if _, err := waitServing(s.Addr, startTimeout, p.done); err != nil {
-		s.mu.Lock()
-		s.kill()
-		s.mu.Unlock()
-		return fmt.Errorf("%w; log:\n%s", err, s.logTail())
-	}
-	return nil
-}
-
-// launch starts the server process without waiting for it.
-func (s *Server) launch() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errors.New("server closed")
-	}
-	if s.proc != nil {
-		return errors.New("server already running")
-	}
-	log, err := os.OpenFile(filepath.Join(s.dir, "zookeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(s.java, s.args...)
-	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = log, log
-	setProcAttr(cmd)
-	err = cmd.Start()
-	log.Close() // the child has its own descriptor
-	if err != nil {
-		return err
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	s.proc = p
-	s.stopped = false
-	return nil
+// newServer returns the (not yet started) server with the given address
+// and id that runs java with args in dir; Close removes ownDir, if not
+// empty.
+func newServer(addr string, id int, dir, ownDir, java string, args []string) *Server {
+	s := &Server{Addr: addr, ID: id, dir: dir}
+	s.Server = proc.NewServer(proc.Config{
+		Pkg:  "zktest",
+		Addr: addr,
+		Dir:  ownDir,
+		Launch: func() (*proc.Process, error) {
+			log, err := os.OpenFile(filepath.Join(dir, "zookeeper.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			if err != nil {
+				return nil, err
+			}
+			defer log.Close() // the child has its own descriptor
+			cmd := exec.Command(java, args...)
+			cmd.Dir = dir
+			cmd.Stdout, cmd.Stderr = log, log
+			return proc.Start(cmd)
+		},
+		Ready: func(p *proc.Process) error {
+			if _, err := waitServing(addr, startTimeout, p.Done()); err != nil {
+				return fmt.Errorf("%w; log:\n%s", err, s.logTail())
+			}
+			return nil
+		},
+	})
+	return s
 }
 
 // logTail returns the end of the server's log.
@@ -593,126 +522,6 @@ func FourLetter(addr, cmd string) (string, error) {
 // Mode returns the server's mode (standalone, leader, follower) as srvr
 // reports it, or an error when it does not serve requests.
 func (s *Server) Mode() (string, error) { return mode4lw(s.Addr) }
-
-// PID returns the process id of the server, or 0 for an external server or
-// one that is not running.
-func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return 0
-	}
-	return s.proc.cmd.Process.Pid
-}
-
-// External reports whether the server is the one named by LOCKER_ZK_ADDR.
-func (s *Server) External() bool { return s.external }
-
-func (s *Server) running(op string) (*process, error) {
-	if s.external {
-		return nil, fmt.Errorf("zktest: %s on external server %s: %w", op, s.Addr, errors.ErrUnsupported)
-	}
-	if s.proc == nil {
-		return nil, fmt.Errorf("zktest: %s: server %s is not running", op, s.Addr)
-	}
-	return s.proc, nil
-}
-
-// Kill ends the server process at once (SIGKILL) and waits for it. Its
-// data stays in its directory for Restart.
-func (s *Server) Kill() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.running("Kill"); err != nil {
-		return err
-	}
-	s.kill()
-	return nil
-}
-
-// kill kills the running process, if any, and waits for it. s.mu is held.
-func (s *Server) kill() {
-	if s.proc == nil {
-		return
-	}
-	if s.stopped {
-		_ = signalCont(s.proc.cmd.Process)
-	}
-	_ = s.proc.cmd.Process.Kill()
-	<-s.proc.done
-	s.proc = nil
-	s.stopped = false
-}
-
-// Pause stops the server process (SIGSTOP): it keeps its connections but
-// answers nothing until Resume.
-func (s *Server) Pause() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, err := s.running("Pause")
-	if err != nil {
-		return err
-	}
-	if err := signalStop(p.cmd.Process); err != nil {
-		return fmt.Errorf("zktest: Pause: %w", err)
-	}
-	s.stopped = true
-	return nil
-}
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, err := s.running("Resume")
-	if err != nil {
-		return err
-	}
-	if err := signalCont(p.cmd.Process); err != nil {
-		return fmt.Errorf("zktest: Resume: %w", err)
-	}
-	s.stopped = false
-	return nil
-}
-
-// Restart kills the server if it runs and starts it again on the same
-// ports with the same data. A member of an ensemble rejoins it; Restart
-// waits until it serves requests, which needs a quorum.
-func (s *Server) Restart() error {
-	s.mu.Lock()
-	if s.external {
-		s.mu.Unlock()
-		return fmt.Errorf("zktest: Restart on external server %s: %w", s.Addr, errors.ErrUnsupported)
-	}
-	if s.closed {
-		s.mu.Unlock()
-		return errors.New("zktest: Restart after Close")
-	}
-	s.kill()
-	s.mu.Unlock()
-	if err := s.start(); err != nil {
-		return fmt.Errorf("zktest: Restart: %w", err)
-	}
-	return nil
-}
-
-// Close stops a private server and removes its directory. It does nothing
-// to an external server. It is safe to call more than once.
-func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil
-	}
-	s.closed = true
-	s.kill()
-	if s.ownDir {
-		if err := os.RemoveAll(s.dir); err != nil {
-			return fmt.Errorf("zktest: %w", err)
-		}
-	}
-	return nil
-}
 
 // Shared returns a standalone server (or LOCKER_ZK_ADDR's) started once per
 // test binary and shared by every test that calls it; it skips or fails tb

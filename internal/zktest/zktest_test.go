@@ -78,20 +78,3 @@ func TestEnsembleLeader(t *testing.T) {
 		t.Fatal("Addrs misses a server")
 	}
 }
-
-func TestProxyBlackhole(t *testing.T) {
-	s := Shared(t)
-	p := NewProxy(t, s.Addr)
-	if out, err := FourLetter(p.Addr, "ruok"); err != nil || out != "imok" {
-		t.Fatalf("ruok through the proxy = %q, %v", out, err)
-	}
-	p.Blackhole(true)
-	if out, err := FourLetter(p.Addr, "ruok"); err == nil && out == "imok" {
-		t.Fatal("black-holed proxy answered")
-	}
-	p.Blackhole(false)
-	if out, err := FourLetter(p.Addr, "ruok"); err != nil || out != "imok" {
-		t.Fatalf("ruok after the partition = %q, %v", out, err)
-	}
-	t.Cleanup(func() { _ = StopShared() })
-}
