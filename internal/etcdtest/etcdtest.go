@@ -467,6 +467,27 @@ func (c *Cluster) WaitReady(ctx context.Context, cli *clientv3.Client) error {
 	}
 }
 
+// RevokeOldest revokes, as an administrator would, the lease of the key
+// under prefix with the lowest create revision, through cli: for a lock
+// whose entries are the keys under prefix in the order of their creation,
+// the lease of its holder. It returns the lease's ID, or an error when no
+// key under prefix has a lease.
+func RevokeOldest(ctx context.Context, cli *clientv3.Client, prefix string) (clientv3.LeaseID, error) {
+	r, err := cli.Get(ctx, prefix, clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return 0, fmt.Errorf("etcdtest: RevokeOldest: %w", err)
+	}
+	if len(r.Kvs) == 0 || r.Kvs[0].Lease == 0 {
+		return 0, fmt.Errorf("etcdtest: RevokeOldest: no key with a lease under %q", prefix)
+	}
+	id := clientv3.LeaseID(r.Kvs[0].Lease)
+	if _, err := cli.Revoke(ctx, id); err != nil {
+		return 0, fmt.Errorf("etcdtest: RevokeOldest: revoking lease %x: %w", id, err)
+	}
+	return id, nil
+}
+
 // IgnoreGoroutines returns goleak options for goroutines that etcd's and
 // gRPC's packages leave running after every server and client is closed.
 // There are none with this version of etcd (v3.7.3): a closed server or

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestStart(t *testing.T) {
@@ -71,6 +73,35 @@ func TestClusterLeaderStop(t *testing.T) {
 	g, err := cli.Grant(ctx, 1)
 	if err != nil || g.TTL != 1 {
 		t.Fatalf("Grant(1) = %v, %v; want TTL 1", g, err)
+	}
+}
+
+func TestRevokeOldest(t *testing.T) {
+	m := Start(t)
+	c := m.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := RevokeOldest(ctx, c, "lock/"); err == nil {
+		t.Fatal("RevokeOldest with no key succeeded")
+	}
+	var leases []clientv3.LeaseID
+	for _, k := range []string{"lock/b", "lock/a"} { // creation order, not key order
+		g, err := c.Grant(ctx, 30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Put(ctx, k, "", clientv3.WithLease(g.ID)); err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, g.ID)
+	}
+	id, err := RevokeOldest(ctx, c, "lock/")
+	if err != nil || id != leases[0] {
+		t.Fatalf("RevokeOldest = %x, %v; want %x", id, err, leases[0])
+	}
+	r, err := c.Get(ctx, "lock/", clientv3.WithPrefix())
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Key) != "lock/a" {
+		t.Fatalf("after RevokeOldest: %v, %v; want lock/a only", r.Kvs, err)
 	}
 }
 
