@@ -1,0 +1,73 @@
+package sqldriver
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// ErrNoTable is wrapped by the errors of a driver whose lease table does
+// not exist. Create it with CreateTable or the DDL in the package
+// documentation.
+var ErrNoTable = errors.New("lease table does not exist")
+
+// opError wraps err with the operation and key, and marks it Permanent
+// when no retry can cure it.
+func (d *Driver) opError(op, key string, err error) error {
+	if missingTable(err) {
+		return driver.Permanent(fmt.Errorf("sqldriver: %s %q: table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",
+			op, key, d.table, ErrNoTable, err))
+	}
+	e := fmt.Errorf("sqldriver: %s %q: %w", op, key, err)
+	if !driver.IsPermanent(err) && permanent(err) {
+		return driver.Permanent(e)
+	}
+	return e
+}
+
+// missingTable reports whether err says that a table does not exist.
+func missingTable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "42P01" // undefined_table
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1146 // ER_NO_SUCH_TABLE
+	}
+	return false
+}
+
+// permanent reports whether err is a database error that no retry of the
+// same statement can cure: the statement or the schema is wrong, or the
+// user lacks a privilege. Connection failures, deadlocks, serialization
+// failures and lock timeouts are not.
+func permanent(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && len(pe.Code) == 5 {
+		switch pe.Code[:2] {
+		case "42", // syntax error or access rule violation
+			"28", // invalid authorization
+			"22", // data exception
+			"0A": // feature not supported
+			return true
+		}
+		return false
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1044, 1045, 1142, 1143, // access denied
+			1054, // unknown column
+			1064, // syntax error
+			1146, // no such table
+			1406, // data too long
+			1366: // incorrect value
+			return true
+		}
+	}
+	return false
+}

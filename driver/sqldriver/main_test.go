@@ -1,0 +1,74 @@
+package sqldriver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/sqltest"
+	"go.uber.org/goleak"
+)
+
+// The servers shared by the tests of this package, or nil with the error
+// that kept them from starting.
+var (
+	pgServer, myServer       *sqltest.Server
+	pgServerErr, myServerErr error
+)
+
+type mainM struct{ m *testing.M }
+
+func (m mainM) Run() int {
+	var code int
+	start := func(s **sqltest.Server, serr *error, f func() (*sqltest.Server, error)) bool {
+		*s, *serr = f()
+		if *serr == nil {
+			*serr = createTable(*s)
+			if *serr != nil {
+				_ = (*s).Close()
+				*s = nil
+			}
+		}
+		if *serr != nil && (!errors.Is(*serr, sqltest.ErrNotInstalled) || sqltest.Required()) {
+			fmt.Fprintln(os.Stderr, "sqldriver tests:", *serr)
+			return false
+		}
+		return true
+	}
+	ok := start(&pgServer, &pgServerErr, sqltest.StartPostgres)
+	ok = start(&myServer, &myServerErr, sqltest.StartMariaDB) && ok
+	if ok {
+		code = m.m.Run()
+	} else {
+		code = 1
+	}
+	for _, s := range []*sqltest.Server{pgServer, myServer} {
+		if s != nil {
+			if err := s.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "sqldriver tests:", err)
+				code = 1
+			}
+		}
+	}
+	return code
+}
+
+// createTable creates the default lease table on s.
+func createTable(s *sqltest.Server) error {
+	db, err := openDB(s)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return sqldriver.CreateTable(ctx, db, nil)
+}
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(mainM{m})
+}

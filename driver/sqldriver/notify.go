@@ -1,0 +1,252 @@
+package sqldriver
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	sqldrv "database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// NotifyDriver is a Driver on PostgreSQL whose waiters are woken by
+// LISTEN/NOTIFY: it also implements driver.Notifier. New returns one for a
+// *sql.DB of pgx's stdlib driver.
+//
+// Its subscriptions share one connection taken from the pool for LISTEN,
+// and one goroutine, both started by the first Subscribe and given back
+// (the connection closed, since it carries LISTEN state) when the last
+// subscription is closed. When that connection fails, the driver wakes
+// every subscriber (a release may have gone unheard), connects again with
+// a backoff of up to two seconds, and wakes them once more when it listens
+// again.
+type NotifyDriver struct {
+	*Driver
+
+	mu  sync.Mutex
+	hub *hub // nil when no subscription is open
+}
+
+var _ driver.Notifier = (*NotifyDriver)(nil)
+
+// channel returns the notification channel of the driver's table:
+// "locker:" followed by the table name, or by a hash of it when that
+// would be longer than PostgreSQL's 63-byte limit.
+func (d *Driver) channel() string {
+	const prefix = "locker:"
+	if len(prefix)+len(d.table) <= 63 {
+		return prefix + d.table
+	}
+	sum := sha256.Sum256([]byte(d.table))
+	return prefix + hex.EncodeToString(sum[:16])
+}
+
+// hub is the listening connection and the subscriptions of one driver.
+type hub struct {
+	db      *sql.DB
+	channel string
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when run has returned
+
+	mu    sync.Mutex
+	subs  map[string]map[*subscription]struct{}
+	n     int
+	ready chan struct{} // closed while LISTEN is in effect
+}
+
+type subscription struct {
+	d    *NotifyDriver
+	h    *hub
+	key  string
+	c    chan struct{}
+	once sync.Once
+}
+
+// C implements driver.Subscription.
+func (s *subscription) C() <-chan struct{} { return s.c }
+
+// Close implements driver.Subscription.
+func (s *subscription) Close() error {
+	s.once.Do(func() { s.d.unsubscribe(s) })
+	return nil
+}
+
+// Subscribe implements driver.Notifier. It returns once the driver
+// listens, so that every release after it returns is heard.
+func (d *NotifyDriver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, d.opError("subscribe", key, err)
+	}
+	d.mu.Lock()
+	if d.hub == nil {
+		hctx, cancel := context.WithCancel(context.Background())
+		d.hub = &hub{db: d.db, channel: d.channel(), cancel: cancel, done: make(chan struct{}),
+			subs: make(map[string]map[*subscription]struct{}), ready: make(chan struct{})}
+		go d.hub.run(hctx)
+	}
+	h := d.hub
+	s := &subscription{d: d, h: h, key: key, c: make(chan struct{}, 1)}
+	h.mu.Lock()
+	if h.subs[key] == nil {
+		h.subs[key] = make(map[*subscription]struct{})
+	}
+	h.subs[key][s] = struct{}{}
+	h.n++
+	ready := h.ready
+	h.mu.Unlock()
+	d.mu.Unlock()
+
+	t := time.NewTimer(subscribeTimeout)
+	defer t.Stop()
+	select {
+	case <-ready:
+		return s, nil
+	case <-t.C:
+		_ = s.Close()
+		return nil, d.opError("subscribe", key, errors.New("no LISTEN connection within "+subscribeTimeout.String()))
+	case <-ctx.Done():
+		_ = s.Close()
+		return nil, d.opError("subscribe", key, fmt.Errorf("waiting for LISTEN: %w", ctx.Err()))
+	}
+}
+
+// subscribeTimeout bounds how long Subscribe waits for the listening
+// connection; the caller then polls instead.
+const subscribeTimeout = 5 * time.Second
+
+// unsubscribe removes s and stops its hub when it was the last one.
+func (d *NotifyDriver) unsubscribe(s *subscription) {
+	d.mu.Lock()
+	h := s.h
+	h.mu.Lock()
+	delete(h.subs[s.key], s)
+	if len(h.subs[s.key]) == 0 {
+		delete(h.subs, s.key)
+	}
+	h.n--
+	last := h.n == 0
+	h.mu.Unlock()
+	if last && d.hub == h {
+		d.hub = nil
+	}
+	d.mu.Unlock()
+	if last {
+		h.cancel()
+		<-h.done
+	}
+}
+
+// run listens until ctx is done, connecting again after failures.
+func (h *hub) run(ctx context.Context) {
+	defer close(h.done)
+	const maxBackoff = 2 * time.Second
+	backoff := 20 * time.Millisecond
+	for {
+		listened := h.listen(ctx)
+		h.disconnected()
+		if ctx.Err() != nil {
+			return
+		}
+		if listened {
+			backoff = 20 * time.Millisecond
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// listen takes a connection from the pool, listens on it and dispatches
+// notifications until it fails or ctx is done. It reports whether LISTEN
+// took effect. The connection is always discarded, never returned to the
+// pool with LISTEN state.
+func (h *hub) listen(ctx context.Context) (listened bool) {
+	conn, err := h.db.Conn(ctx)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return sqldrv.ErrBadConn
+		}
+		pc := sc.Conn()
+		if _, err := pc.Exec(ctx, "LISTEN "+quoteIdent(h.channel)); err != nil {
+			return errors.Join(sqldrv.ErrBadConn, err)
+		}
+		listened = true
+		h.connected()
+		for {
+			n, err := pc.WaitForNotification(ctx)
+			if err != nil {
+				return errors.Join(sqldrv.ErrBadConn, err)
+			}
+			if n.Channel == h.channel {
+				h.dispatch(n.Payload)
+			}
+		}
+	})
+	return listened
+}
+
+// quoteIdent quotes a PostgreSQL identifier.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// connected marks LISTEN in effect and wakes every subscriber: releases
+// between a failure and now went unheard.
+func (h *hub) connected() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	close(h.ready)
+	h.wakeAll()
+}
+
+// disconnected marks LISTEN no longer in effect and wakes every
+// subscriber, whose waits then fall back to polling until the driver
+// listens again.
+func (h *hub) disconnected() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.ready:
+		h.ready = make(chan struct{})
+	default:
+	}
+	h.wakeAll()
+}
+
+func (h *hub) wakeAll() {
+	for _, subs := range h.subs {
+		for s := range subs {
+			wake(s.c)
+		}
+	}
+}
+
+func (h *hub) dispatch(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[key] {
+		wake(s.c)
+	}
+}
+
+func wake(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

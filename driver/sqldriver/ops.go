@@ -1,0 +1,347 @@
+package sqldriver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// TryAcquire implements driver.Driver in one short transaction.
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, req, false)
+}
+
+// TryAcquireQueued implements driver.Queuer in one short transaction.
+func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, req, true)
+}
+
+// row is one row of a lock, as read by queries.rows.
+type row struct {
+	owner string
+	mode  int
+	token int64
+	left  sql.NullInt64 // µs left by the database's clock; NULL for the counter
+}
+
+func (r *row) live() bool { return r.left.Valid && r.left.Int64 > 0 }
+
+// verdict is what acquireTx decided.
+type verdict struct {
+	token  int64
+	locked bool
+	left   int64 // µs the conflicting holds and queue entries ahead may last
+}
+
+func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
+	const op = "acquire"
+	if err := ctx.Err(); err != nil {
+		return driver.Lease{}, d.opError(op, req.Key, err)
+	}
+	mode, us, err := checkArgs(req.Mode, req.TTL)
+	if err != nil {
+		return driver.Lease{}, d.opError(op, req.Key, err)
+	}
+	var v verdict
+	err = d.inTx(ctx, func(tx *sql.Tx) (err error) {
+		v, err = d.acquireTx(ctx, tx, req.Key, req.Owner, mode, us, queued)
+		return err
+	})
+	if err != nil {
+		return driver.Lease{}, d.opError(op, req.Key, err)
+	}
+	if v.locked {
+		return driver.Lease{}, d.opError(op, req.Key,
+			&driver.LockedError{Remaining: time.Duration(max(v.left, 0)) * time.Microsecond})
+	}
+	return driver.Lease{
+		Key:   req.Key,
+		Owner: req.Owner,
+		Mode:  req.Mode,
+		Token: uint64(v.token),
+		TTL:   time.Duration(us) * time.Microsecond,
+	}, nil
+}
+
+// acquireTx is the transaction of acquire: it locks the lock's counter
+// row, reads the lock's rows and decides, by the database's clock, whether
+// owner is granted the key in mode (modeExclusive or modeShared), extends
+// its hold, or waits, queued or not.
+func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, key, owner string, mode int, us int64, queued bool) (verdict, error) {
+	if _, err := tx.ExecContext(ctx, d.q.lock, key); err != nil {
+		return verdict{}, err
+	}
+	rows, err := d.readRows(ctx, tx, key)
+	if err != nil {
+		return verdict{}, err
+	}
+	var (
+		counter   int64
+		mine      *row
+		queue     []*row
+		dead      bool // expired rows to purge
+		deadQueue bool // among them queue entries: the waiters behind may proceed
+		v         verdict
+	)
+	block := func(left int64) {
+		v.locked = true
+		v.left = max(v.left, left)
+	}
+	for i := range rows {
+		r := &rows[i]
+		switch {
+		case r.mode == modeCounter:
+			counter = r.token
+			continue
+		case !r.live():
+			dead = true
+			deadQueue = deadQueue || r.mode >= modeQueuedExclusive
+			continue
+		case r.owner == owner:
+			mine = r
+		}
+		switch r.mode {
+		case modeExclusive, modeShared:
+			if r.owner == owner && r.mode == mode {
+				// The holder itself: extend, same token.
+				if err := d.extend(ctx, tx, key, owner, mode, us); err != nil {
+					return verdict{}, err
+				}
+				return verdict{token: r.token}, nil
+			}
+			if r.owner == owner || mode == modeExclusive || r.mode == modeExclusive {
+				block(r.left.Int64)
+			}
+		case modeQueuedExclusive, modeQueuedShared:
+			queue = append(queue, r)
+		}
+	}
+	// The wait queue: while it has live entries, only its head, or for a
+	// shared request a run of shared entries at its head, may be granted.
+	slices.SortFunc(queue, func(a, b *row) int { return cmpInt(a.token, b.token) })
+	rank := slices.IndexFunc(queue, func(r *row) bool { return r.owner == owner })
+	if len(queue) > 0 && rank != 0 {
+		ahead := queue
+		if rank > 0 {
+			ahead = queue[:rank]
+		}
+		if rank < 0 || mode == modeExclusive || slices.ContainsFunc(ahead, func(r *row) bool { return r.mode == modeQueuedExclusive }) {
+			for _, r := range ahead {
+				block(r.left.Int64)
+			}
+		}
+	}
+	if dead {
+		if _, err := tx.ExecContext(ctx, d.q.purge, key); err != nil {
+			return verdict{}, err
+		}
+		if deadQueue {
+			if err := d.notifyTx(ctx, tx, key); err != nil {
+				return verdict{}, err
+			}
+		}
+	}
+	if v.locked {
+		if !queued {
+			return v, nil
+		}
+		qmode := mode + modeQueuedExclusive - modeExclusive
+		if mine != nil && mine.mode >= modeQueuedExclusive {
+			// Keep the place in the queue; renew the entry.
+			return v, d.extend(ctx, tx, key, owner, qmode, us)
+		}
+		// Join the queue. Its arrival numbers come from the counter too:
+		// tokens stay strictly increasing, with gaps.
+		_, err := tx.ExecContext(ctx, d.q.grant, key, counter+1, key, owner, qmode, counter+1, us)
+		return v, err
+	}
+	// Grant: the next token. The owner's row becomes the hold, whatever it
+	// was (a queue entry or an expired hold).
+	tok := counter + 1
+	if _, err := tx.ExecContext(ctx, d.q.grant, key, tok, key, owner, mode, tok, us); err != nil {
+		return verdict{}, err
+	}
+	return verdict{token: tok}, nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// readRows reads every row of key.
+func (d *Driver) readRows(ctx context.Context, tx *sql.Tx, key string) ([]row, error) {
+	rs, err := tx.QueryContext(ctx, d.q.rows, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var rows []row
+	for rs.Next() {
+		var r row
+		if err := rs.Scan(&r.owner, &r.mode, &r.token, &r.left); err != nil {
+			return nil, err
+		}
+		rows = append(rows, r)
+	}
+	return rows, rs.Err()
+}
+
+// errChanged reports a row that changed under a transaction that had read
+// it; a retry sees the change.
+var errChanged = errors.New("the lease changed concurrently; retry")
+
+// extend renews owner's row of key, giving it mode.
+func (d *Driver) extend(ctx context.Context, tx *sql.Tx, key, owner string, mode int, us int64) error {
+	res, err := tx.ExecContext(ctx, d.q.extend, mode, us, key, owner)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return errors.Join(errChanged, err)
+	}
+	return nil
+}
+
+// notifyTx tells the key's waiters, at commit, that it may be free
+// (PostgreSQL only).
+func (d *Driver) notifyTx(ctx context.Context, tx *sql.Tx, key string) error {
+	if d.q.notify == "" {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, d.q.notify, d.channel(), key)
+	return err
+}
+
+// inTx runs f in a transaction and commits it, or rolls it back when f
+// fails.
+func (d *Driver) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := f(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Refresh implements driver.Driver in one statement (two on MySQL when
+// l.Token is 0). When l.Token is not 0 it must be the hold's token, or
+// Refresh reports ErrNotHeld.
+func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	const op = "refresh"
+	if err := ctx.Err(); err != nil {
+		return driver.Lease{}, d.opError(op, l.Key, err)
+	}
+	mode, us, err := checkArgs(l.Mode, l.TTL)
+	if err != nil {
+		return driver.Lease{}, d.opError(op, l.Key, err)
+	}
+	tok := int64(l.Token)
+	args := []any{us, l.Key, l.Owner, mode, tok, tok}
+	if d.dialect == PostgreSQL {
+		err = d.db.QueryRowContext(ctx, d.q.refresh, args...).Scan(&tok)
+	} else {
+		err = d.execOne(ctx, d.q.refresh, args...)
+		if err == nil && tok == 0 {
+			err = d.db.QueryRowContext(ctx, d.q.token, l.Key, l.Owner, mode).Scan(&tok)
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		err = driver.ErrNotHeld
+	}
+	if err != nil {
+		return driver.Lease{}, d.opError(op, l.Key, err)
+	}
+	l.Token = uint64(tok)
+	l.TTL = time.Duration(us) * time.Microsecond
+	return l, nil
+}
+
+// execOne runs a statement that must change one row, and returns
+// sql.ErrNoRows when it changed none.
+func (d *Driver) execOne(ctx context.Context, query string, args ...any) error {
+	res, err := d.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err == nil && n == 0 {
+		err = sql.ErrNoRows
+	}
+	return err
+}
+
+// Release implements driver.Driver in one statement (two on MySQL when
+// the owner holds nothing). When l.Token is not 0 it must be the hold's
+// token, or Release reports ErrNotHeld and releases nothing; with l.Token 0
+// it releases l.Owner's hold in l.Mode whatever its token. Either way it
+// removes l.Owner's wait-queue entry. On PostgreSQL it notifies the key's
+// waiters when it deleted a hold or a queue entry.
+func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
+	const op = "release"
+	if err := ctx.Err(); err != nil {
+		return d.opError(op, l.Key, err)
+	}
+	mode, err := modeArg(l.Mode)
+	if err != nil {
+		return d.opError(op, l.Key, err)
+	}
+	tok := int64(l.Token)
+	if d.dialect == PostgreSQL {
+		var released bool
+		var notified int64
+		err = d.db.QueryRowContext(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok, d.channel(), l.Key).Scan(&released, &notified)
+		if err == nil && !released {
+			err = driver.ErrNotHeld
+		}
+	} else {
+		err = d.execOne(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = driver.ErrNotHeld
+			if _, lerr := d.db.ExecContext(ctx, d.q.leave, l.Key, l.Owner); lerr != nil {
+				err = lerr
+			}
+		}
+	}
+	if err != nil {
+		return d.opError(op, l.Key, err)
+	}
+	return nil
+}
+
+// modeArg returns the mode column's value of a hold in m.
+func modeArg(m driver.Mode) (int, error) {
+	switch m {
+	case driver.Exclusive:
+		return modeExclusive, nil
+	case driver.Shared:
+		return modeShared, nil
+	}
+	return 0, driver.Permanent(fmt.Errorf("unknown mode %v", m))
+}
+
+// checkArgs returns the mode column's value of a hold in m and ttl in
+// whole microseconds.
+func checkArgs(m driver.Mode, ttl time.Duration) (mode int, us int64, err error) {
+	mode, err = modeArg(m)
+	if err != nil {
+		return 0, 0, err
+	}
+	if ttl < MinTTL || ttl > MaxTTL {
+		return 0, 0, driver.Permanent(fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL))
+	}
+	return mode, ttl.Microseconds(), nil
+}

@@ -1,0 +1,150 @@
+package sqldriver
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Row modes: the value of the mode column.
+const (
+	modeCounter        = 0 // the lock's counter row (owner ''): token is the last number handed out
+	modeExclusive      = 1 // an exclusive hold
+	modeShared         = 2 // a shared hold
+	modeQueuedExclusive = 3 // a wait-queue entry for an exclusive hold
+	modeQueuedShared   = 4 // a wait-queue entry for a shared hold
+)
+
+// queries holds the statements of one dialect and table. They are written
+// with '?' placeholders and turned into $1, $2… for PostgreSQL. No value is
+// ever part of a statement's text: the table name is validated and quoted,
+// everything else is a bind parameter.
+type queries struct {
+	dialect Dialect
+	create  string
+	// lock creates the lock's counter row if needed and locks it (name).
+	lock string
+	// rows reads every row of a lock (name): owner, mode, token and the
+	// microseconds left by the database's clock (NULL for the counter).
+	rows string
+	// grant sets the counter to a token and upserts the owner's row
+	// (name, token, name, owner, mode, token, ttl µs).
+	grant string
+	// extend renews the owner's row (mode, ttl µs, name, owner).
+	extend string
+	// purge deletes the lock's expired rows (name).
+	purge string
+	// refresh extends a live hold (ttl µs, name, owner, mode, token,
+	// token); PostgreSQL returns its token, MySQL reports rows affected.
+	refresh string
+	// token reads a live hold's token (name, owner, mode): MySQL's
+	// Refresh of a lease with token 0.
+	token string
+	// release deletes a live hold. PostgreSQL: (name, owner, mode, token,
+	// token, channel, name) → released, notified; it also deletes the
+	// owner's queue entry or expired row and notifies when it deleted
+	// anything. MySQL: (name, owner, mode, token, token) → rows affected.
+	release string
+	// leave deletes the owner's queue entry or expired row (name, owner):
+	// MySQL's Release when release deleted nothing.
+	leave string
+	// notify sends a notification (channel, name): PostgreSQL only.
+	notify string
+	// batch refreshes many leases (PostgreSQL: arrays of names, owners,
+	// modes, tokens and ttls in µs; returns name, owner of each extended
+	// row).
+	batch string
+	// now is the database clock's current time, as in expires.
+	now string
+	// table is the quoted table name.
+	table string
+}
+
+func newQueries(d Dialect, table string) queries {
+	now := "statement_timestamp()"
+	after := "statement_timestamp() + CAST(? AS bigint) * interval '1 microsecond'"
+	left := "CAST(EXTRACT(EPOCH FROM (expires - statement_timestamp())) * 1000000 AS bigint)"
+	upsert := "ON CONFLICT (name, owner) DO UPDATE SET mode = EXCLUDED.mode, token = EXCLUDED.token, expires = EXCLUDED.expires"
+	lockRow := "ON CONFLICT (name, owner) DO UPDATE SET mode = 0"
+	forUpdate := ""
+	create := `CREATE TABLE IF NOT EXISTS ` + table + ` (
+	name    text COLLATE "C" NOT NULL,
+	owner   text COLLATE "C" NOT NULL,
+	mode    smallint NOT NULL,
+	token   bigint NOT NULL,
+	expires timestamptz,
+	PRIMARY KEY (name, owner)
+)`
+	if d == MySQL {
+		now = "UTC_TIMESTAMP(6)"
+		after = "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
+		left = "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)"
+		upsert = "ON DUPLICATE KEY UPDATE mode = VALUES(mode), token = VALUES(token), expires = VALUES(expires)"
+		lockRow = "ON DUPLICATE KEY UPDATE mode = 0"
+		// Under REPEATABLE READ only a locking read sees the rows that
+		// committed since the transaction's snapshot.
+		forUpdate = " FOR UPDATE"
+		create = "CREATE TABLE IF NOT EXISTS " + table + ` (
+	name    varbinary(512) NOT NULL,
+	owner   varbinary(64) NOT NULL,
+	mode    tinyint NOT NULL,
+	token   bigint NOT NULL,
+	expires datetime(6) NULL,
+	PRIMARY KEY (name, owner)
+) ENGINE=InnoDB`
+	}
+	live := "mode = ? AND (? = 0 OR token = ?) AND expires > " + now
+	if d == PostgreSQL {
+		live = "mode = ? AND (CAST(? AS bigint) = 0 OR token = ?) AND expires > " + now
+	}
+	q := queries{
+		dialect: d,
+		create:  create,
+		table:   table,
+		now:     now,
+		lock:    "INSERT INTO " + table + " (name, owner, mode, token) VALUES (?, '', 0, 0) " + lockRow,
+		rows:    "SELECT owner, mode, token, " + left + " FROM " + table + " WHERE name = ?" + forUpdate,
+		grant: "INSERT INTO " + table + " (name, owner, mode, token, expires) VALUES (?, '', 0, ?, NULL), (?, ?, ?, ?, " +
+			after + ") " + upsert,
+		extend:  "UPDATE " + table + " SET mode = ?, expires = " + after + " WHERE name = ? AND owner = ?",
+		purge:   "DELETE FROM " + table + " WHERE name = ? AND owner <> '' AND expires <= " + now,
+		refresh: "UPDATE " + table + " SET expires = " + after + " WHERE name = ? AND owner = ? AND " + live,
+		token:   "SELECT token FROM " + table + " WHERE name = ? AND owner = ? AND mode = ? AND expires > " + now,
+		leave:   "DELETE FROM " + table + " WHERE name = ? AND owner = ? AND (mode IN (3, 4) OR expires <= " + now + ")",
+		release: "DELETE FROM " + table + " WHERE name = ? AND owner = ? AND " + live,
+	}
+	if d == PostgreSQL {
+		q.refresh += " RETURNING token"
+		q.release = "WITH d AS (DELETE FROM " + table + " WHERE name = ? AND owner = ? AND owner <> '' AND (" +
+			"(mode = ? AND (CAST(? AS bigint) = 0 OR token = ?)) OR mode IN (3, 4) OR expires <= " + now + ")" +
+			" RETURNING mode, expires > " + now + " AS live)," +
+			" n AS (SELECT pg_notify(?, ?) FROM d LIMIT 1)" +
+			" SELECT COALESCE(bool_or(live AND mode IN (1, 2)), false), (SELECT count(*) FROM n) FROM d"
+		q.notify = "SELECT pg_notify(?, ?)"
+		q.batch = "UPDATE " + table + " AS t SET expires = " + now + " + b.ttl * interval '1 microsecond'" +
+			" FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS smallint[]), CAST(? AS bigint[]), CAST(? AS bigint[]))" +
+			" AS b(name, owner, mode, token, ttl)" +
+			" WHERE t.name = b.name AND t.owner = b.owner AND t.mode = b.mode AND (b.token = 0 OR t.token = b.token)" +
+			" AND t.expires > " + now + " RETURNING t.name, t.owner"
+		for _, s := range []*string{&q.lock, &q.rows, &q.grant, &q.extend, &q.purge, &q.refresh, &q.token,
+			&q.leave, &q.release, &q.notify, &q.batch} {
+			*s = numbered(*s)
+		}
+	}
+	return q
+}
+
+// numbered replaces the '?' placeholders of s with $1, $2… The statements
+// contain no other '?'.
+func numbered(s string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

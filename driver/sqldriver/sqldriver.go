@@ -1,0 +1,216 @@
+package sqldriver
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// DefaultTable is the lease table used when Options.Table is empty.
+const DefaultTable = "locker_leases"
+
+// TTL limits reported by TTLRange. Expiry times are kept in microseconds:
+// a TTL is truncated to a multiple of a microsecond, and the lease reports
+// the truncated TTL.
+const (
+	MinTTL = time.Millisecond
+	MaxTTL = 365 * 24 * time.Hour
+)
+
+// Dialect is the SQL flavour of the database.
+type Dialect uint8
+
+const (
+	// Detect picks the dialect from the *sql.DB's driver: pgx's stdlib
+	// driver means PostgreSQL, go-sql-driver/mysql means MySQL.
+	Detect Dialect = iota
+	// PostgreSQL is PostgreSQL 11 or later (or a compatible server).
+	PostgreSQL
+	// MySQL is MySQL 5.7 or later, or MariaDB 10.3 or later, with InnoDB.
+	MySQL
+)
+
+// String returns "postgresql", "mysql" or "detect".
+func (d Dialect) String() string {
+	switch d {
+	case Detect:
+		return "detect"
+	case PostgreSQL:
+		return "postgresql"
+	case MySQL:
+		return "mysql"
+	}
+	return fmt.Sprintf("Dialect(%d)", uint8(d))
+}
+
+// Options configures a Driver. The zero value, like a nil *Options,
+// selects the defaults.
+type Options struct {
+	// Table is the lease table: a name of letters, digits and
+	// underscores, not starting with a digit, at most 63 bytes, optionally
+	// qualified by a schema (PostgreSQL) or database (MySQL) name of the
+	// same form ("locks.leases"). It is quoted in every statement. Empty
+	// means DefaultTable.
+	Table string
+	// Dialect is the database's SQL flavour. Detect (the zero value)
+	// works for pgx's stdlib driver and go-sql-driver/mysql; set it for
+	// other database/sql drivers.
+	Dialect Dialect
+	// NoNotify turns off PostgreSQL LISTEN/NOTIFY: New then returns a
+	// driver without driver.Notifier, whose waiters poll, and which never
+	// takes a connection of its own from the pool.
+	NoNotify bool
+}
+
+// Driver is a locker driver over a database/sql database. It implements
+// driver.Driver, driver.Sharer, driver.Queuer, driver.BatchRefresher and
+// driver.TTLLimiter. It is safe for concurrent use. Create it with New,
+// which wraps it in a *NotifyDriver on PostgreSQL.
+type Driver struct {
+	db      *sql.DB
+	dialect Dialect
+	table   string // as given, for messages
+	q       queries
+}
+
+var (
+	_ driver.Driver         = (*Driver)(nil)
+	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Queuer         = (*Driver)(nil)
+	_ driver.BatchRefresher = (*Driver)(nil)
+	_ driver.TTLLimiter     = (*Driver)(nil)
+)
+
+// New returns a driver over db that keeps its leases in the table named by
+// opts (see CreateTable). opts may be nil. The driver never closes db.
+//
+// On PostgreSQL through pgx's stdlib driver it returns a *NotifyDriver,
+// whose waiters are woken by NOTIFY (unless Options.NoNotify); otherwise a
+// *Driver, whose waiters poll with a backoff bounded by the holder's
+// remaining lease.
+func New(db *sql.DB, opts *Options) (driver.Driver, error) {
+	d, err := NewPolling(db, opts)
+	if err != nil {
+		return nil, err
+	}
+	if d.dialect != PostgreSQL || (opts != nil && opts.NoNotify) {
+		return d, nil
+	}
+	if _, ok := db.Driver().(*stdlib.Driver); !ok {
+		return d, nil
+	}
+	return &NotifyDriver{Driver: d}, nil
+}
+
+// NewPolling is New without LISTEN/NOTIFY: it always returns a *Driver.
+func NewPolling(db *sql.DB, opts *Options) (*Driver, error) {
+	if db == nil {
+		return nil, errors.New("sqldriver: nil *sql.DB")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	dialect, err := detect(db, o.Dialect)
+	if err != nil {
+		return nil, err
+	}
+	quoted, err := quoteTable(dialect, o.Table)
+	if err != nil {
+		return nil, err
+	}
+	return &Driver{db: db, dialect: dialect, table: o.Table, q: newQueries(dialect, quoted)}, nil
+}
+
+// detect returns d, or the dialect of db's driver when d is Detect.
+func detect(db *sql.DB, d Dialect) (Dialect, error) {
+	switch d {
+	case PostgreSQL, MySQL:
+		return d, nil
+	case Detect:
+		switch db.Driver().(type) {
+		case *stdlib.Driver:
+			return PostgreSQL, nil
+		case *mysql.MySQLDriver:
+			return MySQL, nil
+		}
+		return 0, fmt.Errorf("sqldriver: cannot tell the SQL dialect of database/sql driver %T; set Options.Dialect", db.Driver())
+	}
+	return 0, fmt.Errorf("sqldriver: unknown dialect %v", d)
+}
+
+// identifier is the form of a table name or of its qualifier.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// quoteTable checks name (see Options.Table) and returns it quoted for d.
+func quoteTable(d Dialect, name string) (string, error) {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return "", fmt.Errorf("sqldriver: invalid table name %q: at most one qualifier", name)
+	}
+	q := `"`
+	if d == MySQL {
+		q = "`"
+	}
+	for i, p := range parts {
+		if !identifier.MatchString(p) {
+			return "", fmt.Errorf("sqldriver: invalid table name %q: want letters, digits and underscores, not starting with a digit, at most 63 bytes per part", name)
+		}
+		parts[i] = q + p + q
+	}
+	return strings.Join(parts, "."), nil
+}
+
+// Dialect returns the driver's SQL dialect.
+func (d *Driver) Dialect() Dialect { return d.dialect }
+
+// Table returns the name of the lease table.
+func (d *Driver) Table() string { return d.table }
+
+// SupportsShared reports true: the driver grants Mode Shared.
+func (d *Driver) SupportsShared() bool { return true }
+
+// TTLRange reports MinTTL and MaxTTL.
+func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
+
+// CreateTable creates the lease table if it does not exist, with the DDL
+// shown in the package documentation. Call it once, for example at
+// startup or from a migration; the driver never creates the table itself.
+func CreateTable(ctx context.Context, db *sql.DB, opts *Options) error {
+	d, err := NewPolling(db, opts)
+	if err != nil {
+		return err
+	}
+	if _, err := d.db.ExecContext(ctx, d.q.create); err != nil {
+		return fmt.Errorf("sqldriver: creating table %s: %w", d.table, err)
+	}
+	return nil
+}
+
+// DDL returns the statement that CreateTable runs for the dialect and
+// table name (DefaultTable when empty), for use in the user's own
+// migrations.
+func DDL(dialect Dialect, table string) (string, error) {
+	if table == "" {
+		table = DefaultTable
+	}
+	if dialect != PostgreSQL && dialect != MySQL {
+		return "", fmt.Errorf("sqldriver: DDL needs PostgreSQL or MySQL, not %v", dialect)
+	}
+	quoted, err := quoteTable(dialect, table)
+	if err != nil {
+		return "", err
+	}
+	return newQueries(dialect, quoted).create, nil
+}
