@@ -7,11 +7,11 @@ import (
 
 // Row modes: the value of the mode column.
 const (
-	modeCounter        = 0 // the lock's counter row (owner ''): token is the last number handed out
-	modeExclusive      = 1 // an exclusive hold
-	modeShared         = 2 // a shared hold
+	modeCounter         = 0 // the lock's counter row (owner ''): token is the last number handed out
+	modeExclusive       = 1 // an exclusive hold
+	modeShared          = 2 // a shared hold
 	modeQueuedExclusive = 3 // a wait-queue entry for an exclusive hold
-	modeQueuedShared   = 4 // a wait-queue entry for a shared hold
+	modeQueuedShared    = 4 // a wait-queue entry for a shared hold
 )
 
 // queries holds the statements of one dialect and table. They are written

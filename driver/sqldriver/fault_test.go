@@ -1,0 +1,260 @@
+package sqldriver_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
+)
+
+// retry calls f until it returns nil or an error wrapping driver.ErrNotHeld
+// or driver.ErrLocked, which are answers, not failures: after a crash or a
+// killed connection the first calls may fail while the pool reconnects.
+func retry(t *testing.T, what string, f func(ctx context.Context) error) error {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := f(ctx)
+		cancel()
+		if err == nil || errors.Is(err, driver.ErrNotHeld) || errors.Is(err, driver.ErrLocked) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing after 30s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// killConnections kills every client connection to b's database but the
+// one that runs the statement: pg_terminate_backend on PostgreSQL, KILL on
+// MariaDB. The tests of this package run one at a time, so the victims
+// are the test's own pools.
+func killConnections(t *testing.T, b backend, admin *sql.DB) int {
+	t.Helper()
+	ctx := ctxT(t)
+	if b.name == "postgres" {
+		var n int
+		err := admin.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' AND datname = current_database()`).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	conn, err := admin.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rs, err := conn.QueryContext(ctx, `SELECT ID FROM information_schema.PROCESSLIST
+		WHERE ID <> CONNECTION_ID() AND DB = DATABASE() AND COMMAND NOT IN ('Daemon', 'Binlog Dump')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for rs.Next() {
+		var id int64
+		if err := rs.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rs.Close()
+	n := 0
+	for _, id := range ids {
+		if _, err := conn.ExecContext(ctx, "KILL ?", id); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFault_Restart crashes the database (SIGKILL) and restarts it while
+// leases and a Mutex are held: the holds survive (the database is
+// durable), other owners stay locked out, and tokens keep increasing.
+func TestFault_Restart(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if b.srv.External() {
+			t.Skip("external server: cannot crash it")
+		}
+		d1, d2 := b.driver(t, nil), b.driver(t, nil)
+		ctx := ctxT(t)
+		rx := req(uniqueKey(t, "x"), driver.Exclusive, time.Minute)
+		lx := mustAcquire(t, d1, rx)
+		skey := uniqueKey(t, "s")
+		ls1 := mustAcquire(t, d1, req(skey, driver.Shared, time.Minute))
+		ls2 := mustAcquire(t, d2, req(skey, driver.Shared, time.Minute))
+		m := locker.NewMutex(d1, uniqueKey(t, "m"), locker.WithTTL(10*time.Second), locker.WithErrorHandler(func(error) {}))
+		if err := m.LockContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mtok := m.Token()
+
+		start := time.Now()
+		if err := b.srv.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("crash and restart took %v", time.Since(start).Round(time.Millisecond))
+
+		for _, c := range []struct {
+			d driver.Driver
+			l driver.Lease
+		}{{d1, lx}, {d1, ls1}, {d2, ls2}} {
+			err := retry(t, "Refresh after restart", func(ctx context.Context) error {
+				_, err := c.d.Refresh(ctx, c.l)
+				return err
+			})
+			if err != nil {
+				t.Errorf("Refresh(%v %q) after a crash and restart: %v; want the committed hold kept", c.l.Mode, c.l.Key, err)
+			}
+		}
+		err := retry(t, "TryAcquire after restart", func(ctx context.Context) error {
+			l, err := d2.TryAcquire(ctx, req(rx.Key, driver.Exclusive, time.Minute))
+			if err == nil {
+				_ = d2.Release(ctx, l)
+			}
+			return err
+		})
+		if !errors.Is(err, driver.ErrLocked) {
+			t.Errorf("TryAcquire of a held key after a restart: %v; want ErrLocked", err)
+		}
+		if err := retry(t, "Release", func(ctx context.Context) error { return d1.Release(ctx, lx) }); err != nil {
+			t.Errorf("Release after restart: %v", err)
+		}
+		l := mustAcquire(t, d2, req(rx.Key, driver.Exclusive, time.Minute))
+		if l.Token <= lx.Token {
+			t.Errorf("token after restart %d, before %d; want increasing", l.Token, lx.Token)
+		}
+
+		// The Mutex either kept its hold (the restart was shorter than its
+		// TTL) or reported it lost; either way its next hold has a
+		// greater token.
+		select {
+		case <-m.Done():
+			if !errors.Is(m.Err(), locker.ErrLost) {
+				t.Errorf("Mutex ended during the restart with %v; want ErrLost", m.Err())
+			}
+			t.Logf("Mutex reported its hold lost: %v", m.Err())
+			_ = m.UnlockContext(ctx)
+		default:
+			if err := m.UnlockContext(ctx); err != nil {
+				t.Errorf("Unlock after restart: %v", err)
+			}
+		}
+		if err := m.LockContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if m.Token() <= mtok {
+			t.Errorf("Mutex token after restart %d, before %d; want increasing", m.Token(), mtok)
+		}
+		if err := m.UnlockContext(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// TestFault_KillWhileHolding kills every connection of the holder's pool
+// (and of the others) while a Mutex is held: the pool reconnects, the
+// watchdog's renewals keep the hold, and others stay locked out.
+func TestFault_KillWhileHolding(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		admin := b.db(t)
+		ctx := ctxT(t)
+		key := uniqueKey(t, "k")
+		const ttl = 2 * time.Second
+		holder := locker.NewMutex(b.driver(t, nil), key, locker.WithTTL(ttl), locker.WithErrorHandler(func(error) {}))
+		other := locker.NewMutex(b.driver(t, nil), key, locker.WithTTL(ttl))
+		if err := holder.LockContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tok := holder.Token()
+		for range 3 {
+			t.Logf("killed %d connections", killConnections(t, b, admin))
+			time.Sleep(ttl / 2)
+		}
+		time.Sleep(ttl)
+		select {
+		case <-holder.Done():
+			t.Fatalf("hold lost after its connections were killed: %v", holder.Err())
+		default:
+		}
+		if ok, err := other.TryLockContext(ctx); ok || err != nil {
+			t.Fatalf("TryLock by another owner while held = %v, %v; want false, nil", ok, err)
+		}
+		if err := holder.UnlockContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.LockContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if other.Token() <= tok {
+			t.Errorf("successor token %d after %d", other.Token(), tok)
+		}
+		if err := other.UnlockContext(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// TestFault_KillWhileWaiting kills every connection, the LISTEN connection
+// of PostgreSQL's notifications included, while a Mutex waits for a key
+// whose holder has a long lease: once the holder releases, the waiter gets
+// the key promptly (PostgreSQL: the driver listens again and the release
+// is notified; MariaDB: the waiter polls), not when the lease runs out.
+func TestFault_KillWhileWaiting(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		admin := b.db(t)
+		d1 := b.driver(t, nil)
+		key := uniqueKey(t, "k")
+		const holdTTL = 30 * time.Second
+		l := mustAcquire(t, d1, req(key, driver.Exclusive, holdTTL))
+		// A queued waiter without notifications polls every TTL/3 (3s);
+		// on PostgreSQL the test wants the notification, well before.
+		waiter := locker.NewMutex(b.driver(t, nil), key, locker.WithTTL(9*time.Second), locker.WithErrorHandler(func(error) {}))
+		got := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), holdTTL)
+			defer cancel()
+			got <- waiter.LockContext(ctx)
+		}()
+		time.Sleep(300 * time.Millisecond) // the waiter subscribes or polls
+		for range 2 {
+			t.Logf("killed %d connections", killConnections(t, b, admin))
+			time.Sleep(300 * time.Millisecond)
+		}
+		select {
+		case err := <-got:
+			t.Fatalf("waiter returned %v while the key was held", err)
+		default:
+		}
+		released := time.Now()
+		if err := retry(t, "Release", func(ctx context.Context) error { return d1.Release(ctx, l) }); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(released)
+			t.Logf("waiter acquired %v after the release", took.Round(time.Millisecond))
+			if b.name == "postgres" && took > 2*time.Second {
+				t.Errorf("waiter acquired %v after the release; want it notified (the driver listens again after its connection was killed)", took)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiter did not acquire within 5s of the release")
+		}
+		if uint64(waiter.Token()) <= l.Token {
+			t.Errorf("waiter token %d after %d", waiter.Token(), l.Token)
+		}
+		if err := waiter.UnlockContext(ctxT(t)); err != nil {
+			t.Error(err)
+		}
+	})
+}
