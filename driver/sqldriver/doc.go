@@ -1,12 +1,168 @@
 // Package sqldriver is a locker driver for PostgreSQL and MySQL/MariaDB,
 // over the user's [database/sql.DB]: pgx's stdlib driver
-// (github.com/jackc/pgx/v5/stdlib) for PostgreSQL, go-sql-driver/mysql for
-// MySQL and MariaDB.
+// (github.com/jackc/pgx/v5/stdlib, driver name "pgx") for PostgreSQL, and
+// github.com/go-sql-driver/mysql for MySQL and MariaDB.
 //
-//	db, _ := sql.Open("pgx", "postgres://app@db/app")
-//	_ = sqldriver.CreateTable(ctx, db, nil) // or the DDL below, in a migration
+//	db, err := sql.Open("pgx", "postgres://app@db.internal/app")
+//	...
+//	if err := sqldriver.CreateTable(ctx, db, nil); err != nil { // or the DDL below, in a migration
+//		...
+//	}
 //	d, err := sqldriver.New(db, nil)
+//	...
 //	m := locker.NewMutex(d, "orders/42")
 //
-// TODO: full documentation.
+// Locks then behave as on every other driver: owner-checked release and
+// renewal, expiry, reentrancy and watchdog renewal (in package locker),
+// fencing tokens, shared holds for locker.RWMutex, and waiting that is
+// woken by the database (PostgreSQL) or polls with a backoff bounded by
+// the holder's remaining lease (MySQL).
+//
+// # The lease table
+//
+// All locks live in one table, DefaultTable ("locker_leases") unless
+// Options.Table names another. The driver never creates it: call
+// [CreateTable] once, or put the statement that [DDL] returns in your own
+// migrations. For PostgreSQL:
+//
+//	CREATE TABLE IF NOT EXISTS "locker_leases" (
+//		name    text COLLATE "C" NOT NULL,
+//		owner   text COLLATE "C" NOT NULL,
+//		mode    smallint NOT NULL,
+//		token   bigint NOT NULL,
+//		expires timestamptz,
+//		PRIMARY KEY (name, owner)
+//	)
+//
+// For MySQL and MariaDB (InnoDB):
+//
+//	CREATE TABLE IF NOT EXISTS `locker_leases` (
+//		name    varbinary(512) NOT NULL,
+//		owner   varbinary(64) NOT NULL,
+//		mode    tinyint NOT NULL,
+//		token   bigint NOT NULL,
+//		expires datetime(6) NULL,
+//		PRIMARY KEY (name, owner)
+//	) ENGINE=InnoDB
+//
+// The key is stored as it is, compared byte by byte (the "C" collation;
+// varbinary), so that keys that differ only in case, accents or trailing
+// spaces are different locks. A lock has one row per holder and per
+// queued waiter (owner = the front-end's 32 hex digits), and one counter
+// row (owner = ''):
+//
+//	mode 0  counter row: token is the last number the lock handed out; expires is NULL
+//	mode 1  exclusive hold, mode 2 shared hold: token is the hold's fencing token
+//	mode 3  queued exclusive waiter, mode 4 queued shared waiter: token is its place in line
+//	expires the end of the hold or queue entry, by the database's clock
+//
+// A hold is live while expires is later than the database's clock
+// (statement_timestamp() on PostgreSQL, UTC_TIMESTAMP(6) on MySQL); the
+// client's clock is never used. Expired rows are deleted by the next
+// acquire of the same lock. The counter row is never deleted: it is one
+// small row per lock key ever used, and it is what keeps tokens growing
+// across releases and expiries.
+//
+// # Operations
+//
+//   - TryAcquire and TryAcquireQueued run one short transaction: an upsert
+//     that creates or locks the lock's counter row, so that acquires of
+//     one key are serialised; a read of the lock's rows with the time each
+//     has left; then, decided in Go from what was read, one statement that
+//     grants (the counter and the owner's row in one multi-row upsert),
+//     extends the owner's own hold (same token), or joins the wait queue;
+//     and the commit. Expired rows found on the way are deleted in the same
+//     transaction. That is five round trips on either database (BEGIN,
+//     lock, read, write, COMMIT); a refused attempt that does not queue
+//     writes nothing.
+//   - Refresh is one UPDATE that extends the owner's live hold in its mode
+//     (and with its token, unless the lease's token is 0).
+//   - Release is one DELETE of the owner's live hold in its mode and token;
+//     it also removes the owner's queue entry. On PostgreSQL the same
+//     statement sends the NOTIFY; on MySQL a second DELETE removes a queue
+//     entry when there was no hold.
+//   - RefreshBatch is one UPDATE … FROM unnest(…) for up to 1000 leases on
+//     PostgreSQL, and one transaction (a locking SELECT and one UPDATE) per
+//     200 leases on MySQL.
+//
+// Re-acquiring by the same owner is idempotent: it extends the hold and
+// returns its token. Refresh and Release check the owner, mode and token,
+// and never touch an expired or foreign hold. A cancelled context rolls the
+// transaction back.
+//
+// # Fencing tokens
+//
+// Each grant takes the counter row's next value, in the same transaction
+// as the hold, so tokens are strictly increasing per key and committed with
+// the same durability as the rest of the database: with PostgreSQL's
+// default fsync and synchronous_commit, and InnoDB's default
+// innodb_flush_log_at_trx_commit=1, a crash loses neither holds nor the
+// counter (the package's tests crash and restart both databases while
+// locks are held). Asynchronous replication can lose the latest commits
+// on a failover, and with them holds and token increments; rely on this
+// driver across a failover only with synchronous replication. Queue
+// entries take numbers from the same counter, so tokens have gaps.
+//
+// # Shared holds and fairness
+//
+// Every shared holder has its own row, expiry and token, so a reader that
+// dies expires on its own while others renew. The driver implements
+// [driver.Queuer] with the queue rows above, judged by the database's
+// clock: once waiters are queued, the key goes only to the head of the
+// queue, or to a run of readers at its head, so that a waiting writer is
+// not starved by a stream of readers, and a waiter in one process is not
+// overtaken by a newcomer in another.
+//
+// # Waiting
+//
+// On PostgreSQL through pgx, New returns a [*NotifyDriver]: Release (and an
+// acquire that removes expired queue entries) calls pg_notify on the
+// channel "locker:<table>" with the key as payload, and the driver LISTENs
+// on one connection of its own, taken from the pool while at least one
+// waiter is subscribed, and reconnecting when that connection fails. On
+// MySQL (and with Options.NoNotify) waiters poll TryAcquire with
+// exponential backoff, each wait capped by the remaining lease that the
+// refused attempt reported ([driver.LockedError]).
+//
+// # Connection pools
+//
+// Every operation is one statement or one short transaction, and the
+// driver keeps no session state on pooled connections: no advisory locks,
+// no temporary tables, no session variables. It therefore works with any
+// *sql.DB pool settings and behind transaction-pooling proxies such as
+// PgBouncer, except for LISTEN, which needs a session of its own: behind a
+// transaction-pooling PgBouncer, set Options.NoNotify (waiters then poll)
+// or give the driver a *sql.DB that connects to PostgreSQL directly. The
+// listening connection is one more connection of the pool while waiters
+// exist; count it in SetMaxOpenConns.
+//
+// With go-sql-driver/mysql, add interpolateParams=true to the DSN: each
+// statement then takes one round trip instead of a prepare, an execute and
+// a close. The values are still escaped by the client, never concatenated
+// into SQL by this package.
+//
+// # Safety of the SQL
+//
+// The table name is validated (letters, digits and underscores, optionally
+// one qualifier: "schema.table" or "database.table") and quoted in every
+// statement; every other value (keys, owners, tokens, TTLs) is a bind
+// parameter. Keys are stored as they are, so any key package locker
+// accepts works.
+//
+// # Errors
+//
+// Errors wrap the database driver's error (reach it with errors.As, for
+// example as *pgconn.PgError or *mysql.MySQLError) and name the operation
+// and key. A missing table gives an error wrapping [ErrNoTable] that names
+// the table; it, and other errors no retry can cure (syntax, privileges),
+// are marked [driver.Permanent], so that Lock returns them at once instead
+// of retrying. Connection failures, deadlocks and lock timeouts are
+// retried by package locker.
+//
+// # Not provided
+//
+// The driver does not implement [driver.Acquirer] (the front-end waits, as
+// described above) nor [driver.LossWatcher] (a lost hold is learnt from a
+// refused renewal or the front-end's local deadline). TTLs are kept in
+// microseconds, between [MinTTL] and [MaxTTL].
 package sqldriver
