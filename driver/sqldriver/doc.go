@@ -49,7 +49,7 @@
 // varbinary), so that keys that differ only in case, accents or trailing
 // spaces are different locks. A lock has one row per holder and per
 // queued waiter (owner = the front-end's 32 hex digits), and one counter
-// row (owner = ''):
+// row (owner is the empty string):
 //
 //	mode 0  counter row: token is the last number the lock handed out; expires is NULL
 //	mode 1  exclusive hold, mode 2 shared hold: token is the hold's fencing token
