@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/testserver"
 	"go.uber.org/goleak"
 )
@@ -36,5 +37,6 @@ func (m mainM) Run() int {
 }
 
 func TestMain(m *testing.M) {
+	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
 	goleak.VerifyTestMain(mainM{m})
 }

@@ -199,9 +199,11 @@ func replyLossAcquire(e *env) {
 	}()
 	time.Sleep(e.ttl / 10)
 	gb := e.goLock(b)
+	healed := now()
 	if giveUp > e.ttl {
 		time.Sleep(e.ttl / 2)
 		net.Heal()
+		healed = now()
 	}
 	ha := <-ga
 	failedAt := now()
@@ -210,8 +212,14 @@ func replyLossAcquire(e *env) {
 	wg.Go(func() { e.finish(ha, e.ttl/10) })
 	wg.Go(func() {
 		hb := <-gb
-		if ha == nil && hb != nil && hb.h.acquired > failedAt+e.ttl+slack {
+		switch {
+		case hb == nil:
+		case ha == nil && hb.h.acquired > failedAt+e.ttl+slack:
 			e.violation("a failed Lock's grant outlived its TTL: the other client waited %v after it failed", hb.h.acquired-failedAt)
+		case hb.h.acquired > healed+3*e.ttl+slack:
+			// After the heal, the first client gets the key (or its
+			// grant lapses) within a TTL, and holds it for a tenth.
+			e.violation("the other client waited %v after the replies came back", hb.h.acquired-healed)
 		}
 		e.finish(hb, e.ttl/10)
 	})
@@ -351,12 +359,13 @@ func serverKillRestart(e *env) {
 	}
 	hb := <-gb
 	if hb != nil {
-		lostAt, lost := ha.lostAt(0)
+		// A hold the restart lost is signalled by the next renewal.
+		lostAt, lost := ha.lostAt(e.renew() + slack)
 		switch {
 		case !lost:
-			e.r.note("hold kept across the restart")
+			e.r.note("the holder kept its hold across the restart")
 		case lostAt > hb.h.acquired:
-			e.r.note("successor acquired before the holder learnt that the restart lost its hold")
+			e.r.note("the successor acquired before the holder learnt that the restart had lost its hold")
 		default:
 			e.r.addHeadroom(hb.h.acquired - lostAt)
 		}

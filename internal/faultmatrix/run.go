@@ -70,7 +70,11 @@ func (e *env) long() time.Duration { return 10*e.ttl + 10*time.Second }
 
 // opts returns the options of every handle.
 func (e *env) opts() []locker.Option {
-	return append([]locker.Option{locker.WithTTL(e.ttl), locker.WithErrorHandler(func(error) {})}, e.tg.Options...)
+	handler := func(error) {}
+	if os.Getenv("LOCKER_FAULT_DEBUG") != "" {
+		handler = func(err error) { e.t.Logf("%v: %v", now(), err) }
+	}
+	return append([]locker.Option{locker.WithTTL(e.ttl), locker.WithErrorHandler(handler)}, e.tg.Options...)
 }
 
 // client returns a new client, closed at the end of the iteration.
