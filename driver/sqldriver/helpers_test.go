@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -74,7 +75,16 @@ func (b backend) driver(t testing.TB, opts *sqldriver.Options) driver.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtCleanup(t, d)
 	return d
+}
+
+// closeAtCleanup closes d, if it is a *sqldriver.NotifyDriver, at t's
+// cleanup, before its pool is closed.
+func closeAtCleanup(t testing.TB, d driver.Driver) {
+	if c, ok := d.(io.Closer); ok {
+		t.Cleanup(func() { _ = c.Close() })
+	}
 }
 
 // owner returns a fresh owner string of 32 hex digits.

@@ -21,9 +21,10 @@ import (
 // *sql.DB of pgx's stdlib driver.
 //
 // Its subscriptions share one connection taken from the pool for LISTEN,
-// and one goroutine, both started by the first Subscribe and given back
-// (the connection closed, since it carries LISTEN state) when the last
-// subscription is closed. When that connection fails, the driver wakes
+// and one goroutine, both started by the first Subscribe and ended (the
+// connection closed, since it carries LISTEN state) one second after the
+// last subscription is closed, or at Close; the linger spares a busy lock
+// a new connection per wait. When that connection fails, the driver wakes
 // every subscriber (a release may have gone unheard), connects again with
 // a backoff of up to two seconds, and wakes them once more when it listens
 // again.
@@ -31,7 +32,41 @@ type NotifyDriver struct {
 	*Driver
 
 	mu  sync.Mutex
-	hub *hub // nil when no subscription is open
+	hub *hub // nil when not listening
+}
+
+// linger is how long a hub outlives its last subscription.
+const linger = time.Second
+
+// Close stops listening at once, ending the driver's goroutine and closing
+// its LISTEN connection, instead of a second after the last subscription
+// was closed. Open subscriptions hear nothing more; a later Subscribe
+// listens again. It never closes the *sql.DB and always returns nil.
+func (d *NotifyDriver) Close() error {
+	d.mu.Lock()
+	h := d.hub
+	d.hub = nil
+	d.mu.Unlock()
+	if h != nil {
+		h.stop()
+	}
+	return nil
+}
+
+// stopIfIdle stops h if it is still the driver's hub and has no
+// subscription.
+func (d *NotifyDriver) stopIfIdle(h *hub) {
+	d.mu.Lock()
+	h.mu.Lock()
+	idle := h.n == 0 && d.hub == h
+	h.mu.Unlock()
+	if idle {
+		d.hub = nil
+	}
+	d.mu.Unlock()
+	if idle {
+		h.stop()
+	}
 }
 
 var _ driver.Notifier = (*NotifyDriver)(nil)
@@ -59,6 +94,18 @@ type hub struct {
 	subs  map[string]map[*subscription]struct{}
 	n     int
 	ready chan struct{} // closed while LISTEN is in effect
+	idle  *time.Timer   // runs stopIfIdle while n == 0
+}
+
+// stop ends h's goroutine and waits for it.
+func (h *hub) stop() {
+	h.mu.Lock()
+	if h.idle != nil {
+		h.idle.Stop()
+	}
+	h.mu.Unlock()
+	h.cancel()
+	<-h.done
 }
 
 type subscription struct {
@@ -99,6 +146,10 @@ func (d *NotifyDriver) Subscribe(ctx context.Context, key string) (driver.Subscr
 	}
 	h.subs[key][s] = struct{}{}
 	h.n++
+	if h.idle != nil {
+		h.idle.Stop()
+		h.idle = nil
+	}
 	ready := h.ready
 	h.mu.Unlock()
 	d.mu.Unlock()
@@ -121,25 +172,19 @@ func (d *NotifyDriver) Subscribe(ctx context.Context, key string) (driver.Subscr
 // connection; the caller then polls instead.
 const subscribeTimeout = 5 * time.Second
 
-// unsubscribe removes s and stops its hub when it was the last one.
+// unsubscribe removes s, and arranges for its hub to stop after linger
+// when it was the last one.
 func (d *NotifyDriver) unsubscribe(s *subscription) {
-	d.mu.Lock()
 	h := s.h
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	delete(h.subs[s.key], s)
 	if len(h.subs[s.key]) == 0 {
 		delete(h.subs, s.key)
 	}
 	h.n--
-	last := h.n == 0
-	h.mu.Unlock()
-	if last && d.hub == h {
-		d.hub = nil
-	}
-	d.mu.Unlock()
-	if last {
-		h.cancel()
-		<-h.done
+	if h.n == 0 {
+		h.idle = time.AfterFunc(linger, func() { d.stopIfIdle(h) })
 	}
 }
 

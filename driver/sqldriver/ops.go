@@ -48,10 +48,18 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		return driver.Lease{}, d.opError(op, req.Key, err)
 	}
 	var v verdict
-	err = d.inTx(ctx, func(tx *sql.Tx) (err error) {
-		v, err = d.acquireTx(ctx, tx, req.Key, req.Owner, mode, us, queued)
-		return err
-	})
+	for first := true; ; first = false {
+		err = d.inTx(ctx, func(tx *sql.Tx) (err error) {
+			v, err = d.acquireTx(ctx, tx, req.Key, req.Owner, mode, us, queued)
+			return err
+		})
+		if !errors.Is(err, errNoCounter) || !first {
+			break
+		}
+		if _, err = d.db.ExecContext(ctx, d.q.lockNew, req.Key); err != nil {
+			break
+		}
+	}
 	if err != nil {
 		return driver.Lease{}, d.opError(op, req.Key, err)
 	}
@@ -68,14 +76,18 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	}, nil
 }
 
-// acquireTx is the transaction of acquire: it locks the lock's counter
-// row, reads the lock's rows and decides, by the database's clock, whether
+// acquireTx is the transaction of acquire: it serialises with the other
+// acquires of key (see queries.lock), reads the lock's rows and decides, by the database's clock, whether
 // owner is granted the key in mode (modeExclusive or modeShared), extends
 // its hold, or waits, queued or not.
 func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, key, owner string, mode int, us int64, queued bool) (verdict, error) {
-	if _, err := tx.ExecContext(ctx, d.q.lock, key); err != nil {
+	if err := d.lockKey(ctx, tx, key); err != nil {
 		return verdict{}, err
 	}
+	// Read after the lock, in a statement of its own: its snapshot (READ
+	// COMMITTED on PostgreSQL; on MySQL the first consistent read of the
+	// transaction) and its clock are taken once the lock is held, so it
+	// sees every grant and queue entry committed before.
 	rows, err := d.readRows(ctx, tx, key)
 	if err != nil {
 		return verdict{}, err
@@ -168,6 +180,28 @@ func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, key, owner string, m
 	}
 	return verdict{token: tok}, nil
 }
+
+// lockKey serialises tx with the other acquires of key until it ends
+// (see queries.lock).
+func (d *Driver) lockKey(ctx context.Context, tx *sql.Tx, key string) error {
+	if d.dialect == PostgreSQL {
+		_, err := tx.ExecContext(ctx, d.q.lock, lockID(key))
+		return err
+	}
+	var counter int64
+	err := tx.QueryRowContext(ctx, d.q.lock, key).Scan(&counter)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errNoCounter
+	}
+	return err
+}
+
+// errNoCounter is the first MySQL acquire of a key: it has no counter row
+// to lock yet. Creating it inside the transaction, after a locking read
+// that found nothing (and so locked the gap), would deadlock with the
+// other first acquirers; acquire creates it in a statement of its own and
+// starts again.
+var errNoCounter = errors.New("no counter row")
 
 func cmpInt(a, b int64) int {
 	switch {

@@ -1,6 +1,7 @@
 package sqldriver
 
 import (
+	"hash/fnv"
 	"strconv"
 	"strings"
 )
@@ -21,8 +22,13 @@ const (
 type queries struct {
 	dialect Dialect
 	create  string
-	// lock creates the lock's counter row if needed and locks it (name).
-	lock string
+	// lock serialises the acquires of one lock. PostgreSQL: a
+	// transaction-scoped advisory lock (lockID), which writes nothing, so
+	// that a refused attempt commits without a WAL flush. MySQL: a locking
+	// read of the counter row (name), which takes a lock on that one
+	// record and writes nothing; lockNew creates the counter row (name),
+	// outside the transaction, when there is none yet.
+	lock, lockNew string
 	// rows reads every row of a lock (name): owner, mode, token and the
 	// microseconds left by the database's clock (NULL for the counter).
 	rows string
@@ -64,8 +70,6 @@ func newQueries(d Dialect, table string) queries {
 	after := "statement_timestamp() + CAST(? AS bigint) * interval '1 microsecond'"
 	left := "CAST(EXTRACT(EPOCH FROM (expires - statement_timestamp())) * 1000000 AS bigint)"
 	upsert := "ON CONFLICT (name, owner) DO UPDATE SET mode = EXCLUDED.mode, token = EXCLUDED.token, expires = EXCLUDED.expires"
-	lockRow := "ON CONFLICT (name, owner) DO UPDATE SET mode = 0"
-	forUpdate := ""
 	create := `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name    text COLLATE "C" NOT NULL,
 	owner   text COLLATE "C" NOT NULL,
@@ -79,10 +83,6 @@ func newQueries(d Dialect, table string) queries {
 		after = "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
 		left = "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)"
 		upsert = "ON DUPLICATE KEY UPDATE mode = VALUES(mode), token = VALUES(token), expires = VALUES(expires)"
-		lockRow = "ON DUPLICATE KEY UPDATE mode = 0"
-		// Under REPEATABLE READ only a locking read sees the rows that
-		// committed since the transaction's snapshot.
-		forUpdate = " FOR UPDATE"
 		create = "CREATE TABLE IF NOT EXISTS " + table + ` (
 	name    varbinary(512) NOT NULL,
 	owner   varbinary(64) NOT NULL,
@@ -101,8 +101,9 @@ func newQueries(d Dialect, table string) queries {
 		create:  create,
 		table:   table,
 		now:     now,
-		lock:    "INSERT INTO " + table + " (name, owner, mode, token) VALUES (?, '', 0, 0) " + lockRow,
-		rows:    "SELECT owner, mode, token, " + left + " FROM " + table + " WHERE name = ?" + forUpdate,
+		lock:    "SELECT token FROM " + table + " WHERE name = ? AND owner = '' FOR UPDATE",
+		lockNew: "INSERT INTO " + table + " (name, owner, mode, token) VALUES (?, '', 0, 0) ON DUPLICATE KEY UPDATE mode = mode",
+		rows:    "SELECT owner, mode, token, " + left + " FROM " + table + " WHERE name = ?",
 		grant: "INSERT INTO " + table + " (name, owner, mode, token, expires) VALUES (?, '', 0, ?, NULL), (?, ?, ?, ?, " +
 			after + ") " + upsert,
 		extend:  "UPDATE " + table + " SET mode = ?, expires = " + after + " WHERE name = ? AND owner = ?",
@@ -113,6 +114,7 @@ func newQueries(d Dialect, table string) queries {
 		release: "DELETE FROM " + table + " WHERE name = ? AND owner = ? AND " + live,
 	}
 	if d == PostgreSQL {
+		q.lock = "SELECT pg_advisory_xact_lock(?)"
 		q.refresh += " RETURNING token"
 		q.release = "WITH d AS (DELETE FROM " + table + " WHERE name = ? AND owner = ? AND owner <> '' AND (" +
 			"(mode = ? AND (CAST(? AS bigint) = 0 OR token = ?)) OR mode IN (3, 4) OR expires <= " + now + ")" +
@@ -125,7 +127,7 @@ func newQueries(d Dialect, table string) queries {
 			" AS b(name, owner, mode, token, ttl)" +
 			" WHERE t.name = b.name AND t.owner = b.owner AND t.mode = b.mode AND (b.token = 0 OR t.token = b.token)" +
 			" AND t.expires > " + now + " RETURNING t.name, t.owner"
-		for _, s := range []*string{&q.lock, &q.rows, &q.grant, &q.extend, &q.purge, &q.refresh, &q.token,
+		for _, s := range []*string{&q.lock, &q.lockNew, &q.rows, &q.grant, &q.extend, &q.purge, &q.refresh, &q.token,
 			&q.leave, &q.release, &q.notify, &q.batch} {
 			*s = numbered(*s)
 		}
@@ -147,4 +149,16 @@ func numbered(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// lockID is the PostgreSQL advisory lock that serialises the acquires of
+// key: a 64-bit FNV-1a hash of the key. It does not depend on the table,
+// whose name may be written in several ways ("t", "public.t"). Two keys
+// that share a hash, or the same key in two tables, only wait for each
+// other's transactions; the advisory lock space is the database's, shared
+// with the application's own advisory locks.
+func lockID(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return int64(h.Sum64())
 }
