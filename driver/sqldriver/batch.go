@@ -109,20 +109,16 @@ func (d *Driver) batchPG(ctx context.Context, a *batchArgs) (map[leaseID]bool, e
 // batchMySQL extends the live leases of a in one transaction: it locks and
 // reads their rows, then extends those that are held as the leases say.
 func (d *Driver) batchMySQL(ctx context.Context, a *batchArgs) (map[leaseID]bool, error) {
-	var where strings.Builder
 	var ids []any
 	for j := range a.idx {
-		if j > 0 {
-			where.WriteString(" OR ")
-		}
-		where.WriteString("(name = ? AND owner = ?)")
 		ids = append(ids, a.names[j], a.owners[j])
 	}
+	in := rowsIn(len(a.idx))
 	extended := make(map[leaseID]bool, len(a.idx))
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		clear(extended)
 		rs, err := tx.QueryContext(ctx, "SELECT name, owner, mode, token, TIMESTAMPDIFF(MICROSECOND, "+d.q.now+", expires) FROM "+
-			d.q.table+" WHERE "+where.String()+" FOR UPDATE", ids...)
+			d.q.table+" WHERE "+in+" FOR UPDATE", ids...)
 		if err != nil {
 			return err
 		}
@@ -158,10 +154,15 @@ func (d *Driver) batchMySQL(ctx context.Context, a *batchArgs) (map[leaseID]bool
 		if len(keep) == 0 {
 			return nil
 		}
-		cond := strings.TrimPrefix(strings.Repeat(" OR (name = ? AND owner = ?)", len(keep)/2), " OR ")
-		_, err = tx.ExecContext(ctx, "UPDATE "+d.q.table+" SET expires = CASE"+set.String()+" ELSE expires END WHERE "+cond,
+		_, err = tx.ExecContext(ctx, "UPDATE "+d.q.table+" SET expires = CASE"+set.String()+" ELSE expires END WHERE "+rowsIn(len(keep)/2),
 			append(args, keep...)...)
 		return err
 	})
 	return extended, err
+}
+
+// rowsIn returns the condition "(name, owner) IN ((?, ?), …)" for n rows,
+// which MySQL and MariaDB resolve with the primary key.
+func rowsIn(n int) string {
+	return "(name, owner) IN (" + strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ") + ")"
 }
