@@ -182,9 +182,14 @@ type Sharer interface {
 type Notifier interface {
 	// Subscribe starts listening for releases of key. Every release of
 	// key that happens after Subscribe returns produces a value on the
-	// subscription's channel (values may be coalesced). The front-end
-	// subscribes after a failed attempt and attempts once more before it
-	// waits, so no release is missed.
+	// subscription's channel (values may be coalesced), with one
+	// exception a driver may make: the release of an exclusive hold that
+	// no TryAcquire or TryAcquireQueued of key was refused by. (redisdriver
+	// makes it, so that an uncontended release does not publish.) The
+	// front-end subscribes after a failed attempt and attempts once more
+	// before it waits: if that attempt is refused, the hold that refused
+	// it is one whose release is delivered, so no release it waits for is
+	// missed.
 	Subscribe(ctx context.Context, key string) (Subscription, error)
 }
 

@@ -28,7 +28,7 @@ local blocked, remaining = false, 0
 -- The holder itself: extend, same token.
 local v = redis.call('GET', LOCK)
 if v then
-	local tok, o = parse_hold(v)
+	local tok, o, flagged = parse_hold(v)
 	if o == owner and not shared then
 		redis.call('PEXPIRE', LOCK, ttl_ms)
 		if busy then
@@ -37,6 +37,10 @@ if v then
 		return token_reply(tok)
 	end
 	blocked, remaining = true, redis.call('PTTL', LOCK)
+	if not flagged and remaining > 0 then
+		-- Someone waits now: the release must wake them.
+		redis.call('SET', LOCK, tok .. 'w:' .. o, 'PX', remaining)
+	end
 elseif busy and shared then
 	-- The holder itself, shared: extend, same token. (Without busy there
 	-- is no shared hold to extend or, below, to wait for.)
@@ -135,7 +139,13 @@ if shared then
 	redis.call('HSET', TOKENS, owner, int(tok))
 	settle_readers(clock())
 else
-	redis.call('SET', LOCK, int(tok) .. ':' .. owner, 'PX', ttl_ms)
+	-- Granted while others may wait (readers or a queue were there):
+	-- flag the hold so that its release wakes them.
+	local flag = ''
+	if busy then
+		flag = 'w'
+	end
+	redis.call('SET', LOCK, int(tok) .. flag .. ':' .. owner, 'PX', ttl_ms)
 end
 if busy then
 	leave_queue(owner)

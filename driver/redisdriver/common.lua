@@ -5,7 +5,11 @@
 -- The scripts derive the lock's keys from it by appending their suffix (the
 -- names of keys.go); they all carry the hash tag of KEYS[1] and so live in
 -- its cluster hash slot:
---   LOCK     STRING "<token>:<owner>" with PX: the exclusive hold
+--   LOCK     STRING "<token>:<owner>" with PX: the exclusive hold;
+--            "<token>w:<owner>" once it has blocked another request (or
+--            was granted while others queued): only then does its release
+--            publish and clean the queue, so the uncontended release is
+--            one GET and one DEL
 --   FENCE    STRING counter, no TTL: the last token granted for the key
 --   READERS  ZSET owner -> expiry (Redis TIME, ms): the shared holds
 --   TOKENS   HASH owner -> token of each shared hold
@@ -38,13 +42,19 @@ local function now_ms()
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- parse_hold splits an exclusive hold "<token>:<owner>".
+-- parse_hold splits an exclusive hold "<token>:<owner>" or
+-- "<token>w:<owner>" into token, owner and whether it is flagged: a flagged
+-- hold has blocked someone, so its release must wake waiters.
 local function parse_hold(v)
 	local i = string.find(v, ':', 1, true)
 	if not i then
-		return nil, nil
+		return nil, nil, false
 	end
-	return string.sub(v, 1, i - 1), string.sub(v, i + 1)
+	local tok = string.sub(v, 1, i - 1)
+	if string.sub(tok, -1) == 'w' then
+		return string.sub(tok, 1, -2), string.sub(v, i + 1), true
+	end
+	return tok, string.sub(v, i + 1), false
 end
 
 -- token_reply is the reply for a stored token: the token as an integer, or

@@ -261,7 +261,7 @@ func TestQueueShared(t *testing.T) {
 		k := uniqueKey(t, "k")
 		h, r1, r2, w3, r4 := owner(), owner(), owner(), owner(), owner()
 
-		lh := mustAcquire(t, d, req(k, h, driver.Exclusive, time.Second))
+		lh := mustAcquire(t, d, req(k, h, driver.Exclusive, 5*time.Second))
 		for _, q := range []driver.Request{
 			req(k, r1, driver.Shared, 5*time.Second),
 			req(k, r2, driver.Shared, 5*time.Second),

@@ -11,15 +11,24 @@ import (
 )
 
 // hub is the pub/sub connection shared by the open subscriptions of a
-// Driver, with the goroutine that reads it. It lives while it has channels;
-// the last Close ends it.
+// Driver, with the goroutine that reads it. It lives while it has channels,
+// and for hubLinger after its last channel goes, so that a process whose
+// waits follow one another (the usual shape under contention) does not dial
+// a new connection for each.
 type hub struct {
 	ps    *redis.PubSub
 	chans map[string]*chanEntry // by channel name
 	waits map[string]*chanEntry // entries awaiting confirmation, by PING payload
 	stop  chan struct{}         // closed to end the dispatcher
 	done  chan struct{}         // closed when the dispatcher has returned
+	idle  *time.Timer           // ends the hub when it has stayed without channels
+	gen   uint64                // counts idle periods: a stale idle timer does nothing
 }
+
+// hubLinger is how long a hub without channels keeps its connection. It is
+// short so that a program (or a goleak check) that is done with its locks
+// sees the goroutine go soon after.
+const hubLinger = 200 * time.Millisecond
 
 // chanEntry is one subscribed channel and its subscriptions.
 type chanEntry struct {
@@ -92,6 +101,12 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		}
 		d.hub = h
 		go d.dispatch(h)
+	} else if h.idle != nil {
+		// Reuse the idle hub. If its timer has fired already, the
+		// generation check makes it a no-op.
+		h.idle.Stop()
+		h.idle = nil
+		h.gen++
 	}
 	e := h.chans[name]
 	if e == nil {
@@ -150,12 +165,12 @@ func (h *hub) fail(e *chanEntry, err error) {
 }
 
 // unsubscribe closes s: it unsubscribes its channel when s was the
-// channel's last subscription, and ends the hub when that was its last
-// channel.
+// channel's last subscription, and arms the hub's idle timer when that was
+// its last channel.
 func (d *Driver) unsubscribe(s *subscription) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if s.closed {
-		d.mu.Unlock()
 		return
 	}
 	s.closed = true
@@ -164,23 +179,29 @@ func (d *Driver) unsubscribe(s *subscription) {
 	if len(e.subs) == 0 && h.chans[e.name] == e {
 		delete(h.chans, e.name)
 		delete(h.waits, e.payload)
-		if len(h.chans) > 0 {
-			// The error does not matter: on a broken connection,
-			// go-redis forgets the channel and does not resubscribe it.
-			_ = h.ps.Unsubscribe(context.Background(), e.name)
-		}
+		// The error does not matter: on a broken connection, go-redis
+		// forgets the channel and does not resubscribe it.
+		_ = h.ps.Unsubscribe(context.Background(), e.name)
 	}
-	var end *hub
-	if len(h.chans) == 0 && d.hub == h {
-		d.hub = nil
-		end = h
+	if len(h.chans) == 0 && d.hub == h && h.idle == nil {
+		gen := h.gen
+		h.idle = time.AfterFunc(hubLinger, func() { d.endIdle(h, gen) })
 	}
+}
+
+// endIdle ends h if it is still the driver's hub and has had no channel
+// since its idle period gen began.
+func (d *Driver) endIdle(h *hub, gen uint64) {
+	d.mu.Lock()
+	if d.hub != h || h.gen != gen || len(h.chans) > 0 {
+		d.mu.Unlock()
+		return
+	}
+	d.hub = nil
 	d.mu.Unlock()
-	if end != nil {
-		close(end.stop)
-		_ = end.ps.Close()
-		<-end.done
-	}
+	close(h.stop)
+	_ = h.ps.Close()
+	<-h.done
 }
 
 // Backoff of the dispatcher while the pub/sub connection fails.

@@ -118,8 +118,20 @@ func TestNotify(t *testing.T) {
 		}
 		wantQuiet(t, "after Subscribe", s1)
 
+		// An exclusive hold that refused nobody is released silently:
+		// the uncontended release does not publish.
 		l := mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
 		wantQuiet(t, "after acquire", s1)
+		if err := holder.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		wantQuiet(t, "after the release of a hold that refused nobody", s1)
+
+		// Once it has refused someone, its release publishes.
+		l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
+		_, err := waiter.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
+		lockedRemaining(t, err)
+		wantQuiet(t, "after a refused attempt", s1)
 		if err := holder.Release(ctx, l); err != nil {
 			t.Fatal(err)
 		}
@@ -147,6 +159,8 @@ func TestNotify(t *testing.T) {
 			t.Fatal(err)
 		}
 		l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
+		_, err = waiter.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
+		lockedRemaining(t, err)
 		if err := holder.Release(ctx, l); err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +169,7 @@ func TestNotify(t *testing.T) {
 		// Removing the queue's head publishes: the next waiter may go.
 		l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
 		w := owner()
-		_, err := holder.TryAcquireQueued(ctx, req(k, w, driver.Exclusive, time.Second))
+		_, err = holder.TryAcquireQueued(ctx, req(k, w, driver.Exclusive, time.Second))
 		lockedRemaining(t, err)
 		wantQuiet(t, "after queueing", s1)
 		wantNotHeld(t, "waiter leaves", holder.Release(ctx, driver.Lease{Key: k, Owner: w}))
@@ -249,11 +263,21 @@ func TestNotifyReconnect(t *testing.T) {
 	case <-s.C():
 	default:
 	}
-	l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
+	l := mustAcquireContended(t, d, k)
 	if err := d.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	wantWake(t, "release after resubscription", s)
+}
+
+// mustAcquireContended acquires k exclusively through d and has a new owner
+// refused by the hold, so that its release publishes.
+func mustAcquireContended(t *testing.T, d *redisdriver.Driver, k string) driver.Lease {
+	t.Helper()
+	l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, 5*time.Second))
+	_, err := d.TryAcquire(ctxT(t), req(k, owner(), driver.Exclusive, time.Second))
+	lockedRemaining(t, err)
+	return l
 }
 
 // TestSubscribeServerDown: Subscribe fails fast instead of hanging when the

@@ -1,7 +1,9 @@
 -- release: Release.
 -- ARGV: 1 owner, 2 mode ('x' or 's'), 3 token ('0': any).
 -- Reply: 1 released; 0 not held. Either way the owner's queue entry is
--- removed. Publishes on CHAN when a hold or a queue entry went.
+-- removed. Publishes on CHAN when a shared hold, a flagged exclusive hold
+-- or a queue entry went: an exclusive hold that never blocked anyone has
+-- nobody to wake, and its holder has no queue entry (a grant removes it).
 
 local owner, shared, want = ARGV[1], ARGV[2] == 's', ARGV[3]
 local released = false
@@ -9,9 +11,12 @@ local released = false
 if not shared then
 	local v = redis.call('GET', LOCK)
 	if v then
-		local tok, o = parse_hold(v)
+		local tok, o, flagged = parse_hold(v)
 		if o == owner and (want == '0' or tok == want) then
 			redis.call('DEL', LOCK)
+			if not flagged then
+				return 1
+			end
 			released = true
 		end
 	end

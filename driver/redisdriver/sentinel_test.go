@@ -36,7 +36,7 @@ func TestSentinel(t *testing.T) {
 	k := uniqueKey(t, "k")
 	s := subscribe(t, waiter, k)
 	defer s.Close()
-	l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
+	l := mustAcquireContended(t, d, k)
 	if err := d.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
