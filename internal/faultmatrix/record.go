@@ -9,6 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/internal/checker"
 )
 
@@ -330,4 +331,57 @@ func (r *rec) check(durable bool) []error {
 		}
 	}
 	return errs
+}
+
+// probeL is a successor that measures when the server let a hold go: it
+// polls TryAcquire with an owner of its own every probeEvery, so that its
+// grant comes at most one poll interval after the key became free on the
+// server. It holds without renewing, and its belief ends at its own local
+// deadline (send time + TTL − margin) or at its Unlock.
+type probeL struct {
+	d      driver.Driver
+	req    driver.Request
+	margin time.Duration
+	lease  driver.Lease
+	end    func() bool // ends the belief; reports whether it was still on
+}
+
+// probeEvery is the probe's poll interval: the resolution of the
+// loss-detection headroom it measures.
+const probeEvery = 2 * time.Millisecond
+
+func (p *probeL) lock(ctx context.Context) (uint64, <-chan struct{}, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, p.req.TTL/2)
+		sent := time.Now()
+		l, err := p.d.TryAcquire(actx, p.req)
+		cancel()
+		if err == nil {
+			done := make(chan struct{})
+			var once sync.Once
+			end := func() (was bool) { once.Do(func() { was = true; close(done) }); return was }
+			timer := time.AfterFunc(time.Until(sent.Add(l.TTL-p.margin)), func() { end() })
+			p.lease = l
+			p.end = func() bool { timer.Stop(); return end() }
+			return l.Token, done, nil
+		}
+		select {
+		case <-ctx.Done():
+			// An attempt may have been applied with its reply lost.
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = p.d.Release(cctx, driver.Lease{Key: p.req.Key, Owner: p.req.Owner, Mode: p.req.Mode})
+			cancel()
+			return 0, nil, ctx.Err()
+		case <-time.After(probeEvery):
+		}
+	}
+}
+
+func (p *probeL) unlock(ctx context.Context) error {
+	held := p.end()
+	err := p.d.Release(ctx, p.lease)
+	if !held {
+		return fmt.Errorf("probe: past its local deadline: %w", locker.ErrLost)
+	}
+	return err
 }
