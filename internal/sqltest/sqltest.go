@@ -141,6 +141,7 @@ func StartPostgres() (*Server, error) {
 	initdb := exec.Command(filepath.Join(bindir, "initdb"), "-D", data, "-U", "postgres",
 		"--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
 	initdb.SysProcAttr = procAttr(s.cred)
+	initdb.Dir = s.dir // the postgres user may not enter the test's directory
 	if out, err := initdb.CombinedOutput(); err != nil {
 		s.removeDir()
 		return nil, fmt.Errorf("sqltest: initdb: %v\n%s", err, out)
@@ -235,9 +236,15 @@ func pgVersion(bindir string) int {
 	return n
 }
 
-// mkdir creates the server's temporary directory.
+// mkdir creates the server's temporary directory. As root it creates it
+// in the system's temporary directory only if other users can reach it
+// (the server may run as another user), and in /tmp otherwise.
 func (s *Server) mkdir(prefix string) error {
-	dir, err := os.MkdirTemp("", prefix)
+	parent := os.TempDir()
+	if os.Geteuid() == 0 && !reachable(parent) {
+		parent = "/tmp"
+	}
+	dir, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		return fmt.Errorf("sqltest: %w", err)
 	}
@@ -247,6 +254,25 @@ func (s *Server) mkdir(prefix string) error {
 }
 
 func (s *Server) removeDir() { _ = os.RemoveAll(s.dir) }
+
+// reachable reports whether every user may traverse dir and its parents.
+func reachable(dir string) bool {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	for {
+		fi, err := os.Stat(dir)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return true
+		}
+		dir = parent
+	}
+}
 
 // runAs makes the server's directory belong to the named user and the
 // server's processes run as that user.
