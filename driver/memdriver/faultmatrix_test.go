@@ -53,6 +53,13 @@ func TestFaultMatrix(t *testing.T) {
 		mu      sync.Mutex
 		drivers []*memdriver.Driver
 	)
+	each := func(f func(*memdriver.Driver)) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, d := range drivers {
+			f(d)
+		}
+	}
 	faultmatrix.Run(t, faultmatrix.Target{
 		Name: "memdriver",
 		TTL:  300 * time.Millisecond,
@@ -75,22 +82,8 @@ func TestFaultMatrix(t *testing.T) {
 			return faultmatrix.Client{Driver: d, Net: memNet{d}}
 		},
 		Server: faultmatrix.Server{
-			Pause: func() error {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, d := range drivers {
-					d.Block()
-				}
-				return nil
-			},
-			Resume: func() error {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, d := range drivers {
-					d.Unblock()
-				}
-				return nil
-			},
+			Pause:  func() error { each((*memdriver.Driver).Block); return nil },
+			Resume: func() error { each((*memdriver.Driver).Unblock); return nil },
 		},
 		Revoke: func(_ context.Context, key string) error {
 			b.Expire(key)

@@ -69,6 +69,13 @@ func (e *env) prober(id int, c Client) *actor {
 	return &actor{r: e.r, id: id, l: &probeL{d: c.Driver, req: req, margin: e.margin()}}
 }
 
+// pair returns two clients' actors and the first one's Net.
+func (e *env) pair() (a, b *actor, net Net) {
+	ca, cb := e.client(), e.client()
+	net = e.net(ca)
+	return e.actor(0, ca), e.actor(1, cb), net
+}
+
 // goLock starts a.lock with a long context and returns the channel that
 // receives the hold, or nil if Lock failed.
 func (e *env) goLock(a *actor) <-chan *held {
@@ -196,9 +203,7 @@ func blackholeWaiting(e *env) {
 // Lock gives up, in odd ones Lock fails while they are still lost and the
 // grant it left must not outlive its TTL. A second client contends.
 func replyLossAcquire(e *env) {
-	ca, cb := e.client(), e.client()
-	net := e.net(ca)
-	a, b := e.actor(0, ca), e.actor(1, cb)
+	a, b, net := e.pair()
 	giveUp := e.long()
 	if e.t.Name()[len(e.t.Name())-1]%2 == 1 {
 		giveUp = e.ttl / 2
@@ -244,9 +249,7 @@ func replyLossAcquire(e *env) {
 // Unlock reports an unknown outcome or success, the key is free for
 // another client at once or within the TTL, and nothing is left.
 func replyLossRelease(e *env) {
-	ca, cb := e.client(), e.client()
-	net := e.net(ca)
-	a, b := e.actor(0, ca), e.actor(1, cb)
+	a, b, net := e.pair()
 	ha := e.mustLock(a)
 	ha.work(0)
 	net.DropReplies(true)
@@ -270,9 +273,7 @@ func replyLossRelease(e *env) {
 // TTL while another client waits: the hold must survive, and the waiter
 // get the key only after the Unlock.
 func connectionReset(e *env) {
-	ca, cb := e.client(), e.client()
-	net := e.net(ca)
-	a, b := e.actor(0, ca), e.actor(1, cb)
+	a, b, net := e.pair()
 	ha := e.mustLock(a)
 	gb := e.goLock(b)
 	ha.read()
