@@ -65,16 +65,20 @@
 //
 // # Operations
 //
-//   - TryAcquire and TryAcquireQueued run one short transaction: an upsert
-//     that creates or locks the lock's counter row, so that acquires of
-//     one key are serialised; a read of the lock's rows with the time each
-//     has left; then, decided in Go from what was read, one statement that
-//     grants (the counter and the owner's row in one multi-row upsert),
-//     extends the owner's own hold (same token), or joins the wait queue;
-//     and the commit. Expired rows found on the way are deleted in the same
-//     transaction. That is five round trips on either database (BEGIN,
-//     lock, read, write, COMMIT); a refused attempt that does not queue
-//     writes nothing.
+//   - TryAcquire and TryAcquireQueued run one short transaction. It first
+//     serialises with the other acquires of the key, writing nothing: on
+//     PostgreSQL with pg_advisory_xact_lock of a 64-bit hash of the key (a
+//     transaction-scoped lock, released at commit, never held on an idle
+//     pooled connection); on MySQL with SELECT … FOR UPDATE of the lock's
+//     counter row (created, on the key's first acquire, by a statement of
+//     its own). It then reads the lock's rows with the time each has left,
+//     and, decided in Go from what it read, runs one statement that grants
+//     (the counter and the owner's row in one multi-row upsert), extends
+//     the owner's own hold (same token), or joins or renews the wait
+//     queue, and commits. Expired rows found on the way are deleted in the
+//     same transaction. That is five round trips (BEGIN, lock, read,
+//     write, COMMIT); a refused attempt that does not queue writes nothing
+//     and takes four.
 //   - Refresh is one UPDATE that extends the owner's live hold in its mode
 //     (and with its token, unless the lease's token is 0).
 //   - Release is one DELETE of the owner's live hold in its mode and token;
@@ -118,11 +122,16 @@
 // On PostgreSQL through pgx, New returns a [*NotifyDriver]: Release (and an
 // acquire that removes expired queue entries) calls pg_notify on the
 // channel "locker:<table>" with the key as payload, and the driver LISTENs
-// on one connection of its own, taken from the pool while at least one
-// waiter is subscribed, and reconnecting when that connection fails. On
+// on one connection of its own, taken from the pool while waiters are
+// subscribed (and for a second after the last one leaves, or until
+// [NotifyDriver.Close]), and reconnecting when that connection fails. On
 // MySQL (and with Options.NoNotify) waiters poll TryAcquire with
 // exponential backoff, each wait capped by the remaining lease that the
-// refused attempt reported ([driver.LockedError]).
+// refused attempt reported ([driver.LockedError]). The front-end's default
+// backoff grows to 250ms, which bounds a contended MySQL lock to a few
+// handoffs per second; locker.WithBackoff(time.Millisecond,
+// 10*time.Millisecond) trades more queries for handoffs in milliseconds
+// (see BENCHMARKS.md).
 //
 // # Connection pools
 //

@@ -1,0 +1,67 @@
+package sqldriver_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/sqldriver"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+)
+
+// A Mutex on PostgreSQL whose fencing token guards a write to the same
+// database: the UPDATE applies only if no later holder has written.
+func Example() {
+	db, err := sql.Open("pgx", "postgres://app@localhost/app")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close() // the driver never closes db
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Once, at startup or in a migration (see DDL).
+	if err := sqldriver.CreateTable(ctx, db, nil); err != nil {
+		log.Fatal(err)
+	}
+	d, err := sqldriver.New(db, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	m := locker.NewMutex(d, "orders/42", locker.WithTTL(15*time.Second))
+	if err := m.LockContext(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer m.Unlock()
+
+	res, err := db.ExecContext(ctx,
+		"UPDATE orders SET status = 'shipped', fence = $1 WHERE id = 42 AND fence <= $1", int64(m.Token()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		log.Print("a later holder already wrote: this hold was lost")
+	}
+}
+
+// The DDL for the user's own migrations.
+func ExampleDDL() {
+	ddl, err := sqldriver.DDL(sqldriver.MySQL, "app_locks")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(ddl)
+	// Output:
+	// CREATE TABLE IF NOT EXISTS `app_locks` (
+	// 	name    varbinary(512) NOT NULL,
+	// 	owner   varbinary(64) NOT NULL,
+	// 	mode    tinyint NOT NULL,
+	// 	token   bigint NOT NULL,
+	// 	expires datetime(6) NULL,
+	// 	PRIMARY KEY (name, owner)
+	// ) ENGINE=InnoDB
+}
