@@ -48,6 +48,11 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		if len(args.idx) == 0 {
 			continue
 		}
+		if len(chunk) == 1 {
+			// One lease: Refresh's single statement.
+			_, cerrs[0] = d.Refresh(ctx, chunk[0])
+			continue
+		}
 		var extended map[leaseID]bool
 		var err error
 		if d.dialect == PostgreSQL {
@@ -118,7 +123,7 @@ func (d *Driver) batchMySQL(ctx context.Context, a *batchArgs) (map[leaseID]bool
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		clear(extended)
 		rs, err := tx.QueryContext(ctx, "SELECT name, owner, mode, token, TIMESTAMPDIFF(MICROSECOND, "+d.q.now+", expires) FROM "+
-			d.q.table+" WHERE "+in+" FOR UPDATE", ids...)
+			d.q.table+" FORCE INDEX (PRIMARY) WHERE "+in+" FOR UPDATE", ids...)
 		if err != nil {
 			return err
 		}
@@ -154,15 +159,17 @@ func (d *Driver) batchMySQL(ctx context.Context, a *batchArgs) (map[leaseID]bool
 		if len(keep) == 0 {
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, "UPDATE "+d.q.table+" SET expires = CASE"+set.String()+" ELSE expires END WHERE "+rowsIn(len(keep)/2),
+		_, err = tx.ExecContext(ctx, "UPDATE "+d.q.table+" FORCE INDEX (PRIMARY) SET expires = CASE"+set.String()+" ELSE expires END WHERE "+rowsIn(len(keep)/2),
 			append(args, keep...)...)
 		return err
 	})
 	return extended, err
 }
 
-// rowsIn returns the condition "(name, owner) IN ((?, ?), …)" for n rows,
-// which MySQL and MariaDB resolve with the primary key.
+// rowsIn returns the condition "(name = ? AND owner = ?) OR …" for n
+// rows. With FORCE INDEX (PRIMARY) it is a set of primary-key lookups,
+// which lock those rows only: a scan would lock every row it reads and
+// deadlock with the acquires of other keys.
 func rowsIn(n int) string {
-	return "(name, owner) IN (" + strings.TrimSuffix(strings.Repeat("(?, ?), ", n), ", ") + ")"
+	return strings.TrimSuffix(strings.Repeat("(name = ? AND owner = ?) OR ", n), " OR ")
 }
