@@ -184,7 +184,7 @@ type child struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	inMu  sync.Mutex
-	proxy *faultproxy.Proxy
+	net   Net // the child's network faults
 	acq   chan *holdRec // every hold the child reports
 	exit  chan struct{} // closed when the child's stdout ends
 	errMu sync.Mutex
@@ -216,7 +216,11 @@ func (e *env) startChild(cfg childConfig) *child {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("helper child: %v", err)
 	}
-	c := &child{e: e, cmd: cmd, in: in, proxy: p, acq: make(chan *holdRec, 1024), exit: make(chan struct{})}
+	var net Net = p
+	if e.tg.ChildNet != nil {
+		net = e.tg.ChildNet(p)
+	}
+	c := &child{e: e, cmd: cmd, in: in, net: net, acq: make(chan *holdRec, 1024), exit: make(chan struct{})}
 	ready := make(chan struct{})
 	go c.read(out, ready)
 	e.t.Cleanup(func() {
@@ -415,7 +419,7 @@ func contentionProcesses(e *env) {
 	for i := range 3 {
 		c := e.startChild(childConfig{ID: 10 * (i + 1), Goroutines: 2, Duration: 4 * e.ttl})
 		children = append(children, c)
-		nets = append(nets, c.proxy)
+		nets = append(nets, c.net)
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -41,6 +41,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/faultproxy"
 )
 
 // Net injects network faults between one client and its server.
@@ -119,6 +120,11 @@ type Target struct {
 	// the client's closing with tb.Cleanup. Cells that need helper
 	// children still use Addr and Dial, and are skipped without them.
 	NewClient func(tb testing.TB) Client
+	// ChildNet, when set, turns the fault proxy that the matrix puts in
+	// front of each helper child into the child's Net, as NewClient does
+	// for its clients (faultproxy.Partitioner for protocols whose framing
+	// must not see a message torn in two). Nil: the proxy itself.
+	ChildNet func(p *faultproxy.Proxy) Net
 
 	// Server controls the server process(es).
 	Server Server
