@@ -184,7 +184,7 @@ type child struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	inMu  sync.Mutex
-	net   Net // the child's network faults
+	net   Net           // the child's network faults
 	acq   chan *holdRec // every hold the child reports
 	exit  chan struct{} // closed when the child's stdout ends
 	errMu sync.Mutex
