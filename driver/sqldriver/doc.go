@@ -86,8 +86,9 @@
 //     statement sends the NOTIFY; on MySQL a second DELETE removes a queue
 //     entry when there was no hold.
 //   - RefreshBatch is one UPDATE … FROM unnest(…) for up to 1000 leases on
-//     PostgreSQL, and one transaction (a locking SELECT and one UPDATE) per
-//     200 leases on MySQL.
+//     PostgreSQL, and one transaction (a locking SELECT and one UPDATE,
+//     both by primary-key lookups) per 200 leases on MySQL; a batch of one
+//     lease is a Refresh.
 //
 // Re-acquiring by the same owner is idempotent: it extends the hold and
 // returns its token. Refresh and Release check the owner, mode and token,
