@@ -77,9 +77,8 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 }
 
 // acquireTx is the transaction of acquire: it serialises with the other
-// acquires of key (see queries.lock), reads the lock's rows and decides, by the database's clock, whether
-// owner is granted the key in mode (modeExclusive or modeShared), extends
-// its hold, or waits, queued or not.
+// acquires of key (see queries.lock), reads the lock's rows, and carries
+// out what decide makes of them.
 func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, key, owner string, mode int, us int64, queued bool) (verdict, error) {
 	if err := d.lockKey(ctx, tx, key); err != nil {
 		return verdict{}, err
@@ -92,6 +91,33 @@ func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, key, owner string, m
 	if err != nil {
 		return verdict{}, err
 	}
+	v, stmts := d.decide(rows, key, owner, mode, us, queued)
+	for _, st := range stmts {
+		res, err := tx.ExecContext(ctx, st.query, st.args...)
+		if err != nil {
+			return verdict{}, err
+		}
+		if st.one {
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return verdict{}, errors.Join(errChanged, err)
+			}
+		}
+	}
+	return v, nil
+}
+
+// stmt is one statement that carries out an acquire's decision.
+type stmt struct {
+	query string
+	args  []any
+	one   bool // must change exactly one row, or the decision is void
+}
+
+// decide judges, by the database's clock as the rows report it, whether
+// owner is granted key in mode (modeExclusive or modeShared), extends its
+// own hold, or waits, queued or not; it returns the verdict and the
+// statements that carry it out, in the acquire's transaction.
+func (d *Driver) decide(rows []row, key, owner string, mode int, us int64, queued bool) (verdict, []stmt) {
 	var (
 		counter   int64
 		mine      *row
@@ -99,10 +125,14 @@ func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, key, owner string, m
 		dead      bool // expired rows to purge
 		deadQueue bool // among them queue entries: the waiters behind may proceed
 		v         verdict
+		stmts     []stmt
 	)
 	block := func(left int64) {
 		v.locked = true
 		v.left = max(v.left, left)
+	}
+	extend := func(mode int) stmt {
+		return stmt{query: d.q.extend, args: []any{mode, us, key, owner}, one: true}
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -121,10 +151,7 @@ func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, key, owner string, m
 		case modeExclusive, modeShared:
 			if r.owner == owner && r.mode == mode {
 				// The holder itself: extend, same token.
-				if err := d.extend(ctx, tx, key, owner, mode, us); err != nil {
-					return verdict{}, err
-				}
-				return verdict{token: r.token}, nil
+				return verdict{token: r.token}, []stmt{extend(mode)}
 			}
 			if r.owner == owner || mode == modeExclusive || r.mode == modeExclusive {
 				block(r.left.Int64)
@@ -149,36 +176,29 @@ func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, key, owner string, m
 		}
 	}
 	if dead {
-		if _, err := tx.ExecContext(ctx, d.q.purge, key); err != nil {
-			return verdict{}, err
-		}
-		if deadQueue {
-			if err := d.notifyTx(ctx, tx, key); err != nil {
-				return verdict{}, err
-			}
+		stmts = append(stmts, stmt{query: d.q.purge, args: []any{key}})
+		if deadQueue && d.q.notify != "" {
+			// The waiters behind the expired entries may proceed.
+			stmts = append(stmts, stmt{query: d.q.notify, args: []any{d.channel(), key}})
 		}
 	}
 	if v.locked {
 		if !queued {
-			return v, nil
+			return v, stmts
 		}
 		qmode := mode + modeQueuedExclusive - modeExclusive
 		if mine != nil && mine.mode >= modeQueuedExclusive {
 			// Keep the place in the queue; renew the entry.
-			return v, d.extend(ctx, tx, key, owner, qmode, us)
+			return v, append(stmts, extend(qmode))
 		}
 		// Join the queue. Its arrival numbers come from the counter too:
 		// tokens stay strictly increasing, with gaps.
-		_, err := tx.ExecContext(ctx, d.q.grant, key, counter+1, key, owner, qmode, counter+1, us)
-		return v, err
+		return v, append(stmts, stmt{query: d.q.grant, args: []any{key, counter + 1, key, owner, qmode, counter + 1, us}})
 	}
 	// Grant: the next token. The owner's row becomes the hold, whatever it
 	// was (a queue entry or an expired hold).
 	tok := counter + 1
-	if _, err := tx.ExecContext(ctx, d.q.grant, key, tok, key, owner, mode, tok, us); err != nil {
-		return verdict{}, err
-	}
-	return verdict{token: tok}, nil
+	return verdict{token: tok}, append(stmts, stmt{query: d.q.grant, args: []any{key, tok, key, owner, mode, tok, us}})
 }
 
 // lockKey serialises tx with the other acquires of key until it ends
@@ -234,28 +254,6 @@ func (d *Driver) readRows(ctx context.Context, tx *sql.Tx, key string) ([]row, e
 // errChanged reports a row that changed under a transaction that had read
 // it; a retry sees the change.
 var errChanged = errors.New("the lease changed concurrently; retry")
-
-// extend renews owner's row of key, giving it mode.
-func (d *Driver) extend(ctx context.Context, tx *sql.Tx, key, owner string, mode int, us int64) error {
-	res, err := tx.ExecContext(ctx, d.q.extend, mode, us, key, owner)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return errors.Join(errChanged, err)
-	}
-	return nil
-}
-
-// notifyTx tells the key's waiters, at commit, that it may be free
-// (PostgreSQL only).
-func (d *Driver) notifyTx(ctx context.Context, tx *sql.Tx, key string) error {
-	if d.q.notify == "" {
-		return nil
-	}
-	_, err := tx.ExecContext(ctx, d.q.notify, d.channel(), key)
-	return err
-}
 
 // inTx runs f in a transaction and commits it, or rolls it back when f
 // fails.
