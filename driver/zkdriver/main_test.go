@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/zktest"
 	"go.uber.org/goleak"
 )
@@ -40,5 +41,6 @@ func (m mainM) Run() int {
 }
 
 func TestMain(m *testing.M) {
+	faultmatrix.ServeChild(faultDial) // serves and exits when run as a helper child of the fault matrix
 	goleak.VerifyTestMain(mainM{m})
 }

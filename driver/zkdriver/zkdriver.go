@@ -145,12 +145,15 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 // session timeout asked for, waits until the first session is established
 // or ctx is done, and returns a Driver over the new connection. zkOpts are
 // go-zookeeper's connection options (zk.WithLogger, zk.WithHostProvider, …;
-// pass a dialer or event callback through a Session and New instead).
+// pass a dialer or event callback through a Session and New instead); the
+// connection reconnects at once after a working connection broke
+// (ReconnectAtOnce) unless they set another host provider.
 // Close the driver to close the connection; Conn returns it for other uses.
 func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration, opts *Options, zkOpts ...func(*zk.Conn)) (*Driver, error) {
 	sess := new(Session)
 	hook := sess.ConnOption()
 	conn, _, err := zk.Connect(servers, sessionTimeout, func(c *zk.Conn) {
+		ReconnectAtOnce()(c)
 		for _, o := range zkOpts {
 			o(c)
 		}

@@ -76,6 +76,14 @@ func (p *Proxy) Blackhole(on bool) { p.blackhole.Store(on) }
 // message in two, so a client's framing survives the partition.
 func (p *Proxy) Partition(on bool) { p.partition.Store(on) }
 
+// Partitioner is p with Blackhole doing Partition's work: the network
+// faults of a client whose protocol must not see a message torn in two
+// (ZooKeeper's and etcd's framing), for fault tests that call Blackhole.
+type Partitioner struct{ *Proxy }
+
+// Blackhole starts (on) or ends (off) a partition; see Proxy.Partition.
+func (p Partitioner) Blackhole(on bool) { p.Partition(on) }
+
 // DropReplies makes the proxy swallow the server's bytes while on is true:
 // requests still reach the server and are applied, but their replies are
 // lost.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -97,9 +98,45 @@ var ErrSessionGone = errors.New("zktest: session already ended")
 // CloseSession ends ZooKeeper session id, as an administrator would: it
 // connects to the server at addr as that session (with its password, which
 // a Sessions recorded), and asks the server to close it. The server deletes
-// the session's ephemeral nodes and drops its connections; the session's
-// own client learns, when it reconnects, that its session has expired.
+// the session's ephemeral nodes; the session's own client learns, when it
+// reconnects, that its session has expired.
+//
+// Taking the session over closes its client's connection, and a client
+// that reconnects at once can take the session back before the close
+// request is applied (its new connection then stays attached to the
+// closed session, unanswered, until the client's own read timeout).
+// So the close request goes in the same write as the connect request, and
+// CloseSession connects as the session again until the server answers
+// that it is gone: that last takeover closes any connection still attached
+// to it. It gives up after ten seconds. It returns ErrSessionGone if the
+// session had ended before the first try.
 func CloseSession(addr string, id int64, passwd []byte) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for try := 0; ; try++ {
+		err := closeSession(addr, id, passwd)
+		switch {
+		case errors.Is(err, ErrSessionGone):
+			if try > 0 {
+				return nil
+			}
+			return err
+		case (err == nil || errors.Is(err, errTakenBack)) && time.Now().Before(deadline):
+			// Closed, or taken back: make sure.
+		case err == nil:
+			return errors.New("zktest: CloseSession: the session still lives after ten seconds")
+		default:
+			return err
+		}
+	}
+}
+
+// errTakenBack means the server closed the connection before the session
+// was closed: its client reconnected.
+var errTakenBack = errors.New("connection closed by the server")
+
+// closeSession connects as session id and closes it. It returns
+// ErrSessionGone if the server does not know the session.
+func closeSession(addr string, id int64, passwd []byte) error {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return fmt.Errorf("zktest: CloseSession: %w", err)
@@ -108,7 +145,7 @@ func CloseSession(addr string, id int64, passwd []byte) error {
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 
 	// ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId,
-	// passwd, readOnly.
+	// passwd, readOnly; then RequestHeader{xid 1, type closeSession (-11)}.
 	req := binary.BigEndian.AppendUint32(nil, 0)
 	req = binary.BigEndian.AppendUint64(req, 0)
 	req = binary.BigEndian.AppendUint32(req, uint32(MaxSessionTimeout.Milliseconds()))
@@ -116,12 +153,15 @@ func CloseSession(addr string, id int64, passwd []byte) error {
 	req = binary.BigEndian.AppendUint32(req, uint32(len(passwd)))
 	req = append(req, passwd...)
 	req = append(req, 0)
-	if err := writeFrame(c, req); err != nil {
-		return fmt.Errorf("zktest: CloseSession: connect: %w", err)
+	var opCloseSession int32 = -11
+	hdr := binary.BigEndian.AppendUint32(nil, 1)
+	hdr = binary.BigEndian.AppendUint32(hdr, uint32(opCloseSession))
+	if _, err := c.Write(append(frame(req), frame(hdr)...)); err != nil {
+		return fmt.Errorf("zktest: CloseSession: connect: %w", takenBack(err))
 	}
 	resp, err := readFrame(c)
 	if err != nil {
-		return fmt.Errorf("zktest: CloseSession: connect response: %w", err)
+		return fmt.Errorf("zktest: CloseSession: connect response: %w", takenBack(err))
 	}
 	if len(resp) < 16 {
 		return fmt.Errorf("zktest: CloseSession: short connect response (%d bytes)", len(resp))
@@ -132,23 +172,12 @@ func CloseSession(addr string, id int64, passwd []byte) error {
 	if got := int64(binary.BigEndian.Uint64(resp[8:])); got != id {
 		return fmt.Errorf("zktest: CloseSession: server gave session %#x, want %#x", got, id)
 	}
-
-	// RequestHeader{xid 1, type closeSession (-11)}.
-	var opCloseSession int32 = -11
-	hdr := binary.BigEndian.AppendUint32(nil, 1)
-	hdr = binary.BigEndian.AppendUint32(hdr, uint32(opCloseSession))
-	if err := writeFrame(c, hdr); err != nil {
-		return fmt.Errorf("zktest: CloseSession: %w", err)
-	}
 	for {
 		// ReplyHeader: xid int32, zxid int64, err int32. Watch events
 		// (xid -1) and pings (xid -2) may come first.
 		r, err := readFrame(c)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil // the server closed the connection with the session
-			}
-			return fmt.Errorf("zktest: CloseSession: reply: %w", err)
+			return fmt.Errorf("zktest: CloseSession: reply: %w", takenBack(err))
 		}
 		if len(r) < 16 {
 			return fmt.Errorf("zktest: CloseSession: short reply (%d bytes)", len(r))
@@ -163,9 +192,20 @@ func CloseSession(addr string, id int64, passwd []byte) error {
 	}
 }
 
-func writeFrame(w io.Writer, b []byte) error {
-	_, err := w.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...))
+// takenBack marks err, an error of a connection the server closed, with
+// errTakenBack.
+func takenBack(err error) error {
+	var ne net.Error
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || (errors.As(err, &ne) && !ne.Timeout()) {
+		return fmt.Errorf("%w: %w", errTakenBack, err)
+	}
 	return err
+}
+
+// frame returns b with its length in front.
+func frame(b []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
 }
 
 func readFrame(r io.Reader) ([]byte, error) {

@@ -1,0 +1,34 @@
+package zkdriver
+
+import "github.com/go-locker/locker/driver"
+
+// ParentPath returns the path of key's node under root, as a Driver with
+// Options.Root root names it.
+func ParentPath(root, key string) string { return (&Driver{root: root}).parentPath(key) }
+
+// LockNodes returns the names among children that are lock nodes (of
+// holders or waiters), in queue order.
+func LockNodes(children []string) []string {
+	var names []string
+	for _, c := range parseQueue(children) {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// HolderNodes returns the names among children of the lock nodes that hold
+// the lock: the first node if it is exclusive, else the shared nodes before
+// the first exclusive one.
+func HolderNodes(children []string) []string {
+	var names []string
+	for _, c := range parseQueue(children) {
+		if c.mode == driver.Exclusive {
+			if len(names) == 0 {
+				names = append(names, c.name)
+			}
+			break
+		}
+		names = append(names, c.name)
+	}
+	return names
+}
