@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker/internal/etcdtest"
+	"github.com/go-locker/locker/internal/faultmatrix"
 	"go.uber.org/goleak"
 )
 
@@ -30,6 +31,7 @@ func (m mainM) Run() int {
 }
 
 func TestMain(m *testing.M) {
-	etcdtest.ServeChild() // serves and exits when run as a benchmark's server process
+	etcdtest.ServeChild()             // serves and exits when run as a benchmark's or the fault matrix's server process
+	faultmatrix.ServeChild(faultDial) // serves and exits when run as a helper child of the fault matrix
 	goleak.VerifyTestMain(mainM{m}, etcdtest.IgnoreGoroutines()...)
 }

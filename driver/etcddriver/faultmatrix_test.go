@@ -1,0 +1,83 @@
+package etcddriver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/etcddriver"
+	"github.com/go-locker/locker/internal/etcdtest"
+	"github.com/go-locker/locker/internal/faultmatrix"
+	"github.com/go-locker/locker/internal/faultproxy"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// faultTTL is the lease of the fault matrix: etcd's shortest, with the
+// test servers' 100 ms election timeout.
+const faultTTL = time.Second
+
+// faultDial connects a driver to the etcd server at addr (host:port); it
+// is the fault matrix's Dialer, in this process and in its helper
+// children.
+func faultDial(addr string) (driver.Driver, func() error, error) {
+	c, err := clientv3.New(etcdtest.ClientConfig("http://" + addr))
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := etcddriver.New(c, &etcddriver.Options{MinTTL: faultTTL})
+	if err != nil {
+		_ = c.Close()
+		return nil, nil, err
+	}
+	return d, func() error {
+		err := d.Close()
+		if cerr := c.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}, nil
+}
+
+// TestFaultMatrix runs the fault × driver matrix against an etcd server in
+// a process of its own, which the matrix pauses, kills and restarts (with
+// its data, fsynced: tokens are revisions, durable), each client behind a
+// proxy of its own. Admin revocation revokes the holder's lease.
+func TestFaultMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault matrix takes minutes")
+	}
+	srv := etcdtest.StartChild(t)
+	addr := srv.ClientURL[len("http://"):]
+	admin := newClientAt(t, srv.ClientURL)
+	base := func(key string) string { return etcddriver.LockBase(etcddriver.DefaultPrefix, key) }
+	faultmatrix.Run(t, faultmatrix.Target{
+		Name: "etcd",
+		TTL:  faultTTL,
+		Addr: func() string { return addr },
+		Dial: faultDial,
+		NewClient: func(tb testing.TB) faultmatrix.Client {
+			p := faultproxy.ForTest(tb, addr)
+			d, closeFn, err := faultDial(p.Addr())
+			if err != nil {
+				tb.Fatalf("etcd client: %v", err)
+			}
+			tb.Cleanup(func() { _ = closeFn() })
+			return faultmatrix.Client{Driver: d, Net: faultproxy.Partitioner{Proxy: p}}
+		},
+		ChildNet: func(p *faultproxy.Proxy) faultmatrix.Net { return faultproxy.Partitioner{Proxy: p} },
+		Server:   faultmatrix.Server{Pause: srv.Pause, Resume: srv.Resume, Kill: srv.Kill, Restart: srv.Restart},
+		Revoke: func(ctx context.Context, key string) error {
+			_, err := etcdtest.RevokeOldest(ctx, admin, base(key))
+			return err
+		},
+		Residue: func(ctx context.Context, key string) (int, error) {
+			r, err := admin.Get(ctx, base(key), clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				return 0, err
+			}
+			return int(r.Count), nil
+		},
+		DurableTokens: true,
+	})
+}
