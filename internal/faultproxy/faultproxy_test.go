@@ -54,6 +54,21 @@ func echoServer(t *testing.T) (addr string, lines *atomic.Int64) {
 	return ln.Addr().String(), lines
 }
 
+// dial connects to p and checks one healthy round trip.
+func dial(t *testing.T, p *faultproxy.Proxy) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	r := bufio.NewReader(c)
+	if s, err := roundTrip(t, c, r, 2*time.Second); err != nil || s != "ping\n" {
+		t.Fatalf("healthy round trip: %q, %v", s, err)
+	}
+	return c, r
+}
+
 func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, timeout time.Duration) (string, error) {
 	t.Helper()
 	_ = c.SetDeadline(time.Now().Add(timeout))
@@ -70,16 +85,7 @@ func TestFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-
-	if s, err := roundTrip(t, c, r, 2*time.Second); err != nil || s != "ping\n" {
-		t.Fatalf("healthy round trip: %q, %v", s, err)
-	}
+	c, r := dial(t, p)
 
 	p.DropReplies(true)
 	before := lines.Load()
@@ -93,12 +99,7 @@ func TestFaults(t *testing.T) {
 
 	// The timed-out read left the connection unusable for framing; use a
 	// fresh one.
-	c2, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	r2 := bufio.NewReader(c2)
+	c2, r2 := dial(t, p)
 	p.Blackhole(true)
 	before = lines.Load()
 	if _, err := roundTrip(t, c2, r2, 200*time.Millisecond); err == nil {
@@ -109,12 +110,7 @@ func TestFaults(t *testing.T) {
 	}
 	p.Heal()
 
-	c3, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	r3 := bufio.NewReader(c3)
+	c3, r3 := dial(t, p)
 	p.Delay(50 * time.Millisecond)
 	start := time.Now()
 	if _, err := roundTrip(t, c3, r3, 2*time.Second); err != nil {
@@ -133,20 +129,8 @@ func TestFaults(t *testing.T) {
 
 func TestPartition(t *testing.T) {
 	addr, lines := echoServer(t)
-	p, err := faultproxy.New(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if s, err := roundTrip(t, c, r, 2*time.Second); err != nil || s != "ping\n" {
-		t.Fatalf("healthy round trip: %q, %v", s, err)
-	}
+	p := faultproxy.ForTest(t, addr)
+	c, r := dial(t, p)
 
 	p.Partition(true)
 	before := lines.Load()
@@ -199,12 +183,5 @@ func TestNewAt(t *testing.T) {
 	if p.Addr() != at {
 		t.Fatalf("Addr() = %s, want %s", p.Addr(), at)
 	}
-	c, err := net.Dial("tcp", at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if s, err := roundTrip(t, c, bufio.NewReader(c), 2*time.Second); err != nil || s != "ping\n" {
-		t.Fatalf("round trip through the reopened proxy: %q, %v", s, err)
-	}
+	dial(t, p)
 }
