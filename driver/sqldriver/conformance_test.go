@@ -15,3 +15,18 @@ func TestConformance(t *testing.T) {
 		lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return b.driver(t, nil) })
 	})
 }
+
+// TestConformancePortable runs the suite against PostgreSQL through a
+// database/sql driver that sqldriver does not recognise as pgx's: each
+// acquire is a database/sql transaction (five round trips) and waiters
+// poll, as with lib/pq.
+func TestConformancePortable(t *testing.T) {
+	b := plainPostgres(t)
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
+		d := b.driver(t, nil)
+		if _, ok := d.(driver.Notifier); ok {
+			t.Fatalf("New returned a Notifier %T for a driver it should not know", d)
+		}
+		return d
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	sqldrv "database/sql/driver"
 	"encoding/hex"
 	"io"
 	"strings"
@@ -13,12 +14,14 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/internal/sqltest"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // backend is one of the databases the tests run against.
 type backend struct {
-	name string
-	srv  *sqltest.Server
+	name  string
+	srv   *sqltest.Server
+	plain bool // see plainPostgres
 }
 
 // forEachBackend runs f as a subtest against PostgreSQL and MariaDB, each
@@ -40,6 +43,24 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 		})
 	}
 }
+
+// plainPostgres is PostgreSQL through a database/sql driver that the
+// package does not know as pgx's: it takes the portable path (a
+// database/sql transaction per acquire, no LISTEN), as with lib/pq.
+func plainPostgres(t *testing.T) backend {
+	t.Helper()
+	if pgServer == nil {
+		sqltest.SkipOrFail(t, pgServerErr)
+	}
+	return backend{name: "postgres", srv: pgServer, plain: true}
+}
+
+// plainConnector hides pgx's driver type from sqldriver's detection.
+type plainConnector struct{ sqldrv.Connector }
+
+func (c plainConnector) Driver() sqldrv.Driver { return plainDriver{c.Connector.Driver()} }
+
+type plainDriver struct{ sqldrv.Driver }
 
 // openDB opens a new pool on s. MySQL connections interpolate parameters
 // on the client, so that a statement takes one round trip rather than a
@@ -63,6 +84,14 @@ func (b backend) db(t testing.TB) *sql.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if b.plain {
+		c, err := stdlib.GetDefaultDriver().(sqldrv.DriverContext).OpenConnector(b.srv.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = db.Close()
+		db = sql.OpenDB(plainConnector{c})
+	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
 }
@@ -71,6 +100,14 @@ func (b backend) db(t testing.TB) *sql.DB {
 // would have.
 func (b backend) driver(t testing.TB, opts *sqldriver.Options) driver.Driver {
 	t.Helper()
+	if b.plain {
+		o := sqldriver.Options{Dialect: sqldriver.PostgreSQL}
+		if opts != nil {
+			o = *opts
+			o.Dialect = sqldriver.PostgreSQL
+		}
+		opts = &o
+	}
 	d, err := sqldriver.New(b.db(t), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,9 @@ import (
 	"github.com/go-locker/locker/driver"
 )
 
-// TryAcquire implements driver.Driver in one short transaction.
+// TryAcquire implements driver.Driver in one short transaction: two round
+// trips on PostgreSQL through pgx, five otherwise (see the package
+// documentation).
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	return d.acquire(ctx, req, false)
 }
@@ -49,6 +51,10 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	}
 	var v verdict
 	for first := true; ; first = false {
+		if d.pipeline {
+			v, err = d.acquirePipelined(ctx, req.Key, req.Owner, mode, us, queued)
+			break
+		}
 		err = d.inTx(ctx, func(tx *sql.Tx) (err error) {
 			v, err = d.acquireTx(ctx, tx, req.Key, req.Owner, mode, us, queued)
 			return err

@@ -79,6 +79,9 @@ type Driver struct {
 	dialect Dialect
 	table   string // as given, for messages
 	q       queries
+	// pipeline: acquires pipeline their statements over pgx (PostgreSQL
+	// through pgx's stdlib driver).
+	pipeline bool
 }
 
 var (
@@ -130,7 +133,9 @@ func NewPolling(db *sql.DB, opts *Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Driver{db: db, dialect: dialect, table: o.Table, q: newQueries(dialect, quoted)}, nil
+	_, pgx := db.Driver().(*stdlib.Driver)
+	return &Driver{db: db, dialect: dialect, table: o.Table, q: newQueries(dialect, quoted),
+		pipeline: dialect == PostgreSQL && pgx}, nil
 }
 
 // detect returns d, or the dialect of db's driver when d is Detect.
