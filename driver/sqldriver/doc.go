@@ -76,9 +76,14 @@
 //     (the counter and the owner's row in one multi-row upsert), extends
 //     the owner's own hold (same token), or joins or renews the wait
 //     queue, and commits. Expired rows found on the way are deleted in the
-//     same transaction. That is five round trips (BEGIN, lock, read,
-//     write, COMMIT); a refused attempt that does not queue writes nothing
-//     and takes four.
+//     same transaction. Through pgx the driver pipelines these
+//     statements on one pooled connection: BEGIN, the lock and the read in
+//     one round trip, the write and COMMIT in a second (each statement
+//     still takes its snapshot and clock when the server starts it, after
+//     the lock). Through other drivers (go-sql-driver/mysql, lib/pq) it is
+//     a database/sql transaction of five round trips (BEGIN, lock, read,
+//     write, COMMIT). A refused attempt that does not queue writes
+//     nothing.
 //   - Refresh is one UPDATE that extends the owner's live hold in its mode
 //     (and with its token, unless the lease's token is 0).
 //   - Release is one DELETE of the owner's live hold in its mode and token;
