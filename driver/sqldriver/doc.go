@@ -47,7 +47,8 @@
 //
 // The key is stored as it is, compared byte by byte (the "C" collation;
 // varbinary), so that keys that differ only in case, accents or trailing
-// spaces are different locks. A lock has one row per holder and per
+// spaces are different locks. On PostgreSQL the database's encoding must
+// be UTF8 (the default) for keys outside ASCII. A lock has one row per holder and per
 // queued waiter (owner = the front-end's 32 hex digits), and one counter
 // row (owner is the empty string):
 //
@@ -130,7 +131,9 @@
 // channel "locker:<table>" with the key as payload, and the driver LISTENs
 // on one connection of its own, taken from the pool while waiters are
 // subscribed (and for a second after the last one leaves, or until
-// [NotifyDriver.Close]), and reconnecting when that connection fails. On
+// [NotifyDriver.Close]), and reconnecting when that connection fails. The
+// connection hears the releases of every key in the table and passes on
+// those of the keys it has subscribers for. On
 // MySQL (and with Options.NoNotify) waiters poll TryAcquire with
 // exponential backoff, each wait capped by the remaining lease that the
 // refused attempt reported ([driver.LockedError]). The front-end's default
