@@ -77,7 +77,7 @@ func TestCheckEpochs(t *testing.T) {
 
 func TestRow(t *testing.T) {
 	res := &result{target: "x", cell: "c", modes: "F1", iterations: 4, headroom: []time.Duration{ms(4), ms(1), ms(3), ms(2)}, notes: []string{"b", "a", "b"}}
-	if got, want := res.row(), "| x | c | F1 | 4 | 0 | 3ms / 4ms | a; b |"; got != want {
+	if got, want := res.row(), "| x | c | F1 | 4 | 0 | 3ms / 4ms | a (1 of 4); b (2 of 4) |"; got != want {
 		t.Errorf("row = %q, want %q", got, want)
 	}
 	res = &result{target: "x", cell: "c", modes: "F1", skipped: "why"}

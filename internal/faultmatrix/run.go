@@ -3,6 +3,7 @@ package faultmatrix
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -151,7 +152,15 @@ func (res *result) row() string {
 		q := func(p float64) time.Duration { return hs[min(len(hs)-1, int(p*float64(len(hs))))] }
 		hr = fmt.Sprintf("%v / %v", q(0.5).Round(time.Millisecond), q(0.99).Round(time.Millisecond))
 	}
-	notes := slices.Compact(slices.Sorted(slices.Values(res.notes)))
+	// Each note once, with the number of iterations that made it.
+	count := map[string]int{}
+	for _, n := range res.notes {
+		count[n]++
+	}
+	var notes []string
+	for _, n := range slices.Sorted(maps.Keys(count)) {
+		notes = append(notes, fmt.Sprintf("%s (%d of %d)", n, count[n], res.iterations))
+	}
 	return fmt.Sprintf("| %s | %s | %s | %d | %d | %s | %s |", res.target, res.cell, res.modes, res.iterations, res.violations, hr, strings.Join(notes, "; "))
 }
 
@@ -208,7 +217,7 @@ func run(t *testing.T, tg Target) {
 				})
 				res.iterations++
 				res.headroom = append(res.headroom, r.headroom...)
-				res.notes = append(res.notes, r.notes...)
+				res.notes = append(res.notes, slices.Compact(slices.Sorted(slices.Values(r.notes)))...) // once per iteration
 				res.violations += r.violations
 				if r.skipped != "" {
 					res.skipped = r.skipped
