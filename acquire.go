@@ -54,6 +54,7 @@ func acquire(ctx context.Context, o lockOp) (*hold, error) {
 	if err := o.check(ctx); err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	e := engineFor(o.drv)
 	g, ok, err := e.enter(ctx, o.key, o.mode, o.try)
 	if !ok {
@@ -63,7 +64,7 @@ func acquire(ctx context.Context, o lockOp) (*hold, error) {
 		}
 		return nil, nil
 	}
-	h, err := o.contend(ctx, e, g)
+	h, err := o.contend(ctx, e, g, start)
 	if h == nil {
 		e.exit(g, o.mode)
 		e.unref()
@@ -74,20 +75,34 @@ func acquire(ctx context.Context, o lockOp) (*hold, error) {
 }
 
 // contend asks the backend for the key until it is granted, the context is
-// done, or a permanent error occurs. The caller holds the key's gate place.
-func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err error) {
+// done, or a permanent error occurs. The caller holds the key's gate place,
+// which it has waited for since start: time spent behind other goroutines
+// of this process counts towards the fairness threshold.
+func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, start time.Time) (_ *hold, err error) {
 	req := driver.Request{Key: o.key, Owner: newOwner(), Mode: o.mode, TTL: o.cfg.ttl}
 	var (
 		sub    driver.Subscription
 		queued bool
-		dirty  bool // the backend may hold state for req.Owner
-		start  = time.Now()
+		dirty  bool            // the backend may hold state for req.Owner
 		bo     backoff.BackOff // made on first need
 		timer  *time.Timer
 	)
+	// joinQueue reports whether the wait has lasted long enough to take a
+	// place in the backend's queue.
+	joinQueue := func() bool {
+		return !queued && e.queuer != nil && o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter
+	}
+	if !o.try && e.notifier != nil {
+		// A waiter before us in this process left its subscription:
+		// the key is contended, and if we have waited long enough we
+		// take our place in the backend's queue at once.
+		if sub = e.takeSub(g); sub != nil && joinQueue() {
+			queued, dirty = true, true
+		}
+	}
 	defer func() {
 		if sub != nil {
-			_ = sub.Close()
+			e.leaveSub(g, sub)
 		}
 		if timer != nil {
 			timer.Stop()
@@ -156,11 +171,14 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err 
 				s, serr := e.notifier.Subscribe(ctx, o.key)
 				if serr == nil {
 					sub = s
+					if joinQueue() {
+						queued, dirty = true, true
+					}
 					continue // try again now: a release may have come before the subscription
 				}
 				o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("subscribe: %w", serr)))
 			}
-			if !queued && e.queuer != nil && o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter {
+			if joinQueue() {
 				queued, dirty = true, true
 				continue // join the queue now
 			}
@@ -168,6 +186,12 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err 
 				bo = o.newBackoff()
 			}
 			wait = o.waitTime(aerr, bo, sub != nil, queued)
+			if e.queuer != nil && !queued && o.cfg.fairAfter >= 0 {
+				// Come back to join the queue when the threshold is
+				// reached: a driver may hand the key over to its queue
+				// and wake only the new holder.
+				wait = min(wait, max(o.cfg.fairAfter-time.Since(start), 0))
+			}
 		case driver.IsPermanent(aerr) || isInputError(aerr):
 			dirty = true
 			return nil, opError(o.op, o.key, aerr)
@@ -205,14 +229,22 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate) (_ *hold, err 
 	}
 }
 
-// acquireNative waits in the backend's own queue (driver.Acquirer), then
-// confirms the grant with a Refresh whose send time starts the local
-// deadline: the grant itself may have happened at any time during the
-// wait.
+// acquireNative waits in the backend's own queue (driver.Acquirer), then,
+// unless the lease says when it began (Lease.Start), confirms the grant
+// with a Refresh whose send time starts the local deadline: the grant
+// itself may have happened at any time during the wait.
 func (o *lockOp) acquireNative(ctx context.Context, e *engine, g *gate, req driver.Request) (*hold, error) {
 	l, err := e.acquirer.Acquire(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	if !l.Start.IsZero() {
+		// The driver knows when the lease began: no confirmation
+		// needed while it is valid.
+		if h := newHold(e, g, o.cfg, o.op, l, l.Start); time.Now().Before(h.deadline) {
+			return h, nil
+		}
+		l.Start = time.Time{}
 	}
 	for {
 		sent := time.Now()

@@ -112,6 +112,43 @@ type gate struct {
 	readers int
 	queue   []*gateWaiter
 	refs    int
+	// sub is a subscription to key that a head of the line left for the
+	// next one, so that successive waiters of this process do not each
+	// subscribe anew.
+	sub driver.Subscription
+}
+
+// takeSub returns the subscription left in g, if any, with no stale
+// notification pending: its new owner attempts before it waits.
+func (e *engine) takeSub(g *gate) driver.Subscription {
+	e.mu.Lock()
+	s := g.sub
+	g.sub = nil
+	e.mu.Unlock()
+	if s != nil {
+		for drained := false; !drained; {
+			select {
+			case <-s.C():
+			default:
+				drained = true
+			}
+		}
+	}
+	return s
+}
+
+// leaveSub leaves s in g for the next waiter of the line, or closes it
+// when no one waits behind.
+func (e *engine) leaveSub(g *gate, s driver.Subscription) {
+	e.mu.Lock()
+	if len(g.queue) > 0 && g.sub == nil {
+		g.sub = s
+		s = nil
+	}
+	e.mu.Unlock()
+	if s != nil {
+		_ = s.Close()
+	}
 }
 
 type gateWaiter struct {
@@ -210,6 +247,10 @@ func (e *engine) exit(g *gate, m driver.Mode) {
 
 func (e *engine) dropGateLocked(g *gate) {
 	g.refs--
+	if g.refs == 0 && g.sub != nil {
+		_ = g.sub.Close()
+		g.sub = nil
+	}
 	if g.refs == 0 && e.gates[g.key] == g {
 		delete(e.gates, g.key)
 		*g = gate{queue: g.queue[:0]}

@@ -55,6 +55,12 @@ func newHold(e *engine, g *gate, cfg *config, op string, l driver.Lease, sent ti
 	if ttl <= 0 {
 		ttl = cfg.ttl
 	}
+	if !l.Start.IsZero() && l.Start.Before(sent) {
+		// The driver knew of the grant before our request: count from
+		// when it began.
+		sent = l.Start
+	}
+	l.Start = time.Time{}
 	h := &hold{
 		eng:      e,
 		g:        g,

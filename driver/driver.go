@@ -133,8 +133,15 @@ type Lease struct {
 	// re-acquire or a refresh.
 	Token uint64
 	// TTL is the lease length the backend granted. The front-end measures
-	// it from the moment it sent the request.
+	// it from the moment it sent the request, or from Start.
 	TTL time.Duration
+	// Start, when not zero, is a local time no later than the moment the
+	// backend began counting TTL, for a lease the driver learned of before
+	// the request that returns it (a handoff announced to a queued owner,
+	// a grant a blocking Acquire waited for): the front-end counts the
+	// lease from Start when it is earlier than its request. Refresh and
+	// RefreshBatch leave it zero.
+	Start time.Time
 }
 
 // Driver is the minimal lock backend. All methods must be safe for
@@ -185,7 +192,9 @@ type Notifier interface {
 	// subscription's channel (values may be coalesced), with one
 	// exception a driver may make: the release of an exclusive hold that
 	// no TryAcquire or TryAcquireQueued of key was refused by. (redisdriver
-	// makes it, so that an uncontended release does not publish.) The
+	// makes it, so that an uncontended release does not publish.) A
+	// release that hands the key over to a queued owner (see Queuer) may
+	// be delivered only through the Driver that queued that owner. The
 	// front-end subscribes after a failed attempt and attempts once more
 	// before it waits: if that attempt is refused, the hold that refused
 	// it is one whose release is delivered, so no release it waits for is
@@ -217,6 +226,16 @@ type Queuer interface {
 	// TryAcquire or TryAcquireQueued, only to the queue's head or, for
 	// Mode Shared, to a run of shared owners at the head; a granted owner
 	// leaves the queue. Release with l.Owner removes the owner's entry.
+	//
+	// A driver may hand the key over: when a release leaves it free, it
+	// grants it to the queue's head (or head run) for as long as their
+	// entries live, without being asked. The new holder's next
+	// TryAcquireQueued returns the grant, extended to req.TTL, like any
+	// re-acquire by a holder; a Release with l.Token 0 by a queued owner
+	// that gives up then releases the grant (and returns nil instead of
+	// ErrNotHeld). Such a driver may notify a handoff only through the
+	// Driver whose TryAcquireQueued queued the new holder: nobody else
+	// can proceed.
 	TryAcquireQueued(ctx context.Context, req Request) (Lease, error)
 }
 
@@ -227,6 +246,7 @@ type Queuer interface {
 // The front-end calls Acquire, instead of its own wait loop, after a
 // TryAcquire has failed with ErrLocked; within one process only the head of
 // the key's line calls it. Once Acquire returns a lease the front-end
+// counts its TTL from Lease.Start or, when the driver leaves Start zero,
 // calls Refresh on it and counts the lease's TTL from the moment it sent
 // that Refresh. Without Acquirer, the front-end waits itself (see Notifier
 // and Queuer).

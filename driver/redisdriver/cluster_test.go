@@ -30,7 +30,9 @@ func TestCluster(t *testing.T) {
 		k = uniqueKey(t, "") + k
 		s := subscribe(t, waiter, k)
 		l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
-		_, err := d.TryAcquireQueued(ctx, req(k, owner(), driver.Shared, time.Second))
+		// Queued through waiter: the release hands the key over and
+		// wakes the driver that queued the new holder.
+		_, err := waiter.TryAcquireQueued(ctx, req(k, owner(), driver.Shared, time.Second))
 		lockedRemaining(t, err)
 		if _, err := d.Refresh(ctx, l); err != nil {
 			t.Fatal(err)

@@ -131,3 +131,46 @@ local function leave_queue(owner)
 	redis.call('ZREM', QEXP, owner)
 	return true
 end
+
+-- handoff is called when a release has left the key free (no exclusive
+-- hold, no live shared hold): it grants the key to the head of the wait
+-- queue, or to the run of shared entries at its head, each for as long as
+-- its queue entry lives (the waiter's next TryAcquireQueued extends it to
+-- its TTL and learns the token), and publishes "g<token>:<owner>" for
+-- each, which wakes only the driver that queued that owner (no one else
+-- can proceed) and gives it the token without another round trip.
+-- It returns whether it granted anything.
+local function handoff(now)
+	purge_queue(now)
+	local q = redis.call('ZRANGE', QUEUE, 0, 63, 'WITHSCORES')
+	local granted, readers = false, false
+	for i = 1, #q, 2 do
+		local o, shared = q[i], tonumber(q[i + 1]) % 2 == 1
+		if granted and not shared then
+			break
+		end
+		local exp = tonumber(redis.call('ZSCORE', QEXP, o))
+		local tok = redis.call('INCR', FENCE)
+		if shared then
+			redis.call('ZADD', READERS, int(exp), o)
+			redis.call('HSET', TOKENS, o, int(tok))
+			readers = true
+		else
+			local ms = exp - now
+			if ms < 1 then
+				ms = 1
+			end
+			redis.call('SET', LOCK, int(tok) .. 'w:' .. o, 'PX', int(ms))
+		end
+		leave_queue(o)
+		redis.call('PUBLISH', CHAN, 'g' .. int(tok) .. ':' .. o)
+		granted = true
+		if not shared then
+			break
+		end
+	end
+	if readers then
+		settle_readers(now)
+	end
+	return granted
+end

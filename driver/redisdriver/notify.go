@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -204,6 +205,30 @@ func (d *Driver) endIdle(h *hub, gen uint64) {
 	<-h.done
 }
 
+// concerns reports whether a message published on a key's channel must
+// wake d's subscriptions to the key: every message does but a handoff
+// ("g<token>:<owner>") to an owner that d did not queue, after which only
+// that owner can proceed. A handoff to an owner d queued is recorded for
+// its next TryAcquireQueued. d.mu is held.
+func (d *Driver) concerns(payload string) bool {
+	rest, ok := strings.CutPrefix(payload, "g")
+	if !ok {
+		return true
+	}
+	tok, owner, ok := strings.Cut(rest, ":")
+	if !ok {
+		return true // not ours: wake, and let the waiter ask
+	}
+	q := d.queued[owner]
+	if q == nil {
+		return false
+	}
+	if n, err := strconv.ParseUint(tok, 10, 64); err == nil && n > 0 {
+		q.granted = n
+	}
+	return true
+}
+
 // Backoff of the dispatcher while the pub/sub connection fails.
 const (
 	minBackoff = 20 * time.Millisecond
@@ -254,7 +279,7 @@ func (d *Driver) dispatch(h *hub) {
 		backoff = 0
 		switch m := msg.(type) {
 		case *redis.Message:
-			if e := h.chans[m.Channel]; e != nil {
+			if e := h.chans[m.Channel]; e != nil && d.concerns(m.Payload) {
 				e.notify()
 			}
 		case *redis.Subscription:

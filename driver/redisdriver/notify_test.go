@@ -325,3 +325,55 @@ func TestSubscribeServerDown(t *testing.T) {
 }
 
 var _ driver.Notifier = (*redisdriver.Driver)(nil)
+
+// TestHandoff: a release that leaves the key free hands it to the queue's
+// head and wakes only the driver that queued it.
+func TestHandoff(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		holder := newDriver(t, b.client(t))
+		dA, dB := newDriver(t, b.client(t)), newDriver(t, b.client(t))
+		k := uniqueKey(t, "k")
+		defer wantNoDispatcher(t)
+
+		l := mustAcquire(t, holder, req(k, owner(), driver.Exclusive, 5*time.Second))
+		sA, sB := subscribe(t, dA, k), subscribe(t, dB, k)
+		defer sA.Close()
+		defer sB.Close()
+		wA, wB := req(k, owner(), driver.Exclusive, 5*time.Second), req(k, owner(), driver.Exclusive, 5*time.Second)
+		for _, q := range []struct {
+			d *redisdriver.Driver
+			r driver.Request
+		}{{dA, wA}, {dB, wB}} {
+			_, err := q.d.TryAcquireQueued(ctx, q.r)
+			lockedRemaining(t, err)
+		}
+		if err := holder.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		wantWake(t, "the head's driver after the handoff", sA)
+		wantQuiet(t, "another queued owner's driver after the handoff", sB)
+		// The key is the head's now: a newcomer is refused.
+		_, err := holder.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
+		lockedRemaining(t, err)
+		lA, err := dA.TryAcquireQueued(ctx, wA)
+		if err != nil {
+			t.Fatalf("the head after the handoff: %v", err)
+		}
+		if lA.Token <= l.Token {
+			t.Fatalf("handed-over token %d not above %d", lA.Token, l.Token)
+		}
+		if lA.Start.IsZero() {
+			t.Error("the handed-over lease has no Start: the driver did not take it from the announcement")
+		}
+		if err := dA.Release(ctx, lA); err != nil {
+			t.Fatal(err)
+		}
+		wantWake(t, "the next head's driver", sB)
+		// A queued owner that gives up releases what it was handed.
+		if err := dB.Release(ctx, driver.Lease{Key: k, Owner: wB.Owner, Mode: driver.Exclusive}); err != nil {
+			t.Fatalf("release of a handed-over key by its owner: %v", err)
+		}
+		mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
+	})
+}

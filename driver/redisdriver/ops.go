@@ -29,8 +29,16 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
+	var sent time.Time
 	if queued {
 		mode = queuedArg(req.Mode)
+		if l, ok := d.takeGrant(req, ms); ok {
+			return l, nil
+		}
+		// Before the request: the handoff's message may arrive on the
+		// pub/sub connection before the reply does. If the request
+		// fails, the front-end's Release forgets the owner.
+		sent = d.queueing(req.Owner)
 	}
 	res, err := d.run(ctx, acquireScript, acquireScript.args(d.base(req.Key), req.Owner, mode, ms))
 	if err != nil {
@@ -39,6 +47,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	tok, remaining, err := tokenReply(res)
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
+	}
+	if queued {
+		d.queued1(req.Owner, tok == 0, sent)
 	}
 	if tok == 0 {
 		return driver.Lease{}, opError(op, req.Key,
@@ -114,6 +125,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		return opError(op, l.Key, err)
 	}
 	res, err := d.run(ctx, releaseScript, releaseScript.args(d.base(l.Key), l.Owner, mode, l.Token))
+	d.queued1(l.Owner, false, time.Time{})
 	if err != nil {
 		return opError(op, l.Key, err)
 	}
@@ -124,6 +136,59 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		return opError(op, l.Key, driver.ErrNotHeld)
 	}
 	return opError(op, l.Key, errBadReply(res))
+}
+
+// queueing records that a queued request for owner is about to be sent,
+// and returns the time it is sent.
+func (d *Driver) queueing(owner string) time.Time {
+	now := time.Now()
+	d.mu.Lock()
+	q := d.queued[owner]
+	if q == nil {
+		q = &queuedOwner{}
+		d.queued[owner] = q
+	}
+	if q.pending.IsZero() {
+		q.pending = now
+	}
+	d.mu.Unlock()
+	return now
+}
+
+// queued1 records the outcome of a request for owner: still queued (its
+// entry renewed by the request sent at sent), or granted or released.
+func (d *Driver) queued1(owner string, queued bool, sent time.Time) {
+	d.mu.Lock()
+	if q := d.queued[owner]; q != nil {
+		if queued {
+			q.confirmed, q.pending = sent, time.Time{}
+		} else {
+			delete(d.queued, owner)
+		}
+	}
+	d.mu.Unlock()
+}
+
+// takeGrant returns the lease of a handoff to req.Owner announced on the
+// key's channel, if any, without a round trip: the lease lives at least as
+// long as the queue entry it replaced, so it starts no later than that
+// entry's last renewal.
+func (d *Driver) takeGrant(req driver.Request, ms int64) (driver.Lease, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	q := d.queued[req.Owner]
+	if q == nil || q.granted == 0 {
+		return driver.Lease{}, false
+	}
+	delete(d.queued, req.Owner)
+	return driver.Lease{
+		Key:   req.Key,
+		Owner: req.Owner,
+		Mode:  req.Mode,
+		Token: q.granted,
+		TTL:   time.Duration(ms) * time.Millisecond,
+		Start: q.start(),
+	}, true
 }
 
 // modeArg encodes m for the scripts. The values are constants, which

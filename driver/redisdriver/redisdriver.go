@@ -157,6 +157,31 @@ type Driver struct {
 	mu  sync.Mutex
 	hub *hub   // shared pub/sub connection; nil when no subscription is open
 	seq uint64 // numbers the PING payloads that confirm subscriptions
+	// queued holds the owners this driver has put in a wait queue and
+	// not yet seen granted or released: a release that hands a key over
+	// to one of them wakes this driver's subscriptions, one that hands it
+	// to another driver's owner does not.
+	queued map[string]*queuedOwner
+}
+
+// queuedOwner is what a driver knows of an owner it queued.
+type queuedOwner struct {
+	// confirmed is when the last queued request that Redis answered was
+	// sent: the owner's queue entry lives at least TTL from then. pending
+	// is when the first request since then was sent, if any.
+	confirmed, pending time.Time
+	// granted is the token of a handoff announced for the owner, 0 if
+	// none.
+	granted uint64
+}
+
+// start is a time no later than the start of the owner's queue entry's
+// current lifetime, which a handoff's lease shares.
+func (q *queuedOwner) start() time.Time {
+	if !q.confirmed.IsZero() {
+		return q.confirmed
+	}
+	return q.pending
 }
 
 var (
@@ -181,7 +206,7 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, errors.New("redisdriver: prefix " + quote(prefix) + " contains '{' or '}'")
 	}
-	return &Driver{client: client, prefix: prefix}, nil
+	return &Driver{client: client, prefix: prefix, queued: make(map[string]*queuedOwner)}, nil
 }
 
 // SupportsShared reports true: the driver grants Mode Shared.

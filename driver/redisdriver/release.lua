@@ -1,9 +1,12 @@
 -- release: Release.
 -- ARGV: 1 owner, 2 mode ('x' or 's'), 3 token ('0': any).
 -- Reply: 1 released; 0 not held. Either way the owner's queue entry is
--- removed. Publishes on CHAN when a shared hold, a flagged exclusive hold
--- or a queue entry went: an exclusive hold that never blocked anyone has
--- nobody to wake, and its holder has no queue entry (a grant removes it).
+-- removed. When the release leaves the key free and the queue has live
+-- entries, the key is handed over to the queue's head (see handoff).
+-- Otherwise publishes "r" on CHAN when a shared hold, a flagged exclusive
+-- hold or a queue entry went: an exclusive hold that never blocked anyone
+-- has nobody to wake, and its holder has no queue entry (a grant removes
+-- it).
 
 local owner, shared, want = ARGV[1], ARGV[2] == 's', ARGV[3]
 local released = false
@@ -33,6 +36,14 @@ elseif redis.call('ZSCORE', READERS, owner) then
 end
 
 local left = leave_queue(owner)
+if released and redis.call('EXISTS', QUEUE) == 1 and redis.call('EXISTS', LOCK) == 0 then
+	-- The key may be free: hand it to the queue's head, which wakes only
+	-- that waiter.
+	local now = now_ms()
+	if readers_remaining(now) < 0 and handoff(now) then
+		return 1
+	end
+end
 if released or left then
 	redis.call('PUBLISH', CHAN, 'r')
 end
