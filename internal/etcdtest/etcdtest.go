@@ -118,16 +118,7 @@ func StartServer() (*Member, error) {
 // closes it at tb's cleanup.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	c, err := NewCluster(n)
-	if err != nil {
-		tb.Fatalf("etcdtest: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			tb.Errorf("etcdtest: %v", err)
-		}
-	})
-	return c
+	return proc.ForTest(tb, "etcdtest", func() (*Cluster, error) { return NewCluster(n) }, nil)
 }
 
 // NewCluster starts an n-member cluster, each member in a temporary
@@ -353,24 +344,17 @@ func (m *Member) IsLeader() bool {
 // keeping its data; Restart starts it again. Client connections are
 // reset first, so that the server need not wait for their streams to
 // end.
-func (m *Member) Stop() {
-	m.mu.Lock()
-	e, p := m.e, m.proxy
-	m.e, m.proxy = nil, nil
-	m.mu.Unlock()
-	if p != nil {
-		_ = p.Close()
-	}
-	if e != nil {
-		e.Close()
-	}
-}
+func (m *Member) Stop() { m.halt(false) }
 
 // Kill stops m as a crash would: its Raft node stops at once, without
 // handing leadership over, and (for a member of a cluster of several)
 // every client connection to it is reset. Its data stays; Restart starts
 // it again.
-func (m *Member) Kill() {
+func (m *Member) Kill() { m.halt(true) }
+
+// halt closes m's client proxy and stops its server, at once (hard) or
+// gracefully.
+func (m *Member) halt(hard bool) {
 	m.mu.Lock()
 	e, p := m.e, m.proxy
 	m.e, m.proxy = nil, nil
@@ -378,10 +362,13 @@ func (m *Member) Kill() {
 	if p != nil {
 		_ = p.Close()
 	}
-	if e != nil {
-		e.Server.HardStop()
-		e.Close()
+	if e == nil {
+		return
 	}
+	if hard {
+		e.Server.HardStop()
+	}
+	e.Close()
 }
 
 // Restart starts a stopped member again on the same ports and data, and
@@ -568,16 +555,7 @@ func serveChild() error {
 // cleanup.
 func StartChild(tb testing.TB) *Child {
 	tb.Helper()
-	c, err := NewChild()
-	if err != nil {
-		tb.Fatalf("etcdtest: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			tb.Errorf("etcdtest: child server: %v", err)
-		}
-	})
-	return c
+	return proc.ForTest(tb, "etcdtest", NewChild, nil)
 }
 
 // NewChild is StartChild for TestMain: it starts a Child in a temporary

@@ -9,11 +9,13 @@ package proc
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 )
 
 // EnvRequireServers, set to "1", turns a missing server binary into a test
@@ -32,6 +34,56 @@ func SkipOrFail(tb testing.TB, pkg string, err, notInstalled error) {
 		tb.Skip(err.Error())
 	}
 	tb.Fatalf("%s: %v", pkg, err)
+}
+
+// ForTest starts a server with start for tb and closes it at tb's cleanup,
+// reporting a failed Close as an error of tb. When start fails, it skips
+// or fails tb as SkipOrFail does (notInstalled may be nil: then it fails).
+func ForTest[S io.Closer](tb testing.TB, pkg string, start func() (S, error), notInstalled error) S {
+	tb.Helper()
+	s, err := start()
+	if err != nil {
+		SkipOrFail(tb, pkg, err, notInstalled)
+		var zero S
+		return zero
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("%s: %v", pkg, err)
+		}
+	})
+	return s
+}
+
+// Poll calls try every interval until it succeeds, timeout passes, or
+// exited (nil: never) is closed, and returns nil or an error that names
+// what (a server and its address) and wraps try's last error.
+func Poll(what string, timeout, interval time.Duration, exited <-chan struct{}, try func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited before it served: %w", what, err)
+		case <-time.After(interval):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not serving within %v: %w", what, timeout, err)
+		}
+	}
+}
+
+// LogTail returns the last max bytes of the file at path, for error
+// messages; nothing if it cannot be read.
+func LogTail(path string, max int) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
 }
 
 // FreePorts returns n distinct loopback TCP ports that were free a moment

@@ -112,17 +112,7 @@ func RedisCluster(tb testing.TB) *Server {
 // (see SkipOrFail), and stops the server at tb's cleanup.
 func forTest(tb testing.TB, start func() (*Server, error)) *Server {
 	tb.Helper()
-	s, err := start()
-	if err != nil {
-		SkipOrFail(tb, err)
-		return nil
-	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Errorf("testserver: %v", err)
-		}
-	})
-	return s
+	return proc.ForTest(tb, "testserver", start, ErrNotInstalled)
 }
 
 // SkipOrFail ends tb because of err from StartRedis: it skips tb when err
@@ -294,33 +284,12 @@ func newServer(bin string, args []string, dir, addr string) *Server {
 }
 
 // logTail returns the end of the server's log file.
-func (s *Server) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	const max = 4000
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
-}
+func (s *Server) logTail() string { return proc.LogTail(filepath.Join(s.dir, "redis.log"), 4000) }
 
 // waitPing polls addr until it answers PING with PONG, the timeout passes,
 // or exited is closed.
 func waitPing(addr string, timeout time.Duration, exited <-chan struct{}) error {
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = ping(addr); err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("redis-server exited before answering PING (%v)", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no PONG from %s within %v: %w", addr, timeout, err)
-		}
-	}
+	return proc.Poll("redis-server "+addr, timeout, 10*time.Millisecond, exited, func() error { return ping(addr) })
 }
 
 // ping sends one PING over a fresh connection.

@@ -132,17 +132,7 @@ func PrivateStandalone(tb testing.TB) *Server {
 
 func forTest(tb testing.TB, start func() (*Server, error)) *Server {
 	tb.Helper()
-	s, err := start()
-	if err != nil {
-		SkipOrFail(tb, err)
-		return nil
-	}
-	tb.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			tb.Errorf("zktest: %v", err)
-		}
-	})
-	return s
+	return proc.ForTest(tb, "zktest", start, ErrNotInstalled)
 }
 
 // Start is Standalone for TestMain: it returns the external server named by
@@ -195,17 +185,7 @@ func StartPrivate() (*Server, error) {
 // cleanup. It skips or fails tb when ZooKeeper is missing (SkipOrFail).
 func NewEnsemble(tb testing.TB, n int) *Ensemble {
 	tb.Helper()
-	e, err := StartEnsemble(n)
-	if err != nil {
-		SkipOrFail(tb, err)
-		return nil
-	}
-	tb.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			tb.Errorf("zktest: %v", err)
-		}
-	})
-	return e
+	return proc.ForTest(tb, "zktest", func() (*Ensemble, error) { return StartEnsemble(n) }, ErrNotInstalled)
 }
 
 // StartEnsemble is NewEnsemble for TestMain. It returns once every server
@@ -456,34 +436,17 @@ func newServer(addr string, id int, dir, ownDir, java string, args []string) *Se
 }
 
 // logTail returns the end of the server's log.
-func (s *Server) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "zookeeper.log"))
-	const max = 6000
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
-}
+func (s *Server) logTail() string { return proc.LogTail(filepath.Join(s.dir, "zookeeper.log"), 6000) }
 
 // waitServing polls addr with srvr until it reports a Mode, the timeout
 // passes, or exited is closed. It returns the mode.
 func waitServing(addr string, timeout time.Duration, exited <-chan struct{}) (string, error) {
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		var mode string
-		if mode, err = mode4lw(addr); err == nil {
-			return mode, nil
-		}
-		select {
-		case <-exited:
-			return "", fmt.Errorf("zookeeper exited before serving (%v)", err)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("%s not serving within %v: %w", addr, timeout, err)
-		}
-	}
+	var mode string
+	err := proc.Poll("zookeeper "+addr, timeout, 50*time.Millisecond, exited, func() (err error) {
+		mode, err = mode4lw(addr)
+		return err
+	})
+	return mode, err
 }
 
 // mode4lw returns the Mode line of srvr: standalone, leader or follower.
