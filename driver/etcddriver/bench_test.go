@@ -31,7 +31,17 @@ const benchTTL = 10 * time.Second
 
 var benchChild struct {
 	sync.Mutex
-	url string
+	c *etcdtest.Child // one for all benchmarks of the run; TestMain closes it
+}
+
+// closeBenchChild stops the benchmarks' child server, if one was started.
+func closeBenchChild() error {
+	benchChild.Lock()
+	defer benchChild.Unlock()
+	if benchChild.c == nil {
+		return nil
+	}
+	return benchChild.c.Close()
 }
 
 // benchURL returns the client URL of the server the benchmarks use.
@@ -41,20 +51,15 @@ func benchURL(b testing.TB) string {
 	}
 	benchChild.Lock()
 	defer benchChild.Unlock()
-	if benchChild.url == "" {
-		// One child for all benchmarks of the run, stopped with the
-		// process (its stdin closes).
-		c := etcdtest.StartChild(noCleanup{b})
-		benchChild.url = c.ClientURL
+	if benchChild.c == nil {
+		c, err := etcdtest.NewChild()
+		if err != nil {
+			b.Fatalf("etcdtest: %v", err)
+		}
+		benchChild.c = c
 	}
-	return benchChild.url
+	return benchChild.c.ClientURL
 }
-
-// noCleanup is a testing.TB whose cleanups never run: the benchmarks'
-// child server lives as long as the test process.
-type noCleanup struct{ testing.TB }
-
-func (noCleanup) Cleanup(func()) {}
 
 // BenchmarkMutexLockUnlock is one uncontended locker.Mutex Lock+Unlock
 // pair over etcddriver.

@@ -23,6 +23,10 @@ func (m mainM) Run() int {
 		return 1
 	}
 	code := m.m.Run()
+	if err := closeBenchChild(); err != nil {
+		fmt.Fprintln(os.Stderr, "etcddriver tests:", err)
+		code = 1
+	}
 	if err := server.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "etcddriver tests:", err)
 		code = 1

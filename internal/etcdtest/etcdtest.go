@@ -547,8 +547,11 @@ func serveChild() error {
 		return err
 	}
 	fmt.Println(m.ClientURL)
-	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes stdin or exits
-	return m.Close()
+	// Serve until stdin closes: the parent, which never closes it, has
+	// exited without a Close (which would have killed this process), as
+	// benchmarks do; no restart will follow.
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return errors.Join(m.Close(), os.RemoveAll(m.dir))
 }
 
 // StartChild starts a Child for the duration of tb and stops it at tb's
