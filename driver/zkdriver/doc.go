@@ -142,7 +142,11 @@
 // survive a disconnection (the client reconnects to any server of the
 // ensemble within the session timeout); whether it did cannot be proven
 // meanwhile, and the front-end's local deadline decides: a hold whose
-// renewals fail until its deadline is lost. Expired: every hold of the
+// renewals fail until its deadline is lost. A connection made by Connect
+// (or with ReconnectAtOnce) tries again at once when a working connection
+// breaks, instead of after go-zookeeper's pause of a second, so that a
+// reset connection costs a hold no renewal of a short lease, and an
+// expiry is learnt of at once. Expired: every hold of the
 // session is lost at once; LossWatcher registrations are called as soon
 // as the client learns of it (on reconnecting, or when a new session is
 // established). go-zookeeper then opens a new session by itself: a node

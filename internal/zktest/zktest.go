@@ -26,8 +26,10 @@
 // A JVM takes one to three seconds to start here: start one server per
 // test package (in TestMain, or once with [Shared]) and share it.
 //
-// Network faults between a client and a server are the business of
-// package faultproxy.
+// [Sessions] records the passwords of the sessions a client establishes
+// (through its dialer), so that [CloseSession] can end one of them as an
+// administrator would. Network faults between a client and a server are
+// the business of package faultproxy.
 package zktest
 
 import (
