@@ -116,13 +116,22 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, start time.Tim
 		}
 	}()
 
+	// A head that has waited behind other goroutines of this process
+	// for long enough waits in the backend's own queue at once (Acquire
+	// grants at once if the key is free): the key is contended, and a
+	// TryAcquire would likely cost a refused request.
+	native := !o.try && e.acquirer != nil && o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter
 	for {
 		sent := time.Now()
 		var l driver.Lease
 		var aerr error
-		if queued {
+		switch {
+		case native:
+			native = false
+			aerr = driver.ErrLocked // as if refused: wait natively below
+		case queued:
 			l, aerr = e.queuer.TryAcquireQueued(ctx, req)
-		} else {
+		default:
 			l, aerr = o.drv.TryAcquire(ctx, req)
 		}
 		if aerr == nil {

@@ -168,7 +168,16 @@ func (d *Driver) granted(req driver.Request, k string, token int64) (driver.Leas
 		return driver.Lease{}, errEntryLost
 	}
 	d.confirm(req.Owner, k, time.Time{}, token)
-	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: time.Duration(e.ttl) * time.Second}, nil
+	ttl := time.Duration(e.ttl) * time.Second
+	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: ttl}
+	if e.pred == "" {
+		// The entry's lease is known to live until e.deadline: the
+		// front-end may count from then on without a confirming
+		// Refresh. (After a predecessor left, that Refresh checks how
+		// it left: see Options.LockDelay.)
+		l.Start = e.deadline.Add(-ttl)
+	}
+	return l, nil
 }
 
 // setPred records the sentinel of the holder whose leaving granted
