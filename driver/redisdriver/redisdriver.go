@@ -59,18 +59,30 @@
 //     a new token, INCR of the fence counter, and removes the owner's queue
 //     entry. TryAcquireQueued, when refused, appends the owner to the queue
 //     (or keeps its place) with an entry that expires after req.TTL.
-//     When none of the readers, queue and queue-exp keys exists, the
-//     script skips what concerns them and reads no clock: an uncontended
-//     exclusive acquire runs EXISTS, GET, INCR and SET.
+//     A refused request flags the exclusive hold that refused it (a "w"
+//     after the token in the lock's value), so that its release wakes
+//     the waiters. When none of the readers, queue and queue-exp keys
+//     exists, an exclusive request first tries a fast path that runs
+//     before the scripts' shared prelude: EXISTS, INCR and SET NX.
 //   - refresh (Refresh, RefreshBatch) extends the hold of l.Owner in l.Mode,
 //     with token l.Token unless it is 0, and never re-creates a hold that
 //     expired.
-//   - release (Release) deletes that hold, removes the owner's queue entry
-//     whatever it held, and publishes on the key's channel when it deleted
-//     a hold or a queue entry. acquire publishes too when it drops expired
-//     queue entries, since the waiters behind them may now proceed.
-//     refresh and release of a shared hold read the clock only when the
-//     owner is among the readers.
+//   - release (Release) deletes that hold and removes the owner's queue
+//     entry whatever it held. An exclusive hold that refused nobody is
+//     released with GET and DEL, before the prelude, and publishes
+//     nothing. Otherwise, when the release leaves the key free and the
+//     queue has live entries, it hands the key over: it grants it to the
+//     queue's head (or the run of shared entries at its head) with a new
+//     token, for as long as their queue entries live, and publishes
+//     "g<token>:<owner>", which only the Driver that queued that owner
+//     heeds: it wakes its subscriptions and returns the grant from the
+//     owner's next TryAcquireQueued without a round trip (Lease.Start is
+//     the send time of the request that last renewed the queue entry,
+//     which the grant's expiry cannot precede). Other releases publish
+//     "r" when they deleted a hold or a queue entry. acquire publishes
+//     too when it drops expired queue entries, since the waiters behind
+//     them may now proceed. refresh and release of a shared hold read the
+//     clock only when the owner is among the readers.
 //
 // # Round trips
 //
@@ -110,8 +122,9 @@
 // context is already done fails at once, without a round trip.
 //
 // Notifier subscriptions of one Driver share one [redis.PubSub] connection
-// and one goroutine, both started by the first Subscribe and ended when the
-// last open subscription is closed.
+// and one goroutine, both started by the first Subscribe and ended 200 ms
+// after the last open subscription is closed (unless another Subscribe
+// comes first), so that successive waits do not dial anew.
 //
 // The scripts need Redis 3.2 or later, or a compatible server such as
 // Valkey. The tests run them on Redis 7 (standalone and a one-node
