@@ -246,6 +246,18 @@ func (d *Driver) readRows(ctx context.Context, tx *sql.Tx, key string) ([]row, e
 		return nil, err
 	}
 	defer rs.Close()
+	return collectRows(rs)
+}
+
+// resultRows is the part of *sql.Rows and pgx.Rows that collectRows uses.
+type resultRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// collectRows reads the result of queries.rows.
+func collectRows(rs resultRows) ([]row, error) {
 	var rows []row
 	for rs.Next() {
 		var r row

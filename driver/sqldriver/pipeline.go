@@ -97,13 +97,5 @@ func scanRows(br pgx.BatchResults) ([]row, error) {
 		return nil, err
 	}
 	defer rs.Close()
-	var rows []row
-	for rs.Next() {
-		var r row
-		if err := rs.Scan(&r.owner, &r.mode, &r.token, &r.left); err != nil {
-			return nil, err
-		}
-		rows = append(rows, r)
-	}
-	return rows, rs.Err()
+	return collectRows(rs)
 }
