@@ -151,8 +151,13 @@
 // PgBouncer, except for LISTEN, which needs a session of its own: behind a
 // transaction-pooling PgBouncer, set Options.NoNotify (waiters then poll)
 // or give the driver a *sql.DB that connects to PostgreSQL directly. The
-// listening connection is one more connection of the pool while waiters
-// exist; count it in SetMaxOpenConns.
+// statements use pgx's query execution mode as configured on the pool
+// (prepared and cached by default), so the usual pgx advice applies:
+// behind PgBouncer older than 1.21, or without its max_prepared_statements,
+// set default_query_exec_mode=exec in the DSN. The transaction-scoped
+// advisory lock of an acquire ends with its transaction and is safe under
+// transaction pooling. The listening connection is one more connection of
+// the pool while waiters exist; count it in SetMaxOpenConns.
 //
 // With go-sql-driver/mysql, add interpolateParams=true to the DSN: each
 // statement then takes one round trip instead of a prepare, an execute and
