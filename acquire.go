@@ -117,10 +117,13 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, start time.Tim
 	}()
 
 	// A head that has waited behind other goroutines of this process
-	// for long enough waits in the backend's own queue at once (Acquire
-	// grants at once if the key is free): the key is contended, and a
-	// TryAcquire would likely cost a refused request.
-	native := !o.try && e.acquirer != nil && o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter
+	// for long enough, or that waits behind a local holder (see gate),
+	// waits in the backend's own queue at once (Acquire grants at once
+	// if the key is free): the key is contended, and a TryAcquire would
+	// likely cost a refused request.
+	native := !o.try && e.acquirer != nil &&
+		((o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter) ||
+			(o.mode == driver.Exclusive && e.contendedLocally(g)))
 	for {
 		sent := time.Now()
 		var l driver.Lease

@@ -70,8 +70,11 @@
 // Within a process, lock calls for the same key on the same driver line up
 // first come, first served (shared calls together), and only the head of
 // the line talks to the backend: a hundred goroutines waiting for one key
-// cost the backend one waiter. A releaser that locks again at once queues
-// behind the goroutines already waiting.
+// cost the backend one waiter (two on a driver with a queue of its own,
+// driver.Acquirer: the goroutine after the holder already waits in the
+// backend's queue, so that the handoff is the backend's notification). A
+// releaser that locks again at once queues behind the goroutines already
+// waiting.
 //
 // Across processes, a driver with a fair queue of its own
 // (driver.Acquirer: etcd's create revisions, ZooKeeper's sequential nodes)

@@ -106,9 +106,15 @@ func (e *engine) unref() {
 // holders of a gate place talk to the backend, so local waiters for a held
 // key do not poll it, and a local releaser that locks again at once queues
 // behind them.
+//
+// On a driver with a native wait queue (driver.Acquirer), the gate admits
+// two exclusive places: the holder's and the next waiter's, which waits in
+// the backend's queue (the backend keeps them apart), so that a local
+// handoff is the backend's notification rather than a new request after
+// the release.
 type gate struct {
 	key     string
-	writer  bool
+	writers int // exclusive places taken: at most maxWriters
 	readers int
 	queue   []*gateWaiter
 	refs    int
@@ -116,6 +122,22 @@ type gate struct {
 	// next one, so that successive waiters of this process do not each
 	// subscribe anew.
 	sub driver.Subscription
+}
+
+// maxWriters is how many exclusive places a gate of e admits.
+func (e *engine) maxWriters() int {
+	if e.acquirer != nil {
+		return 2
+	}
+	return 1
+}
+
+// contendedLocally reports whether another goroutine of this process holds
+// an exclusive place in g besides the caller's.
+func (e *engine) contendedLocally(g *gate) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return g.writers > 1
 }
 
 // takeSub returns the subscription left in g, if any, with no stale
@@ -157,24 +179,26 @@ type gateWaiter struct {
 	granted bool
 }
 
-func (g *gate) admits(m driver.Mode) bool {
+// admits reports whether a place in mode m is free, given that up to
+// maxWriters exclusive places may be taken.
+func (g *gate) admits(m driver.Mode, maxWriters int) bool {
 	if m == driver.Shared {
-		return !g.writer
+		return g.writers == 0
 	}
-	return !g.writer && g.readers == 0
+	return g.writers < maxWriters && g.readers == 0
 }
 
 func (g *gate) take(m driver.Mode) {
 	if m == driver.Shared {
 		g.readers++
 	} else {
-		g.writer = true
+		g.writers++
 	}
 }
 
 // pump grants places to the waiters at the head of the queue.
-func (g *gate) pump() {
-	for len(g.queue) > 0 && g.admits(g.queue[0].mode) {
+func (g *gate) pump(maxWriters int) {
+	for len(g.queue) > 0 && g.admits(g.queue[0].mode, maxWriters) {
 		w := g.queue[0]
 		g.queue[0] = nil
 		g.queue = g.queue[1:]
@@ -195,7 +219,13 @@ func (e *engine) enter(ctx context.Context, key string, m driver.Mode, try bool)
 		e.gates[key] = g
 	}
 	g.refs++
-	if len(g.queue) == 0 && g.admits(m) {
+	// A try takes a place only if no local holder conflicts: it must
+	// not wait in the backend's queue.
+	max := e.maxWriters()
+	if try {
+		max = 1
+	}
+	if len(g.queue) == 0 && g.admits(m, max) {
 		g.take(m)
 		e.mu.Unlock()
 		return g, true, nil
@@ -226,7 +256,7 @@ func (e *engine) enter(ctx context.Context, key string, m driver.Mode, try bool)
 			break
 		}
 	}
-	g.pump() // a writer leaving the head may let readers in
+	g.pump(e.maxWriters()) // a writer leaving the head may let readers in
 	e.dropGateLocked(g)
 	e.mu.Unlock()
 	return nil, false, ctx.Err()
@@ -239,9 +269,9 @@ func (e *engine) exit(g *gate, m driver.Mode) {
 	if m == driver.Shared {
 		g.readers--
 	} else {
-		g.writer = false
+		g.writers--
 	}
-	g.pump()
+	g.pump(e.maxWriters())
 	e.dropGateLocked(g)
 }
 
