@@ -20,8 +20,17 @@ const faultTTL = time.Second
 // faultDial connects a driver to the etcd server at addr (host:port); it
 // is the fault matrix's Dialer, in this process and in its helper
 // children.
+//
+// The client sends gRPC keepalive pings, as production clients should: a
+// connection that stops answering (a fault proxy that drops the server's
+// replies) is then closed after about 12 s and its calls fail, where
+// without them a call made with a context that has no deadline, such as
+// Unlock's, would wait for its lost reply for ever.
 func faultDial(addr string) (driver.Driver, func() error, error) {
-	c, err := clientv3.New(etcdtest.ClientConfig("http://" + addr))
+	cfg := etcdtest.ClientConfig("http://" + addr)
+	cfg.DialKeepAliveTime = 10 * time.Second // gRPC's minimum
+	cfg.DialKeepAliveTimeout = 2 * time.Second
+	c, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
