@@ -84,7 +84,8 @@
 //     the lock). Through other drivers (go-sql-driver/mysql, lib/pq) it is
 //     a database/sql transaction of five round trips (BEGIN, lock, read,
 //     write, COMMIT). A refused attempt that does not queue writes
-//     nothing.
+//     nothing, and takes two round trips through pgx (the second is the
+//     COMMIT) and four through database/sql.
 //   - Refresh is one UPDATE that extends the owner's live hold in its mode
 //     (and with its token, unless the lease's token is 0).
 //   - Release is one DELETE of the owner's live hold in its mode and token;
