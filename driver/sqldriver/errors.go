@@ -71,3 +71,32 @@ func permanent(err error) bool {
 	}
 	return false
 }
+
+// sessionEnded reports an error by which PostgreSQL says that it ended the
+// session (pg_terminate_backend, a shutdown, a server still starting): the
+// statement was not run, or its transaction was rolled back, so a retry
+// on another connection cannot apply it twice. A pooled connection that
+// the server ended while it was idle fails this way on its next use.
+func sessionEnded(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+		return true
+	}
+	return false
+}
+
+// retryEnded runs f, again while it fails with sessionEnded, at most three
+// times in all: each failure has discarded a dead pooled connection.
+func retryEnded(f func() error) error {
+	var err error
+	for range 3 {
+		if err = f(); !sessionEnded(err) {
+			return err
+		}
+	}
+	return err
+}

@@ -258,3 +258,38 @@ func TestFault_KillWhileWaiting(t *testing.T) {
 		}
 	})
 }
+
+// TestFault_KillIdleThenUse kills the pool's idle connections and uses the
+// driver at once (pgx pings only connections idle for more than a second):
+// Refresh, Release and TryAcquire succeed on the first call, a dead pooled
+// connection being discarded and the call retried on another (by
+// database/sql when its driver knows that nothing was sent, by sqldriver
+// when PostgreSQL reports that it ended the session).
+func TestFault_KillIdleThenUse(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		admin := b.db(t)
+		d := b.driver(t, nil)
+		ctx := ctxT(t)
+		key := uniqueKey(t, "k")
+		l := mustAcquire(t, d, req(key, driver.Exclusive, time.Minute))
+		for _, step := range []struct {
+			name string
+			f    func() error
+		}{
+			{"Refresh", func() error { _, err := d.Refresh(ctx, l); return err }},
+			{"Release", func() error { return d.Release(ctx, l) }},
+			{"TryAcquire", func() error {
+				l2, err := d.TryAcquire(ctx, req(key, driver.Exclusive, time.Minute))
+				if err == nil {
+					err = d.Release(ctx, l2)
+				}
+				return err
+			}},
+		} {
+			killConnections(t, b, admin)
+			if err := step.f(); err != nil {
+				t.Errorf("%s right after the pool's connections were killed: %v", step.name, err)
+			}
+		}
+	})
+}

@@ -52,7 +52,10 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	var v verdict
 	for first := true; ; first = false {
 		if d.pipeline {
-			v, err = d.acquirePipelined(ctx, req.Key, req.Owner, mode, us, queued)
+			err = retryEnded(func() (err error) {
+				v, err = d.acquirePipelined(ctx, req.Key, req.Owner, mode, us, queued)
+				return err
+			})
 			break
 		}
 		err = d.inTx(ctx, func(tx *sql.Tx) (err error) {
@@ -302,7 +305,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	tok := int64(l.Token)
 	args := []any{us, l.Key, l.Owner, mode, tok, tok}
 	if d.dialect == PostgreSQL {
-		err = d.db.QueryRowContext(ctx, d.q.refresh, args...).Scan(&tok)
+		err = retryEnded(func() error { return d.db.QueryRowContext(ctx, d.q.refresh, args...).Scan(&tok) })
 	} else {
 		err = d.execOne(ctx, d.q.refresh, args...)
 		if err == nil && tok == 0 {
@@ -353,7 +356,9 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if d.dialect == PostgreSQL {
 		var released bool
 		var notified int64
-		err = d.db.QueryRowContext(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok, d.channel(), l.Key).Scan(&released, &notified)
+		err = retryEnded(func() error {
+			return d.db.QueryRowContext(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok, d.channel(), l.Key).Scan(&released, &notified)
+		})
 		if err == nil && !released {
 			err = driver.ErrNotHeld
 		}
