@@ -181,7 +181,10 @@
 // the table; it, and other errors no retry can cure (syntax, privileges),
 // are marked [driver.Permanent], so that Lock returns them at once instead
 // of retrying. Connection failures, deadlocks and lock timeouts are
-// retried by package locker.
+// retried by package locker. The driver itself retries only a PostgreSQL
+// statement refused because the server ended the session (SQLSTATE
+// 57P01–57P03: pg_terminate_backend, a shutdown, a restart), which was
+// therefore not applied, on another pooled connection.
 //
 // # Not provided
 //
