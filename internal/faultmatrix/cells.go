@@ -69,6 +69,16 @@ func (e *env) prober(id int, c Client) *actor {
 	return &actor{r: e.r, id: id, l: &probeL{d: c.Driver, req: req, margin: e.margin()}}
 }
 
+// holdAndWait has a lock the key and begin its critical section, then b
+// wait for the key; it returns a's hold and b's channel (see goLock).
+func (e *env) holdAndWait(a, b *actor) (*held, <-chan *held) {
+	ha := e.mustLock(a)
+	ha.read()
+	gb := e.goLock(b)
+	time.Sleep(e.ttl / 10)
+	return ha, gb
+}
+
 // pair returns two clients' actors and the first one's Net.
 func (e *env) pair() (a, b *actor, net Net) {
 	ca, cb := e.client(), e.client()
@@ -157,10 +167,7 @@ func blackholeHolding(e *env) {
 	ca, cb := e.client(), e.client()
 	net := e.net(ca)
 	a, b := e.actor(0, ca), e.prober(1, cb)
-	ha := e.mustLock(a)
-	ha.read()
-	got := e.goLock(b)
-	time.Sleep(e.ttl / 10)
+	ha, got := e.holdAndWait(a, b)
 	net.Blackhole(true)
 	cut := now()
 	lost, _ := e.mustLose(ha, cut, cut+e.ttl-e.margin()+slack)
@@ -330,10 +337,7 @@ func serverPauseShort(e *env) {
 // after the resume with a greater token.
 func serverPauseLong(e *env) {
 	a, b := e.actor(0, e.client()), e.prober(1, e.client())
-	ha := e.mustLock(a)
-	ha.read()
-	gb := e.goLock(b)
-	time.Sleep(e.ttl / 10)
+	ha, gb := e.holdAndWait(a, b)
 	if err := e.tg.Server.Pause(); err != nil {
 		e.t.Fatalf("pause: %v", err)
 	}
@@ -359,10 +363,7 @@ func serverPauseLong(e *env) {
 // than before, unless the target says its tokens are not durable.
 func serverKillRestart(e *env) {
 	a, b := e.actor(0, e.client()), e.actor(1, e.client())
-	ha := e.mustLock(a)
-	ha.read()
-	gb := e.goLock(b)
-	time.Sleep(e.ttl / 10)
+	ha, gb := e.holdAndWait(a, b)
 	if err := e.tg.Server.Kill(); err != nil {
 		e.t.Fatalf("kill: %v", err)
 	}
