@@ -109,8 +109,10 @@ type Target struct {
 	Options []locker.Option
 
 	// Addr returns the address of the server for a new client, for network
-	// backends. With Dial, it lets the matrix build clients behind a
-	// faultproxy.Proxy of their own and start helper children.
+	// backends: one host:port, since the matrix puts a faultproxy.Proxy in
+	// front of it. With Dial, it lets the matrix build clients behind
+	// proxies of their own and start helper children, each behind its own
+	// proxy too.
 	Addr func() string
 	// Dial opens a client at an address; see Dialer.
 	Dial Dialer
