@@ -22,10 +22,9 @@ const faultTTL = time.Second
 // children.
 //
 // The client sends gRPC keepalive pings, as production clients should: a
-// connection that stops answering (a fault proxy that drops the server's
-// replies) is then closed after about 12 s and its calls fail, where
-// without them a call made with a context that has no deadline, such as
-// Unlock's, would wait for its lost reply for ever.
+// connection that stops answering is then closed after about 12 s and its
+// calls fail, where without them a call made with a context that has no
+// deadline, such as Unlock's, could wait for ever.
 func faultDial(addr string) (driver.Driver, func() error, error) {
 	cfg := etcdtest.ClientConfig("http://" + addr)
 	cfg.DialKeepAliveTime = 10 * time.Second // gRPC's minimum

@@ -76,13 +76,35 @@ func (p *Proxy) Blackhole(on bool) { p.blackhole.Store(on) }
 // message in two, so a client's framing survives the partition.
 func (p *Proxy) Partition(on bool) { p.partition.Store(on) }
 
-// Partitioner is p with Blackhole doing Partition's work: the network
-// faults of a client whose protocol must not see a message torn in two
-// (ZooKeeper's and etcd's framing), for fault tests that call Blackhole.
+// Partitioner is p as the network of a client whose protocol must see its
+// byte stream whole, as TCP delivers it (ZooKeeper's and etcd's framing,
+// HTTP/2's streams), for fault tests that call Blackhole, DropReplies and
+// Heal: its Blackhole is a Partition, which holds bytes back instead of
+// dropping them, and when replies stop being dropped it resets the
+// connections, since a stream with a gap cannot go on: on a real network
+// the lost replies would have ended the connection, by a timeout or a
+// reset, not left a hole in it that stalls the client's calls for ever.
 type Partitioner struct{ *Proxy }
 
 // Blackhole starts (on) or ends (off) a partition; see Proxy.Partition.
 func (p Partitioner) Blackhole(on bool) { p.Partition(on) }
+
+// DropReplies starts (on) or ends (off) dropping the server's replies;
+// ending it resets the connections.
+func (p Partitioner) DropReplies(on bool) {
+	if was := p.dropReplies.Swap(on); was && !on {
+		p.Reset()
+	}
+}
+
+// Heal turns off every fault, and resets the connections if replies were
+// being dropped.
+func (p Partitioner) Heal() {
+	p.Partition(false)
+	p.Proxy.Blackhole(false)
+	p.Delay(0)
+	p.DropReplies(false)
+}
 
 // DropReplies makes the proxy swallow the server's bytes while on is true:
 // requests still reach the server and are applied, but their replies are

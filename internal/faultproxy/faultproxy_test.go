@@ -185,3 +185,36 @@ func TestNewAt(t *testing.T) {
 	}
 	dial(t, p)
 }
+
+func TestPartitioner(t *testing.T) {
+	addr, lines := echoServer(t)
+	p := faultproxy.Partitioner{Proxy: faultproxy.ForTest(t, addr)}
+	c, r := dial(t, p.Proxy)
+
+	// Blackhole holds bytes back: the request arrives after Heal.
+	p.Blackhole(true)
+	before := lines.Load()
+	if _, err := roundTrip(t, c, r, 200*time.Millisecond); err == nil {
+		t.Fatal("a reply got through a partition")
+	}
+	p.Heal()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if s, err := r.ReadString('\n'); err != nil || s != "ping\n" || lines.Load() != before+1 {
+		t.Fatalf("held request after Heal: %q, %v, %d applied", s, err, lines.Load()-before)
+	}
+
+	// Ending the loss of replies resets the connection that lost them.
+	p.DropReplies(true)
+	before = lines.Load()
+	if _, err := roundTrip(t, c, r, 200*time.Millisecond); err == nil {
+		t.Fatal("a reply got through while replies are dropped")
+	}
+	if lines.Load() != before+1 {
+		t.Fatal("request not applied while replies are dropped")
+	}
+	p.Heal()
+	if _, err := roundTrip(t, c, r, 2*time.Second); err == nil {
+		t.Fatal("the connection that lost replies survived their end")
+	}
+	dial(t, p.Proxy)
+}
