@@ -1,6 +1,7 @@
 -- acquire, fast path: runs before the shared prelude, whose function
 -- definitions cost more server time than this path's three commands. With
--- no shared holds and no queue on the key, an exclusive request takes a
+-- no shared holds and no queue on the key, an exclusive request (not a
+-- queued one, which has seen the key taken) takes a
 -- token and the lock with SET NX; if the lock is held (by another owner or
 -- by this one) it falls through to the full script. A token taken for a
 -- SET that failed is skipped: tokens only need to increase.
@@ -11,7 +12,7 @@ do
 		pcall(redis.replicate_commands)
 	end
 	local B = KEYS[1]
-	if string.sub(ARGV[2], 1, 1) == 'x' and redis.call('EXISTS', B .. 'readers', B .. 'queue', B .. 'queue-exp') == 0 then
+	if ARGV[2] == 'x' and redis.call('EXISTS', B .. 'readers', B .. 'queue', B .. 'queue-exp') == 0 then
 		local tok = redis.call('INCR', B .. 'fence')
 		if redis.call('SET', B .. 'lock', string.format('%d', tok) .. ':' .. ARGV[1], 'NX', 'PX', ARGV[3]) then
 			return tok
