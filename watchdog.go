@@ -37,7 +37,7 @@ func (w *watchdog) add(h *hold) {
 	w.mu.Lock()
 	h.due = h.sent.Add(h.interval)
 	heap.Push(&w.heap, h)
-	w.armLocked(time.Now())
+	w.armLocked(time.Time{})
 	w.mu.Unlock()
 	if lw := w.eng.watcher; lw != nil {
 		stop := lw.WatchLoss(h.lease, func(err error) { w.lost(h, err) })
@@ -55,7 +55,7 @@ func (w *watchdog) lost(h *hold, err error) {
 		return // unlocked or already lost
 	}
 	heap.Remove(&w.heap, h.index)
-	w.armLocked(time.Now())
+	w.armLocked(time.Time{})
 	w.mu.Unlock()
 	if err == nil {
 		err = driver.ErrNotHeld
@@ -63,19 +63,22 @@ func (w *watchdog) lost(h *hold, err error) {
 	h.lose(fmt.Errorf("the backend reported the lease gone: %w", err))
 }
 
-// armLocked makes the timer fire by the earliest event in the heap, and
-// stops it when the heap is empty.
+// armLocked makes the timer fire by the earliest event in the heap. It
+// leaves an armed timer alone when the heap is empty or its head is not
+// due earlier: a timer that fires early finds nothing to do and re-arms,
+// which costs less than stopping and resetting the timer on every lock and
+// unlock of an uncontended loop. now is the current time, or zero to read
+// it only if needed.
 func (w *watchdog) armLocked(now time.Time) {
 	if len(w.heap) == 0 {
-		if !w.armed.IsZero() {
-			w.timer.Stop()
-			w.armed = time.Time{}
-		}
 		return
 	}
 	next := w.heap[0].due
 	if !w.armed.IsZero() && !next.Before(w.armed) {
 		return
+	}
+	if now.IsZero() {
+		now = time.Now()
 	}
 	d := max(next.Sub(now), 0)
 	if w.timer == nil {
@@ -92,7 +95,7 @@ func (w *watchdog) remove(h *hold) {
 	w.mu.Lock()
 	if h.index >= 0 {
 		heap.Remove(&w.heap, h.index)
-		w.armLocked(time.Now())
+		w.armLocked(time.Time{})
 	}
 	flight, stop := h.inflight, h.stopLoss
 	h.stopLoss = nil
