@@ -91,7 +91,10 @@
 //   - Release is one DELETE of the owner's live hold in its mode and token;
 //     it also removes the owner's queue entry. On PostgreSQL the same
 //     statement sends the NOTIFY; on MySQL a second DELETE removes a queue
-//     entry when there was no hold.
+//     entry when there was no hold. On PostgreSQL a Release whose lease
+//     has token 0 runs that DELETE in a transaction after the key's
+//     advisory lock (pipelined in one round trip through pgx; four round
+//     trips through database/sql), for the reason below.
 //   - RefreshBatch is one UPDATE … FROM unnest(…) for up to 1000 leases on
 //     PostgreSQL, and one transaction (a locking SELECT and one UPDATE,
 //     both by primary-key lookups) per 200 leases on MySQL; a batch of one
@@ -99,8 +102,16 @@
 //
 // Re-acquiring by the same owner is idempotent: it extends the hold and
 // returns its token. Refresh and Release check the owner, mode and token,
-// and never touch an expired or foreign hold. A cancelled context rolls the
-// transaction back.
+// and never touch an expired or foreign hold. A context that ends during
+// an acquire rolls its transaction back, unless it ends while the COMMIT
+// is on its way: the acquire then fails, and the COMMIT may still apply
+// on the server after it has returned. A Release of the same owner with
+// token 0, which is how a caller cleans up after a failed acquire (the
+// locker front-end does), waits for that transaction to end and removes
+// what it left: on PostgreSQL it takes the key's advisory lock first (a
+// plain DELETE neither sees nor waits for rows inserted by a transaction
+// that has not committed yet), on MySQL its DELETE's locking read waits
+// for the rows that transaction wrote.
 //
 // # Fencing tokens
 //

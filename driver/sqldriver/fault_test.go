@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/sqltest"
 )
 
 // retry calls f until it returns nil or an error wrapping driver.ErrNotHeld
@@ -292,4 +294,106 @@ func TestFault_KillIdleThenUse(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFault_CancelDuringCommit cancels an acquire's context while the
+// server runs its COMMIT, made to take two seconds by a deferred trigger:
+// the acquire fails, yet its COMMIT still applies on the server. The
+// Release with token 0 by which the front-end cleans up after a failed
+// acquire must then remove the grant, not run before the COMMIT and find
+// nothing (which left a hold that no one would release, seen as a rare
+// failure of lockertest's ContextCanceled race on PostgreSQL). PostgreSQL
+// only: there a plain DELETE neither sees nor waits for a row inserted by
+// a transaction that has not committed; MySQL's DELETE, a locking read,
+// waits for it.
+func TestFault_CancelDuringCommit(t *testing.T) {
+	if pgServer == nil {
+		sqltest.SkipOrFail(t, pgServerErr)
+	}
+	pg := backend{name: "postgres", srv: pgServer}
+	admin := pg.db(t)
+	opts := &sqldriver.Options{Table: "locker_slow_commit"}
+	if err := sqldriver.CreateTable(ctxT(t), admin, opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		// Two seconds that a cancel request (pgx sends one when it
+		// abandons a connection) does not cut short: a COMMIT that has
+		// written its commit record cannot be cancelled either.
+		`CREATE OR REPLACE FUNCTION locker_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+			DECLARE until timestamptz := clock_timestamp() + interval '2 seconds';
+			BEGIN
+				WHILE clock_timestamp() < until LOOP
+					BEGIN
+						PERFORM pg_sleep(0.05);
+					EXCEPTION WHEN query_canceled THEN NULL;
+					END;
+				END LOOP;
+				RETURN NULL;
+			END $$`,
+		`DROP TRIGGER IF EXISTS slow_commit ON locker_slow_commit`,
+		// Only the rows of owners named "slow-…" make the COMMIT slow.
+		`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON locker_slow_commit
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.owner LIKE 'slow-%')
+			EXECUTE FUNCTION locker_slow_commit()`,
+	} {
+		if _, err := admin.ExecContext(ctxT(t), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		b    backend
+	}{{"pgx", pg}, {"database-sql", plainPostgres(t)}} {
+		t.Run(c.name, func(t *testing.T) {
+			d := c.b.driver(t, opts)
+			r := driver.Request{Key: uniqueKey(t, "k"), Owner: "slow-" + owner(), Mode: driver.Exclusive, TTL: time.Minute}
+			actx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := d.TryAcquire(actx, r)
+				done <- err
+			}()
+			waitSlowCommit(t, admin, true)
+			cancel()
+			if err := <-done; err == nil {
+				t.Fatal("TryAcquire succeeded although its context was cancelled during its COMMIT")
+			}
+			start := time.Now()
+			err := d.Release(ctxT(t), driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode})
+			if err != nil && !errors.Is(err, driver.ErrNotHeld) {
+				t.Fatalf("cleanup Release: %v", err)
+			}
+			t.Logf("cleanup Release returned %v after %v", err, time.Since(start).Round(time.Millisecond))
+			waitSlowCommit(t, admin, false)
+			l := mustAcquire(t, c.b.driver(t, opts), req(r.Key, driver.Exclusive, time.Minute))
+			if err := d.Release(ctxT(t), l); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// waitSlowCommit waits until a COMMIT of TestFault_CancelDuringCommit's
+// table runs (its trigger seen sleeping in pg_sleep) or, with running
+// false, until no COMMIT runs at all.
+func waitSlowCommit(t *testing.T, admin *sql.DB, running bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var sleeping, commits int
+		err := admin.QueryRowContext(ctxT(t), `SELECT count(*) FILTER (WHERE wait_event = 'PgSleep'), count(*)
+			FROM pg_stat_activity WHERE state = 'active' AND upper(query) = 'COMMIT' AND pid <> pg_backend_pid()`).Scan(&sleeping, &commits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if running && sleeping > 0 || !running && commits == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s: %d COMMITs running, %d in the trigger's sleep; want the slow COMMIT running = %v", commits, sleeping, running)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

@@ -342,7 +342,10 @@ func (d *Driver) execOne(ctx context.Context, query string, args ...any) error {
 // token, or Release reports ErrNotHeld and releases nothing; with l.Token 0
 // it releases l.Owner's hold in l.Mode whatever its token. Either way it
 // removes l.Owner's wait-queue entry. On PostgreSQL it notifies the key's
-// waiters when it deleted a hold or a queue entry.
+// waiters when it deleted a hold or a queue entry, and with l.Token 0 it
+// first waits for an acquire of the key in progress (see
+// releaseSerialised), so that it also removes what an acquire whose
+// context ended during its COMMIT leaves behind.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := ctx.Err(); err != nil {
@@ -356,8 +359,13 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if d.dialect == PostgreSQL {
 		var released bool
 		var notified int64
-		err = retryEnded(func() error {
-			return d.db.QueryRowContext(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok, d.channel(), l.Key).Scan(&released, &notified)
+		args := []any{l.Key, l.Owner, mode, tok, tok, d.channel(), l.Key}
+		err = retryEnded(func() (err error) {
+			if tok == 0 {
+				released, notified, err = d.releaseSerialised(ctx, args)
+				return err
+			}
+			return d.db.QueryRowContext(ctx, d.q.release, args...).Scan(&released, &notified)
 		})
 		if err == nil && !released {
 			err = driver.ErrNotHeld

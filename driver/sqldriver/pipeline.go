@@ -2,11 +2,13 @@ package sqldriver
 
 import (
 	"context"
+	"database/sql"
 	sqldrv "database/sql/driver"
 	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -18,15 +20,24 @@ import (
 // clock of its own, taken when the server starts it, so the read sees
 // every commit made before the lock was granted.
 //
-// A connection on which anything failed is discarded, never returned to
-// the pool inside a transaction.
-func (d *Driver) acquirePipelined(ctx context.Context, key, owner string, mode int, us int64, queued bool) (verdict, error) {
+// A connection on which anything failed is discarded (see onPgxConn).
+func (d *Driver) acquirePipelined(ctx context.Context, key, owner string, mode int, us int64, queued bool) (v verdict, err error) {
+	err = d.onPgxConn(ctx, func(pc *pgx.Conn) (err error) {
+		v, err = d.pipelined(ctx, pc, key, owner, mode, us, queued)
+		return err
+	})
+	return v, err
+}
+
+// onPgxConn runs f on a pooled connection of pgx's stdlib driver. When f
+// fails the connection is discarded, never returned to the pool with a
+// transaction or a batch still open.
+func (d *Driver) onPgxConn(ctx context.Context, f func(pc *pgx.Conn) error) error {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
-		return verdict{}, err
+		return err
 	}
 	defer conn.Close()
-	var v verdict
 	var opErr error
 	rawErr := conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
@@ -34,16 +45,15 @@ func (d *Driver) acquirePipelined(ctx context.Context, key, owner string, mode i
 			opErr = fmt.Errorf("connection %T is not pgx's", dc)
 			return nil
 		}
-		v, opErr = d.pipelined(ctx, sc.Conn(), key, owner, mode, us, queued)
-		if opErr != nil {
+		if opErr = f(sc.Conn()); opErr != nil {
 			return sqldrv.ErrBadConn
 		}
 		return nil
 	})
 	if opErr != nil {
-		return verdict{}, opErr
+		return opErr
 	}
-	return v, rawErr
+	return rawErr
 }
 
 func (d *Driver) pipelined(ctx context.Context, pc *pgx.Conn, key, owner string, mode int, us int64, queued bool) (verdict, error) {
@@ -98,4 +108,54 @@ func scanRows(br pgx.BatchResults) ([]row, error) {
 	}
 	defer rs.Close()
 	return collectRows(rs)
+}
+
+// releaseSerialised is Release on PostgreSQL for a lease whose token is 0:
+// the release statement runs in a transaction after the key's advisory
+// lock (queries.lock), so that it waits for an acquire of the key still in
+// progress, whose grant or queue entry it would otherwise not see (a row
+// inserted by a transaction not yet committed is invisible to the DELETE,
+// which does not wait for it). Token 0 is the release that cleans up after
+// an acquire that failed without a verdict, typically because its context
+// ended while its COMMIT was on its way: that COMMIT may still apply, and
+// must apply before the cleanup, not after. Through pgx the four
+// statements are pipelined in one round trip.
+func (d *Driver) releaseSerialised(ctx context.Context, args []any) (released bool, notified int64, err error) {
+	key := args[0].(string)
+	if !d.pipeline {
+		err = d.inTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, d.q.lock, lockID(key)); err != nil {
+				return err
+			}
+			return tx.QueryRowContext(ctx, d.q.release, args...).Scan(&released, &notified)
+		})
+		return released, notified, err
+	}
+	err = d.onPgxConn(ctx, func(pc *pgx.Conn) error {
+		b := &pgx.Batch{}
+		b.Queue("BEGIN")
+		b.Queue(d.q.lock, lockID(key))
+		b.Queue(d.q.release, args...)
+		b.Queue("COMMIT")
+		br := pc.SendBatch(ctx, b)
+		_, err := br.Exec()
+		if err == nil {
+			_, err = br.Exec()
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(&released, &notified)
+		}
+		var tag pgconn.CommandTag
+		if err == nil {
+			tag, err = br.Exec()
+		}
+		if err = errors.Join(err, br.Close()); err != nil {
+			return err
+		}
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("transaction not committed (%s)", tag)
+		}
+		return nil
+	})
+	return released, notified, err
 }
