@@ -169,13 +169,18 @@ func (h *hold) unlock(ctx context.Context, op string) error {
 }
 
 // cleanupContext returns the context for a release or a cleanup: ctx while
-// it is alive (the caller's choice, and the driver's own timeouts, bound
-// it), and a fresh context with a bound when ctx is done or nil, because a
-// cleanup must run even after a cancellation, and must not hang: a lease
-// outlives its holder by at most its TTL anyway.
+// it is alive and has a deadline (the caller's choice), ctx bounded when it
+// has none, and a fresh bounded context when ctx is done or nil, because a
+// cleanup must run even after a cancellation, and must not hang on a
+// backend that never answers (not every client library times out on its
+// own): a lease outlives its holder by at most its TTL anyway.
 func cleanupContext(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
+	bound := min(max(ttl, time.Second), 30*time.Second)
 	if ctx != nil && ctx.Err() == nil {
-		return ctx, func() {}
+		if _, ok := ctx.Deadline(); ok {
+			return ctx, func() {}
+		}
+		return context.WithTimeout(ctx, bound)
 	}
-	return context.WithTimeout(context.Background(), min(max(ttl, time.Second), 30*time.Second))
+	return context.WithTimeout(context.Background(), bound)
 }

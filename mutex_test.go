@@ -442,3 +442,28 @@ func TestLock_PermanentError(t *testing.T) {
 		}
 	})
 }
+
+// TestUnlockBoundedWhenBackendHangs: Unlock without a deadline of its own
+// gives up after the lease's TTL when the backend never answers, instead of
+// hanging: the lease expires on its own by then.
+func TestUnlockBoundedWhenBackendHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := memdriver.New()
+		const ttl = 3 * time.Second
+		m := locker.NewMutex(d, "k", locker.WithTTL(ttl), locker.WithErrorHandler(func(error) {}))
+		m.Lock()
+		d.Block()
+		defer d.Unblock()
+		start := time.Now()
+		err := m.UnlockContext(context.Background())
+		if err == nil {
+			t.Fatal("Unlock on a backend that never answered returned nil")
+		}
+		if el := time.Since(start); el > ttl {
+			t.Errorf("Unlock returned after %v, want within the TTL %v", el, ttl)
+		}
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, locker.ErrLost) {
+			t.Errorf("Unlock = %v, want a deadline or a loss", err)
+		}
+	})
+}
