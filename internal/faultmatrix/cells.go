@@ -230,25 +230,40 @@ func replyLossAcquire(e *env) {
 		net.Heal()
 		healed = now()
 	}
-	ha := <-ga
-	failedAt := now()
-	net.Heal()
-	var wg sync.WaitGroup
-	wg.Go(func() { e.finish(ha, e.ttl/10) })
-	wg.Go(func() {
-		hb := <-gb
+	// Whichever client gets the key first finishes first: on drivers
+	// whose first request of a Lock is a read, the replies lost may be
+	// that read's, so the other client wins and the first one waits for
+	// it.
+	// check judges the other client's wait; failedAt is when the first
+	// client's Lock returned, if it returned first.
+	check := func(ha, hb *held, failedAt time.Duration) {
 		switch {
 		case hb == nil:
-		case ha == nil && hb.h.acquired > failedAt+e.ttl+slack:
+		case failedAt > 0 && ha == nil && hb.h.acquired > failedAt+e.ttl+slack:
 			e.violation("a failed Lock's grant outlived its TTL: the other client waited %v after it failed", hb.h.acquired-failedAt)
 		case hb.h.acquired > healed+3*e.ttl+slack:
 			// After the heal, the first client gets the key (or its
 			// grant lapses) within a TTL, and holds it for a tenth.
 			e.violation("the other client waited %v after the replies came back", hb.h.acquired-healed)
 		}
+	}
+	select {
+	case ha := <-ga:
+		failedAt := now()
+		net.Heal()
+		var wg sync.WaitGroup
+		wg.Go(func() { e.finish(ha, e.ttl/10) })
+		hb := <-gb
+		check(ha, hb, failedAt)
 		e.finish(hb, e.ttl/10)
-	})
-	wg.Wait()
+		wg.Wait()
+	case hb := <-gb:
+		check(nil, hb, 0)
+		e.finish(hb, e.ttl/10)
+		ha := <-ga
+		net.Heal()
+		e.finish(ha, e.ttl/10)
+	}
 	e.noResidue()
 }
 
