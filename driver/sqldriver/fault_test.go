@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -302,15 +303,15 @@ func TestFault_KillIdleThenUse(t *testing.T) {
 }
 
 // TestFault_CancelDuringCommit cancels an acquire's context while the
-// server runs its COMMIT, made to take two seconds by a deferred trigger:
-// the acquire fails, yet its COMMIT still applies on the server. The
+// server runs its COMMIT, held up by a deferred trigger until the test lets
+// it go: the acquire fails, yet its COMMIT then applies on the server. The
 // Release with token 0 by which the front-end cleans up after a failed
-// acquire must then remove the grant, not run before the COMMIT and find
-// nothing (which left a hold that no one would release, seen as a rare
-// failure of lockertest's ContextCanceled race on PostgreSQL). PostgreSQL
-// only: there a plain DELETE neither sees nor waits for a row inserted by
-// a transaction that has not committed; MySQL's DELETE, a locking read,
-// waits for it.
+// acquire, sent while that COMMIT is held up, must remove the grant, not
+// run before the COMMIT and find nothing (which left a hold that no one
+// would release, seen as a rare failure of lockertest's ContextCanceled
+// race on PostgreSQL). PostgreSQL only: there a plain DELETE neither sees
+// nor waits for a row inserted by a transaction that has not committed;
+// MySQL's DELETE, a locking read, waits for it.
 func TestFault_CancelDuringCommit(t *testing.T) {
 	if pgServer == nil {
 		sqltest.SkipOrFail(t, pgServerErr)
@@ -321,23 +322,23 @@ func TestFault_CancelDuringCommit(t *testing.T) {
 	if err := sqldriver.CreateTable(ctxT(t), admin, opts); err != nil {
 		t.Fatal(err)
 	}
+	const gate = 4242_0001 // the advisory lock that holds the COMMIT up
 	for _, q := range []string{
-		// Two seconds that a cancel request (pgx sends one when it
-		// abandons a connection) does not cut short: a COMMIT that has
-		// written its commit record cannot be cancelled either.
+		// The trigger waits for the gate, again after a cancel request
+		// (pgx sends one when it abandons a connection): a COMMIT that
+		// has written its commit record cannot be cancelled either.
 		`CREATE OR REPLACE FUNCTION locker_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-			DECLARE until timestamptz := clock_timestamp() + interval '2 seconds';
 			BEGIN
-				WHILE clock_timestamp() < until LOOP
+				LOOP
 					BEGIN
-						PERFORM pg_sleep(0.05);
+						PERFORM pg_advisory_xact_lock_shared(` + strconv.Itoa(gate) + `);
+						RETURN NULL;
 					EXCEPTION WHEN query_canceled THEN NULL;
 					END;
 				END LOOP;
-				RETURN NULL;
 			END $$`,
 		`DROP TRIGGER IF EXISTS slow_commit ON locker_slow_commit`,
-		// Only the rows of owners named "slow-…" make the COMMIT slow.
+		// Only the rows of owners named "slow-…" hold the COMMIT up.
 		`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON locker_slow_commit
 			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.owner LIKE 'slow-%')
 			EXECUTE FUNCTION locker_slow_commit()`,
@@ -351,27 +352,62 @@ func TestFault_CancelDuringCommit(t *testing.T) {
 		b    backend
 	}{{"pgx", pg}, {"database-sql", plainPostgres(t)}} {
 		t.Run(c.name, func(t *testing.T) {
+			gateConn, err := admin.Conn(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gateConn.Close()
+			if _, err := gateConn.ExecContext(ctxT(t), "SELECT pg_advisory_lock($1)", gate); err != nil {
+				t.Fatal(err)
+			}
 			d := c.b.driver(t, opts)
 			r := driver.Request{Key: uniqueKey(t, "k"), Owner: "slow-" + owner(), Mode: driver.Exclusive, TTL: time.Minute}
 			actx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			done := make(chan error, 1)
+			acquired := make(chan error, 1)
 			go func() {
 				_, err := d.TryAcquire(actx, r)
-				done <- err
+				acquired <- err
 			}()
-			waitSlowCommit(t, admin, true)
+			waitActivity(t, admin, "the acquire's COMMIT held up by the trigger",
+				`upper(query) = 'COMMIT' AND wait_event = 'advisory'`)
 			cancel()
-			if err := <-done; err == nil {
+			if err := <-acquired; err == nil {
 				t.Fatal("TryAcquire succeeded although its context was cancelled during its COMMIT")
 			}
-			start := time.Now()
-			err := d.Release(ctxT(t), driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode})
-			if err != nil && !errors.Is(err, driver.ErrNotHeld) {
-				t.Fatalf("cleanup Release: %v", err)
+			// The front-end's cleanup: a fresh context, token 0. It runs
+			// at once (before the fix, finding nothing) or waits for the
+			// acquire's transaction; let the COMMIT go once it is either.
+			released := make(chan error, 1)
+			go func() { released <- d.Release(ctxT(t), driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode}) }()
+			var rerr error
+			returned := false
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				select {
+				case rerr = <-released:
+					returned = true
+				default:
+				}
+				if returned || activity(t, admin, `query LIKE 'SELECT pg_advisory_xact_lock(%' AND wait_event = 'advisory'`) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("cleanup Release neither returned nor waited for the key's lock within 20s")
+				}
+				time.Sleep(5 * time.Millisecond)
 			}
-			t.Logf("cleanup Release returned %v after %v", err, time.Since(start).Round(time.Millisecond))
-			waitSlowCommit(t, admin, false)
+			if _, err := gateConn.ExecContext(ctxT(t), "SELECT pg_advisory_unlock($1)", gate); err != nil {
+				t.Fatal(err)
+			}
+			if !returned {
+				rerr = <-released
+			}
+			if rerr != nil && !errors.Is(rerr, driver.ErrNotHeld) {
+				t.Fatalf("cleanup Release: %v", rerr)
+			}
+			t.Logf("cleanup Release: %v", rerr)
+			// The acquire waits for the held-up transaction (the key's
+			// advisory lock), then must find the key free.
 			l := mustAcquire(t, c.b.driver(t, opts), req(r.Key, driver.Exclusive, time.Minute))
 			if err := d.Release(ctxT(t), l); err != nil {
 				t.Error(err)
@@ -380,25 +416,26 @@ func TestFault_CancelDuringCommit(t *testing.T) {
 	}
 }
 
-// waitSlowCommit waits until a COMMIT of TestFault_CancelDuringCommit's
-// table runs (its trigger seen sleeping in pg_sleep) or, with running
-// false, until no COMMIT runs at all.
-func waitSlowCommit(t *testing.T, admin *sql.DB, running bool) {
+// waitActivity waits until activity reports cond.
+func waitActivity(t *testing.T, admin *sql.DB, what, cond string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var sleeping, commits int
-		err := admin.QueryRowContext(ctxT(t), `SELECT count(*) FILTER (WHERE wait_event = 'PgSleep'), count(*)
-			FROM pg_stat_activity WHERE state = 'active' AND upper(query) = 'COMMIT' AND pid <> pg_backend_pid()`).Scan(&sleeping, &commits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if running && sleeping > 0 || !running && commits == 0 {
-			return
-		}
+	for deadline := time.Now().Add(20 * time.Second); !activity(t, admin, cond); {
 		if time.Now().After(deadline) {
-			t.Fatalf("after 20s: %d COMMITs running, %d in the trigger's sleep; want the slow COMMIT running = %v", commits, sleeping, running)
+			t.Fatalf("no sign of %s after 20s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// activity reports whether pg_stat_activity shows another backend running
+// a statement for which cond holds.
+func activity(t *testing.T, admin *sql.DB, cond string) bool {
+	t.Helper()
+	var n int
+	err := admin.QueryRowContext(ctxT(t), `SELECT count(*) FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND state = 'active' AND `+cond).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
 }
