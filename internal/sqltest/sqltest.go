@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -426,10 +427,20 @@ func (s *Server) Restart() error {
 		return errors.New("sqltest: Restart after Close")
 	}
 	// The port stays the same: the old process held it until it exited.
-	if err := s.start(); err != nil {
-		return fmt.Errorf("sqltest: restarting %s: %w", s.name, err)
+	// PostgreSQL refuses to start while a killed backend of the old
+	// server is still attached to its shared memory (the backends die
+	// with the process group, but not all at the same instant): retry.
+	deadline := time.Now().Add(startTimeout)
+	for {
+		err := s.start()
+		if err == nil {
+			return nil
+		}
+		if !strings.Contains(err.Error(), "pre-existing shared memory block") || time.Now().After(deadline) {
+			return fmt.Errorf("sqltest: restarting %s: %w", s.name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return nil
 }
 
 // stop sends sig to the running server, if any, and waits for it to exit,
