@@ -362,7 +362,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		args := []any{l.Key, l.Owner, mode, tok, tok, d.channel(), l.Key}
 		err = retryEnded(func() (err error) {
 			if tok == 0 {
-				released, notified, err = d.releaseSerialised(ctx, args)
+				released, notified, err = d.releaseSerialised(ctx, l.Key, args)
 				return err
 			}
 			return d.db.QueryRowContext(ctx, d.q.release, args...).Scan(&released, &notified)

@@ -120,8 +120,7 @@ func scanRows(br pgx.BatchResults) ([]row, error) {
 // ended while its COMMIT was on its way: that COMMIT may still apply, and
 // must apply before the cleanup, not after. Through pgx the four
 // statements are pipelined in one round trip.
-func (d *Driver) releaseSerialised(ctx context.Context, args []any) (released bool, notified int64, err error) {
-	key := args[0].(string)
+func (d *Driver) releaseSerialised(ctx context.Context, key string, args []any) (released bool, notified int64, err error) {
 	if !d.pipeline {
 		err = d.inTx(ctx, func(tx *sql.Tx) error {
 			if _, err := tx.ExecContext(ctx, d.q.lock, lockID(key)); err != nil {
