@@ -432,8 +432,9 @@ func validTTL(r driver.Request, l driver.Lease) time.Duration { return min(r.TTL
 func grantedTTL(r driver.Request, l driver.Lease) time.Duration { return max(r.TTL, l.TTL) }
 
 // acquire calls TryAcquire and fails the test unless it succeeds with a
-// lease that matches r. It returns the lease and the time the request was
-// sent, from which the lease is valid for at least r.TTL.
+// lease that matches r. It returns the lease and the time from which it is
+// valid for at least r.TTL: the time the request was sent, or the lease's
+// Start if that is earlier.
 func (e *env) acquire(d driver.Driver, r driver.Request) (driver.Lease, time.Time) {
 	e.t.Helper()
 	sent := time.Now()
@@ -442,7 +443,16 @@ func (e *env) acquire(d driver.Driver, r driver.Request) (driver.Lease, time.Tim
 		e.t.Fatalf("TryAcquire(%s): %v", fmtReq(r), err)
 	}
 	e.checkLease("TryAcquire", r, l)
-	return l, sent
+	return l, validFrom(l, sent)
+}
+
+// validFrom is the time from which l is valid for its TTL, given that the
+// request that returned it was sent at sent.
+func validFrom(l driver.Lease, sent time.Time) time.Time {
+	if !l.Start.IsZero() && l.Start.Before(sent) {
+		return l.Start
+	}
+	return sent
 }
 
 // acquireQueued is acquire with TryAcquireQueued.
@@ -454,7 +464,7 @@ func (e *env) acquireQueued(q driver.Queuer, r driver.Request) (driver.Lease, ti
 		e.t.Fatalf("TryAcquireQueued(%s): %v", fmtReq(r), err)
 	}
 	e.checkLease("TryAcquireQueued", r, l)
-	return l, sent
+	return l, validFrom(l, sent)
 }
 
 // checkLease reports fields of a granted lease that do not match r.

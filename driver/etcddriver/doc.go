@@ -66,8 +66,12 @@
 //
 //   - TryAcquire: one transaction, If(no conflicting entry) Then(Put entry
 //     on its lease). For an idle lease from the pool, a keep-alive goes out
-//     alongside (it proves the lease lives the TTL from the call on); a
-//     newly granted lease needs none. An owner's second TryAcquire (an
+//     alongside (it proves the lease lives the TTL from the call on), unless
+//     the lease was last proved less than a tenth of the TTL ago (by the
+//     hold that used it before, in a lock+unlock loop): then the grant
+//     carries Lease.Start, the time from which the lease is known to live
+//     the TTL, and the front-end counts from it. A newly granted lease
+//     needs none. An owner's second TryAcquire (an
 //     idempotent re-acquire, or a queued owner reaching the head) reads its
 //     entry and the oldest conflicting one in the same transaction and keeps
 //     its token. After a refusal, the next TryAcquire of the same key by a
@@ -89,10 +93,11 @@
 //     driver did not grant the entry itself); the lease goes back to the
 //     pool.
 //
-// An uncontended Lock+Unlock pair is therefore one Txn, one Delete and one
-// keep-alive message: the same two Raft writes as concurrency.Mutex (Txn and
-// Delete, on a session made beforehand), without a session to keep alive in
-// the background. A contended handoff is the holder's Delete, the watch
+// An uncontended Lock+Unlock pair is therefore one Txn and one Delete (and
+// one keep-alive message when the pooled lease's last proof is older than
+// a tenth of the TTL): the same two Raft writes as concurrency.Mutex (Txn
+// and Delete, on a session made beforehand), without a session to keep
+// alive in the background. A contended handoff is the holder's Delete, the watch
 // event, and the new holder's confirming Refresh (package locker confirms
 // every grant of Acquire with a Refresh and counts the TTL from it).
 //

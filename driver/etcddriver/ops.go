@@ -137,9 +137,12 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 	k := e.key
 	// The keep-alive goes out with the transaction: it proves that the
 	// lease lives ttl from now (an idle lease from the pool), or renews the
-	// owner's existing entry.
+	// owner's existing entry. An idle lease proved moments ago (by the
+	// previous hold in an uncontended loop) needs none: the grant carries
+	// Lease.Start, the time from which the lease is known to live ttl.
 	var ka *kaCall
-	if !fresh {
+	proved := isNew && !fresh && time.Until(e.deadline) >= time.Duration(ttl)*time.Second-provedWindow(ttl)
+	if !fresh && !proved {
 		ka = d.keepAlive(e.lease)
 	}
 	cs, ce := conflictRange(base, req.Mode)
@@ -200,7 +203,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 	// req.Owner has an entry now: make sure its lease lives ttl from the
 	// start of this call, as a grant needs and a queue entry's renewal
 	// promises.
-	if !fresh {
+	if ka != nil {
 		left, err := ka.result(ctx)
 		if err != nil {
 			return driver.Lease{}, false, err
@@ -216,8 +219,18 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 		return driver.Lease{}, false, &driver.LockedError{}
 	}
 	d.confirm(req.Owner, k, time.Time{}, token)
-	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: time.Duration(ttl) * time.Second}, false, nil
+	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: time.Duration(ttl) * time.Second}
+	if proved {
+		l.Start = e.deadline.Add(-l.TTL)
+	}
+	return l, false, nil
 }
+
+// provedWindow is how old the last proof of an idle lease (a keep-alive's
+// send time or its grant) may be for an acquire to use it without another
+// keep-alive: a tenth of the TTL, so that the hold's first renewal is still
+// almost a third of the TTL away.
+func provedWindow(ttl int64) time.Duration { return time.Duration(ttl) * time.Second / 10 }
 
 // dropEntry forgets an entry that a refused TryAcquire did not put, and
 // returns its lease to the pool when the lease was taken for it.
