@@ -270,6 +270,7 @@ type LossWatcher interface {
 	// WatchLoss arranges for lost to be called, at most once and from a
 	// goroutine of the driver's, when the backend reports that l is gone.
 	// lost must not block. After stop returns, lost is not called.
+	// LossCallback gives a driver these rules.
 	WatchLoss(l Lease, lost func(err error)) (stop func())
 }
 

@@ -250,7 +250,7 @@ func (ks *keyState) drop(owner, why string) {
 	for w := range ks.watches {
 		if w.owner == owner && (w.token == 0 || w.token == h.token) {
 			delete(ks.watches, w)
-			go w.fire(fmt.Errorf("memdriver: key %q: %s: %w", ks.key, why, driver.ErrNotHeld))
+			go w.Fire(fmt.Errorf("memdriver: key %q: %s: %w", ks.key, why, driver.ErrNotHeld))
 		}
 	}
 }
@@ -518,11 +518,11 @@ func (b *Backend) watch(l driver.Lease, lost func(error)) (stop func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stats.WatchLoss++
-	w := &lossWatch{owner: l.Owner, token: l.Token, lost: lost}
+	w := &lossWatch{owner: l.Owner, token: l.Token, LossCallback: driver.NewLossCallback(lost)}
 	ks := b.state(l.Key)
 	ks.sweep(time.Now())
 	if ks.held(l) == nil {
-		go w.fire(fmt.Errorf("memdriver: key %q: lease not held when the watch began: %w", l.Key, driver.ErrNotHeld))
+		go w.Fire(fmt.Errorf("memdriver: key %q: lease not held when the watch began: %w", l.Key, driver.ErrNotHeld))
 	} else {
 		ks.watches[w] = struct{}{}
 	}
@@ -530,7 +530,7 @@ func (b *Backend) watch(l driver.Lease, lost func(error)) (stop func()) {
 		b.mu.Lock()
 		delete(ks.watches, w)
 		b.mu.Unlock()
-		w.stop()
+		w.Stop()
 	}
 }
 
@@ -538,28 +538,7 @@ func (b *Backend) watch(l driver.Lease, lost func(error)) (stop func()) {
 type lossWatch struct {
 	owner string
 	token uint64 // 0: any hold of owner
-
-	mu   sync.Mutex
-	lost func(error) // nil once called or stopped
-}
-
-// fire calls w's callback unless it was called or w was stopped. The
-// callback runs under w.mu, so that stop waits for it.
-func (w *lossWatch) fire(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if f := w.lost; f != nil {
-		w.lost = nil
-		f(err)
-	}
-}
-
-// stop makes sure w's callback is not called from now on, waiting for a
-// call under way.
-func (w *lossWatch) stop() {
-	w.mu.Lock()
-	w.lost = nil
-	w.mu.Unlock()
+	*driver.LossCallback
 }
 
 // held returns the live hold that l designates: l.Owner's, in l.Mode,

@@ -282,27 +282,7 @@ func (d *Driver) sessionEnded(id int64, cause error) {
 }
 
 // lossWatch is one WatchLoss registration.
-type lossWatch struct {
-	mu   sync.Mutex
-	lost func(error) // nil once called or stopped
-}
-
-// fire calls w's function unless it was called or stopped. It runs under
-// w.mu, so that stop waits for a call under way.
-func (w *lossWatch) fire(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if f := w.lost; f != nil {
-		w.lost = nil
-		f(err)
-	}
-}
-
-func (w *lossWatch) stop() {
-	w.mu.Lock()
-	w.lost = nil
-	w.mu.Unlock()
-}
+type lossWatch = driver.LossCallback
 
 // fireAll calls the functions of ws in a goroutine of the driver's.
 func fireAll(ws []*lossWatch, err error) {
@@ -311,7 +291,7 @@ func fireAll(ws []*lossWatch, err error) {
 	}
 	go func() {
 		for _, w := range ws {
-			w.fire(err)
+			w.Fire(err)
 		}
 	}()
 }
@@ -322,7 +302,7 @@ func fireAll(ws []*lossWatch, err error) {
 // front-end's local deadline decides. If l is not a hold of this driver's
 // current session when WatchLoss is called, lost is called at once.
 func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
-	w := &lossWatch{lost: lost}
+	w := driver.NewLossCallback(lost)
 	d.mu.Lock()
 	n := d.nodes[nodeKey{l.Key, l.Owner}]
 	var why error
@@ -345,7 +325,7 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	d.mu.Unlock()
 	if why != nil {
 		fireAll([]*lossWatch{w}, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
-		return w.stop
+		return w.Stop
 	}
 	return func() {
 		d.mu.Lock()
@@ -356,7 +336,7 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 			}
 		}
 		d.mu.Unlock()
-		w.stop()
+		w.Stop()
 	}
 }
 
