@@ -56,7 +56,7 @@ func acquire(ctx context.Context, o lockOp) (*hold, error) {
 	}
 	start := time.Now()
 	e := engineFor(o.drv)
-	g, ok, err := e.enter(ctx, o.key, o.mode, o.try)
+	g, adm, ok, err := e.enter(ctx, o.key, o.mode, o.try)
 	if !ok {
 		e.unref()
 		if err != nil {
@@ -64,7 +64,7 @@ func acquire(ctx context.Context, o lockOp) (*hold, error) {
 		}
 		return nil, nil
 	}
-	h, err := o.contend(ctx, e, g, start)
+	h, err := o.contend(ctx, e, g, adm, start)
 	if h == nil {
 		e.exit(g, o.mode)
 		e.unref()
@@ -78,7 +78,7 @@ func acquire(ctx context.Context, o lockOp) (*hold, error) {
 // done, or a permanent error occurs. The caller holds the key's gate place,
 // which it has waited for since start: time spent behind other goroutines
 // of this process counts towards the fairness threshold.
-func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, start time.Time) (_ *hold, err error) {
+func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission, start time.Time) (_ *hold, err error) {
 	req := driver.Request{Key: o.key, Owner: newOwner(), Mode: o.mode, TTL: o.cfg.ttl}
 	var (
 		sub    driver.Subscription
@@ -92,11 +92,12 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, start time.Tim
 	joinQueue := func() bool {
 		return !queued && e.queuer != nil && o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter
 	}
-	if !o.try && e.notifier != nil {
+	if adm.sub != nil {
 		// A waiter before us in this process left its subscription:
 		// the key is contended, and if we have waited long enough we
 		// take our place in the backend's queue at once.
-		if sub = e.takeSub(g); sub != nil && joinQueue() {
+		sub = adm.sub
+		if !o.try && joinQueue() {
 			queued, dirty = true, true
 		}
 	}
@@ -123,7 +124,7 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, start time.Tim
 	// likely cost a refused request.
 	native := !o.try && e.acquirer != nil &&
 		((o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter) ||
-			(o.mode == driver.Exclusive && e.contendedLocally(g)))
+			adm.contended)
 	for {
 		sent := time.Now()
 		var l driver.Lease

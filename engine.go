@@ -132,31 +132,38 @@ func (e *engine) maxWriters() int {
 	return 1
 }
 
-// contendedLocally reports whether another goroutine of this process holds
-// an exclusive place in g besides the caller's.
-func (e *engine) contendedLocally(g *gate) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return g.writers > 1
+// An admission is what a goroutine learns when it takes a place in a gate.
+type admission struct {
+	// sub is the subscription a previous head of the line left in the
+	// gate, with no stale notification pending (its new owner attempts
+	// before it waits), or nil.
+	sub driver.Subscription
+	// contended reports that another goroutine of this process holds an
+	// exclusive place besides this exclusive one (see gate).
+	contended bool
 }
 
-// takeSub returns the subscription left in g, if any, with no stale
-// notification pending: its new owner attempts before it waits.
-func (e *engine) takeSub(g *gate) driver.Subscription {
-	e.mu.Lock()
-	s := g.sub
+// admitLocked takes a place in mode m and returns its admission. e.mu is
+// held.
+func (g *gate) admitLocked(m driver.Mode) admission {
+	g.take(m)
+	a := admission{sub: g.sub, contended: m == driver.Exclusive && g.writers > 1}
 	g.sub = nil
-	e.mu.Unlock()
-	if s != nil {
-		for drained := false; !drained; {
-			select {
-			case <-s.C():
-			default:
-				drained = true
-			}
+	return a
+}
+
+// drainSub empties the channel of a.sub.
+func (a admission) drainSub() {
+	if a.sub == nil {
+		return
+	}
+	for {
+		select {
+		case <-a.sub.C():
+		default:
+			return
 		}
 	}
-	return s
 }
 
 // leaveSub leaves s in g for the next waiter of the line, or closes it
@@ -177,6 +184,7 @@ type gateWaiter struct {
 	mode    driver.Mode
 	ready   chan struct{}
 	granted bool
+	adm     admission // set when granted
 }
 
 // admits reports whether a place in mode m is free, given that up to
@@ -202,7 +210,7 @@ func (g *gate) pump(maxWriters int) {
 		w := g.queue[0]
 		g.queue[0] = nil
 		g.queue = g.queue[1:]
-		g.take(w.mode)
+		w.adm = g.admitLocked(w.mode)
 		w.granted = true
 		close(w.ready)
 	}
@@ -210,7 +218,7 @@ func (g *gate) pump(maxWriters int) {
 
 // enter waits for a place in key's gate. With try set it does not wait and
 // reports false when the place is taken.
-func (e *engine) enter(ctx context.Context, key string, m driver.Mode, try bool) (*gate, bool, error) {
+func (e *engine) enter(ctx context.Context, key string, m driver.Mode, try bool) (*gate, admission, bool, error) {
 	e.mu.Lock()
 	g := e.gates[key]
 	if g == nil {
@@ -226,14 +234,15 @@ func (e *engine) enter(ctx context.Context, key string, m driver.Mode, try bool)
 		max = 1
 	}
 	if len(g.queue) == 0 && g.admits(m, max) {
-		g.take(m)
+		a := g.admitLocked(m)
 		e.mu.Unlock()
-		return g, true, nil
+		a.drainSub()
+		return g, a, true, nil
 	}
 	if try {
 		e.dropGateLocked(g)
 		e.mu.Unlock()
-		return nil, false, nil
+		return nil, admission{}, false, nil
 	}
 	w := &gateWaiter{mode: m, ready: make(chan struct{})}
 	g.queue = append(g.queue, w)
@@ -241,14 +250,18 @@ func (e *engine) enter(ctx context.Context, key string, m driver.Mode, try bool)
 
 	select {
 	case <-w.ready:
-		return g, true, nil
+		w.adm.drainSub()
+		return g, w.adm, true, nil
 	case <-ctx.Done():
 	}
 	e.mu.Lock()
 	if w.granted {
 		e.mu.Unlock()
+		if w.adm.sub != nil {
+			e.leaveSub(g, w.adm.sub)
+		}
 		e.exit(g, m)
-		return nil, false, ctx.Err()
+		return nil, admission{}, false, ctx.Err()
 	}
 	for i, q := range g.queue {
 		if q == w {
@@ -259,7 +272,7 @@ func (e *engine) enter(ctx context.Context, key string, m driver.Mode, try bool)
 	g.pump(e.maxWriters()) // a writer leaving the head may let readers in
 	e.dropGateLocked(g)
 	e.mu.Unlock()
-	return nil, false, ctx.Err()
+	return nil, admission{}, false, ctx.Err()
 }
 
 // exit gives back a place taken by enter.
