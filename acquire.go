@@ -13,30 +13,28 @@ import (
 // lockOp describes one lock call.
 type lockOp struct {
 	op   string // for errors: "lock", "rlock", "trylock", …
-	drv  driver.Driver
 	key  string
 	mode driver.Mode
 	cfg  *config
-	try  bool // one attempt, no waiting
+	try  bool    // one attempt, no waiting
+	hd   *handle // the handle that makes the call, or nil
 }
 
 // check validates the call before any I/O.
-func (o *lockOp) check(ctx context.Context) error {
+func (o *lockOp) check(ctx context.Context, c *Client) error {
 	var err error
 	switch {
 	case ctx == nil:
 		err = ErrNilContext
-	case o.drv == nil:
+	case c.drv == nil:
 		err = ErrNilDriver
 	default:
 		if err = validateKey(o.key); err == nil {
-			err = o.cfg.validate(o.drv)
+			err = o.cfg.validate(c.drv)
 		}
 	}
-	if err == nil && o.mode == driver.Shared {
-		if s, ok := o.drv.(driver.Sharer); !ok || !s.SupportsShared() {
-			err = fmt.Errorf("shared mode: driver %T: %w", o.drv, errors.ErrUnsupported)
-		}
+	if err == nil && o.mode == driver.Shared && !c.shared {
+		err = fmt.Errorf("shared mode: driver %T: %w", c.drv, errors.ErrUnsupported)
 	}
 	if err == nil {
 		err = ctx.Err()
@@ -47,30 +45,40 @@ func (o *lockOp) check(ctx context.Context) error {
 	return nil
 }
 
-// acquire runs a lock call to the end: it returns a registered hold, or
-// (try only) nil and no error when the key is taken, or an error. On error
-// nothing is left held or queued on the backend by this call.
-func acquire(ctx context.Context, o lockOp) (*hold, error) {
-	if err := o.check(ctx); err != nil {
+// acquire runs a lock call to the end: it returns a hold the watchdog
+// renews, or (try only) nil and no error when the key is taken, or an
+// error. On error, what the call may have left on the backend is being
+// removed in the background.
+func (c *Client) acquire(ctx context.Context, o lockOp) (*Hold, error) {
+	if err := o.check(ctx, c); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	e := engineFor(o.drv)
-	g, adm, ok, err := e.enter(ctx, o.key, o.mode, o.try)
+	g, adm, ok, err := c.enter(ctx, o.key, o.mode, o.try)
 	if !ok {
-		e.unref()
 		if err != nil {
 			return nil, opError(o.op, o.key, err)
 		}
 		return nil, nil
 	}
-	h, err := o.contend(ctx, e, g, adm, start)
+	h, err := o.contend(ctx, c, g, adm, start)
 	if h == nil {
-		e.exit(g, o.mode)
-		e.unref()
+		c.exit(g, o.mode)
 		return nil, err
 	}
-	e.wd.add(h)
+	h.hd = o.hd
+	if o.hd != nil {
+		o.hd.track(h)
+	}
+	if !c.wd.add(h) {
+		// Close came first: the hold is over before it began.
+		c.cleanupLater(g, h.lease, h.ttl, o.cfg.reportError)
+		h.end(stateClosed, ErrClosed)
+		if o.hd != nil {
+			o.hd.untrack(h) // the caller gives back the handle's slot
+		}
+		return nil, opError(o.op, o.key, ErrClosed)
+	}
 	return h, nil
 }
 
@@ -78,7 +86,7 @@ func acquire(ctx context.Context, o lockOp) (*hold, error) {
 // done, or a permanent error occurs. The caller holds the key's gate place,
 // which it has waited for since start: time spent behind other goroutines
 // of this process counts towards the fairness threshold.
-func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission, start time.Time) (_ *hold, err error) {
+func (o *lockOp) contend(ctx context.Context, c *Client, g *gate, adm admission, start time.Time) (_ *Hold, err error) {
 	req := driver.Request{Key: o.key, Owner: newOwner(), Mode: o.mode, TTL: o.cfg.ttl}
 	var (
 		sub    driver.Subscription
@@ -90,7 +98,7 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 	// joinQueue reports whether the wait has lasted long enough to take a
 	// place in the backend's queue.
 	joinQueue := func() bool {
-		return !queued && e.queuer != nil && o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter
+		return !queued && c.queuer != nil && o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter
 	}
 	if adm.sub != nil {
 		// A waiter before us in this process left its subscription:
@@ -103,17 +111,17 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 	}
 	defer func() {
 		if sub != nil {
-			e.leaveSub(g, sub)
+			c.leaveSub(g, sub)
 		}
 		if timer != nil {
 			timer.Stop()
 		}
 		if err != nil && dirty {
 			// An attempt may have been applied with its reply lost, or we
-			// are queued: remove whatever req.Owner has on the backend.
-			cctx, cancel := cleanupContext(nil, o.cfg.ttl)
-			_ = o.drv.Release(cctx, driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode})
-			cancel()
+			// are queued: remove whatever req.Owner has on the backend,
+			// in the background, so that the call returns by its
+			// deadline.
+			c.cleanupLater(g, driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode}, o.cfg.ttl, o.cfg.reportError)
 		}
 	}()
 
@@ -122,7 +130,7 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 	// waits in the backend's own queue at once (Acquire grants at once
 	// if the key is free): the key is contended, and a TryAcquire would
 	// likely cost a refused request.
-	native := !o.try && e.acquirer != nil &&
+	native := !o.try && c.acquirer != nil &&
 		((o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter) ||
 			adm.contended)
 	for {
@@ -134,12 +142,12 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 			native = false
 			aerr = driver.ErrLocked // as if refused: wait natively below
 		case queued:
-			l, aerr = e.queuer.TryAcquireQueued(ctx, req)
+			l, aerr = c.queuer.TryAcquireQueued(ctx, req)
 		default:
-			l, aerr = o.drv.TryAcquire(ctx, req)
+			l, aerr = c.drv.TryAcquire(ctx, req)
 		}
 		if aerr == nil {
-			h := newHold(e, g, o.cfg, o.op, l, sent)
+			h := newHold(c, g, o.cfg, l, sent)
 			if time.Now().Before(h.deadline) {
 				return h, nil
 			}
@@ -159,8 +167,8 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 			if o.try {
 				return nil, nil
 			}
-			if e.acquirer != nil {
-				h, err := o.acquireNative(ctx, e, g, req)
+			if c.acquirer != nil {
+				h, err := o.acquireNative(ctx, c, g, req)
 				if err == nil {
 					return h, nil
 				}
@@ -170,7 +178,7 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 					// the wait, whatever the driver wrapped around it.
 					return nil, opError(o.op, o.key, cerr)
 				}
-				if driver.IsPermanent(err) || isInputError(err) {
+				if isFinal(err) {
 					return nil, opError(o.op, o.key, err)
 				}
 				o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("retrying: %w", err)))
@@ -180,8 +188,8 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 				wait = bo.NextBackOff()
 				break
 			}
-			if sub == nil && e.notifier != nil {
-				s, serr := e.notifier.Subscribe(ctx, o.key)
+			if sub == nil && c.notifier != nil {
+				s, serr := c.notifier.Subscribe(ctx, o.key)
 				if serr == nil {
 					sub = s
 					if joinQueue() {
@@ -199,13 +207,13 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 				bo = o.newBackoff()
 			}
 			wait = o.waitTime(aerr, bo, sub != nil, queued)
-			if e.queuer != nil && !queued && o.cfg.fairAfter >= 0 {
+			if c.queuer != nil && !queued && o.cfg.fairAfter >= 0 {
 				// Come back to join the queue when the threshold is
 				// reached: a driver may hand the key over to its queue
 				// and wake only the new holder.
 				wait = min(wait, max(o.cfg.fairAfter-time.Since(start), 0))
 			}
-		case driver.IsPermanent(aerr) || isInputError(aerr):
+		case isFinal(aerr):
 			dirty = true
 			return nil, opError(o.op, o.key, aerr)
 		default:
@@ -238,6 +246,9 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 		case <-ctx.Done():
 			dirty = dirty || queued
 			return nil, opError(o.op, o.key, ctx.Err())
+		case <-c.ctx.Done():
+			dirty = dirty || queued
+			return nil, opError(o.op, o.key, ErrClosed)
 		}
 	}
 }
@@ -246,24 +257,32 @@ func (o *lockOp) contend(ctx context.Context, e *engine, g *gate, adm admission,
 // unless the lease says when it began (Lease.Start), confirms the grant
 // with a Refresh whose send time starts the local deadline: the grant
 // itself may have happened at any time during the wait.
-func (o *lockOp) acquireNative(ctx context.Context, e *engine, g *gate, req driver.Request) (*hold, error) {
-	l, err := e.acquirer.Acquire(ctx, req)
+func (o *lockOp) acquireNative(ctx context.Context, c *Client, g *gate, req driver.Request) (*Hold, error) {
+	// The wait in the backend's queue ends with the Client too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+	l, err := c.acquirer.Acquire(ctx, req)
 	if err != nil {
+		if c.ctx.Err() != nil {
+			return nil, ErrClosed
+		}
 		return nil, err
 	}
 	if !l.Start.IsZero() {
 		// The driver knows when the lease began: no confirmation
 		// needed while it is valid.
-		if h := newHold(e, g, o.cfg, o.op, l, l.Start); time.Now().Before(h.deadline) {
+		if h := newHold(c, g, o.cfg, l, l.Start); time.Now().Before(h.deadline) {
 			return h, nil
 		}
 		l.Start = time.Time{}
 	}
 	for {
 		sent := time.Now()
-		l2, err := o.drv.Refresh(ctx, l)
+		l2, err := c.drv.Refresh(ctx, l)
 		if err == nil {
-			h := newHold(e, g, o.cfg, o.op, l2, sent)
+			h := newHold(c, g, o.cfg, l2, sent)
 			if time.Now().Before(h.deadline) {
 				return h, nil
 			}

@@ -3,6 +3,8 @@ package locker
 import (
 	"errors"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/go-locker/locker/driver"
 )
@@ -28,25 +30,65 @@ var (
 	// locked, already unlocked, or (from a driver) the lease is gone.
 	// It is the same value as driver.ErrNotHeld.
 	ErrNotHeld = driver.ErrNotHeld
-	// ErrLocked means another owner holds the key. It is the same value as
-	// driver.ErrLocked.
+	// ErrLocked means another owner holds the key: TryAcquire returns it
+	// when the key is taken. It is the same value as driver.ErrLocked.
 	ErrLocked = driver.ErrLocked
 	// ErrLost means a hold ended without Unlock: the backend reported it
 	// gone, or no renewal was confirmed before the local deadline.
 	ErrLost = errors.New("hold lost")
+	// ErrClosed means the Client was closed: lock calls through it fail
+	// with it, and the holds it ended by Close report it.
+	ErrClosed = errors.New("client closed")
 )
 
 // An Error records the operation and key of a failed lock call, and the
 // error that caused it.
 type Error struct {
-	Op  string // "lock", "unlock", "rlock", "runlock", "trylock", "tryrlock", "renew"
-	Key string
+	// Op is the operation: "lock", "trylock", "rlock", "tryrlock",
+	// "unlock", "runlock", "refresh", "release", "hold" (the state of a
+	// hold, from Err), "cleanup" (the background removal of what an
+	// abandoned call left), "renew" (a renewal of the watchdog) or "close".
+	Op  string
+	Key string // the key, whole; the message cuts it (see Error)
 	Err error
 }
 
 // Error implements error, in the form `locker: lock "orders/42": hold lost`.
+// The message has one "locker:" prefix, whatever Err wraps, and quotes at
+// most the first MaxErrorKeyLen bytes of the key.
 func (e *Error) Error() string {
-	return "locker: " + e.Op + " " + strconv.Quote(e.Key) + ": " + e.Err.Error()
+	var b strings.Builder
+	b.WriteString("locker: ")
+	b.WriteString(e.Op)
+	if e.Key != "" {
+		b.WriteByte(' ')
+		b.WriteString(quoteKey(e.Key))
+	}
+	b.WriteString(": ")
+	msg := "<nil>"
+	if e.Err != nil {
+		msg = e.Err.Error()
+	}
+	// A wrapped *Error (a loss reported by an unlock, say) keeps its
+	// words but not its prefix.
+	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "locker: "), ": locker: ", ": ")
+	b.WriteString(msg)
+	return b.String()
+}
+
+// MaxErrorKeyLen is how many bytes of a key an error message quotes; a
+// longer key is cut at a character boundary and marked with its length.
+const MaxErrorKeyLen = 64
+
+func quoteKey(key string) string {
+	if len(key) <= MaxErrorKeyLen {
+		return strconv.Quote(key)
+	}
+	cut := MaxErrorKeyLen
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return strconv.Quote(key[:cut]) + "… (" + strconv.Itoa(len(key)) + " bytes)"
 }
 
 // Unwrap returns the underlying error.
@@ -59,6 +101,15 @@ func opError(op, key string, err error) error {
 	}
 	return &Error{Op: op, Key: key, Err: err}
 }
+
+// isFinal reports whether no retry of a lock call can cure err: an input
+// error, a permanent backend error, or a closed Client.
+func isFinal(err error) bool {
+	return isInputError(err) || driver.IsPermanent(err) || errors.Is(err, ErrClosed)
+}
+
+// isClosed reports whether err says the Client was closed.
+func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
 
 // isInputError reports whether err can only be cured by changing the code:
 // a bad key, TTL, option, driver or context, or a capability the driver

@@ -7,75 +7,168 @@ import (
 	"github.com/go-locker/locker/driver"
 )
 
-// handle is what Mutex and RWMutex share: the driver, key and options, and
-// the hold that Token, Done and Err report.
+// handle is what Mutex and RWMutex share: the Client, key and options, the
+// handle's own lock state (slot), and the holds taken through it.
+//
+// The slot makes a handle behave like a sync.Mutex or sync.RWMutex: a
+// second Lock waits for the Unlock of the first, even when the first hold
+// was lost meanwhile. The Client's line for the key, on the other hand, is
+// given back as soon as a hold ends, so that other handles of the process
+// lock a key that was lost at once.
 type handle struct {
-	_   noCopy
-	drv driver.Driver
-	key string
-	cfg config
+	_    noCopy
+	c    *Client
+	key  string
+	cfg  config
+	slot slot
 
-	mu   sync.Mutex
-	last *hold // the hold Token, Done and Err report; guarded by mu
+	mu      sync.Mutex
+	holds   []*Hold       // taken through the handle, not yet released; most recent last
+	last    *Hold         // the most recent hold, for Token
+	done    chan struct{} // closed when one of holds ends or the last is released; nil while none
+	isEnded bool          // done is closed
+	err     error         // why the first of holds ended (loss or close), for Err
 }
 
-func (hd *handle) init(d driver.Driver, key string, opts []Option) {
-	hd.drv, hd.key, hd.cfg = d, key, newConfig(opts)
+func (hd *handle) init(c *Client, key string, opts []Option) {
+	hd.c, hd.key, hd.cfg = c, key, c.config(opts)
 }
 
-// acquire runs one lock call; it returns nil and no error when a try finds
-// the key taken.
-func (hd *handle) acquire(ctx context.Context, op string, mode driver.Mode, try bool) (*hold, error) {
-	return acquire(ctx, lockOp{op: op, drv: hd.drv, key: hd.key, mode: mode, cfg: &hd.cfg, try: try})
+// lock runs one lock call through the handle: it takes the handle's slot,
+// then the key. It returns nil and no error when a try finds either taken.
+func (hd *handle) lock(ctx context.Context, op string, mode driver.Mode, try bool) (*Hold, error) {
+	if ctx == nil {
+		return nil, opError(op, hd.key, ErrNilContext)
+	}
+	ok, err := hd.slot.acquire(ctx, mode, try, hd.c.ctx.Done())
+	if !ok {
+		if err != nil {
+			return nil, opError(op, hd.key, err)
+		}
+		return nil, nil
+	}
+	h, err := hd.c.acquire(ctx, lockOp{op: op, key: hd.key, mode: mode, cfg: &hd.cfg, try: try, hd: hd})
+	if h == nil {
+		hd.slot.release(mode)
+		return nil, err
+	}
+	return h, nil
+}
+
+// track records h, made by a lock call of the handle, before it can end.
+func (hd *handle) track(h *Hold) {
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	if len(hd.holds) == 0 {
+		hd.done, hd.isEnded, hd.err = make(chan struct{}), false, nil
+	}
+	hd.holds = append(hd.holds, h)
+	hd.last = h
+}
+
+// ended records that h ended by loss or Close.
+func (hd *handle) ended(h *Hold, err error) {
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	if hd.err == nil {
+		hd.err = err
+	}
+	hd.endLocked()
+}
+
+func (hd *handle) endLocked() {
+	if hd.done != nil && !hd.isEnded {
+		hd.isEnded = true
+		close(hd.done)
+	}
+}
+
+// released forgets h once its release has run, and gives back its slot.
+func (hd *handle) released(h *Hold) {
+	hd.untrack(h)
+	hd.slot.release(h.lease.Mode)
+}
+
+// untrack forgets h.
+func (hd *handle) untrack(h *Hold) {
+	hd.mu.Lock()
+	for i, x := range hd.holds {
+		if x == h {
+			hd.holds = append(hd.holds[:i], hd.holds[i+1:]...)
+			hd.holds = hd.holds[:len(hd.holds):len(hd.holds)]
+			break
+		}
+	}
+	if len(hd.holds) == 0 {
+		hd.endLocked()
+		hd.done = nil
+	} else if hd.last == h {
+		hd.last = hd.holds[len(hd.holds)-1]
+	}
+	hd.mu.Unlock()
+}
+
+// claim finds a hold of the handle in mode m that no release has begun on,
+// the most recent first, and claims it; nil if there is none.
+func (hd *handle) claim(m driver.Mode) *Hold {
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	for i := len(hd.holds) - 1; i >= 0; i-- {
+		if h := hd.holds[i]; h.lease.Mode == m && h.claim() {
+			return h
+		}
+	}
+	return nil
 }
 
 // mustLock is the sync.Locker form of a lock call.
-func (hd *handle) mustLock(err error) {
+func (hd *handle) mustLock(_ *Hold, err error) {
 	if err != nil {
 		panic(err)
 	}
 }
 
-// reportTry is the bool form of a try: input errors panic, others go to
-// the error handler.
-func (hd *handle) reportTry(ok bool, err error) bool {
+// tryLock is the bool form of a try, bounded by the try timeout: input
+// errors and permanent errors panic, as in Lock; others go to the error
+// handler.
+func (hd *handle) tryLock(op string, mode driver.Mode) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), hd.cfg.tryTimeout)
+	defer cancel()
+	h, err := hd.lock(ctx, op, mode, true)
 	if err != nil {
-		if isInputError(err) {
+		if isInputError(err) || driver.IsPermanent(err) {
 			panic(err)
 		}
 		hd.cfg.reportError(err)
 	}
-	return ok
+	return h != nil
 }
 
-// claimLocked marks h as being unlocked and returns it, or nil if there
-// is nothing to unlock. hd.mu is held.
-func claimLocked(h *hold) *hold {
-	if h == nil || h.unlocking {
-		return nil
-	}
-	h.unlocking = true
-	return h
-}
-
-// unlockOrPanic ends h for an Unlock without error result: a missing hold
-// is a run-time error, as in package sync; any other error goes to the
+// unlock ends the handle's hold in mode m for an Unlock without error
+// result: a missing hold is a run-time error, as in package sync; a lost or
+// closed hold is not, and its error, like a backend error, goes to the
 // error handler.
-func (hd *handle) unlockOrPanic(h *hold, op, misuse string) {
+func (hd *handle) unlock(m driver.Mode, op, misuse string) {
+	h := hd.claim(m)
 	if h == nil {
 		panic("locker: " + misuse)
 	}
-	if err := h.unlock(context.Background(), op); err != nil {
+	if err := h.release(context.Background(), op); err != nil && !isClosed(err) {
 		hd.cfg.reportError(err)
 	}
 }
 
-// unlockContext ends h for an Unlock with an error result.
-func (hd *handle) unlockContext(ctx context.Context, h *hold, op string) error {
+// unlockContext ends the handle's hold in mode m for an Unlock with an
+// error result.
+func (hd *handle) unlockContext(ctx context.Context, m driver.Mode, op string) error {
+	if ctx == nil {
+		return opError(op, hd.key, ErrNilContext)
+	}
+	h := hd.claim(m)
 	if h == nil {
 		return opError(op, hd.key, ErrNotHeld)
 	}
-	return h.unlock(ctx, op)
+	return h.release(ctx, op)
 }
 
 func (hd *handle) token() Token {
@@ -84,26 +177,25 @@ func (hd *handle) token() Token {
 	if hd.last == nil {
 		return 0
 	}
-	return hd.last.token()
+	return hd.last.Token()
 }
 
-func (hd *handle) done() <-chan struct{} {
+func (hd *handle) doneChan() <-chan struct{} {
 	hd.mu.Lock()
 	defer hd.mu.Unlock()
-	if hd.last == nil || hd.last.unlocking {
+	if hd.done == nil {
 		return closedChan
 	}
-	return hd.last.done
+	return hd.done
 }
 
-func (hd *handle) err() error {
+func (hd *handle) errValue() error {
 	hd.mu.Lock()
 	defer hd.mu.Unlock()
-	if hd.last == nil {
+	if hd.err == nil {
 		return nil
 	}
-	_, err := hd.last.status()
-	return err
+	return opError("hold", hd.key, hd.err)
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -113,3 +205,101 @@ type noCopy struct{}
 
 func (*noCopy) Lock()   {}
 func (*noCopy) Unlock() {}
+
+// A slot is a handle's own reader/writer lock, with contexts: writers
+// exclude everyone, readers only writers, and a waiting writer keeps new
+// readers out, as in sync.RWMutex.
+type slot struct {
+	mu      sync.Mutex
+	writer  bool
+	readers int
+	writers int           // writers waiting
+	wake    chan struct{} // closed when the slot changes; nil when nobody waits
+}
+
+// acquire takes the slot in mode m, waiting (unless try) until it is free,
+// ctx is done or closing is closed. It returns false and nil when a try
+// finds it taken.
+func (s *slot) acquire(ctx context.Context, m driver.Mode, try bool, closing <-chan struct{}) (bool, error) {
+	s.mu.Lock()
+	if s.free(m, false) {
+		s.take(m)
+		s.mu.Unlock()
+		return true, nil
+	}
+	if try {
+		s.mu.Unlock()
+		return false, nil
+	}
+	if m == driver.Exclusive {
+		s.writers++
+	}
+	for {
+		if s.wake == nil {
+			s.wake = make(chan struct{})
+		}
+		wake := s.wake
+		s.mu.Unlock()
+		var err error
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-closing:
+			err = ErrClosed
+		}
+		s.mu.Lock()
+		if err == nil && s.free(m, true) {
+			s.take(m)
+			if m == driver.Exclusive {
+				s.writers--
+			}
+			s.mu.Unlock()
+			return true, nil
+		}
+		if err != nil {
+			if m == driver.Exclusive {
+				s.writers--
+				s.wakeLocked() // readers held back by this writer may go
+			}
+			s.mu.Unlock()
+			return false, err
+		}
+	}
+}
+
+// free reports whether the slot can be taken in mode m; waiting tells a
+// writer that counts itself among the waiting writers.
+func (s *slot) free(m driver.Mode, waiting bool) bool {
+	if m == driver.Shared {
+		return !s.writer && s.writers == 0
+	}
+	return !s.writer && s.readers == 0 && (waiting || s.writers == 0)
+}
+
+func (s *slot) take(m driver.Mode) {
+	if m == driver.Shared {
+		s.readers++
+	} else {
+		s.writer = true
+	}
+}
+
+// release gives the slot back in mode m.
+func (s *slot) release(m driver.Mode) {
+	s.mu.Lock()
+	if m == driver.Shared {
+		s.readers--
+	} else {
+		s.writer = false
+	}
+	s.wakeLocked()
+	s.mu.Unlock()
+}
+
+func (s *slot) wakeLocked() {
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
+}

@@ -17,23 +17,29 @@ type holdState uint8
 const (
 	stateHeld holdState = iota
 	stateLost
-	stateUnlocked
+	stateClosed
+	stateReleased
 )
 
-// A hold is one grant of a key to one owner, from the moment the driver
-// granted it until Unlock or loss. Every lock type is built from holds.
-type hold struct {
-	eng      *engine
+// A Hold is one grant of a key: from the moment the backend granted it
+// until it is released, lost, or ended by Client.Close. Acquire methods
+// return it; the sync-style Lock methods keep it in their handle.
+//
+// Token, Key and Mode stay readable after the hold ends. Done, Err and
+// Context tell whether it still holds. A Hold is safe for concurrent use.
+type Hold struct {
+	c        *Client
 	g        *gate
 	cfg      *config
-	op       string // the lock operation, for errors
+	hd       *handle // the handle whose lock call made h, or nil
 	lease    driver.Lease
 	ttl      time.Duration
 	interval time.Duration
 	margin   time.Duration
+	fixed    bool // no renewals: the hold ends at its TTL unless refreshed
 	done     chan struct{}
 
-	// Watchdog state, guarded by eng.wd.mu.
+	// Watchdog state, guarded by c.wd.mu.
 	sent     time.Time     // send time of the last confirmed acquire or renewal
 	deadline time.Time     // sent + ttl - margin: after it the hold is lost
 	due      time.Time     // next watchdog event
@@ -42,15 +48,17 @@ type hold struct {
 	lastErr  error
 	stopLoss func() // ends the driver's LossWatcher registration, if any
 
-	unlocking bool // claimed by an unlock; guarded by the owning handle's mutex
-
-	endMu sync.Mutex
-	state holdState
-	err   error
-	onEnd []func(error)
+	// End state, guarded by mu.
+	mu        sync.Mutex
+	state     holdState
+	err       error // why the hold ended: wraps ErrLost or ErrClosed
+	releasing bool  // a release has begun
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	onEnd     []func(error)
 }
 
-func newHold(e *engine, g *gate, cfg *config, op string, l driver.Lease, sent time.Time) *hold {
+func newHold(c *Client, g *gate, cfg *config, l driver.Lease, sent time.Time) *Hold {
 	ttl := l.TTL
 	if ttl <= 0 {
 		ttl = cfg.ttl
@@ -61,15 +69,15 @@ func newHold(e *engine, g *gate, cfg *config, op string, l driver.Lease, sent ti
 		sent = l.Start
 	}
 	l.Start = time.Time{}
-	h := &hold{
-		eng:      e,
+	h := &Hold{
+		c:        c,
 		g:        g,
 		cfg:      cfg,
-		op:       op,
 		lease:    l,
 		ttl:      ttl,
 		interval: cfg.renewInterval(ttl),
 		margin:   margin(ttl),
+		fixed:    cfg.fixed,
 		done:     make(chan struct{}),
 		sent:     sent,
 		index:    -1,
@@ -86,101 +94,252 @@ func newOwner() string {
 	return hex.EncodeToString(b[:])
 }
 
-// end moves the hold to state s with reason err, once. It reports whether
-// this call ended it.
-func (h *hold) end(s holdState, err error) bool {
-	h.endMu.Lock()
+// Key returns the key h holds.
+func (h *Hold) Key() string { return h.lease.Key }
+
+// Token returns the fencing token of the grant. It stays readable after the
+// hold ends.
+func (h *Hold) Token() Token { return Token(h.lease.Token) }
+
+// Shared reports whether h is a read hold (RWMutex.RAcquire, RLock).
+func (h *Hold) Shared() bool { return h.lease.Mode == driver.Shared }
+
+// Done returns a channel that is closed when the hold ends: by Release (or
+// the Unlock of its handle), by loss, or by Client.Close.
+func (h *Hold) Done() <-chan struct{} { return h.done }
+
+// Err returns nil while h is held and after a release, an *Error wrapping
+// ErrLost after a loss (the backend reported the lease gone, no renewal was
+// confirmed before the local deadline, or a fixed lease ran out), and an
+// *Error wrapping ErrClosed after Client.Close ended it.
+func (h *Hold) Err() error {
+	_, err := h.status()
+	if err == nil {
+		return nil
+	}
+	return opError("hold", h.lease.Key, err)
+}
+
+// Context returns a context that is cancelled when the hold ends, so that
+// work done under the lock stops when the lock is gone. Its cause
+// (context.Cause) is Err's error, or an error wrapping ErrNotHeld after a
+// release. It carries no values and no deadline.
+func (h *Hold) Context() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil {
+		h.ctx, h.cancel = context.WithCancelCause(context.Background())
+		if h.state != stateHeld {
+			h.cancel(h.cause())
+		}
+	}
+	return h.ctx
+}
+
+// cause is the cancellation cause of h's context. h.mu is held and h has
+// ended.
+func (h *Hold) cause() error {
+	if h.err != nil {
+		return opError("hold", h.lease.Key, h.err)
+	}
+	return opError("hold", h.lease.Key, fmt.Errorf("%w: released", ErrNotHeld))
+}
+
+// Refresh extends the lease by its TTL from now, as a renewal of the
+// watchdog would: on a fixed lease (WithFixedLease) it is the only way to
+// keep the hold past its TTL. It returns an *Error wrapping ErrNotHeld if h
+// was released, wrapping ErrLost or ErrClosed if it ended so, and wrapping
+// the backend's error otherwise; a backend that says the lease is gone ends
+// the hold as lost.
+func (h *Hold) Refresh(ctx context.Context) error {
+	if ctx == nil {
+		return opError("refresh", h.lease.Key, ErrNilContext)
+	}
+	if err := h.live(); err != nil {
+		return opError("refresh", h.lease.Key, err)
+	}
+	sent := time.Now()
+	_, err := h.c.drv.Refresh(ctx, h.lease)
+	switch {
+	case err == nil:
+		h.c.wd.confirmed(h, sent)
+		return nil
+	case errors.Is(err, driver.ErrNotHeld):
+		h.c.wd.lost(h, err)
+		_, lerr := h.status()
+		return opError("refresh", h.lease.Key, lerr)
+	}
+	return opError("refresh", h.lease.Key, err)
+}
+
+// live returns nil while h is held and not being released, and the reason
+// otherwise.
+func (h *Hold) live() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.err != nil:
+		return h.err
+	case h.state != stateHeld || h.releasing:
+		return fmt.Errorf("%w: released", ErrNotHeld)
+	}
+	return nil
+}
+
+// Release gives up the hold: no renewal is sent once it starts, and the
+// lease is released on the backend. It returns nil when the lease was
+// released; an *Error wrapping ErrLost or ErrClosed if the hold had ended
+// so before; wrapping ErrNotHeld if it was already released; or wrapping
+// the backend's error, in which case the lease expires on its own. In
+// every case h no longer holds when Release returns, and the handle that
+// acquired it is unlocked.
+//
+// Release returns by ctx's deadline. If the backend has not answered by
+// then, or ctx is already done, the release goes on in the background on a
+// fresh context bounded by the TTL; later lock calls for the key through
+// the Client wait for it.
+func (h *Hold) Release(ctx context.Context) error {
+	if ctx == nil {
+		return opError("release", h.lease.Key, ErrNilContext)
+	}
+	if !h.claim() {
+		return opError("release", h.lease.Key, fmt.Errorf("%w: already released", ErrNotHeld))
+	}
+	return h.release(ctx, "release")
+}
+
+// claim marks h as being released, once: it reports false if a release
+// has begun already.
+func (h *Hold) claim() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.releasing {
+		return false
+	}
+	h.releasing = true
+	return true
+}
+
+// release ends a claimed hold for an unlock or a release operation op.
+func (h *Hold) release(ctx context.Context, op string) error {
+	defer func() {
+		if h.hd != nil {
+			h.hd.released(h)
+		}
+	}()
+	c := h.c
+	c.wd.remove(ctx, h)
+	if state, err := h.status(); state != stateHeld {
+		if state == stateLost || state == stateClosed {
+			return opError(op, h.lease.Key, err)
+		}
+		return opError(op, h.lease.Key, ErrNotHeld)
+	}
+	if ctx.Err() != nil {
+		// The caller has no time left: release in the background (the
+		// cleanup keeps the key's line alive: it starts before the end).
+		c.cleanupLater(h.g, h.lease, h.ttl, h.cfg.reportError)
+		h.end(stateReleased, nil)
+		return nil
+	}
+	rctx, cancel := cleanupContext(ctx, h.ttl)
+	rerr := c.drv.Release(rctx, h.lease)
+	cancel()
+	switch {
+	case rerr == nil:
+		h.end(stateReleased, nil)
+		return nil
+	case errors.Is(rerr, driver.ErrNotHeld):
+		h.end(stateLost, fmt.Errorf("%w: the lease was gone before the release: %w", ErrLost, rerr))
+		_, err := h.status()
+		return opError(op, h.lease.Key, err)
+	case ctx.Err() != nil && !driver.IsPermanent(rerr):
+		// The caller's deadline cut the release short: finish it in
+		// the background, as the key's next lock call in this process
+		// would otherwise find the lease still there.
+		c.cleanupLater(h.g, h.lease, h.ttl, h.cfg.reportError)
+		h.end(stateReleased, nil)
+		return opError(op, h.lease.Key, rerr)
+	default:
+		// Outcome unknown: the lease expires on its own if the release
+		// was not applied. The hold is over for this process either way.
+		h.end(stateReleased, nil)
+		return opError(op, h.lease.Key, rerr)
+	}
+}
+
+// end moves the hold to state s with reason err (nil for a release), once,
+// and gives back its place in the Client's line for the key: a hold that
+// ended lets the next lock call of the process proceed at once, whatever
+// its handle does. It reports whether this call ended it.
+func (h *Hold) end(s holdState, err error) bool {
+	h.mu.Lock()
 	if h.state != stateHeld {
-		h.endMu.Unlock()
+		h.mu.Unlock()
 		return false
 	}
 	h.state, h.err = s, err
 	hooks := h.onEnd
 	h.onEnd = nil
-	h.endMu.Unlock()
+	if h.cancel != nil {
+		h.cancel(h.cause())
+	}
+	h.mu.Unlock()
 	close(h.done)
+	h.c.exit(h.g, h.lease.Mode)
+	if h.hd != nil && err != nil {
+		h.hd.ended(h, err)
+	}
 	for _, f := range hooks {
 		f(err)
 	}
 	if s == stateLost && h.cfg.onLost != nil {
-		go h.cfg.onLost(err)
+		go h.cfg.onLost(opError("hold", h.lease.Key, err))
 	}
 	return true
 }
 
-// afterEnd arranges for f to run when the hold ends (at once if it has).
-func (h *hold) afterEnd(f func(error)) {
-	h.endMu.Lock()
+// afterEnd arranges for f to run when the hold ends (at once if it has),
+// with the reason it ended, nil for a release.
+func (h *Hold) afterEnd(f func(error)) {
+	h.mu.Lock()
 	if h.state == stateHeld {
 		h.onEnd = append(h.onEnd, f)
-		h.endMu.Unlock()
+		h.mu.Unlock()
 		return
 	}
 	err := h.err
-	h.endMu.Unlock()
+	h.mu.Unlock()
 	f(err)
 }
 
-func (h *hold) status() (holdState, error) {
-	h.endMu.Lock()
-	defer h.endMu.Unlock()
+func (h *Hold) status() (holdState, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	return h.state, h.err
 }
 
 // lose ends the hold as lost because of cause.
-func (h *hold) lose(cause error) {
-	h.end(stateLost, opError("renew", h.lease.Key, fmt.Errorf("%w: %w", ErrLost, cause)))
+func (h *Hold) lose(cause error) {
+	h.end(stateLost, fmt.Errorf("%w: %w", ErrLost, cause))
 }
 
-// token returns the fencing token, which stays readable after the hold ends.
-func (h *hold) token() Token { return Token(h.lease.Token) }
-
-// unlock ends the hold: no renewal is sent after it starts the release, and
-// the driver is asked to release the lease. The local gate place and engine
-// reference are given back whatever happens. It returns an error wrapping
-// ErrLost when the hold was lost before Unlock.
-func (h *hold) unlock(ctx context.Context, op string) error {
-	h.eng.wd.remove(h)
-	rctx, cancel := cleanupContext(ctx, h.ttl)
-	rerr := h.eng.drv.Release(rctx, h.lease)
-	cancel()
-	defer h.eng.unref()
-	defer h.eng.exit(h.g, h.lease.Mode)
-
-	if state, err := h.status(); state == stateLost {
-		return opError(op, h.lease.Key, err)
-	}
-	switch {
-	case rerr == nil:
-		h.end(stateUnlocked, nil)
-		return nil
-	case errors.Is(rerr, driver.ErrNotHeld):
-		err := opError(op, h.lease.Key, fmt.Errorf("%w: the lease was gone before unlock: %w", ErrLost, rerr))
-		if !h.end(stateLost, err) {
-			_, err = h.status()
-		}
-		return err
-	default:
-		// Outcome unknown: the lease expires on its own if the release was
-		// not applied. The hold is over for this process either way.
-		h.end(stateUnlocked, nil)
-		return opError(op, h.lease.Key, rerr)
-	}
+// cleanupBound is how long a release or cleanup without a deadline of its
+// own may take: a lease outlives its holder by at most its TTL anyway, and
+// not every client library times out on its own.
+func cleanupBound(ttl time.Duration) time.Duration {
+	return min(max(ttl, time.Second), 30*time.Second)
 }
 
-// cleanupContext returns the context for a release or a cleanup: ctx while
-// it is alive and has a deadline (the caller's choice), ctx bounded when it
-// has none, and a fresh bounded context when ctx is done or nil, because a
-// cleanup must run even after a cancellation, and must not hang on a
-// backend that never answers (not every client library times out on its
-// own): a lease outlives its holder by at most its TTL anyway.
+// cleanupContext returns the context for a release: ctx while it is alive
+// and has a deadline (the caller's choice), ctx bounded by cleanupBound
+// when it has none, and a fresh bounded context when ctx is done.
 func cleanupContext(ctx context.Context, ttl time.Duration) (context.Context, context.CancelFunc) {
-	bound := min(max(ttl, time.Second), 30*time.Second)
 	if ctx != nil && ctx.Err() == nil {
 		if _, ok := ctx.Deadline(); ok {
 			return ctx, func() {}
 		}
-		return context.WithTimeout(ctx, bound)
+		return context.WithTimeout(ctx, cleanupBound(ttl))
 	}
-	return context.WithTimeout(context.Background(), bound)
+	return context.WithTimeout(context.Background(), cleanupBound(ttl))
 }

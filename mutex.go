@@ -15,25 +15,34 @@ import (
 // exclude each other, in this process as in any other. A locked Mutex is
 // not associated with a particular goroutine.
 //
-// While it is held the lease is renewed in the background. If it is lost
-// (the backend says so, or no renewal was confirmed in time) Done closes,
-// Err reports the reason, and the next Unlock reports it too. A lost hold
-// is still ended by Unlock, as with sync.Mutex every Lock needs its Unlock:
-// until then other lock calls for the key in this process wait, and a
-// second Lock on the handle waits.
+// Acquire is Lock that returns the hold itself, a *Hold with the fencing
+// token, Done, Err, a Context for work under the lock, Refresh and
+// Release; the hold's Release and the Mutex's Unlock are two ways to end
+// it.
+//
+// While it is held the lease is renewed in the background (unless
+// WithFixedLease). If it is lost (the backend says so, or no renewal was
+// confirmed in time) Done closes, Err reports the reason, and the next
+// Unlock reports it too. Other lock calls for the key, through other
+// handles of the process, go ahead at once; this handle, like a sync.Mutex,
+// still needs its Unlock before it locks again.
 //
 // A Mutex must not be copied after first use.
 type Mutex struct {
-	handle // last: the current hold, or the last one after Unlock
+	handle
 }
 
-// NewMutex returns a Mutex for key on d. It does no I/O: a bad key, TTL or
-// driver is reported by the first lock call, as an *Error wrapping
-// ErrInvalidKey, ErrInvalidTTL or ErrNilDriver.
+// NewMutex returns a Mutex for key on d, with a Client of its own:
+// NewMutex(d, key, opts...) is New(d).Mutex(key, opts...). It does no I/O: a
+// bad key, TTL or driver is reported by the first lock call, as an *Error
+// wrapping ErrInvalidKey, ErrInvalidTTL or ErrNilDriver.
+//
+// A handle made this way shares nothing with other handles in the process
+// but the driver: no in-process waiting line, no batched renewals, and no
+// Close (it has no background work once unlocked). Make handles from one
+// Client to have those.
 func NewMutex(d driver.Driver, key string, opts ...Option) *Mutex {
-	m := &Mutex{}
-	m.init(d, key, opts)
-	return m
+	return New(d).Mutex(key, opts...)
 }
 
 // Key returns the key m locks.
@@ -42,61 +51,66 @@ func (m *Mutex) Key() string { return m.key }
 // Lock locks m, waiting as long as it takes. Transient backend errors are
 // retried with backoff and reported to the error handler. Lock panics with
 // the *Error if the lock can never be acquired: a bad key, TTL, option or
-// driver, or a permanent backend error.
-func (m *Mutex) Lock() { m.mustLock(m.LockContext(context.Background())) }
+// driver, a permanent backend error (such as a closed backend client), or a
+// closed Client.
+func (m *Mutex) Lock() { m.mustLock(m.Acquire(context.Background())) }
 
 // LockContext locks m, waiting until it is held, ctx is done, or a
-// permanent error occurs; transient backend errors are retried. On error
-// nothing is left held or queued on the backend, and the error is an *Error
-// wrapping ctx.Err() or the cause.
+// permanent error occurs; transient backend errors are retried. It returns
+// by ctx's deadline even when the backend does not answer. On error the
+// error is an *Error wrapping ctx.Err() or the cause, and whatever the call
+// may have left on the backend is removed in the background (later lock
+// calls for the key through the same Client wait for that).
 func (m *Mutex) LockContext(ctx context.Context) error {
-	_, err := m.lock(ctx, "lock", false)
+	_, err := m.Acquire(ctx)
 	return err
 }
 
-// TryLock tries to lock m once, without waiting, and reports whether it
-// succeeded. A backend error counts as failure and goes to the error
-// handler. Like Lock it panics on a bad key, TTL, option or driver.
-func (m *Mutex) TryLock() bool { return m.reportTry(m.lock(context.Background(), "trylock", true)) }
-
-// TryLockContext tries to lock m once, without waiting. It reports false
-// and no error when the key is held elsewhere (or by another goroutine
-// through this process), and false and the error when the attempt failed.
-func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
-	return m.lock(ctx, "trylock", true)
+// Acquire locks m as LockContext does and returns the hold.
+func (m *Mutex) Acquire(ctx context.Context) (*Hold, error) {
+	return m.lock(ctx, "lock", driver.Exclusive, false)
 }
 
-func (m *Mutex) lock(ctx context.Context, op string, try bool) (bool, error) {
-	h, err := m.acquire(ctx, op, driver.Exclusive, try)
-	if h == nil {
-		return false, err
+// TryLock tries to lock m once, without waiting, and reports whether it
+// succeeded. It gives up after the try timeout (WithTryTimeout, 1s by
+// default) when the backend does not answer. A backend error counts as
+// failure and goes to the error handler. Like Lock it panics on a bad key,
+// TTL, option or driver, a permanent error, or a closed Client.
+func (m *Mutex) TryLock() bool { return m.tryLock("trylock", driver.Exclusive) }
+
+// TryLockContext tries to lock m once, without waiting. It reports false
+// and no error when the key is held elsewhere (or through this handle),
+// and false and the error when the attempt failed.
+func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
+	h, err := m.lock(ctx, "trylock", driver.Exclusive, true)
+	return h != nil, err
+}
+
+// TryAcquire tries to lock m once, without waiting, and returns the hold.
+// When the key is held elsewhere (or through this handle) it returns an
+// *Error wrapping ErrLocked.
+func (m *Mutex) TryAcquire(ctx context.Context) (*Hold, error) {
+	h, err := m.lock(ctx, "trylock", driver.Exclusive, true)
+	if h == nil && err == nil {
+		err = opError("trylock", m.key, ErrLocked)
 	}
-	m.mu.Lock()
-	m.last = h
-	m.mu.Unlock()
-	return true, nil
+	return h, err
 }
 
 // Unlock unlocks m. It is a run-time error, as with sync.Mutex, if m is not
-// locked: Unlock panics. A hold that was lost is still locked in this sense:
-// Unlock then ends it without panicking and reports the loss to the error
-// handler, as it does backend errors (the lease expires on its own).
-func (m *Mutex) Unlock() { m.unlockOrPanic(m.take(), "unlock", "unlock of unlocked Mutex") }
+// locked: Unlock panics. A hold that was lost or ended by Client.Close is
+// still locked in this sense: Unlock then ends it without panicking, and
+// reports a loss to the error handler, as it does backend errors (the lease
+// expires on its own).
+func (m *Mutex) Unlock() { m.unlock(driver.Exclusive, "unlock", "unlock of unlocked Mutex") }
 
 // UnlockContext unlocks m and returns an *Error wrapping ErrNotHeld if m is
-// not locked, wrapping ErrLost if the hold was lost, or wrapping the backend
-// error if the release failed (the lease then expires on its own). In every
-// case m is unlocked when it returns. A done ctx does not stop the release:
-// it runs on a fresh context bounded by the TTL.
+// not locked, wrapping ErrLost or ErrClosed if the hold ended so, or
+// wrapping the backend error if the release failed (the lease then expires
+// on its own). In every case m is unlocked when it returns, which is by
+// ctx's deadline (see Hold.Release).
 func (m *Mutex) UnlockContext(ctx context.Context) error {
-	return m.unlockContext(ctx, m.take(), "unlock")
-}
-
-// take claims the current hold for unlocking, once.
-func (m *Mutex) take() *hold {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return claimLocked(m.last)
+	return m.unlockContext(ctx, driver.Exclusive, "unlock")
 }
 
 // Token returns the fencing token of the current hold, or 0 if m has never
@@ -104,9 +118,11 @@ func (m *Mutex) take() *hold {
 func (m *Mutex) Token() Token { return m.token() }
 
 // Done returns a channel that is closed when the current hold ends, by
-// Unlock or by loss. If m is not locked the channel is already closed.
-func (m *Mutex) Done() <-chan struct{} { return m.done() }
+// Unlock, by loss or by Client.Close. If m is not locked the channel is
+// already closed.
+func (m *Mutex) Done() <-chan struct{} { return m.doneChan() }
 
 // Err returns nil while m is held and after a successful Unlock, and an
-// *Error wrapping ErrLost after the hold was lost.
-func (m *Mutex) Err() error { return m.err() }
+// *Error wrapping ErrLost or ErrClosed after the hold ended so (until the
+// next lock).
+func (m *Mutex) Err() error { return m.errValue() }

@@ -131,15 +131,15 @@ func TestMutex_SharedHandleBehavesLikeSyncMutex(t *testing.T) {
 func TestMutex_LocalWaitersDoNotPoll(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
-		d := b.Driver()
-		holder := locker.NewMutex(d, "k")
+		c := locker.New(b.Driver())
+		holder := c.Mutex("k")
 		holder.Lock()
 		before := b.Stats()
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for range 50 {
 			wg.Go(func() {
-				m := locker.NewMutex(d, "k")
+				m := c.Mutex("k")
 				if err := m.LockContext(ctx); err == nil {
 					m.Unlock()
 				}
@@ -404,6 +404,7 @@ func TestTryLock_LostReplyLeavesNothing(t *testing.T) {
 		if ok || !errors.Is(err, memdriver.ErrReplyLost) {
 			t.Fatalf("TryLockContext = %v, %v; want false and the lost reply", ok, err)
 		}
+		synctest.Wait() // the cleanup runs in the background
 		if hs := b.Holders("k"); len(hs) != 0 {
 			t.Fatalf("an ambiguous TryLock left a holder: %+v", hs)
 		}

@@ -93,15 +93,15 @@ func TestNative_ContendedLockWaitsInAcquire(t *testing.T) {
 func TestNative_LocalWaitersShareOneAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
-		d := b.Driver()
-		holder := locker.NewMutex(b.Driver(), "k")
+		c := locker.New(b.Driver())
+		holder := locker.NewMutex(b.Driver(), "k") // another process
 		holder.Lock()
 		before := b.Stats()
 		var wg sync.WaitGroup
 		var n atomic.Int32
 		for range 20 {
 			wg.Go(func() {
-				m := locker.NewMutex(d, "k")
+				m := c.Mutex("k")
 				m.Lock()
 				n.Add(1)
 				m.Unlock()

@@ -23,19 +23,27 @@ const (
 	// sync.Mutex's starvation mode, waiters that have waited longer than
 	// this are served in order, and newcomers may no longer overtake them.
 	DefaultFairnessThreshold = 1 * time.Millisecond
+	// DefaultTryTimeout bounds TryLock and TryRLock, which take no
+	// context, when the backend does not answer.
+	DefaultTryTimeout = 1 * time.Second
 )
 
-// An Option configures a lock handle.
+// An Option configures a Client (New: the defaults of every handle made
+// from it) or one lock handle (Client.Mutex and the other constructors:
+// applied after the Client's).
 type Option func(*config)
 
 type config struct {
 	ttl        time.Duration
 	renew      time.Duration // 0: ttl/3
+	fixed      bool
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	fairAfter  time.Duration
+	tryTimeout time.Duration
 	onLost     func(error)
 	onError    func(error)
+	logger     *slog.Logger
 	badOption  error
 }
 
@@ -45,6 +53,7 @@ func newConfig(opts []Option) config {
 		minBackoff: DefaultMinBackoff,
 		maxBackoff: DefaultMaxBackoff,
 		fairAfter:  DefaultFairnessThreshold,
+		tryTimeout: DefaultTryTimeout,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -69,6 +78,25 @@ func WithRenewInterval(d time.Duration) Option {
 			c.badOption = fmt.Errorf("%w: renew interval %v is not positive", ErrInvalidOption, d)
 		}
 		c.renew = d
+	}
+}
+
+// WithFixedLease turns the watchdog off: a hold ends at its TTL (WithTTL)
+// unless Hold.Refresh extends it, as with a lock that has a lease time
+// and no renewal. The end is a loss like any other (Done closes, Err wraps
+// ErrLost), declared at the local deadline, before the backend can grant
+// the key to anyone else.
+func WithFixedLease() Option { return func(c *config) { c.fixed = true } }
+
+// WithTryTimeout bounds TryLock and TryRLock, which take no context, when
+// the backend does not answer. It must be positive; the default is
+// DefaultTryTimeout.
+func WithTryTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.badOption = fmt.Errorf("%w: try timeout %v is not positive", ErrInvalidOption, d)
+		}
+		c.tryTimeout = d
 	}
 }
 
@@ -99,16 +127,25 @@ func WithOnLost(f func(err error)) Option { return func(c *config) { c.onLost = 
 
 // WithErrorHandler sets the function that receives errors that no call can
 // return: backend errors from Unlock and TryLock, failed renewals (each one,
-// before a loss), and transient errors retried by Lock. The default logs
-// them with log/slog at level Warn.
+// before a loss), transient errors retried by Lock, and failed background
+// cleanups. The default logs them to the logger (WithLogger) at level Warn.
 func WithErrorHandler(f func(err error)) Option { return func(c *config) { c.onError = f } }
+
+// WithLogger sets the logger of the default error handler (see
+// WithErrorHandler). The default is slog.Default() at the time of the
+// report.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 func (c *config) reportError(err error) {
 	if c.onError != nil {
 		c.onError(err)
 		return
 	}
-	slog.Warn("locker", "err", err)
+	l := c.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn("locker", "err", err)
 }
 
 // margin is the safety margin subtracted from the TTL when computing the

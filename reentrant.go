@@ -22,29 +22,35 @@ var ErrReentryLimit = errors.New("reentry limit reached")
 //
 // Go has no goroutine identity, so the owner is explicit: it travels in the
 // context. Lock returns a context that carries the hold; a Lock with that
-// context (or one derived from it) on the same driver and key, through this
-// or any other ReentrantMutex, enters the hold again instead of waiting,
-// returns the same fencing token, and must be matched by one more Unlock.
-// A Lock with a context that does not carry the hold is a new owner and
-// waits, even in the same goroutine: two goroutines share a hold only when
-// one was given the other's context.
+// context (or one derived from it) through a ReentrantMutex of the same
+// Client and key enters the hold again instead of waiting, returns the
+// same fencing token, and must be matched by one more Unlock. A Lock with a
+// context that does not carry the hold is a new owner and waits, even in
+// the same goroutine: two goroutines share a hold only when one was given
+// the other's context. NewReentrantMutex makes a handle with a Client of
+// its own, so only that handle recognises its holds.
 //
-// The context Lock returns is canceled, with cause an error wrapping ErrLost,
-// when the hold is lost, and with cause ErrNotHeld after the last Unlock, so
-// work done under it stops when the lock is gone.
+// The context Lock returns is canceled, with cause an error wrapping
+// ErrLost, when the hold is lost, and with cause ErrNotHeld after the last
+// Unlock, so work done under it stops when the lock is gone.
+//
+// Unlock with a context that carries no hold of the mutex, or one already
+// unlocked as often as it was locked, is a run-time error, as unlocking an
+// unlocked sync.Mutex is: it panics, so that a misplaced context cannot
+// leave a hold renewed for ever. UnlockContext returns ErrNotHeld instead.
 //
 // A ReentrantMutex must not be copied after first use.
 type ReentrantMutex struct {
 	_   noCopy
-	drv driver.Driver
+	c   *Client
 	key string
 	cfg config
 }
 
-// NewReentrantMutex returns a ReentrantMutex for key on d. Like NewMutex it
-// does no I/O.
+// NewReentrantMutex returns a ReentrantMutex for key on d with a Client of
+// its own, as NewMutex does.
 func NewReentrantMutex(d driver.Driver, key string, opts ...Option) *ReentrantMutex {
-	return &ReentrantMutex{drv: d, key: key, cfg: newConfig(opts)}
+	return New(d).ReentrantMutex(key, opts...)
 }
 
 // Key returns the key r locks.
@@ -52,34 +58,22 @@ func (r *ReentrantMutex) Key() string { return r.key }
 
 // reentrantHold is a hold with its entry count, stored in contexts.
 type reentrantHold struct {
-	h     *hold
+	h     *Hold
 	mu    sync.Mutex
 	count int
 }
 
-// reentryKey identifies a hold in a context: the engine (shared by all
-// handles on one driver) and the key. A driver without an engine of its own
-// in the registry is identified by the handle.
+// reentryKey identifies a hold in a context: the Client and the key.
 type reentryKey struct {
-	id  any
+	c   *Client
 	key string
 }
 
 func (r *ReentrantMutex) held(ctx context.Context) *reentrantHold {
-	if ctx == nil || r.drv == nil {
+	if ctx == nil {
 		return nil
 	}
-	var key any = reentryKey{r, r.key}
-	if comparableDriver(r.drv) {
-		registry.Lock()
-		e := registry.m[r.drv]
-		registry.Unlock()
-		if e == nil {
-			return nil // no live hold on this driver in the process
-		}
-		key = reentryKey{e, r.key}
-	}
-	rh, _ := ctx.Value(key).(*reentrantHold)
+	rh, _ := ctx.Value(reentryKey{r.c, r.key}).(*reentrantHold)
 	return rh
 }
 
@@ -104,7 +98,7 @@ func (r *ReentrantMutex) lock(ctx context.Context, op string, try bool) (context
 	if rh := r.held(ctx); rh != nil {
 		rh.mu.Lock()
 		defer rh.mu.Unlock()
-		if state, err := rh.h.status(); state == stateLost {
+		if _, err := rh.h.status(); err != nil {
 			return nil, opError(op, r.key, err)
 		}
 		if rh.count <= 0 {
@@ -116,56 +110,93 @@ func (r *ReentrantMutex) lock(ctx context.Context, op string, try bool) (context
 		rh.count++
 		return ctx, nil
 	}
-	h, err := acquire(ctx, lockOp{op: op, drv: r.drv, key: r.key, mode: driver.Exclusive, cfg: &r.cfg, try: try})
+	if ctx == nil {
+		return nil, opError(op, r.key, ErrNilContext)
+	}
+	h, err := r.c.acquire(ctx, lockOp{op: op, key: r.key, mode: driver.Exclusive, cfg: &r.cfg, try: try})
 	if h == nil {
 		return nil, err
 	}
 	rh := &reentrantHold{h: h, count: 1}
-	var key any = reentryKey{h.eng, r.key}
-	if !h.eng.shareable {
-		key = reentryKey{r, r.key}
-	}
-	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, key, rh))
+	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, reentryKey{r.c, r.key}, rh))
 	h.afterEnd(func(err error) {
 		if err == nil {
-			err = opError("unlock", r.key, ErrNotHeld)
+			cancel(opError("unlock", r.key, ErrNotHeld))
+			return
 		}
-		cancel(err)
+		cancel(opError("hold", r.key, err))
 	})
 	return lctx, nil
 }
 
 // Unlock undoes one Lock of the hold ctx carries; the last one releases
-// the key. It returns an *Error wrapping ErrNotHeld if ctx carries no hold
-// of r's key, or if it was unlocked as many times as it was locked, and
-// wrapping ErrLost if the hold was lost (the count still goes down, so the
-// usual deferred Unlock calls end it).
-func (r *ReentrantMutex) Unlock(ctx context.Context) error {
+// the key. It panics if ctx carries no hold of r's Client and key, or one
+// unlocked as many times as it was locked. A lost hold is not misuse: its
+// count goes down as usual and the loss goes to the error handler, as
+// backend errors of the release do.
+func (r *ReentrantMutex) Unlock(ctx context.Context) {
+	if err := r.unlock(ctx); err != nil {
+		if errors.Is(err, errMisuse) {
+			panic("locker: unlock of unlocked ReentrantMutex")
+		}
+		if !isClosed(err) {
+			r.cfg.reportError(err)
+		}
+	}
+}
+
+// UnlockContext undoes one Lock of the hold ctx carries, as Unlock does,
+// and returns an *Error wrapping ErrNotHeld where Unlock panics, and
+// wrapping ErrLost or ErrClosed if the hold ended so (the count still goes
+// down, so the usual deferred calls end it).
+func (r *ReentrantMutex) UnlockContext(ctx context.Context) error {
+	err := r.unlock(ctx)
+	if errors.Is(err, errMisuse) {
+		return opError("unlock", r.key, ErrNotHeld)
+	}
+	return err
+}
+
+// errMisuse marks an unlock that sync would call a run-time error.
+var errMisuse = errors.New("misuse")
+
+func (r *ReentrantMutex) unlock(ctx context.Context) error {
 	rh := r.held(ctx)
 	if rh == nil {
-		return opError("unlock", r.key, ErrNotHeld)
+		return errMisuse
 	}
 	rh.mu.Lock()
 	if rh.count <= 0 {
 		rh.mu.Unlock()
-		return opError("unlock", r.key, ErrNotHeld)
+		return errMisuse
 	}
 	rh.count--
 	last := rh.count == 0
 	rh.mu.Unlock()
 	if !last {
-		if state, err := rh.h.status(); state == stateLost {
+		if _, err := rh.h.status(); err != nil {
 			return opError("unlock", r.key, err)
 		}
 		return nil
 	}
-	return rh.h.unlock(ctx, "unlock")
+	if !rh.h.claim() {
+		return nil // released through the Hold
+	}
+	return rh.h.release(ctx, "unlock")
+}
+
+// Hold returns the hold ctx carries for r, or nil.
+func (r *ReentrantMutex) Hold(ctx context.Context) *Hold {
+	if rh := r.held(ctx); rh != nil {
+		return rh.h
+	}
+	return nil
 }
 
 // Token returns the fencing token of the hold ctx carries, or 0.
 func (r *ReentrantMutex) Token(ctx context.Context) Token {
 	if rh := r.held(ctx); rh != nil {
-		return rh.h.token()
+		return rh.h.Token()
 	}
 	return 0
 }

@@ -15,14 +15,15 @@ func TestReentrant_SameContextReenters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
 		d := b.Driver()
-		r := locker.NewReentrantMutex(d, "acct/7")
+		c := locker.New(d)
+		r := c.ReentrantMutex("acct/7")
 		ctx, err := r.Lock(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		tok := r.Token(ctx)
-		// Another handle on the same driver and key reenters through ctx.
-		r2 := locker.NewReentrantMutex(d, "acct/7")
+		// Another handle of the same Client and key reenters through ctx.
+		r2 := c.ReentrantMutex("acct/7")
 		ctx2, err := r2.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -30,13 +31,13 @@ func TestReentrant_SameContextReenters(t *testing.T) {
 		if r2.Token(ctx2) != tok || r.Count(ctx) != 2 {
 			t.Fatalf("reentry: token %d (want %d), count %d (want 2)", r2.Token(ctx2), tok, r.Count(ctx))
 		}
-		if err := r2.Unlock(ctx2); err != nil {
+		if err := r2.UnlockContext(ctx2); err != nil {
 			t.Fatal(err)
 		}
 		if len(b.Holders("acct/7")) != 1 {
 			t.Fatal("first of two unlocks released the key")
 		}
-		if err := r.Unlock(ctx); err != nil {
+		if err := r.UnlockContext(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if len(b.Holders("acct/7")) != 0 {
@@ -45,7 +46,7 @@ func TestReentrant_SameContextReenters(t *testing.T) {
 		if ctx.Err() == nil || !errors.Is(context.Cause(ctx), locker.ErrNotHeld) {
 			t.Fatalf("hold context after the last Unlock: err %v cause %v", ctx.Err(), context.Cause(ctx))
 		}
-		checkErr(t, r.Unlock(ctx), "unlock", "acct/7", locker.ErrNotHeld)
+		checkErr(t, r.UnlockContext(ctx), "unlock", "acct/7", locker.ErrNotHeld)
 	})
 }
 
@@ -66,7 +67,7 @@ func TestReentrant_OtherContextsExclude(t *testing.T) {
 		go func() {
 			c, err := r.Lock(context.Background())
 			if err == nil {
-				err = r.Unlock(c)
+				err = r.UnlockContext(c)
 			}
 			got <- err
 		}()
@@ -76,8 +77,13 @@ func TestReentrant_OtherContextsExclude(t *testing.T) {
 			t.Fatal("a second owner got in while the first held the key")
 		default:
 		}
-		checkErr(t, r.Unlock(context.Background()), "unlock", "acct/7", locker.ErrNotHeld)
-		if err := r.Unlock(ctx); err != nil {
+		checkErr(t, r.UnlockContext(context.Background()), "unlock", "acct/7", locker.ErrNotHeld)
+		// The misuse that could leak a hold for ever panics instead.
+		mustPanic(t, func() { r.Unlock(context.Background()) })
+		if r.Count(ctx) != 1 {
+			t.Fatalf("count after misuse = %d, want 1", r.Count(ctx))
+		}
+		if err := r.UnlockContext(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-got; err != nil {
@@ -106,8 +112,16 @@ func TestReentrant_LossCancelsContext(t *testing.T) {
 		if _, err := r.Lock(ctx); !errors.Is(err, locker.ErrLost) {
 			t.Fatalf("reentry after loss = %v, want ErrLost", err)
 		}
-		checkErr(t, r.Unlock(inner), "unlock", "acct/7", locker.ErrLost)
-		checkErr(t, r.Unlock(ctx), "unlock", "acct/7", locker.ErrLost)
-		checkErr(t, r.Unlock(ctx), "unlock", "acct/7", locker.ErrNotHeld)
+		// Loss frees the key for other owners at once, while this one
+		// still needs its unlocks.
+		other, err := r.Lock(context.Background())
+		if err != nil {
+			t.Fatalf("another owner after the loss: %v", err)
+		}
+		r.UnlockContext(other)
+		checkErr(t, r.UnlockContext(inner), "unlock", "acct/7", locker.ErrLost)
+		checkErr(t, r.UnlockContext(ctx), "unlock", "acct/7", locker.ErrLost)
+		checkErr(t, r.UnlockContext(ctx), "unlock", "acct/7", locker.ErrNotHeld)
+		mustPanic(t, func() { r.Unlock(ctx) })
 	})
 }

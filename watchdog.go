@@ -11,9 +11,9 @@ import (
 	"github.com/go-locker/locker/driver"
 )
 
-// A watchdog renews the leases of one driver and declares holds lost.
+// A watchdog renews the leases of one Client and declares holds lost.
 //
-// One timer per driver (not per lock) serves every hold of the process: the
+// One timer per Client (not per lock) serves every hold of the Client: the
 // holds sit in a heap ordered by their next event, which is the renewal due
 // at sent+interval or, while a renewal is outstanding, the local deadline
 // sent+TTL-margin. When the timer fires, renewals that fall due together, or
@@ -24,31 +24,116 @@ import (
 // timer declares the loss when the deadline passes, whatever the call is
 // doing. No goroutine runs while no renewal is on its way.
 type watchdog struct {
-	eng   *engine
-	mu    sync.Mutex
-	heap  holdHeap
-	timer *time.Timer // runs tick; made on first use
-	armed time.Time   // when the timer will fire; zero when stopped
+	c      *Client
+	mu     sync.Mutex
+	heap   holdHeap
+	timer  *time.Timer // runs tick; made on first use
+	armed  time.Time   // when the timer will fire; zero when stopped
+	closed bool        // by Client.Close: no hold is added any more
+	// flights counts renewal batches on their way; idle is closed when
+	// it drops to 0 after close.
+	flights int
+	idle    chan struct{}
 }
 
-// add starts renewing h, and listens for the backend's loss reports when
-// the driver makes them (driver.LossWatcher).
-func (w *watchdog) add(h *hold) {
+// add starts renewing h (or, for a fixed lease, watching its deadline),
+// and listens for the backend's loss reports when the driver makes them
+// (driver.LossWatcher). It reports false, and does nothing, once the
+// watchdog is closed.
+func (w *watchdog) add(h *Hold) bool {
 	w.mu.Lock()
-	h.due = h.sent.Add(h.interval)
+	if w.closed {
+		w.mu.Unlock()
+		return false
+	}
+	h.due = h.nextRenewal()
 	heap.Push(&w.heap, h)
 	w.armLocked(time.Time{})
 	w.mu.Unlock()
-	if lw := w.eng.watcher; lw != nil {
+	if lw := w.c.watcher; lw != nil {
 		stop := lw.WatchLoss(h.lease, func(err error) { w.lost(h, err) })
 		w.mu.Lock()
+		if h.index < 0 {
+			// Ended meanwhile: the registration is not needed.
+			w.mu.Unlock()
+			stop()
+			return true
+		}
 		h.stopLoss = stop
 		w.mu.Unlock()
 	}
+	return true
+}
+
+// nextRenewal is when h's next renewal is due after a confirmation: never,
+// for a fixed lease, which the watchdog watches only for its deadline.
+func (h *Hold) nextRenewal() time.Time {
+	if h.fixed {
+		return h.deadline
+	}
+	return h.sent.Add(h.interval)
+}
+
+// confirmed records a renewal of h sent at sent that the backend confirmed
+// outside the watchdog (Hold.Refresh).
+func (w *watchdog) confirmed(h *Hold, sent time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h.index < 0 || !sent.After(h.sent) {
+		return
+	}
+	h.sent = sent
+	h.deadline = sent.Add(h.ttl - h.margin)
+	h.lastErr = nil
+	if h.inflight == nil {
+		h.due = h.nextRenewal()
+	}
+	heap.Fix(&w.heap, h.index)
+	w.armLocked(time.Time{})
+}
+
+// close stops the watchdog for Client.Close: it returns the holds it
+// renewed, removed from the heap and with their loss watches stopped.
+func (w *watchdog) close() []*Hold {
+	w.mu.Lock()
+	w.closed = true
+	holds := make([]*Hold, 0, len(w.heap))
+	var stops []func()
+	for len(w.heap) > 0 {
+		h := heap.Pop(&w.heap).(*Hold)
+		if h.stopLoss != nil {
+			stops = append(stops, h.stopLoss)
+			h.stopLoss = nil
+		}
+		holds = append(holds, h)
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+		w.armed = time.Time{}
+	}
+	w.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+	return holds
+}
+
+// flightsDone returns a channel that is closed when no renewal is on its
+// way, after close.
+func (w *watchdog) flightsDone() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idle == nil {
+		w.idle = make(chan struct{})
+		if w.flights == 0 {
+			close(w.idle)
+		}
+	}
+	return w.idle
 }
 
 // lost ends h at once because the backend reported it gone.
-func (w *watchdog) lost(h *hold, err error) {
+func (w *watchdog) lost(h *Hold, err error) {
 	w.mu.Lock()
 	if h.index < 0 {
 		w.mu.Unlock()
@@ -89,9 +174,11 @@ func (w *watchdog) armLocked(now time.Time) {
 	w.armed = next
 }
 
-// remove stops renewing h and waits for a renewal of h that is already on
-// its way, so that no renewal is sent for h after remove returns.
-func (w *watchdog) remove(h *hold) {
+// remove stops renewing h, so that no renewal is sent for h after remove
+// returns, and waits, until ctx is done, for a renewal of h already on its
+// way (its outcome no longer matters: a driver never extends a released
+// lease).
+func (w *watchdog) remove(ctx context.Context, h *Hold) {
 	w.mu.Lock()
 	if h.index >= 0 {
 		heap.Remove(&w.heap, h.index)
@@ -104,7 +191,10 @@ func (w *watchdog) remove(h *hold) {
 		stop()
 	}
 	if flight != nil {
-		<-flight
+		select {
+		case <-flight:
+		case <-ctx.Done():
+		}
 	}
 }
 
@@ -114,7 +204,7 @@ func (w *watchdog) tick() {
 	w.mu.Lock()
 	w.armed = time.Time{}
 	now := time.Now()
-	var batch, lost, aside []*hold
+	var batch, lost, aside []*Hold
 	var causes []error
 	for len(w.heap) > 0 {
 		h := w.heap[0]
@@ -127,12 +217,15 @@ func (w *watchdog) tick() {
 		switch {
 		case !now.Before(h.deadline):
 			cause := h.lastErr
-			if cause == nil {
+			switch {
+			case h.fixed:
+				cause = errFixedLeaseEnded
+			case cause == nil:
 				cause = errors.New("renewal still unanswered")
 			}
 			lost = append(lost, h)
 			causes = append(causes, cause)
-		case h.inflight != nil:
+		case h.fixed || h.inflight != nil:
 			aside = append(aside, h) // its renewal is on its way
 		default:
 			batch = append(batch, h)
@@ -143,6 +236,7 @@ func (w *watchdog) tick() {
 	}
 	var flight chan struct{}
 	if len(batch) > 0 {
+		w.flights++
 		flight = make(chan struct{})
 		for _, h := range batch {
 			h.inflight = flight
@@ -157,12 +251,19 @@ func (w *watchdog) tick() {
 		go w.renew(batch, flight)
 	}
 	for i, h := range lost {
+		if h.fixed {
+			h.lose(fmt.Errorf("%w (TTL %v, margin %v)", causes[i], h.ttl, h.margin))
+			continue
+		}
 		h.lose(fmt.Errorf("no renewal confirmed before the local deadline (TTL %v, margin %v): %w", h.ttl, h.margin, causes[i]))
 	}
 }
 
+// errFixedLeaseEnded is why a fixed lease (WithFixedLease) ends.
+var errFixedLeaseEnded = errors.New("the fixed lease ran out")
+
 // renew sends one batch of renewals and applies the results.
-func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
+func (w *watchdog) renew(batch []*Hold, flight chan struct{}) {
 	earliest := batch[0].deadline
 	leases := make([]driver.Lease, len(batch))
 	for i, h := range batch {
@@ -171,13 +272,13 @@ func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
 			earliest = h.deadline
 		}
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), earliest)
+	ctx, cancel := context.WithDeadline(w.c.ctx, earliest)
 	sent := time.Now()
 	errs := w.refresh(ctx, leases)
 	cancel()
 
 	now := time.Now()
-	var lost, failed []*hold
+	var lost, failed []*Hold
 	var lostErrs, failErrs []error
 	w.mu.Lock()
 	for i, h := range batch {
@@ -188,9 +289,11 @@ func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
 		err := errs[i]
 		switch {
 		case err == nil:
-			h.sent = sent
-			h.deadline = sent.Add(h.ttl - h.margin)
-			h.due = sent.Add(h.interval)
+			if sent.After(h.sent) {
+				h.sent = sent
+				h.deadline = sent.Add(h.ttl - h.margin)
+			}
+			h.due = h.nextRenewal()
 			h.lastErr = nil
 			heap.Fix(&w.heap, h.index)
 		case errors.Is(err, driver.ErrNotHeld):
@@ -209,6 +312,10 @@ func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
 		}
 	}
 	w.armLocked(now)
+	w.flights--
+	if w.flights == 0 && w.idle != nil {
+		close(w.idle)
+	}
 	w.mu.Unlock()
 	close(flight)
 
@@ -223,13 +330,13 @@ func (w *watchdog) renew(batch []*hold, flight chan struct{}) {
 // refresh renews leases in one batch when the driver can, else one call
 // per lease, concurrently.
 func (w *watchdog) refresh(ctx context.Context, leases []driver.Lease) []error {
-	drv := w.eng.drv
+	drv := w.c.drv
 	if len(leases) == 1 {
 		_, err := drv.Refresh(ctx, leases[0])
 		return []error{err}
 	}
-	if w.eng.batcher != nil {
-		errs := w.eng.batcher.RefreshBatch(ctx, leases)
+	if w.c.batcher != nil {
+		errs := w.c.batcher.RefreshBatch(ctx, leases)
 		if len(errs) == len(leases) {
 			return errs
 		}
@@ -257,7 +364,7 @@ func (w *watchdog) refresh(ctx context.Context, leases []driver.Lease) []error {
 }
 
 // holdHeap orders holds by their next watchdog event.
-type holdHeap []*hold
+type holdHeap []*Hold
 
 func (q holdHeap) Len() int           { return len(q) }
 func (q holdHeap) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
@@ -267,7 +374,7 @@ func (q holdHeap) Swap(i, j int) {
 	q[j].index = j
 }
 func (q *holdHeap) Push(x any) {
-	h := x.(*hold)
+	h := x.(*Hold)
 	h.index = len(*q)
 	*q = append(*q, h)
 }

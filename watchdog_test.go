@@ -186,9 +186,10 @@ func TestWatchdog_Batches(t *testing.T) {
 		d := &countingDriver{Driver: b.Driver()}
 		const n = 1000
 		ttl := 3 * time.Second
+		c := locker.New(d, locker.WithTTL(ttl))
 		ms := make([]*locker.Mutex, n)
 		for i := range ms {
-			ms[i] = locker.NewMutex(d, fmt.Sprintf("k%d", i), locker.WithTTL(ttl))
+			ms[i] = c.Mutex(fmt.Sprintf("k%d", i))
 			ms[i].Lock()
 			time.Sleep(ttl / n) // spread the acquisitions over a whole TTL
 		}

@@ -580,7 +580,7 @@ func (l *reentrantL) lock(ctx context.Context) (uint64, <-chan struct{}, error) 
 		l.e.violation("reentry: token %d count %d, want token %d count 2", l.m.Token(inner), l.m.Count(inner), tok)
 	case err != nil:
 		l.e.r.note("hold lost between the Lock and its reentry")
-		_ = l.m.Unlock(lctx) // undo the first level; the loss shows on Done
+		_ = l.m.UnlockContext(lctx) // undo the first level; the loss shows on Done
 	}
 	l.lctx = lctx
 	return uint64(tok), lctx.Done(), nil
@@ -589,14 +589,14 @@ func (l *reentrantL) lock(ctx context.Context) (uint64, <-chan struct{}, error) 
 func (l *reentrantL) unlock(ctx context.Context) error {
 	lctx := l.lctx
 	if l.m.Count(lctx) == 2 {
-		if err := l.m.Unlock(lctx); err != nil && !errors.Is(err, locker.ErrLost) {
+		if err := l.m.UnlockContext(lctx); err != nil && !errors.Is(err, locker.ErrLost) {
 			return err
 		}
 		if lctx.Err() == nil && l.m.Count(lctx) != 1 {
 			l.e.violation("reentry: count %d after one Unlock of two", l.m.Count(lctx))
 		}
 	}
-	return l.m.Unlock(lctx)
+	return l.m.UnlockContext(lctx)
 }
 
 // nemesis returns a nemesis that picks one of nets at random, black-holes

@@ -1,0 +1,447 @@
+package locker
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// A Client is the lock service of one driver in this process: it owns the
+// state that the locks of that driver share, and their lifecycle.
+//
+//   - In-process lines: lock calls for the same key through a Client line up
+//     first come, first served, and only the head of the line talks to the
+//     backend (see "Waiting and fairness" in the package documentation).
+//   - One watchdog: a single timer renews every hold of the Client, in
+//     batches where the driver can (driver.BatchRefresher).
+//   - Background cleanup: what an abandoned lock call may have left on the
+//     backend is removed after the call has returned; later lock calls for
+//     the key through the Client wait for it.
+//   - Defaults: the options given to New apply to every handle made from
+//     the Client, before the handle's own options.
+//
+// Close releases every hold the Client granted and ends its background
+// work; later calls fail with ErrClosed. A Client is safe for concurrent
+// use; make one per driver and share it.
+type Client struct {
+	drv      driver.Driver
+	notifier driver.Notifier
+	queuer   driver.Queuer
+	batcher  driver.BatchRefresher
+	acquirer driver.Acquirer
+	watcher  driver.LossWatcher
+	shared   bool
+	opts     []Option // the client-wide defaults, applied before a handle's own
+
+	// ctx is cancelled by Close: lock calls waiting for a key, renewals
+	// and blocking driver calls made for the Client end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	idle   chan struct{} // made by Close; closed when no gate is left
+	gates  map[string]*gate
+	wd     watchdog
+}
+
+// New returns a Client for the driver d. It does no I/O, and the Client
+// starts no goroutine until a lock is held. Options given here are the
+// defaults of every handle made from the Client; a bad option, like a nil
+// driver, is reported by the first lock call (ErrInvalidOption,
+// ErrInvalidTTL, ErrNilDriver).
+//
+// The Client does not own d, nor the backend client inside it: closing the
+// Client leaves them open, and closing them first makes the Client's calls
+// fail with the driver's permanent error.
+func New(d driver.Driver, opts ...Option) *Client {
+	c := &Client{drv: d, opts: opts, gates: make(map[string]*gate)}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.notifier, _ = d.(driver.Notifier)
+	c.queuer, _ = d.(driver.Queuer)
+	c.batcher, _ = d.(driver.BatchRefresher)
+	c.acquirer, _ = d.(driver.Acquirer)
+	c.watcher, _ = d.(driver.LossWatcher)
+	if s, ok := d.(driver.Sharer); ok {
+		c.shared = s.SupportsShared()
+	}
+	c.wd.c = c
+	return c
+}
+
+// Driver returns the driver c was made with.
+func (c *Client) Driver() driver.Driver { return c.drv }
+
+// Mutex returns a Mutex for key. It does no I/O: a bad key or option is
+// reported by the first lock call. opts apply after the Client's defaults.
+func (c *Client) Mutex(key string, opts ...Option) *Mutex {
+	m := &Mutex{}
+	m.init(c, key, opts)
+	return m
+}
+
+// RWMutex returns an RWMutex for key, as Mutex does.
+func (c *Client) RWMutex(key string, opts ...Option) *RWMutex {
+	rw := &RWMutex{}
+	rw.init(c, key, opts)
+	return rw
+}
+
+// ReentrantMutex returns a ReentrantMutex for key, as Mutex does. All
+// ReentrantMutex handles of c for one key share holds: a context returned
+// by one enters the hold through the others.
+func (c *Client) ReentrantMutex(key string, opts ...Option) *ReentrantMutex {
+	return &ReentrantMutex{c: c, key: key, cfg: c.config(opts)}
+}
+
+// config returns the configuration of a handle made with opts.
+func (c *Client) config(opts []Option) config {
+	if len(c.opts) == 0 {
+		return newConfig(opts)
+	}
+	all := make([]Option, 0, len(c.opts)+len(opts))
+	return newConfig(append(append(all, c.opts...), opts...))
+}
+
+// Close shuts c down. It makes later lock calls through c fail with an
+// error wrapping ErrClosed, ends the lock calls that are waiting with that
+// error, and ends every hold c granted: their Done channels close, their
+// Err reports ErrClosed, and their leases are released on the backend,
+// concurrently. It then waits for c's background work (cleanups, renewals
+// on their way) to end.
+//
+// Close returns by ctx's deadline: what is not done by then goes on in
+// the background (a lease not released expires after its TTL) and Close
+// returns ctx's error. Otherwise it returns the errors of the releases
+// that failed, joined, or nil. Calling Close again waits for the
+// background work again. Handles of a closed Client still need their
+// Unlock calls, which then report ErrClosed instead of panicking.
+func (c *Client) Close(ctx context.Context) error {
+	if ctx == nil {
+		return opError("close", "", ErrNilContext)
+	}
+	c.mu.Lock()
+	first := !c.closed
+	if first {
+		c.closed = true
+		c.idle = make(chan struct{})
+		c.closeIfIdleLocked()
+	}
+	idle := c.idle
+	c.mu.Unlock()
+	var errs []error
+	if first {
+		c.cancel()
+		errs = c.releaseAll(ctx, c.wd.close())
+	}
+	flights := c.wd.flightsDone()
+	for _, ch := range []<-chan struct{}{idle, flights} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return opError("close", "", ctx.Err())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseAll ends holds as closed and releases their leases concurrently.
+func (c *Client) releaseAll(ctx context.Context, holds []*Hold) []error {
+	errs := make([]error, len(holds))
+	var wg sync.WaitGroup
+	for i, h := range holds {
+		h.end(stateClosed, ErrClosed)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := cleanupContext(ctx, h.ttl)
+			defer cancel()
+			if err := c.drv.Release(rctx, h.lease); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+				errs[i] = opError("close", h.lease.Key, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// closeIfIdleLocked signals Close when no gate is left. c.mu is held.
+func (c *Client) closeIfIdleLocked() {
+	if c.idle != nil && len(c.gates) == 0 {
+		select {
+		case <-c.idle:
+		default:
+			close(c.idle)
+		}
+	}
+}
+
+// cleanupLater removes what l.Owner may have on the backend (a grant whose
+// reply was lost, a wait-queue entry), in the background, on a fresh
+// context bounded by the TTL. Until it is done, lock calls for l.Key
+// through c wait before they take their place in the key's line, and
+// Close waits for it.
+func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report func(error)) {
+	c.mu.Lock()
+	g.refs++
+	g.cleanups++
+	if g.cleaned == nil {
+		g.cleaned = make(chan struct{})
+	}
+	c.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupBound(ttl))
+		err := c.drv.Release(ctx, l)
+		cancel()
+		if err != nil && !errors.Is(err, driver.ErrNotHeld) && report != nil {
+			report(opError("cleanup", l.Key, err))
+		}
+		c.mu.Lock()
+		g.cleanups--
+		if g.cleanups == 0 {
+			close(g.cleaned)
+			g.cleaned = nil
+		}
+		c.dropGateLocked(g)
+		c.mu.Unlock()
+	}()
+}
+
+// A gate lines up the waiters of this process for one key, first come first
+// served: exclusive waiters one at a time, shared waiters together. Only
+// holders of a gate place talk to the backend, so local waiters for a held
+// key do not poll it, and a local releaser that locks again at once queues
+// behind them.
+//
+// On a driver with a native wait queue (driver.Acquirer), the gate admits
+// two exclusive places: the holder's and the next waiter's, which waits in
+// the backend's queue (the backend keeps them apart), so that a local
+// handoff is the backend's notification rather than a new request after
+// the release.
+type gate struct {
+	key     string
+	writers int // exclusive places taken: at most maxWriters
+	readers int
+	queue   []*gateWaiter
+	refs    int
+	// sub is a subscription to key that a head of the line left for the
+	// next one, so that successive waiters of this process do not each
+	// subscribe anew.
+	sub driver.Subscription
+	// cleanups counts background cleanups of abandoned lock calls for
+	// key (Client.cleanupLater); cleaned is closed when the last ends.
+	cleanups int
+	cleaned  chan struct{}
+}
+
+// maxWriters is how many exclusive places a gate of e admits.
+func (c *Client) maxWriters() int {
+	if c.acquirer != nil {
+		return 2
+	}
+	return 1
+}
+
+// An admission is what a goroutine learns when it takes a place in a gate.
+type admission struct {
+	// sub is the subscription a previous head of the line left in the
+	// gate, with no stale notification pending (its new owner attempts
+	// before it waits), or nil.
+	sub driver.Subscription
+	// contended reports that another goroutine of this process holds an
+	// exclusive place besides this exclusive one (see gate).
+	contended bool
+}
+
+// admitLocked takes a place in mode m and returns its admission. c.mu is
+// held.
+func (g *gate) admitLocked(m driver.Mode) admission {
+	g.take(m)
+	a := admission{sub: g.sub, contended: m == driver.Exclusive && g.writers > 1}
+	g.sub = nil
+	return a
+}
+
+// drainSub empties the channel of a.sub.
+func (a admission) drainSub() {
+	if a.sub == nil {
+		return
+	}
+	for {
+		select {
+		case <-a.sub.C():
+		default:
+			return
+		}
+	}
+}
+
+// leaveSub leaves s in g for the next waiter of the line, or closes it
+// when no one waits behind.
+func (c *Client) leaveSub(g *gate, s driver.Subscription) {
+	c.mu.Lock()
+	if len(g.queue) > 0 && g.sub == nil {
+		g.sub = s
+		s = nil
+	}
+	c.mu.Unlock()
+	if s != nil {
+		_ = s.Close()
+	}
+}
+
+type gateWaiter struct {
+	mode    driver.Mode
+	ready   chan struct{}
+	granted bool
+	adm     admission // set when granted
+}
+
+// admits reports whether a place in mode m is free, given that up to
+// maxWriters exclusive places may be taken.
+func (g *gate) admits(m driver.Mode, maxWriters int) bool {
+	if m == driver.Shared {
+		return g.writers == 0
+	}
+	return g.writers < maxWriters && g.readers == 0
+}
+
+func (g *gate) take(m driver.Mode) {
+	if m == driver.Shared {
+		g.readers++
+	} else {
+		g.writers++
+	}
+}
+
+// pump grants places to the waiters at the head of the queue.
+func (g *gate) pump(maxWriters int) {
+	for len(g.queue) > 0 && g.admits(g.queue[0].mode, maxWriters) {
+		w := g.queue[0]
+		g.queue[0] = nil
+		g.queue = g.queue[1:]
+		w.adm = g.admitLocked(w.mode)
+		w.granted = true
+		close(w.ready)
+	}
+}
+
+// enter waits for a place in key's gate. With try set it does not wait
+// for a place and reports false when it is taken; it still waits for the
+// key's background cleanups, which end soon. It fails with ErrClosed once
+// c is closed.
+func (c *Client) enter(ctx context.Context, key string, m driver.Mode, try bool) (*gate, admission, bool, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, admission{}, false, ErrClosed
+	}
+	g := c.gates[key]
+	if g == nil {
+		g = gatePool.Get().(*gate)
+		g.key = key
+		c.gates[key] = g
+	}
+	g.refs++
+	for g.cleaned != nil {
+		cleaned := g.cleaned
+		c.mu.Unlock()
+		if err := c.wait(ctx, cleaned); err != nil {
+			c.mu.Lock()
+			c.dropGateLocked(g)
+			c.mu.Unlock()
+			return nil, admission{}, false, err
+		}
+		c.mu.Lock()
+	}
+	// A try takes a place only if no local holder conflicts: it must
+	// not wait in the backend's queue.
+	max := c.maxWriters()
+	if try {
+		max = 1
+	}
+	if len(g.queue) == 0 && g.admits(m, max) {
+		a := g.admitLocked(m)
+		c.mu.Unlock()
+		a.drainSub()
+		return g, a, true, nil
+	}
+	if try {
+		c.dropGateLocked(g)
+		c.mu.Unlock()
+		return nil, admission{}, false, nil
+	}
+	w := &gateWaiter{mode: m, ready: make(chan struct{})}
+	g.queue = append(g.queue, w)
+	c.mu.Unlock()
+
+	err := c.wait(ctx, w.ready)
+	if err == nil {
+		w.adm.drainSub()
+		return g, w.adm, true, nil
+	}
+	c.mu.Lock()
+	if w.granted {
+		c.mu.Unlock()
+		if w.adm.sub != nil {
+			c.leaveSub(g, w.adm.sub)
+		}
+		c.exit(g, m)
+		return nil, admission{}, false, err
+	}
+	for i, q := range g.queue {
+		if q == w {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			break
+		}
+	}
+	g.pump(c.maxWriters()) // a writer leaving the head may let readers in
+	c.dropGateLocked(g)
+	c.mu.Unlock()
+	return nil, admission{}, false, err
+}
+
+// wait waits for ch to close, ctx to end or c to close, and returns nil,
+// ctx's error or ErrClosed.
+func (c *Client) wait(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// exit gives back a place taken by enter.
+func (c *Client) exit(g *gate, m driver.Mode) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m == driver.Shared {
+		g.readers--
+	} else {
+		g.writers--
+	}
+	g.pump(c.maxWriters())
+	c.dropGateLocked(g)
+}
+
+func (c *Client) dropGateLocked(g *gate) {
+	g.refs--
+	if g.refs == 0 && g.sub != nil {
+		_ = g.sub.Close()
+		g.sub = nil
+	}
+	if g.refs == 0 && c.gates[g.key] == g {
+		delete(c.gates, g.key)
+		*g = gate{queue: g.queue[:0]}
+		gatePool.Put(g)
+		c.closeIfIdleLocked()
+	}
+}
+
+var gatePool = sync.Pool{New: func() any { return new(gate) }}
