@@ -196,7 +196,7 @@ func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupBound(ttl))
 		err := c.drv.Release(ctx, l)
 		cancel()
-		if err != nil && !errors.Is(err, driver.ErrNotHeld) && report != nil {
+		if err != nil && !errors.Is(err, driver.ErrNotHeld) && !driver.IsPermanent(err) && report != nil {
 			report(opError("cleanup", l.Key, err))
 		}
 		c.mu.Lock()

@@ -2,9 +2,7 @@ package locker
 
 import (
 	"errors"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/go-locker/locker/driver"
 )
@@ -55,14 +53,14 @@ type Error struct {
 
 // Error implements error, in the form `locker: lock "orders/42": hold lost`.
 // The message has one "locker:" prefix, whatever Err wraps, and quotes at
-// most the first MaxErrorKeyLen bytes of the key.
+// most the first driver.MaxQuotedKeyLen (64) bytes of the key.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("locker: ")
 	b.WriteString(e.Op)
 	if e.Key != "" {
 		b.WriteByte(' ')
-		b.WriteString(quoteKey(e.Key))
+		b.WriteString(driver.QuoteKey(e.Key))
 	}
 	b.WriteString(": ")
 	msg := "<nil>"
@@ -76,21 +74,6 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// MaxErrorKeyLen is how many bytes of a key an error message quotes; a
-// longer key is cut at a character boundary and marked with its length.
-const MaxErrorKeyLen = 64
-
-func quoteKey(key string) string {
-	if len(key) <= MaxErrorKeyLen {
-		return strconv.Quote(key)
-	}
-	cut := MaxErrorKeyLen
-	for cut > 0 && !utf8.RuneStart(key[cut]) {
-		cut--
-	}
-	return strconv.Quote(key[:cut]) + "… (" + strconv.Itoa(len(key)) + " bytes)"
-}
-
 // Unwrap returns the underlying error.
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -101,6 +84,7 @@ func opError(op, key string, err error) error {
 	}
 	return &Error{Op: op, Key: key, Err: err}
 }
+
 
 // isFinal reports whether no retry of a lock call can cure err: an input
 // error, a permanent backend error, or a closed Client.

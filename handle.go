@@ -136,7 +136,7 @@ func (hd *handle) tryLock(op string, mode driver.Mode) bool {
 	defer cancel()
 	h, err := hd.lock(ctx, op, mode, true)
 	if err != nil {
-		if isInputError(err) || driver.IsPermanent(err) {
+		if isFinal(err) {
 			panic(err)
 		}
 		hd.cfg.reportError(err)

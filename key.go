@@ -2,12 +2,14 @@ package locker
 
 import (
 	"fmt"
+
+	"github.com/go-locker/locker/driver"
 	"strings"
 	"unicode/utf8"
 )
 
 // MaxKeyLen is the longest key, in bytes, that every driver accepts.
-const MaxKeyLen = 512
+const MaxKeyLen = driver.MaxKeyLen
 
 // validateKey checks a key against the rules every driver relies on.
 func validateKey(key string) error {

@@ -14,7 +14,7 @@
 // validation, owner tokens, reentry counts, waiting and backoff, the
 // watchdog that renews leases, the local deadline that declares a hold lost,
 // misuse checks and error wrapping. A driver therefore receives normalised
-// input: Key is non-empty valid UTF-8 of at most 512 bytes without NUL,
+// input: Key is non-empty valid UTF-8 of at most [MaxKeyLen] bytes without NUL,
 // Owner is a unique string of 32 hex digits, TTL is positive and within the
 // range the driver reports through [TTLLimiter].
 //
@@ -84,7 +84,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Mode is the way a key is held.
@@ -355,4 +357,26 @@ func Permanent(err error) error {
 func IsPermanent(err error) bool {
 	var p *permanentError
 	return errors.As(err, &p)
+}
+
+// MaxKeyLen is the longest key, in bytes, that the front-end passes to a
+// driver (locker.MaxKeyLen is the same limit).
+const MaxKeyLen = 512
+
+// MaxQuotedKeyLen is how many bytes of a key QuoteKey quotes.
+const MaxQuotedKeyLen = 64
+
+// QuoteKey quotes key for an error message as strconv.Quote does, cutting
+// a key longer than MaxQuotedKeyLen bytes at a character boundary and
+// saying how long it is, so that messages stay readable whatever the key.
+// The front-end's errors and the drivers of this module use it.
+func QuoteKey(key string) string {
+	if len(key) <= MaxQuotedKeyLen {
+		return strconv.Quote(key)
+	}
+	cut := MaxQuotedKeyLen
+	for cut > 0 && !utf8.RuneStart(key[cut]) {
+		cut--
+	}
+	return strconv.Quote(key[:cut]) + "… (" + strconv.Itoa(len(key)) + " bytes)"
 }

@@ -100,7 +100,9 @@ func NewBackend() *Backend {
 // of one backend see the same locks, as separate processes connected to one
 // lock server would.
 func (b *Backend) Driver() *Driver {
-	return &Driver{b: b}
+	d := &Driver{b: b}
+	d.closed, d.close = context.WithCancel(context.Background())
+	return d
 }
 
 // Expire ends every hold of key now, as if its TTL had run out, wakes
@@ -250,7 +252,7 @@ func (ks *keyState) drop(owner, why string) {
 	for w := range ks.watches {
 		if w.owner == owner && (w.token == 0 || w.token == h.token) {
 			delete(ks.watches, w)
-			go w.Fire(fmt.Errorf("memdriver: key %q: %s: %w", ks.key, why, driver.ErrNotHeld))
+			go w.Fire(fmt.Errorf("memdriver: key %s: %s: %w", driver.QuoteKey(ks.key), why, driver.ErrNotHeld))
 		}
 	}
 }
@@ -342,8 +344,8 @@ func (ks *keyState) grant(op string, req driver.Request, enqueue, pinned bool, n
 	// Idempotent re-acquire by a holder.
 	if h, ok := ks.holders[req.Owner]; ok {
 		if ks.mode != req.Mode {
-			return driver.Lease{}, fmt.Errorf("memdriver: %s %q: %w (%v): %w",
-				op, req.Key, errOtherMode, ks.mode, &driver.LockedError{Remaining: h.expires.Sub(now)})
+			return driver.Lease{}, fmt.Errorf("memdriver: %s %s: %w (%v): %w",
+				op, driver.QuoteKey(req.Key), errOtherMode, ks.mode, &driver.LockedError{Remaining: h.expires.Sub(now)})
 		}
 		h.ttl = req.TTL
 		h.expires = now.Add(req.TTL)
@@ -522,7 +524,7 @@ func (b *Backend) watch(l driver.Lease, lost func(error)) (stop func()) {
 	ks := b.state(l.Key)
 	ks.sweep(time.Now())
 	if ks.held(l) == nil {
-		go w.Fire(fmt.Errorf("memdriver: key %q: lease not held when the watch began: %w", l.Key, driver.ErrNotHeld))
+		go w.Fire(fmt.Errorf("memdriver: key %s: lease not held when the watch began: %w", driver.QuoteKey(l.Key), driver.ErrNotHeld))
 	} else {
 		ks.watches[w] = struct{}{}
 	}

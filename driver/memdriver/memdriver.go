@@ -26,6 +26,9 @@ var (
 	// [Driver.LoseReplies] dropped: the call was applied to the backend,
 	// but its caller cannot know it.
 	ErrReplyLost = errors.New("reply lost (the operation was applied)")
+	// ErrClosed is wrapped, as a permanent error ([driver.Permanent]), by
+	// the errors of calls of a Driver after [Driver.Close].
+	ErrClosed = errors.New("client closed")
 )
 
 var (
@@ -53,6 +56,9 @@ type Driver struct {
 	loseN   int
 	// unblock is non-nil while the driver is blocked; Unblock closes it.
 	unblock chan struct{}
+	// closed is done once Close is called.
+	closed context.Context
+	close  context.CancelFunc
 }
 
 // New returns a client of a new, empty backend: it is short for
@@ -60,6 +66,18 @@ type Driver struct {
 // and more clients of it with d.Backend().Driver().
 func New() *Driver {
 	return NewBackend().Driver()
+}
+
+// Close closes d, as closing the network client of a real backend would:
+// every later call of d (but WatchLoss, Subscription.Close, TTLRange and
+// SupportsShared) fails at once with an error wrapping [ErrClosed] that
+// [driver.IsPermanent] reports as permanent, and the calls under way that
+// wait (Block, Acquire in the queue) end with it. The backend and its
+// other clients are not affected; the holds of d expire on their own.
+// Close is idempotent and returns nil.
+func (d *Driver) Close() error {
+	d.close()
+	return nil
 }
 
 // Backend returns the backend d is a client of.
@@ -135,6 +153,9 @@ func (d *Driver) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if d.isClosed() {
+		return errClosed
+	}
 	d.mu.Lock()
 	ch := d.unblock
 	d.mu.Unlock()
@@ -143,6 +164,8 @@ func (d *Driver) begin(ctx context.Context) error {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-d.closed.Done():
+			return errClosed
 		}
 	}
 	d.mu.Lock()
@@ -153,6 +176,10 @@ func (d *Driver) begin(ctx context.Context) error {
 	}
 	return nil
 }
+
+var errClosed = driver.Permanent(ErrClosed)
+
+func (d *Driver) isClosed() bool { return d.closed.Err() != nil }
 
 // replyLost consumes a pending lost reply, if any, and reports whether it
 // did.
@@ -239,7 +266,14 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	if err := d.begin(ctx); err != nil {
 		return driver.Lease{}, wrap(op, req.Key, err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(d.closed, cancel)
+	defer stop()
 	l, err := d.b.wait(ctx, op, req)
+	if err != nil && d.isClosed() {
+		return driver.Lease{}, wrap(op, req.Key, errClosed)
+	}
 	if d.replyLost() {
 		return driver.Lease{}, wrap(op, req.Key, ErrReplyLost)
 	}
@@ -370,5 +404,5 @@ func validate(mode driver.Mode, ttl time.Duration) error {
 
 // wrap adds the package, the operation and the key to err.
 func wrap(op, key string, err error) error {
-	return fmt.Errorf("memdriver: %s %q: %w", op, key, err)
+	return fmt.Errorf("memdriver: %s %s: %w", op, driver.QuoteKey(key), err)
 }
