@@ -85,7 +85,6 @@ func opError(op, key string, err error) error {
 	return &Error{Op: op, Key: key, Err: err}
 }
 
-
 // isFinal reports whether no retry of a lock call can cure err: an input
 // error, a permanent backend error, or a closed Client.
 func isFinal(err error) bool {

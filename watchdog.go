@@ -296,7 +296,8 @@ func (w *watchdog) renew(batch []*Hold, flight chan struct{}) {
 			h.due = h.nextRenewal()
 			h.lastErr = nil
 			heap.Fix(&w.heap, h.index)
-		case errors.Is(err, driver.ErrNotHeld):
+		case errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err):
+			// Gone, or no renewal can ever succeed (a closed client).
 			heap.Remove(&w.heap, h.index)
 			h.lastErr = err
 			lost, lostErrs = append(lost, h), append(lostErrs, err)

@@ -323,14 +323,17 @@ func testMutexRenewal(e *env) {
 }
 
 // testLockerContextCanceled checks that a LockContext that gives up leaves
-// nothing held or queued on the backend, also when the key is freed just as
-// it gives up.
+// nothing held or queued on the backend once the Client's background
+// cleanup for the key is over (the Client's next lock call for the key
+// waits for it), also when the key is freed just as it gives up.
 func testLockerContextCanceled(e *env) {
 	ds := e.drivers(3)
 	key := e.key("k")
 	hr := req(key, driver.Exclusive, e.long)
 	hl, _ := e.acquire(ds[0], hr)
-	m := locker.NewMutex(ds[1], key, locker.WithTTL(e.long))
+	c := locker.New(ds[1], locker.WithTTL(e.long))
+	defer c.Close(e.ctx)
+	m := c.Mutex(key)
 
 	ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
 	err := m.LockContext(ctx)
@@ -353,6 +356,7 @@ func testLockerContextCanceled(e *env) {
 	// A queue entry of the waiter would have a long TTL: had it been left
 	// behind, a newcomer could not take the key.
 	e.release(ds[0], hl)
+	e.settle(c, key)
 	e.expectFree(ds[2], key, driver.Exclusive, "right after the holder released, once a waiter's LockContext had given up (a hold or queue entry left behind?)")
 
 	// A waiter that is woken by a release but finds another owner queued
@@ -380,6 +384,7 @@ func testLockerContextCanceled(e *env) {
 			}
 		}
 		e.release(ds[0], hq)
+		e.settle(c, key)
 		e.expectFree(ds[2], key, driver.Exclusive, "right after the holder released, once a waiter that had been woken and found another owner queued ahead had given up (a queue entry left behind?)")
 	}
 
@@ -402,6 +407,22 @@ func testLockerContextCanceled(e *env) {
 		} else if !errors.Is(err, context.DeadlineExceeded) {
 			e.t.Errorf("Mutex.LockContext: %v; want nil or an error wrapping context.DeadlineExceeded", err)
 		}
+		e.settle(c, key)
 		e.expectFree(ds[2], key, driver.Exclusive, fmt.Sprintf("after a LockContext that returned %v raced with the holder's release", err))
+	}
+}
+
+// settle waits for the background cleanup that abandoned lock calls of c
+// left for key: a lock call for the key through c waits for it (if that
+// finds the key held, expectFree reports what was left).
+func (e *env) settle(c *locker.Client, key string) {
+	e.t.Helper()
+	m := c.Mutex(key)
+	if ok, err := m.TryLockContext(e.ctx); ok {
+		if err := m.UnlockContext(e.ctx); err != nil {
+			e.t.Errorf("Mutex.UnlockContext: %v", err)
+		}
+	} else if err != nil {
+		e.t.Errorf("Mutex.TryLockContext: %v", err)
 	}
 }

@@ -8,7 +8,8 @@
 //	}
 //
 // where newDriver returns a new client of the backend under test and closes it
-// with t.Cleanup. Every call must return an independent client (its own
+// with t.Cleanup. Options ([WithCloseClient], [WithStall]) give the suite
+// hooks into the backend for the checks that need them. Every call must return an independent client (its own
 // connection or session) of the same backend, so that the suite can model
 // separate processes. The suite uses fresh keys in every run, so it may
 // share a server with other tests.
@@ -69,7 +70,8 @@
 //     checker's message (skipped when no such TTL is found).
 //
 // The subtests of group "Locker" run package
-// [github.com/go-locker/locker]'s Mutex and RWMutex on top of the driver:
+// [github.com/go-locker/locker]'s Client, Mutex and RWMutex on top of the
+// driver:
 //
 //   - MutexHammer, RWMutexHammer: many handles on several clients, and
 //     goroutines sharing a handle, lock one key over and over; no writer
@@ -81,7 +83,23 @@
 //   - Renewal: the front-end's renewals keep a Mutex's lease alive on the
 //     backend past its TTL.
 //   - ContextCanceled: a LockContext that gives up, also as the key is
-//     freed, leaves nothing held or queued.
+//     freed, leaves nothing held or queued once the Client's background
+//     cleanup is over (the Client's next lock call for the key waits for
+//     it).
+//   - LossRule: a hold whose lease is released behind its back is lost
+//     within a renewal period; another Mutex of the same Client then gets
+//     the key at once, while the lost handle waits for its own Unlock,
+//     which reports ErrLost.
+//   - Close: locker.Client.Close ends and releases every hold, ends a
+//     waiting LockContext with ErrClosed, and later calls fail with it.
+//   - Deadlines ([WithStall]): with the backend not answering, LockContext
+//     with a 600ms deadline returns within 650ms on a free key and while
+//     waiting, TryLock within its try timeout, and what the abandoned
+//     calls left is cleaned up once the backend answers again.
+//   - ClosedClient ([WithCloseClient]): after the backend client is
+//     closed, TryAcquire, Refresh and Release return within a second with
+//     errors that driver.IsPermanent reports, LockContext returns such an
+//     error, Lock panics with it, and the hold ends.
 //
 // The subtests of optional interfaces are skipped, with the reason, when
 // the driver does not implement them, so go test -v shows which
@@ -143,54 +161,103 @@ type MakeDriver func(t *testing.T) driver.Driver
 // TestDriver returns when all its subtests have finished. Like
 // nettest.TestConn it gives no false positives but may give false
 // negatives; run it under the race detector with -count > 1.
-func TestDriver(t *testing.T, mk MakeDriver) {
+func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 	t.Helper()
 	if mk == nil {
 		t.Fatal("lockertest: nil MakeDriver")
 	}
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	st := suite{mk: mk, o: o}
 	t.Run("Driver", func(t *testing.T) {
 		// Tests that load the CPU run alone, first; the timed ones then
 		// run in parallel, so the suite takes about as long as its
 		// longest subtest.
-		serial(t, mk, "ConcurrentMethods", testConcurrentMethods)
-		serial(t, mk, "ExclusiveContention", testExclusiveContention)
-		parallel(t, mk, "IdempotentReacquire", testIdempotentReacquire)
-		parallel(t, mk, "ReleaseWrongOwner", testReleaseWrongOwner)
-		parallel(t, mk, "RefreshWrongOwner", testRefreshWrongOwner)
-		parallel(t, mk, "ReleaseNotHeld", testReleaseNotHeld)
-		parallel(t, mk, "Expiry", testExpiry)
-		parallel(t, mk, "RefreshAfterExpiry", testRefreshAfterExpiry)
-		parallel(t, mk, "RefreshExtends", testRefreshExtends)
-		parallel(t, mk, "TokenMonotonic", testTokenMonotonic)
-		parallel(t, mk, "ContextCanceled", testContextCanceled)
-		parallel(t, mk, "WeirdKeys", testWeirdKeys)
-		parallel(t, mk, "Shared", testShared)
-		parallel(t, mk, "Notify", testNotify)
-		parallel(t, mk, "Queue", testQueue)
-		parallel(t, mk, "BatchRefresh", testBatchRefresh)
-		parallel(t, mk, "Acquire", testAcquire)
-		parallel(t, mk, "WatchLoss", testWatchLoss)
-		parallel(t, mk, "TTLCheck", testTTLCheck)
+		serial(t, st, "ConcurrentMethods", testConcurrentMethods)
+		serial(t, st, "ExclusiveContention", testExclusiveContention)
+		parallel(t, st, "IdempotentReacquire", testIdempotentReacquire)
+		parallel(t, st, "ReleaseWrongOwner", testReleaseWrongOwner)
+		parallel(t, st, "RefreshWrongOwner", testRefreshWrongOwner)
+		parallel(t, st, "ReleaseNotHeld", testReleaseNotHeld)
+		parallel(t, st, "Expiry", testExpiry)
+		parallel(t, st, "RefreshAfterExpiry", testRefreshAfterExpiry)
+		parallel(t, st, "RefreshExtends", testRefreshExtends)
+		parallel(t, st, "TokenMonotonic", testTokenMonotonic)
+		parallel(t, st, "ContextCanceled", testContextCanceled)
+		parallel(t, st, "WeirdKeys", testWeirdKeys)
+		parallel(t, st, "Shared", testShared)
+		parallel(t, st, "Notify", testNotify)
+		parallel(t, st, "Queue", testQueue)
+		parallel(t, st, "BatchRefresh", testBatchRefresh)
+		parallel(t, st, "Acquire", testAcquire)
+		parallel(t, st, "WatchLoss", testWatchLoss)
+		parallel(t, st, "TTLCheck", testTTLCheck)
 	})
 	t.Run("Locker", func(t *testing.T) {
-		serial(t, mk, "MutexHammer", testMutexHammer)
-		serial(t, mk, "RWMutexHammer", testRWMutexHammer)
-		parallel(t, mk, "Mutex", testMutexBasics)
-		parallel(t, mk, "Renewal", testMutexRenewal)
-		parallel(t, mk, "ContextCanceled", testLockerContextCanceled)
+		serial(t, st, "MutexHammer", testMutexHammer)
+		serial(t, st, "RWMutexHammer", testRWMutexHammer)
+		parallel(t, st, "Mutex", testMutexBasics)
+		parallel(t, st, "Renewal", testMutexRenewal)
+		parallel(t, st, "ContextCanceled", testLockerContextCanceled)
+		parallel(t, st, "LossRule", testLossRule)
+		parallel(t, st, "Close", testClientClose)
+		parallel(t, st, "Deadlines", testDeadlines)
+		parallel(t, st, "ClosedClient", testClosedClient)
 	})
 }
 
-func serial(t *testing.T, mk MakeDriver, name string, f func(*env)) {
-	t.Helper()
-	t.Run(name, func(t *testing.T) { f(newEnv(t, mk)) })
+// An Option configures TestDriver with hooks into the backend under test.
+type Option func(*options)
+
+type options struct {
+	closeClient func(t *testing.T, d driver.Driver)
+	stall       func(t *testing.T, d driver.Driver) (resume func())
 }
 
-func parallel(t *testing.T, mk MakeDriver, name string, f func(*env)) {
+// WithCloseClient gives the suite a way to close the backend client under
+// a driver made by MakeDriver (redis.Client.Close, clientv3.Client.Close,
+// zk.Conn.Close, sql.DB.Close…). Subtest Locker/ClosedClient then checks
+// that a closed client is a permanent error: every call of the driver
+// returns promptly with an error that driver.IsPermanent reports, and
+// locker's Lock panics with it at once instead of retrying for ever.
+// Without it the subtest is skipped.
+func WithCloseClient(f func(t *testing.T, d driver.Driver)) Option {
+	return func(o *options) { o.closeClient = f }
+}
+
+// WithStall gives the suite a way to make the backend stop answering one
+// driver made by MakeDriver, as a black-holed network or a paused server
+// does, until the returned resume function is called (a proxy in front of
+// each driver's connection serves; memdriver's Block and Unblock are the
+// model). Subtest Locker/Deadlines then checks that locker's calls return
+// by their context's deadline while the backend does not answer: a
+// LockContext with a 600ms deadline within 650ms, on a free key and while
+// waiting for a held one, and TryLock within its try timeout. Without it
+// the subtest is skipped.
+func WithStall(f func(t *testing.T, d driver.Driver) (resume func())) Option {
+	return func(o *options) { o.stall = f }
+}
+
+// suite is what every subtest gets: the MakeDriver and the options.
+type suite struct {
+	mk MakeDriver
+	o  options
+}
+
+func serial(t *testing.T, st suite, name string, f func(*env)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) { f(newEnv(t, st)) })
+}
+
+func parallel(t *testing.T, st suite, name string, f func(*env)) {
 	t.Helper()
 	t.Run(name, func(t *testing.T) {
 		t.Parallel()
-		f(newEnv(t, mk))
+		f(newEnv(t, st))
 	})
 }
 
@@ -221,6 +288,7 @@ type env struct {
 	// d is the first driver of the subtest, used to discover
 	// capabilities and TTL limits.
 	d      driver.Driver
+	opts   options
 	prefix string
 	errs   atomic.Int32 // reported by errorf
 	short  time.Duration
@@ -228,9 +296,9 @@ type env struct {
 	long   time.Duration
 }
 
-func newEnv(t *testing.T, mk MakeDriver) *env {
+func newEnv(t *testing.T, st suite) *env {
 	t.Helper()
-	e := &env{t: t, mk: mk}
+	e := &env{t: t, mk: st.mk, opts: st.o}
 	setBudget := e.watchdog()
 	e.d = e.driver()
 	lo, hi := e.ttlRange()

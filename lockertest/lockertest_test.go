@@ -14,7 +14,12 @@ import (
 // MakeDriver call is a new client of one backend.
 func TestMemDriver(t *testing.T) {
 	b := memdriver.NewBackend()
-	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return b.Driver() })
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return b.Driver() },
+		lockertest.WithCloseClient(func(t *testing.T, d driver.Driver) { d.(*memdriver.Driver).Close() }),
+		lockertest.WithStall(func(t *testing.T, d driver.Driver) func() {
+			d.(*memdriver.Driver).Block()
+			return d.(*memdriver.Driver).Unblock
+		}))
 }
 
 // TestWholeSecondTTLs runs the suite over memdriver with whole-second TTLs,
