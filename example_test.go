@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-locker/locker"
@@ -16,7 +19,12 @@ func Example() {
 	// redisdriver.New(rdb, nil) and the rest is the same.
 	drv := memdriver.New()
 
-	m := locker.NewMutex(drv, "orders/42", locker.WithTTL(10*time.Second))
+	// One Client per driver: it renews the holds of all its handles,
+	// lines up this process's waiters, and releases everything on Close.
+	c := locker.New(drv, locker.WithTTL(10*time.Second))
+	defer c.Close(context.Background())
+
+	m := c.Mutex("orders/42") // a sync.Locker
 	m.Lock()
 	fmt.Println("holding orders/42 with fencing token", m.Token())
 	m.Unlock()
@@ -27,6 +35,83 @@ func Example() {
 	// Output:
 	// holding orders/42 with fencing token 1
 	// holding it again with token 2
+}
+
+func ExampleMutex_Acquire() {
+	c := locker.New(memdriver.New())
+	defer c.Close(context.Background())
+
+	h, err := c.Mutex("reports/daily").Acquire(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	defer h.Release(context.Background())
+
+	// Work under h.Context() stops when the hold ends (lost, released, or
+	// ended by Close); pass the token to every write that needs fencing.
+	work := func(ctx context.Context, token locker.Token) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		default:
+			fmt.Println("writing the report with fencing token", token)
+			return nil
+		}
+	}
+	if err := work(h.Context(), h.Token()); err != nil {
+		fmt.Println("stopped:", err)
+	}
+	// Output:
+	// writing the report with fencing token 1
+}
+
+func ExampleClient_Close() {
+	backend := memdriver.NewBackend()
+
+	// Close the Client when the process is told to stop: every hold it
+	// granted is released at once, instead of blocking others until its
+	// lease runs out.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c := locker.New(backend.Driver())
+
+	h, err := c.Mutex("jobs/cleanup").Acquire(ctx)
+	if err != nil {
+		panic(err)
+	}
+	go stop() // here, the signal: in a real program, SIGTERM
+	<-ctx.Done()
+
+	closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	fmt.Println("close:", c.Close(closeCtx))
+	<-h.Done()
+	fmt.Println("hold ended:", h.Err())
+	fmt.Println("holders left on the backend:", len(backend.Holders("jobs/cleanup")))
+	// Output:
+	// close: <nil>
+	// hold ended: locker: hold "jobs/cleanup": client closed
+	// holders left on the backend: 0
+}
+
+func ExampleWithFixedLease() {
+	backend := memdriver.NewBackend()
+	c := locker.New(backend.Driver())
+	defer c.Close(context.Background())
+
+	// No watchdog: the hold lasts its TTL unless refreshed, like a lock
+	// with a lease time.
+	m := c.Mutex("cache/warmup", locker.WithTTL(100*time.Millisecond), locker.WithFixedLease())
+	h, err := m.Acquire(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	<-h.Done()
+	fmt.Println("lost:", errors.Is(h.Err(), locker.ErrLost))
+	fmt.Println("unlock reports it:", errors.Is(m.UnlockContext(context.Background()), locker.ErrLost))
+	// Output:
+	// lost: true
+	// unlock reports it: true
 }
 
 func ExampleMutex_TryLock() {
@@ -98,8 +183,9 @@ func ExampleRWMutex() {
 }
 
 func ExampleReentrantMutex() {
-	drv := memdriver.New()
-	account := locker.NewReentrantMutex(drv, "account/7")
+	c := locker.New(memdriver.New())
+	defer c.Close(context.Background())
+	account := c.ReentrantMutex("account/7")
 
 	transfer := func(ctx context.Context) error {
 		// The caller's context carries the hold: this Lock reenters.
