@@ -152,8 +152,9 @@ func (h *lockerHeld) release() error {
 // holdLocker takes n locker.Mutex on one driver.
 func holdLocker(drv driver.Driver, n int, ttl time.Duration, prefix string, cleanup func()) (held, error) {
 	h := &lockerHeld{ms: make([]*locker.Mutex, n), cleanup: cleanup}
+	c := locker.New(drv, locker.WithTTL(ttl), locker.WithErrorHandler(func(error) {}))
 	err := parallelDo(n, manyWorkers, func(i int) error {
-		m := locker.NewMutex(drv, fmt.Sprintf("%s/%d", prefix, i), locker.WithTTL(ttl), locker.WithErrorHandler(func(error) {}))
+		m := c.Mutex(fmt.Sprintf("%s/%d", prefix, i))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := m.LockContext(ctx); err != nil {

@@ -23,9 +23,10 @@ func openLockerMem(_ *env, n int) (*instance, error) {
 	for i := range ds {
 		ds[i] = b.Driver()
 	}
+	clients := lockerClients(ds)
 	return &instance{
 		newLock: func(i int, key string) (lockHandle, error) {
-			return lockerHandle{locker.NewMutex(ds[i], key, lockerOpts...)}, nil
+			return lockerHandle{clients[i].Mutex(key)}, nil
 		},
 		close: func() {},
 	}, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
@@ -95,6 +96,16 @@ func (h lockerHandle) Unlock(ctx context.Context) error { return h.m.UnlockConte
 // lockerOpts are the options of every locker handle in the timed cells.
 var lockerOpts = []locker.Option{locker.WithTTL(peerTTL), locker.WithErrorHandler(func(error) {})}
 
+// lockerClients makes one locker.Client per driver, as one per process:
+// the handles of a driver share its in-process line and watchdog.
+func lockerClients[D driver.Driver](ds []D) []*locker.Client {
+	cs := make([]*locker.Client, len(ds))
+	for i, d := range ds {
+		cs[i] = locker.New(d, lockerOpts...)
+	}
+	return cs
+}
+
 func openLockerRedis(e *env, n int) (*instance, error) {
 	cs := redisClients(e, n)
 	ds := make([]*redisdriver.Driver, n)
@@ -106,9 +117,10 @@ func openLockerRedis(e *env, n int) (*instance, error) {
 		}
 		ds[i] = d
 	}
+	clients := lockerClients(ds)
 	return &instance{
 		newLock: func(i int, key string) (lockHandle, error) {
-			return lockerHandle{locker.NewMutex(ds[i], key, lockerOpts...)}, nil
+			return lockerHandle{clients[i].Mutex(key)}, nil
 		},
 		close: func() { closeRedis(cs) },
 	}, nil

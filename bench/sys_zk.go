@@ -87,9 +87,10 @@ func openLockerZK(e *env, n int) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	clients := lockerClients(ds)
 	return &instance{
 		newLock: func(i int, key string) (lockHandle, error) {
-			return lockerHandle{locker.NewMutex(ds[i], key, lockerOpts...)}, nil
+			return lockerHandle{clients[i].Mutex(key)}, nil
 		},
 		close: closeAll,
 	}, nil

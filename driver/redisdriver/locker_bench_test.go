@@ -72,9 +72,10 @@ func BenchmarkMutexContended(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	lc := locker.New(d)
 	b.SetParallelism(4) // 4 × GOMAXPROCS(2) = 8 goroutines
 	b.RunParallel(func(pb *testing.PB) {
-		m := locker.NewMutex(d, "bench/contended")
+		m := lc.Mutex("bench/contended")
 		for pb.Next() {
 			m.Lock()
 			m.Unlock()
@@ -93,6 +94,7 @@ func BenchmarkMutexDistinctKeys(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	lc := locker.New(d)
 	var mu sync.Mutex
 	n := 0
 	b.ReportAllocs()
@@ -100,7 +102,7 @@ func BenchmarkMutexDistinctKeys(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		mu.Lock()
 		n++
-		m := locker.NewMutex(d, fmt.Sprintf("bench/distinct/%d", n))
+		m := lc.Mutex(fmt.Sprintf("bench/distinct/%d", n))
 		mu.Unlock()
 		for pb.Next() {
 			m.Lock()

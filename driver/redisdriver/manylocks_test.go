@@ -35,8 +35,9 @@ func TestManyLocks(t *testing.T) {
 	runtime.ReadMemStats(&before)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
+	lc := locker.New(d, locker.WithTTL(ttl)) // one Client: one watchdog batches the renewals
 	for i := range ms {
-		ms[i] = locker.NewMutex(d, fmt.Sprintf("%s/%d", prefix, i), locker.WithTTL(ttl))
+		ms[i] = lc.Mutex(fmt.Sprintf("%s/%d", prefix, i))
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
