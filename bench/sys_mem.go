@@ -1,7 +1,6 @@
 package main
 
 import (
-	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/memdriver"
 )
 

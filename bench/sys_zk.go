@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/zkdriver"
 	"github.com/go-zookeeper/zk"
 )
