@@ -37,6 +37,14 @@
 //     are encoded, never rejected.
 //   - Refuse a call whose context is already done, without touching the
 //     backend, returning an error wrapping ctx.Err().
+//   - Return by the context's deadline, even when the backend does not
+//     answer, with an error wrapping ctx.Err(); never clean up
+//     synchronously after it: the front-end removes what an abandoned
+//     call may have left (a grant whose reply was lost, a queue entry)
+//     with a Release in the background.
+//   - Wrap with [Permanent] the errors of a backend client that was
+//     closed (and any other error no retry can cure), and return them
+//     promptly: the front-end never retries them.
 //   - Keep a lease's TTL on refresh: Refresh is called with the Lease that
 //     TryAcquire returned (Lease.TTL as granted).
 //   - Wrap backend errors with %w so callers can reach them with errors.As,
@@ -256,9 +264,12 @@ type Acquirer interface {
 	// Acquire waits until req.Key is granted to req.Owner, in the order of
 	// the backend's queue, or ctx is done. While it waits it keeps its
 	// place alive (a waiter whose own session or lease expires while
-	// queued gets an error, never the lock). On error it leaves nothing
-	// held or queued for req.Owner, cleaning up on a fresh context if ctx
-	// is done.
+	// queued gets an error, never the lock). It returns by ctx's deadline;
+	// on error, what it may have left for req.Owner (its queue entry, a
+	// grant whose reply was lost) is removed by the front-end's Release
+	// with l.Owner = req.Owner and l.Token 0, in the background, so
+	// Acquire need not clean up itself (it may, if that does not delay
+	// its return).
 	Acquire(ctx context.Context, req Request) (Lease, error)
 }
 
