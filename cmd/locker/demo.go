@@ -51,7 +51,9 @@ func demo(w io.Writer, cfg demoConfig) error {
 	var wg sync.WaitGroup
 	for i := range cfg.workers {
 		name := fmt.Sprintf("worker-%d", i+1)
-		m := locker.NewMutex(backend.Driver(), key, locker.WithTTL(cfg.ttl))
+		c := locker.New(backend.Driver(), locker.WithTTL(cfg.ttl)) // one Client per "process"
+		defer c.Close(context.Background())
+		m := c.Mutex(key)
 		wg.Go(func() {
 			for range cfg.rounds {
 				asked := time.Now()
@@ -144,5 +146,44 @@ func demo(w io.Writer, cfg demoConfig) error {
 	fmt.Fprintf(w, "\nworker-1 knew of the loss %v before worker-2 held the lock.\n", t2.Sub(lostAt).Round(time.Millisecond))
 	d1.Unblock()
 	_ = m1.UnlockContext(context.Background()) // reports the loss; touches nothing of worker-2's
-	return m2.UnlockContext(context.Background())
+	if err := m2.UnlockContext(context.Background()); err != nil {
+		return err
+	}
+	return demoShutdown(w, log, backend, cfg)
+}
+
+// demoShutdown shows a holder that shuts down: Client.Close releases its
+// lock at once, so the next worker does not wait for the lease to run out.
+func demoShutdown(w io.Writer, log *demoLog, backend *memdriver.Backend, cfg demoConfig) error {
+	fmt.Fprintf(w, "\nFinally worker-3 holds the lock and shuts down (Client.Close, as on SIGTERM).\n\n")
+	c3 := locker.New(backend.Driver(), locker.WithTTL(cfg.ttl))
+	h3, err := c3.Mutex(key).Acquire(context.Background())
+	if err != nil {
+		return err
+	}
+	log.printf("worker-3 acquired the lock, token %d", h3.Token())
+	c4 := locker.New(backend.Driver(), locker.WithTTL(cfg.ttl))
+	defer c4.Close(context.Background())
+	got4 := make(chan *locker.Hold, 1)
+	go func() {
+		h, err := c4.Mutex(key).Acquire(context.Background())
+		if err != nil {
+			close(got4)
+			return
+		}
+		got4 <- h
+	}()
+	time.Sleep(cfg.work)
+	closed := time.Now()
+	if err := c3.Close(context.Background()); err != nil {
+		return err
+	}
+	<-h3.Done()
+	log.printf("worker-3 closed its client: %v", h3.Err())
+	h4, ok := <-got4
+	if !ok {
+		return errors.New("worker-4 did not get the lock")
+	}
+	log.printf("worker-4 acquired the lock, token %d, %v after the close (the TTL is %v)", h4.Token(), time.Since(closed).Round(time.Microsecond), cfg.ttl)
+	return h4.Release(context.Background())
 }

@@ -8,7 +8,9 @@
 // holds the lock, the fencing tokens, and each handoff; then it cuts one
 // holder off from the backend and shows that the holder learns of the loss
 // before anyone else gets the lock, and that the fenced resource rejects
-// the cut-off holder's late write.
+// the cut-off holder's late write; last, a holder that shuts down closes
+// its Client, and the next worker gets the lock at once instead of after
+// the lease's TTL.
 package main
 
 import (
