@@ -22,12 +22,14 @@ type handle struct {
 	cfg  config
 	slot slot
 
-	mu      sync.Mutex
-	holds   []*Hold       // taken through the handle, not yet released; most recent last
-	last    *Hold         // the most recent hold, for Token
-	done    chan struct{} // closed when one of holds ends or the last is released; nil while none
-	isEnded bool          // done is closed
-	err     error         // why the first of holds ended (loss or close), for Err
+	mu    sync.Mutex
+	holds []*Hold // taken through the handle, not yet released; most recent last
+	last  *Hold   // the most recent hold, for Token
+	// over is set when one of holds ended (by loss or Close) or the last
+	// was released; done, made on demand by Done, is closed then.
+	over bool
+	done chan struct{}
+	err  error // why the first of holds ended (loss or close), for Err
 }
 
 func (hd *handle) init(c *Client, key string, opts []Option) {
@@ -60,7 +62,7 @@ func (hd *handle) track(h *Hold) {
 	hd.mu.Lock()
 	defer hd.mu.Unlock()
 	if len(hd.holds) == 0 {
-		hd.done, hd.isEnded, hd.err = make(chan struct{}), false, nil
+		hd.done, hd.over, hd.err = nil, false, nil
 	}
 	hd.holds = append(hd.holds, h)
 	hd.last = h
@@ -77,9 +79,11 @@ func (hd *handle) ended(h *Hold, err error) {
 }
 
 func (hd *handle) endLocked() {
-	if hd.done != nil && !hd.isEnded {
-		hd.isEnded = true
-		close(hd.done)
+	if !hd.over {
+		hd.over = true
+		if hd.done != nil {
+			close(hd.done)
+		}
 	}
 }
 
@@ -94,14 +98,14 @@ func (hd *handle) untrack(h *Hold) {
 	hd.mu.Lock()
 	for i, x := range hd.holds {
 		if x == h {
-			hd.holds = append(hd.holds[:i], hd.holds[i+1:]...)
-			hd.holds = hd.holds[:len(hd.holds):len(hd.holds)]
+			n := copy(hd.holds[i:], hd.holds[i+1:])
+			hd.holds[i+n] = nil
+			hd.holds = hd.holds[:i+n]
 			break
 		}
 	}
 	if len(hd.holds) == 0 {
 		hd.endLocked()
-		hd.done = nil
 	} else if hd.last == h {
 		hd.last = hd.holds[len(hd.holds)-1]
 	}
@@ -183,8 +187,11 @@ func (hd *handle) token() Token {
 func (hd *handle) doneChan() <-chan struct{} {
 	hd.mu.Lock()
 	defer hd.mu.Unlock()
-	if hd.done == nil {
+	if hd.over || len(hd.holds) == 0 {
 		return closedChan
+	}
+	if hd.done == nil {
+		hd.done = make(chan struct{})
 	}
 	return hd.done
 }
