@@ -3,7 +3,8 @@
 // network, lost replies, reset connections, a paused or killed server, a
 // paused client process, admin revocation, cancellation, contention) while
 // clients lock one key through package locker, and each checking the
-// contract of DESIGN.md §2 on every history it records:
+// contract of package locker (its "Guarantees") on every history it
+// records:
 //
 //   - the history is linearizable under the lease-lock model
 //     ([checker.Linearizable]);
