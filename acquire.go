@@ -87,177 +87,246 @@ func (c *Client) acquire(ctx context.Context, o lockOp) (*Hold, error) {
 // which it has waited for since start: time spent behind other goroutines
 // of this process counts towards the fairness threshold.
 func (o *lockOp) contend(ctx context.Context, c *Client, g *gate, adm admission, start time.Time) (_ *Hold, err error) {
-	req := driver.Request{Key: o.key, Owner: newOwner(), Mode: o.mode, TTL: o.cfg.ttl}
-	var (
-		sub    driver.Subscription
-		queued bool
-		dirty  bool            // the backend may hold state for req.Owner
-		bo     backoff.BackOff // made on first need
-		timer  *time.Timer
-	)
-	// joinQueue reports whether the wait has lasted long enough to take a
-	// place in the backend's queue.
-	joinQueue := func() bool {
-		return !queued && c.queuer != nil && o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter
-	}
+	k := &contention{o: o, c: c, g: g, ctx: ctx, start: start,
+		req: driver.Request{Key: o.key, Owner: newOwner(), Mode: o.mode, TTL: o.cfg.ttl}}
 	if adm.sub != nil {
 		// A waiter before us in this process left its subscription:
 		// the key is contended, and if we have waited long enough we
 		// take our place in the backend's queue at once.
-		sub = adm.sub
-		if !o.try && joinQueue() {
-			queued, dirty = true, true
+		k.sub = adm.sub
+		if !o.try && k.joinQueue() {
+			k.queued, k.dirty = true, true
 		}
 	}
-	defer func() {
-		if sub != nil {
-			c.leaveSub(g, sub)
-		}
-		if timer != nil {
-			timer.Stop()
-		}
-		if err != nil && dirty {
-			// An attempt may have been applied with its reply lost, or we
-			// are queued: remove whatever req.Owner has on the backend,
-			// in the background, so that the call returns by its
-			// deadline.
-			c.cleanupLater(g, driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode}, o.cfg.ttl, o.cfg.reportError)
-		}
-	}()
+	defer func() { k.finish(err) }()
 
 	// A head that has waited behind other goroutines of this process
 	// for long enough, or that waits behind a local holder (see gate),
 	// waits in the backend's own queue at once (Acquire grants at once
 	// if the key is free): the key is contended, and a TryAcquire would
 	// likely cost a refused request.
-	native := !o.try && c.acquirer != nil &&
-		((o.cfg.fairAfter >= 0 && time.Since(start) >= o.cfg.fairAfter) ||
-			adm.contended)
-	for {
-		sent := time.Now()
-		var l driver.Lease
-		var aerr error
-		switch {
-		case native:
-			native = false
-			aerr = driver.ErrLocked // as if refused: wait natively below
-		case queued:
-			l, aerr = c.queuer.TryAcquireQueued(ctx, req)
-		default:
-			l, aerr = c.drv.TryAcquire(ctx, req)
+	var r result
+	if !o.try && c.acquirer != nil && (k.waitedEnough() || adm.contended) {
+		r = k.waitInBackendQueue()
+	} else {
+		r = k.attempt()
+	}
+	for !r.done {
+		if !r.now {
+			if err := k.sleep(r.wait); err != nil {
+				return nil, err
+			}
 		}
-		if aerr == nil {
-			h := newHold(c, g, o.cfg, l, sent)
-			if time.Now().Before(h.deadline) {
-				return h, nil
-			}
-			// The grant took so long that the lease may already have
-			// run out: never return a hold that is not valid. Retry with
-			// the same owner, which extends it and keeps the token.
-			dirty = true
-			continue
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			dirty = true
-			return nil, opError(o.op, o.key, cerr)
-		}
-		var wait time.Duration
-		switch {
-		case errors.Is(aerr, driver.ErrLocked):
-			if o.try {
-				return nil, nil
-			}
-			if c.acquirer != nil {
-				h, err := o.acquireNative(ctx, c, g, req)
-				if err == nil {
-					return h, nil
-				}
-				dirty = true
-				if cerr := ctx.Err(); cerr != nil {
-					// As on the other paths: the caller's context ended
-					// the wait, whatever the driver wrapped around it.
-					return nil, opError(o.op, o.key, cerr)
-				}
-				if isFinal(err) {
-					return nil, opError(o.op, o.key, err)
-				}
-				o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("retrying: %w", err)))
-				if bo == nil {
-					bo = o.newBackoff()
-				}
-				wait = bo.NextBackOff()
-				break
-			}
-			if sub == nil && c.notifier != nil {
-				s, serr := c.notifier.Subscribe(ctx, o.key)
-				if serr == nil {
-					sub = s
-					if joinQueue() {
-						queued, dirty = true, true
-					}
-					continue // try again now: a release may have come before the subscription
-				}
-				o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("subscribe: %w", serr)))
-			}
-			if joinQueue() {
-				queued, dirty = true, true
-				continue // join the queue now
-			}
-			if bo == nil {
-				bo = o.newBackoff()
-			}
-			wait = o.waitTime(aerr, bo, sub != nil, queued)
-			if c.queuer != nil && !queued && o.cfg.fairAfter >= 0 {
-				// Come back to join the queue when the threshold is
-				// reached: a driver may hand the key over to its queue
-				// and wake only the new holder.
-				wait = min(wait, max(o.cfg.fairAfter-time.Since(start), 0))
-			}
-		case isFinal(aerr):
-			dirty = true
-			return nil, opError(o.op, o.key, aerr)
-		default:
-			dirty = true
-			if o.try {
-				return nil, opError(o.op, o.key, aerr)
-			}
-			o.cfg.reportError(opError(o.op, o.key, fmt.Errorf("retrying: %w", aerr)))
-			if bo == nil {
-				bo = o.newBackoff()
-			}
-			wait = bo.NextBackOff()
-		}
+		r = k.attempt()
+	}
+	return r.h, r.err
+}
 
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		var notified <-chan struct{}
-		if sub != nil {
-			notified = sub.C()
-		}
-		select {
-		case <-timer.C:
-		case <-notified:
-			if !timer.Stop() {
-				<-timer.C
+// A contention is the state of one lock call while it asks the backend
+// for the key: its request, and what it has set up on the way
+// (a subscription, a place in the backend's queue, a backoff).
+type contention struct {
+	o     *lockOp
+	c     *Client
+	g     *gate
+	ctx   context.Context
+	start time.Time
+	req   driver.Request
+
+	sub    driver.Subscription
+	queued bool            // req.Owner has a place in the backend's queue (Queuer)
+	dirty  bool            // the backend may hold state for req.Owner
+	bo     backoff.BackOff // made on first need
+	timer  *time.Timer
+}
+
+// A result is what a step of a contention decided: the call is over (done,
+// with h or err), or the next attempt comes now or after wait.
+type result struct {
+	done bool
+	h    *Hold
+	err  error
+	now  bool
+	wait time.Duration
+}
+
+func over(h *Hold, err error) result        { return result{done: true, h: h, err: err} }
+func again() result                         { return result{now: true} }
+func after(wait time.Duration) result       { return result{wait: wait} }
+func (k *contention) fail(err error) result { return over(nil, opError(k.o.op, k.o.key, err)) }
+
+// waitedEnough reports whether the call has waited as long as the
+// fairness threshold.
+func (k *contention) waitedEnough() bool {
+	return k.o.cfg.fairAfter >= 0 && time.Since(k.start) >= k.o.cfg.fairAfter
+}
+
+// joinQueue reports whether the wait has lasted long enough to take a
+// place in the backend's queue (Queuer).
+func (k *contention) joinQueue() bool {
+	return !k.queued && k.c.queuer != nil && k.waitedEnough()
+}
+
+// attempt makes one request for the key and decides what follows.
+func (k *contention) attempt() result {
+	sent := time.Now()
+	var l driver.Lease
+	var err error
+	if k.queued {
+		l, err = k.c.queuer.TryAcquireQueued(k.ctx, k.req)
+	} else {
+		l, err = k.c.drv.TryAcquire(k.ctx, k.req)
+	}
+	if err == nil {
+		return k.granted(l, sent)
+	}
+	if cerr := k.ctx.Err(); cerr != nil {
+		k.dirty = true
+		return k.fail(cerr)
+	}
+	switch {
+	case errors.Is(err, driver.ErrLocked):
+		return k.refused(err)
+	case isFinal(err):
+		k.dirty = true
+		return k.fail(err)
+	}
+	k.dirty = true // the request may have been applied
+	if k.o.try {
+		return k.fail(err)
+	}
+	return k.retry(err)
+}
+
+// granted turns a grant sent at sent into the call's hold. A grant that
+// took so long that the lease may already have run out is never returned:
+// the next attempt, by the same owner, extends it and keeps the token.
+func (k *contention) granted(l driver.Lease, sent time.Time) result {
+	h := newHold(k.c, k.g, k.o.cfg, l, sent)
+	if time.Now().Before(h.deadline) {
+		return over(h, nil)
+	}
+	k.dirty = true
+	return again()
+}
+
+// retry reports a transient error and backs off.
+func (k *contention) retry(err error) result {
+	k.o.cfg.reportError(opError(k.o.op, k.o.key, fmt.Errorf("retrying: %w", err)))
+	return after(k.backoff().NextBackOff())
+}
+
+func (k *contention) backoff() backoff.BackOff {
+	if k.bo == nil {
+		k.bo = k.o.newBackoff()
+	}
+	return k.bo
+}
+
+// refused decides how to wait for a key that another owner holds: in the
+// backend's own queue (Acquirer), or for a notification (Notifier) and
+// with a place in the backend's queue once the call has waited long
+// enough (Queuer), or by polling.
+func (k *contention) refused(err error) result {
+	c := k.c
+	switch {
+	case k.o.try:
+		return over(nil, nil)
+	case c.acquirer != nil:
+		return k.waitInBackendQueue()
+	case k.sub == nil && c.notifier != nil:
+		s, serr := c.notifier.Subscribe(k.ctx, k.o.key)
+		if serr == nil {
+			k.sub = s
+			if k.joinQueue() {
+				k.queued, k.dirty = true, true
 			}
-		case <-ctx.Done():
-			dirty = dirty || queued
-			return nil, opError(o.op, o.key, ctx.Err())
-		case <-c.ctx.Done():
-			dirty = dirty || queued
-			return nil, opError(o.op, o.key, ErrClosed)
+			return again() // a release may have come before the subscription
 		}
+		k.o.cfg.reportError(opError(k.o.op, k.o.key, fmt.Errorf("subscribe: %w", serr)))
+	}
+	if k.joinQueue() {
+		k.queued, k.dirty = true, true
+		return again()
+	}
+	wait := k.o.waitTime(err, k.backoff(), k.sub != nil, k.queued)
+	if c.queuer != nil && !k.queued && k.o.cfg.fairAfter >= 0 {
+		// Come back to join the queue when the threshold is reached: a
+		// driver may hand the key over to its queue and wake only the
+		// new holder.
+		wait = min(wait, max(k.o.cfg.fairAfter-time.Since(k.start), 0))
+	}
+	return after(wait)
+}
+
+// waitInBackendQueue waits in the backend's own queue (Acquirer).
+func (k *contention) waitInBackendQueue() result {
+	h, err := k.o.acquireQueued(k.ctx, k.c, k.g, k.req)
+	if err == nil {
+		return over(h, nil)
+	}
+	k.dirty = true
+	switch cerr := k.ctx.Err(); {
+	case cerr != nil:
+		// The caller's context ended the wait, whatever the driver
+		// wrapped around it.
+		return k.fail(cerr)
+	case isFinal(err):
+		return k.fail(err)
+	}
+	return k.retry(err)
+}
+
+// sleep waits for wait, a notification, ctx or the Client's close.
+func (k *contention) sleep(wait time.Duration) error {
+	if k.timer == nil {
+		k.timer = time.NewTimer(wait)
+	} else {
+		k.timer.Reset(wait)
+	}
+	var notified <-chan struct{}
+	if k.sub != nil {
+		notified = k.sub.C()
+	}
+	select {
+	case <-k.timer.C:
+		return nil
+	case <-notified:
+		if !k.timer.Stop() {
+			<-k.timer.C
+		}
+		return nil
+	case <-k.ctx.Done():
+		k.dirty = k.dirty || k.queued
+		return opError(k.o.op, k.o.key, k.ctx.Err())
+	case <-k.c.ctx.Done():
+		k.dirty = k.dirty || k.queued
+		return opError(k.o.op, k.o.key, ErrClosed)
 	}
 }
 
-// acquireNative waits in the backend's own queue (driver.Acquirer), then,
+// finish gives back what the contention set up: the subscription to the
+// next waiter of the line, and, when the call failed with the backend
+// possibly holding state for its owner (an attempt applied with its reply
+// lost, a queue entry), a cleanup in the background, so that the call
+// returns by its deadline.
+func (k *contention) finish(err error) {
+	if k.sub != nil {
+		k.c.leaveSub(k.g, k.sub)
+	}
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	if err != nil && k.dirty {
+		k.c.cleanupLater(k.g, driver.Lease{Key: k.req.Key, Owner: k.req.Owner, Mode: k.req.Mode}, k.o.cfg.ttl, k.o.cfg.reportError)
+	}
+}
+
+// acquireQueued waits in the backend's own queue (driver.Acquirer), then,
 // unless the lease says when it began (Lease.Start), confirms the grant
 // with a Refresh whose send time starts the local deadline: the grant
 // itself may have happened at any time during the wait.
-func (o *lockOp) acquireNative(ctx context.Context, c *Client, g *gate, req driver.Request) (*Hold, error) {
+func (o *lockOp) acquireQueued(ctx context.Context, c *Client, g *gate, req driver.Request) (*Hold, error) {
 	// The wait in the backend's queue ends with the Client too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -216,7 +216,7 @@ func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report
 // key do not poll it, and a local releaser that locks again at once queues
 // behind them.
 //
-// On a driver with a native wait queue (driver.Acquirer), the gate admits
+// On a driver with a wait queue of its own (driver.Acquirer), the gate admits
 // two exclusive places: the holder's and the next waiter's, which waits in
 // the backend's queue (the backend keeps them apart), so that a local
 // handoff is the backend's notification rather than a new request after

@@ -89,18 +89,18 @@ func TestBrokenHelper(t *testing.T) {
 	st := &brokenState{acquired: map[string]bool{}, watches: map[string]func(error){}}
 	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
 		d := &broken{Driver: b.Driver(), b: b, bug: name, seq: &seq, st: st}
-		if withoutNative[name] {
+		if withoutAcquirer[name] {
 			return &waitless{d}
 		}
 		return d
 	})
 }
 
-// withoutNative lists the bugs whose drivers hide driver.Acquirer and
+// withoutAcquirer lists the bugs whose drivers hide driver.Acquirer and
 // driver.LossWatcher, as Redis does: a queue entry left by Release matters
 // only to the front-end's own wait loop, and memdriver's truthful loss
 // reports would reveal a lying refresh before Locker/Renewal can.
-var withoutNative = map[string]bool{
+var withoutAcquirer = map[string]bool{
 	"release-keeps-queue": true,
 	"refresh-lies":        true,
 }

@@ -17,11 +17,11 @@ import (
 	"github.com/go-locker/locker/driver/memdriver"
 )
 
-// TestNative_ContendedLockWaitsInAcquire checks that on a driver.Acquirer
+// TestAcquirer_ContendedLockWaitsInAcquire checks that on a driver.Acquirer
 // a contended Lock waits in the driver's Acquire, not in the front-end's
 // own loop, and that waiters in separate processes are served in the
 // order they started waiting.
-func TestNative_ContendedLockWaitsInAcquire(t *testing.T) {
+func TestAcquirer_ContendedLockWaitsInAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
 		holder := locker.NewMutex(b.Driver(), "k")
@@ -88,9 +88,9 @@ func TestNative_ContendedLockWaitsInAcquire(t *testing.T) {
 	})
 }
 
-// TestNative_LocalWaitersShareOneAcquire checks that within one process
+// TestAcquirer_LocalWaitersShareOneAcquire checks that within one process
 // only the head of the key's line and the one after it wait in Acquire.
-func TestNative_LocalWaitersShareOneAcquire(t *testing.T) {
+func TestAcquirer_LocalWaitersShareOneAcquire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
 		c := locker.New(b.Driver())
@@ -123,9 +123,9 @@ func TestNative_LocalWaitersShareOneAcquire(t *testing.T) {
 	})
 }
 
-// TestNative_AcquireCancelLeavesNothing checks a LockContext that gives up
+// TestAcquirer_AcquireCancelLeavesNothing checks a LockContext that gives up
 // while it waits in Acquire.
-func TestNative_AcquireCancelLeavesNothing(t *testing.T) {
+func TestAcquirer_AcquireCancelLeavesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
 		holder := locker.NewMutex(b.Driver(), "k")
@@ -153,10 +153,10 @@ func TestNative_AcquireCancelLeavesNothing(t *testing.T) {
 	})
 }
 
-// TestNative_RevokedLeaseLostAtOnce checks that a hold whose lease the
+// TestAcquirer_RevokedLeaseLostAtOnce checks that a hold whose lease the
 // backend drops is declared lost as soon as the driver's LossWatcher
 // reports it, long before the next renewal would have found out.
-func TestNative_RevokedLeaseLostAtOnce(t *testing.T) {
+func TestAcquirer_RevokedLeaseLostAtOnce(t *testing.T) {
 	for _, how := range []string{"revoke", "expire"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -222,9 +222,9 @@ func TestNative_RevokedLeaseLostAtOnce(t *testing.T) {
 	}
 }
 
-// TestNative_NoLossOnUnlock checks that a normal Unlock is not reported as
+// TestAcquirer_NoLossOnUnlock checks that a normal Unlock is not reported as
 // a loss, and that the watch ends with the hold.
-func TestNative_NoLossOnUnlock(t *testing.T) {
+func TestAcquirer_NoLossOnUnlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
 		var lost atomic.Int32
@@ -262,9 +262,9 @@ func (wholeSeconds) CheckTTL(ttl time.Duration) error {
 	return nil
 }
 
-// TestNative_TTLChecker checks that the front-end refuses a TTL the
+// TestAcquirer_TTLChecker checks that the front-end refuses a TTL the
 // driver's TTLChecker rejects, before any I/O, and accepts the others.
-func TestNative_TTLChecker(t *testing.T) {
+func TestAcquirer_TTLChecker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
 		d := wholeSeconds{b.Driver()}
