@@ -39,8 +39,14 @@ func demo(w io.Writer, cfg demoConfig) error {
 
 	fmt.Fprintf(w, "locker demo: %d workers, each with its own client of an in-process backend, contend for %q (TTL %v)\n\n",
 		cfg.workers, key, cfg.ttl)
+	if err := demoContention(w, log, backend, &guard, cfg); err != nil {
+		return err
+	}
+	return demoCutOff(w, log, backend, &guard, cfg)
+}
 
-	// Part 1: contention and handoffs.
+// demoContention has the workers take the lock in turn.
+func demoContention(w io.Writer, log *demoLog, backend *memdriver.Backend, guard *locker.Guard, cfg demoConfig) error {
 	var (
 		mu       sync.Mutex
 		lastName string
@@ -99,8 +105,12 @@ func demo(w io.Writer, cfg demoConfig) error {
 	}
 	fmt.Fprintf(w, "\n%d acquisitions, %d handoffs between workers, fencing tokens 1..%d strictly increasing\n\n",
 		cfg.workers*cfg.rounds, handoffs, lastTok)
+	return nil
+}
 
-	// Part 2: a holder is cut off from the backend.
+// demoCutOff cuts a holder off from the backend: it learns of the loss
+// before the next worker holds the lock, and its late write is fenced off.
+func demoCutOff(w io.Writer, log *demoLog, backend *memdriver.Backend, guard *locker.Guard, cfg demoConfig) error {
 	fmt.Fprintf(w, "Now worker-1 takes the lock and is cut off from the backend (its renewals hang).\n\n")
 	d1 := backend.Driver()
 	m1 := locker.NewMutex(d1, key, locker.WithTTL(cfg.ttl), locker.WithErrorHandler(func(error) {}))
