@@ -30,9 +30,11 @@ const cleanupTimeout = 10 * time.Second
 // entry vanishes (expired or revoked lease, issue etcd-io/etcd#11456) it
 // returns an error, never the lock. On error it deletes its entry.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	l, err := d.acquire(ctx, req)
+	bctx, done := d.bound(ctx)
+	defer done()
+	l, err := d.acquire(bctx, req)
 	if err != nil {
-		return driver.Lease{}, opError("acquire", req.Key, err)
+		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
 	}
 	return l, nil
 }
@@ -125,6 +127,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 				renew.Reset(d.renewDelay(req.Owner, k))
 			}
 			continue
+		case <-w.done:
+			// The watch ended with the driver or its client.
+			return driver.Lease{}, d.closedErr()
 		case <-ctx.Done():
 			return driver.Lease{}, ctx.Err()
 		}
@@ -270,19 +275,30 @@ func (d *Driver) enqueue(ctx context.Context, m driver.Mode, owner, base, k stri
 	return own.CreateRevision, false, nil
 }
 
-// removeEntry deletes req.Owner's queue entry after a failed wait, on a
-// fresh context if ctx is done.
+// removeEntry deletes req.Owner's queue entry after a failed wait. If ctx
+// is done, the entry is deleted in the background, within cleanupTimeout
+// (or until the driver is closed), so that Acquire returns by ctx's
+// deadline even when etcd does not answer.
 func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) {
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-	}
 	e := d.forget(req.Owner, k)
-	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
-	if err == nil && e != nil && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
-		d.putLease(e.lease, e.ttl, e.deadline)
+	remove := func(ctx context.Context) {
+		resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
+		if err == nil && e != nil && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
+			d.putLease(e.lease, e.ttl, e.deadline)
+		}
 	}
+	switch {
+	case d.closedErr() != nil:
+		return // nothing can be sent
+	case ctx.Err() == nil:
+		remove(ctx)
+		return
+	}
+	d.spawn(func() {
+		ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
+		defer cancel()
+		remove(ctx)
+	})
 }
 
 // A waiter is Acquire's listener on the key's watch: it tracks the older
@@ -331,6 +347,9 @@ func (wt *waiter) deleted(key string, rev int64) {
 	wt.mu.Unlock()
 	wt.poke()
 }
+
+// ended wakes the waiter, which sees the watch's end.
+func (wt *waiter) ended() { wt.poke() }
 
 func (wt *waiter) reset(int64) {
 	wt.mu.Lock()
