@@ -21,9 +21,18 @@ import (
 // that the node behind it does not take it for dead, and it deletes the
 // node it waits for if that node's lease expires (no rewrite for its TTL,
 // by this client's clock). It fails when its own session ends, when its
-// node disappears, and when ctx is done; then it deletes its node (on a
-// fresh context if ctx is done) and leaves nothing queued.
+// node disappears, and when ctx is done; then it deletes its node (in the
+// background if ctx is done, so that it returns by ctx's deadline) and
+// leaves nothing queued.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	l, err := d.acquire(ctx, req)
+	if err != nil {
+		return driver.Lease{}, d.final(ctx, "acquire", req.Key, err)
+	}
+	return l, nil
+}
+
+func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
 	if err := d.begin(ctx, op, req.Key); err != nil {
 		return driver.Lease{}, err
@@ -116,11 +125,8 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known qu
 		if isPermanent(cause) || errors.Is(cause, zk.ErrClosing) {
 			return cause
 		}
-		d.mu.Lock()
-		closed := d.closed
-		d.mu.Unlock()
-		if closed {
-			return ErrClosed
+		if err := d.closedErr(); err != nil {
+			return err
 		}
 		if failingSince.IsZero() {
 			failingSince = time.Now()

@@ -16,11 +16,8 @@ func (d *Driver) begin(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
 		return errorf(op, key, err)
 	}
-	d.mu.Lock()
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
-		return driver.Permanent(errorf(op, key, ErrClosed))
+	if err := d.closedErr(); err != nil {
+		return driver.Permanent(errorf(op, key, err))
 	}
 	return nil
 }
@@ -53,6 +50,14 @@ func (n *node) lease(ttl time.Duration) driver.Lease {
 // lease and returns the same token; a TryAcquire after one whose reply was
 // lost finds the owner's node by its name.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	l, err := d.tryAcquire(ctx, req)
+	if err != nil {
+		return driver.Lease{}, d.final(ctx, "acquire", req.Key, err)
+	}
+	return l, nil
+}
+
+func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
 	if err := d.begin(ctx, op, req.Key); err != nil {
 		return driver.Lease{}, err
@@ -400,8 +405,12 @@ func (d *Driver) adoptOldest(ctx context.Context, op string, n *node, req driver
 	return l, err
 }
 
-// dropNode deletes n's node, on a fresh context if ctx is done, and
-// forgets n. It returns an error when the node may still exist.
+// dropNode deletes n's node and forgets n. It returns an error when the
+// node may still exist. If ctx is done, the node is deleted in the
+// background (go-zookeeper bounds the request by the connection's life:
+// it is answered, or failed when the connection breaks or is closed), so
+// that the caller returns by ctx's deadline even when ZooKeeper does not
+// answer; dropNode then returns ctx's error.
 func (d *Driver) dropNode(ctx context.Context, n *node) error {
 	d.mu.Lock()
 	path := n.path
@@ -409,10 +418,15 @@ func (d *Driver) dropNode(ctx context.Context, n *node) error {
 	if path == "" {
 		return nil
 	}
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = cleanupContext(n.ttl)
-		defer cancel()
+	if err := ctx.Err(); err != nil {
+		if d.closedErr() == nil {
+			go func() {
+				if err := d.conn.Delete(path, -1); err == nil || errors.Is(err, zk.ErrNoNode) {
+					d.forget(n)
+				}
+			}()
+		}
+		return err
 	}
 	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, -1) }, nil)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
@@ -699,6 +713,14 @@ type getResult struct {
 // is rewritten every third of its TTL) is answered without a round trip:
 // the lease it returns is what remains of the TTL since that write.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	out, err := d.refresh(ctx, l)
+	if err != nil {
+		return driver.Lease{}, d.final(ctx, "refresh", l.Key, err)
+	}
+	return out, nil
+}
+
+func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	const op = "refresh"
 	if err := d.begin(ctx, op, l.Key); err != nil {
 		return driver.Lease{}, err
@@ -870,14 +892,19 @@ const maxMulti = 500
 // nothing: when a node is gone, the multi fails, that lease gets
 // driver.ErrNotHeld and the others are sent again without it.
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
+	errs := d.refreshBatch(ctx, ls)
+	for i, err := range errs {
+		errs[i] = d.final(ctx, "refresh", ls[i].Key, err)
+	}
+	return errs
+}
+
+func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	const op = "refresh"
 	errs := make([]error, len(ls))
 	if err := d.begin(ctx, op, ""); err != nil {
 		for i, l := range ls {
-			errs[i] = errorf(op, l.Key, ctx.Err())
-			if ctx.Err() == nil {
-				errs[i] = err
-			}
+			errs[i] = d.begin(ctx, op, l.Key)
 		}
 		return errs
 	}
@@ -970,6 +997,10 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 // granted, released, of an ended session, or past its lease by this
 // client's clock (its node is deleted all the same).
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
+	return d.final(ctx, "release", l.Key, d.release(ctx, l))
+}
+
+func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := d.begin(ctx, op, l.Key); err != nil {
 		return err

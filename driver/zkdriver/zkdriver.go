@@ -49,14 +49,13 @@ type Driver struct {
 	acl   []zk.ACL
 	owned bool // made by Connect: Close closes conn
 
-	mu          sync.Mutex
-	nodes       map[nodeKey]*node
-	obs         map[string]observation // by parent path: the observed first node
-	hot         map[string]time.Time   // by key: last time it was seen contended
-	snaps       map[nodeKey]snapshot   // queues seen by refused TryAcquires
-	persistent  bool                   // the server lacks container nodes
-	closed      bool
-	closeReason error
+	mu         sync.Mutex
+	nodes      map[nodeKey]*node
+	obs        map[string]observation // by parent path: the observed first node
+	hot        map[string]time.Time   // by key: last time it was seen contended
+	snaps      map[nodeKey]snapshot   // queues seen by refused TryAcquires
+	persistent bool                   // the server lacks container nodes
+	closed     bool
 }
 
 var (
@@ -176,15 +175,23 @@ func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration
 }
 
 // Wait waits until the Session's connection has established its first
-// session, or ctx is done.
+// session, or ctx is done, or the connection is closed (a permanent
+// error, see driver.Permanent).
 func (s *Session) Wait(ctx context.Context) error {
 	s.mu.Lock()
 	s.init()
-	ready := s.ready
+	ready, closed := s.ready, s.closed
 	s.mu.Unlock()
 	select {
 	case <-ready:
 		return nil
+	case <-closed:
+		select {
+		case <-ready:
+			return nil // established before the close
+		default:
+		}
+		return driver.Permanent(fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", errConnClosed))
 	case <-ctx.Done():
 		return fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", ctx.Err())
 	}
@@ -212,7 +219,6 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.closed = true
-	d.closeReason = ErrClosed
 	var fire []*lossWatch
 	for _, n := range d.nodes {
 		if n.lost == nil {
@@ -475,15 +481,43 @@ func call[T any](ctx context.Context, f func() (T, error), undo func(T, error)) 
 	}
 }
 
-// cleanupContext returns a fresh context for removing a node after ctx was
-// done, bounded like the front-end's own cleanups.
-func cleanupContext(ttl time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), min(max(ttl, time.Second), 30*time.Second))
-}
-
 // errorf wraps err with the operation and key.
 func errorf(op, key string, err error) error {
 	return fmt.Errorf("zkdriver: %s %q: %w", op, key, err)
+}
+
+// closedErr returns ErrClosed once the driver is closed, an error wrapping
+// zk.ErrClosing once its connection is, and nil before.
+func (d *Driver) closedErr() error {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case d.sess.isClosed():
+		return errConnClosed
+	}
+	return nil
+}
+
+// final returns err, the error of op on key made with ctx, as the driver's
+// caller sees it: once the driver or its connection is closed, an error
+// that is not ctx's own becomes a permanent one naming the close. A closed
+// go-zookeeper connection fails every request at once (zk.ErrClosing,
+// zk.ErrConnectionClosed), and no retry can cure it.
+func (d *Driver) final(ctx context.Context, op, key string, err error) error {
+	if err == nil || driver.IsPermanent(err) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
+		return err
+	}
+	if errors.Is(err, zk.ErrClosing) {
+		// Only a closed connection fails requests with ErrClosing.
+		d.sess.connClosed()
+	}
+	if cerr := d.closedErr(); cerr != nil {
+		return driver.Permanent(errorf(op, key, cerr))
+	}
+	return err
 }
 
 // isPermanent reports whether a ZooKeeper error can never go away by
