@@ -280,17 +280,15 @@ func (s *subscription) Close() error {
 func (d *Driver) watchLossByKey(l driver.Lease, lost func(err error)) (stop func()) {
 	base := d.base(l.Key)
 	w := d.watch(base)
-	ll := &lossListener{d: d, w: w, lease: l, token: int64(l.Token), lost: lost, stopc: make(chan struct{})}
+	ll := &lossListener{d: d, w: w, lease: l, token: int64(l.Token), lost: driver.NewLossCallback(lost), stopc: make(chan struct{})}
 	w.add(ll)
 	ll.verifyAsync() // finds the entry, or reports it gone
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			w.remove(ll)
-			ll.mu.Lock()
-			ll.stopped = true
+			ll.lost.Stop()
 			close(ll.stopc)
-			ll.mu.Unlock()
 			d.mu.Lock()
 			if set := d.losses[ll.key]; set != nil {
 				delete(set, ll)
@@ -304,18 +302,16 @@ func (d *Driver) watchLossByKey(l driver.Lease, lost func(err error)) (stop func
 	}
 }
 
+// A lossListener is a WatchLoss registration that watches an entry's key
+// (see watchLossByKey).
 type lossListener struct {
 	d     *Driver
 	w     *keyWatch
 	lease driver.Lease
-	key   string
+	key   string // the entry's key once found; guarded by w.mu
 	token int64
-	lost  func(error)
-	stopc chan struct{}
-
-	mu      sync.Mutex
-	stopped bool
-	fired   bool
+	lost  *driver.LossCallback
+	stopc chan struct{} // closed by stop
 }
 
 func (ll *lossListener) deleted(key string, rev int64) {
@@ -337,21 +333,13 @@ func (d *Driver) silenceKey(k string) {
 	}
 	d.mu.Unlock()
 	for _, ll := range ls {
-		ll.mu.Lock()
-		ll.stopped = true
-		ll.mu.Unlock()
+		ll.lost.Stop()
 	}
 }
 
-func (ll *lossListener) fire(err error) {
-	ll.mu.Lock()
-	defer ll.mu.Unlock()
-	if ll.stopped || ll.fired {
-		return
-	}
-	ll.fired = true
-	ll.lost(opError("watch", ll.lease.Key, err))
-}
+// fire reports the loss, unless it was reported or the registration
+// stopped.
+func (ll *lossListener) fire(err error) { ll.lost.Fire(opError("watch", ll.lease.Key, err)) }
 
 // verifyAsync checks, once the watch is in place, that the entry still
 // exists with its token, and reports the loss if not.
