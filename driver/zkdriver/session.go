@@ -1,6 +1,7 @@
 package zkdriver
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-locker/locker/driver"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -354,4 +356,27 @@ func (c *sniffConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// Wait waits until the Session's connection has established its first
+// session, or ctx is done, or the connection is closed (a permanent
+// error, see driver.Permanent).
+func (s *Session) Wait(ctx context.Context) error {
+	s.mu.Lock()
+	s.init()
+	ready, closed := s.ready, s.closed
+	s.mu.Unlock()
+	select {
+	case <-ready:
+		return nil
+	case <-closed:
+		select {
+		case <-ready:
+			return nil // established before the close
+		default:
+		}
+		return driver.Permanent(fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", errConnClosed))
+	case <-ctx.Done():
+		return fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", ctx.Err())
+	}
 }
