@@ -1,34 +1,32 @@
 package zkdriver
 
-import (
-	"time"
-)
+import "time"
 
 // markHot records that key was seen contended.
 func (d *Driver) markHot(key string) {
 	now := time.Now()
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.hot) >= 1024 {
-		for k, t := range d.hot {
-			if now.Sub(t) > hotFor {
-				delete(d.hot, k)
-			}
-		}
-		if len(d.hot) >= 1024 {
-			clear(d.hot)
-		}
-	}
-	d.hot[key] = now
+	d.hot.put(key, now)
+	d.mu.Unlock()
 }
 
 // hotFor is how long a key counts as contended after it was last seen so:
 // meanwhile TryAcquire lists the queue before it creates a node.
 const hotFor = time.Second
 
+// Bounds of the driver's lrus (see lru): the keys seen contended and the
+// queue snapshots kept for Acquire, and the first nodes of contended keys
+// observed for expiry.
+const (
+	maxHot       = 1024
+	maxSnapshots = 1024
+	maxObserved  = 4096
+)
+
+// isHot reports whether key was seen contended within hotFor.
 func (d *Driver) isHot(key string) bool {
 	d.mu.Lock()
-	t, ok := d.hot[key]
+	t, ok := d.hot.get(key)
 	d.mu.Unlock()
 	return ok && time.Since(t) < hotFor
 }
@@ -49,18 +47,8 @@ type snapshot struct {
 func (d *Driver) snapshot(nk nodeKey, q queue, cversion, own int32) {
 	now := time.Now()
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.snaps) >= 1024 {
-		for k, s := range d.snaps {
-			if now.Sub(s.at) > snapshotFor {
-				delete(d.snaps, k)
-			}
-		}
-		if len(d.snaps) >= 1024 {
-			clear(d.snaps)
-		}
-	}
-	d.snaps[nk] = snapshot{q: q, cversion: cversion, own: own, at: now}
+	d.snaps.put(nk, snapshot{q: q, cversion: cversion, own: own, at: now})
+	d.mu.Unlock()
 }
 
 // snapshotFor is how long a snapshot is kept.
@@ -74,8 +62,8 @@ const snapshotFor = time.Second
 // created nodes meanwhile, or the snapshot is missing or old.
 func (d *Driver) takeSnapshot(nk nodeKey, n *node, r createResult) (q queue, gone int) {
 	d.mu.Lock()
-	s, ok := d.snaps[nk]
-	delete(d.snaps, nk)
+	s, ok := d.snaps.get(nk)
+	d.snaps.delete(nk)
 	d.mu.Unlock()
 	if !ok || time.Since(s.at) > snapshotFor {
 		return nil, 0

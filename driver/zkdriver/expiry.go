@@ -29,7 +29,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	path := parent + "/" + c.name
 	now := time.Now()
 	d.mu.Lock()
-	o, ok := d.obs[parent]
+	o, ok := d.obs.get(parent)
 	d.mu.Unlock()
 	if !ok || o.path != path {
 		d.observe(parent, observation{path: path, seen: now})
@@ -79,27 +79,19 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 // reads it to start observing its lease.
 const pollGap = 5 * time.Millisecond
 
+// observe records o, the first node of the queue under parent, as
+// observed now.
 func (d *Driver) observe(parent string, o observation) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.obs) >= 4096 {
-		now := time.Now()
-		for p, x := range d.obs {
-			if now.Sub(x.seen) > max(x.ttl, time.Second)*2 {
-				delete(d.obs, p)
-			}
-		}
-		if len(d.obs) >= 4096 {
-			clear(d.obs)
-		}
-	}
-	d.obs[parent] = o
+	d.obs.put(parent, o)
+	d.mu.Unlock()
 }
 
+// unobserve forgets the node at path, the first of the queue under parent.
 func (d *Driver) unobserve(parent, path string) {
 	d.mu.Lock()
-	if o, ok := d.obs[parent]; ok && o.path == path {
-		delete(d.obs, parent)
+	if o, ok := d.obs.get(parent); ok && o.path == path {
+		d.obs.delete(parent)
 	}
 	d.mu.Unlock()
 }

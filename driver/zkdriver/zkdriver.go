@@ -50,10 +50,10 @@ type Driver struct {
 
 	mu         sync.Mutex
 	nodes      map[nodeKey]*node
-	obs        map[string]observation // by parent path: the observed first node
-	hot        map[string]time.Time   // by key: last time it was seen contended
-	snaps      map[nodeKey]snapshot   // queues seen by refused TryAcquires
-	persistent bool                   // the server lacks container nodes
+	obs        *lru[string, observation] // by parent path: the observed first node
+	hot        *lru[string, time.Time]   // by key: last time it was seen contended
+	snaps      *lru[nodeKey, snapshot]   // queues seen by refused TryAcquires
+	persistent bool                      // the server lacks container nodes
 	closed     bool
 }
 
@@ -109,9 +109,9 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 		root:  DefaultRoot,
 		acl:   zk.WorldACL(zk.PermAll),
 		nodes: make(map[nodeKey]*node),
-		obs:   make(map[string]observation),
-		hot:   make(map[string]time.Time),
-		snaps: make(map[nodeKey]snapshot),
+		obs:   newLRU[string, observation](maxObserved),
+		hot:   newLRU[string, time.Time](maxHot),
+		snaps: newLRU[nodeKey, snapshot](maxSnapshots),
 	}
 	if opts != nil {
 		if opts.Root != "" {
