@@ -184,19 +184,18 @@
 // creates the node and writes the key's node, whose returned stat gives
 // the transaction's zxid (the token) and the number of nodes in the queue
 // (1: granted). Release is one (delete), so is Refresh (set data) and a
-// re-acquire by the holder; an uncontended Mutex Lock+Unlock takes two,
-// where go-zookeeper's zk.Lock takes three. RefreshBatch takes one multi
-// request per 500 leases. The first acquire of a key also creates the
-// key's node (two more round trips). While a key is contended, TryAcquire
+// re-acquire by the holder; an uncontended Mutex Lock+Unlock takes two.
+// RefreshBatch takes one multi request per 500 leases. The first acquire
+// of a key also creates the key's node (two more round trips). While a key is contended, TryAcquire
 // lists the queue first (one round trip) and creates no node if it would
 // have to wait; Acquire then creates its node (one), lists the queue
 // unless nothing but its own create and releases ahead of it changed it
 // since TryAcquire's listing (one), reads the two nodes it watches (two),
 // and lists the queue once more when the farther one goes (one). The
 // handoff itself, from the holder's delete to the next holder's Lock
-// returning, takes no round trip: 6.4 round trips per contended
-// acquisition against zk.Lock's 5, but none between two holds (see
-// BENCHMARKS.md).
+// returning, takes no round trip. BENCHMARKS.md (at the repository's root)
+// has the measured counts and timings, side by side with go-zookeeper's
+// zk.Lock.
 //
 // # Contexts
 //
