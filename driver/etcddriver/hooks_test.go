@@ -72,6 +72,55 @@ func stall(t *testing.T, d driver.Driver) (resume func()) {
 	return resume
 }
 
+// A hookCall is one of the driver's calls, made by TestClosedClient and
+// TestStalled.
+type hookCall struct {
+	name string
+	call func(context.Context) error
+}
+
+// hookTTL is the lease of the holds in TestClosedClient and TestStalled.
+const hookTTL = 5 * time.Second
+
+// hookSetup returns a driver made by newProxiedDriver that holds a key
+// (held), and a key k2 that another driver holds until t ends.
+func hookSetup(t *testing.T) (d *etcddriver.Driver, held driver.Lease, k2 string) {
+	t.Helper()
+	d, other := newProxiedDriver(t), newDriver(t)
+	k1, k2 := uniqueKey(t, "held"), uniqueKey(t, "contended")
+	held = mustAcquire(t, d, req(k1, owner(), driver.Exclusive, hookTTL))
+	blocker := mustAcquire(t, other, req(k2, owner(), driver.Exclusive, hookTTL))
+	t.Cleanup(func() { _ = other.Release(ctxT(t), blocker) })
+	return d, held, k2
+}
+
+// hookCalls returns every call of d's: on held, on k2 (which another
+// driver holds) and on a key nobody holds.
+func hookCalls(t *testing.T, d *etcddriver.Driver, held driver.Lease, k2 string) []hookCall {
+	fresh := uniqueKey(t, "fresh")
+	acquire := func(f func(context.Context, driver.Request) (driver.Lease, error), key string, m driver.Mode) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := f(ctx, req(key, owner(), m, hookTTL))
+			return err
+		}
+	}
+	return []hookCall{
+		{"TryAcquire", acquire(d.TryAcquire, fresh, driver.Exclusive)},
+		{"TryAcquireQueued", acquire(d.TryAcquireQueued, k2, driver.Exclusive)},
+		{"Acquire", acquire(d.Acquire, k2, driver.Shared)},
+		{"Refresh", func(ctx context.Context) error { _, err := d.Refresh(ctx, held); return err }},
+		{"RefreshBatch", func(ctx context.Context) error { return errors.Join(d.RefreshBatch(ctx, []driver.Lease{held})...) }},
+		{"Release", func(ctx context.Context) error { return d.Release(ctx, held) }},
+		{"Subscribe", func(ctx context.Context) error {
+			s, err := d.Subscribe(ctx, fresh)
+			if err == nil {
+				s.Close()
+			}
+			return err
+		}},
+	}
+}
+
 // closedBound is how soon a call on a driver whose client is closed must
 // fail; an Acquire under way when the client is closed gets closedWaitBound.
 const (
@@ -85,14 +134,7 @@ const (
 // call afterwards fails with a permanent error without retrying, within
 // closedBound. No goroutine is left behind (TestMain checks).
 func TestClosedClient(t *testing.T) {
-	d := newProxiedDriver(t)
-	other := newDriver(t)
-	admin := newClient(t)
-	const ttl = 5 * time.Second
-	k1, k2 := uniqueKey(t, "held"), uniqueKey(t, "contended")
-	held := mustAcquire(t, d, req(k1, owner(), driver.Exclusive, ttl))
-	blocker := mustAcquire(t, other, req(k2, owner(), driver.Exclusive, ttl))
-	defer other.Release(ctxT(t), blocker)
+	d, held, k2 := hookSetup(t)
 	sub, err := d.Subscribe(ctxT(t), k2)
 	if err != nil {
 		t.Fatal(err)
@@ -102,10 +144,10 @@ func TestClosedClient(t *testing.T) {
 	defer stop()
 	waiting := make(chan error, 1)
 	go func() {
-		_, err := d.Acquire(context.Background(), req(k2, owner(), driver.Exclusive, ttl))
+		_, err := d.Acquire(context.Background(), req(k2, owner(), driver.Exclusive, hookTTL))
 		waiting <- err
 	}()
-	waitEntries(t, admin, k2, 2)
+	waitEntries(t, newClient(t), k2, 2)
 
 	closeClient(t, d)
 	closed := time.Now()
@@ -123,32 +165,9 @@ func TestClosedClient(t *testing.T) {
 	case <-time.After(closedWaitBound):
 		t.Errorf("the subscription was not woken within %v of the close", closedWaitBound)
 	}
-
-	ctx := ctxT(t)
-	fresh := uniqueKey(t, "fresh")
-	for _, c := range []struct {
-		name string
-		call func() error
-	}{
-		{"TryAcquire", func() error { _, err := d.TryAcquire(ctx, req(fresh, owner(), driver.Exclusive, ttl)); return err }},
-		{"TryAcquireQueued", func() error {
-			_, err := d.TryAcquireQueued(ctx, req(k2, owner(), driver.Exclusive, ttl))
-			return err
-		}},
-		{"Acquire", func() error { _, err := d.Acquire(ctx, req(k2, owner(), driver.Shared, ttl)); return err }},
-		{"Refresh", func() error { _, err := d.Refresh(ctx, held); return err }},
-		{"RefreshBatch", func() error { return errors.Join(d.RefreshBatch(ctx, []driver.Lease{held, held})...) }},
-		{"Release", func() error { return d.Release(ctx, held) }},
-		{"Subscribe", func() error {
-			s, err := d.Subscribe(ctx, fresh)
-			if err == nil {
-				s.Close()
-			}
-			return err
-		}},
-	} {
+	for _, c := range hookCalls(t, d, held, k2) {
 		start := time.Now()
-		err := c.call()
+		err := c.call(ctxT(t))
 		took := time.Since(start)
 		t.Logf("%s after the close: %v, %v", c.name, took.Round(time.Microsecond), err)
 		if !driver.IsPermanent(err) {
@@ -168,74 +187,36 @@ const (
 )
 
 // TestStalled makes etcd stop answering a driver that holds a key and
-// waits in a queue: TryAcquire, TryAcquireQueued, Refresh, RefreshBatch,
-// Release, Subscribe and Acquire (one that starts during the stall, and
-// one that was already queued) with a deadline of stallDeadline return by
-// stallBound with an error wrapping context.DeadlineExceeded. Once etcd
-// answers again, the queued waiter's entry is gone and the driver works.
+// waits in a queue: every call (hookCalls, and an Acquire that was queued
+// before) with a deadline of stallDeadline returns by stallBound with an
+// error wrapping context.DeadlineExceeded. Once etcd answers again, the
+// queued waiter's entry is gone and the driver works.
 func TestStalled(t *testing.T) {
-	d := newProxiedDriver(t)
-	other := newDriver(t)
-	admin := newClient(t)
-	const ttl = 5 * time.Second
-	k1, k2 := uniqueKey(t, "held"), uniqueKey(t, "contended")
-	held := mustAcquire(t, d, req(k1, owner(), driver.Exclusive, ttl))
-	blocker := mustAcquire(t, other, req(k2, owner(), driver.Exclusive, ttl))
-	defer other.Release(ctxT(t), blocker)
-
+	d, held, k2 := hookSetup(t)
 	type result struct {
 		name string
 		took time.Duration
 		err  error
 	}
 	results := make(chan result, 16)
-	run := func(name string, ctx context.Context, start time.Time, call func(context.Context) error) {
-		err := call(ctx)
-		results <- result{name, time.Since(start), err}
-	}
-	// A waiter queued before the stall: its deadline passes during it.
-	queuedCtx, cancel := context.WithTimeout(context.Background(), stallDeadline)
-	defer cancel()
-	queuedStart := time.Now()
-	go run("Acquire (queued before the stall)", queuedCtx, queuedStart, func(ctx context.Context) error {
-		_, err := d.Acquire(ctx, req(k2, owner(), driver.Exclusive, ttl))
-		return err
-	})
-	waitEntries(t, admin, k2, 2)
-	resume := stall(t, d)
-
-	fresh := uniqueKey(t, "fresh")
-	calls := []struct {
-		name string
-		call func(context.Context) error
-	}{
-		{"TryAcquire", func(ctx context.Context) error {
-			_, err := d.TryAcquire(ctx, req(fresh, owner(), driver.Exclusive, ttl))
-			return err
-		}},
-		{"TryAcquireQueued", func(ctx context.Context) error {
-			_, err := d.TryAcquireQueued(ctx, req(k2, owner(), driver.Exclusive, ttl))
-			return err
-		}},
-		{"Acquire", func(ctx context.Context) error {
-			_, err := d.Acquire(ctx, req(k2, owner(), driver.Shared, ttl))
-			return err
-		}},
-		{"Refresh", func(ctx context.Context) error { _, err := d.Refresh(ctx, held); return err }},
-		{"RefreshBatch", func(ctx context.Context) error { return d.RefreshBatch(ctx, []driver.Lease{held})[0] }},
-		{"Release", func(ctx context.Context) error { return d.Release(ctx, held) }},
-		{"Subscribe", func(ctx context.Context) error {
-			s, err := d.Subscribe(ctx, fresh)
-			if err == nil {
-				s.Close()
-			}
-			return err
-		}},
-	}
-	for _, c := range calls {
+	run := func(c hookCall) {
 		ctx, cancel := context.WithTimeout(context.Background(), stallDeadline)
 		defer cancel()
-		go run(c.name, ctx, time.Now(), c.call)
+		start := time.Now()
+		err := c.call(ctx)
+		results <- result{c.name, time.Since(start), err}
+	}
+	// A waiter queued before the stall: its deadline passes during it.
+	go run(hookCall{"Acquire (queued before the stall)", func(ctx context.Context) error {
+		_, err := d.Acquire(ctx, req(k2, owner(), driver.Exclusive, hookTTL))
+		return err
+	}})
+	admin := newClient(t)
+	waitEntries(t, admin, k2, 2)
+	resume := stall(t, d)
+	calls := hookCalls(t, d, held, k2)
+	for _, c := range calls {
+		go run(c)
 	}
 	for range len(calls) + 1 {
 		r := <-results
@@ -253,7 +234,7 @@ func TestStalled(t *testing.T) {
 	// hold's entry (its Delete was lost to the deadline) goes with its
 	// lease, which the driver no longer renews.
 	waitEntries(t, admin, k2, 1)
-	l := mustAcquire(t, d, req(uniqueKey(t, "after"), owner(), driver.Exclusive, ttl))
+	l := mustAcquire(t, d, req(uniqueKey(t, "after"), owner(), driver.Exclusive, hookTTL))
 	if err := d.Release(ctxT(t), l); err != nil {
 		t.Errorf("Release after the stall: %v", err)
 	}

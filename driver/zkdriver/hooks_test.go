@@ -77,6 +77,48 @@ func waitNodes(t *testing.T, admin *zk.Conn, key string, n int, within time.Dura
 	}
 }
 
+// A hookCall is one of the driver's calls, made by TestClosedConn and
+// TestStalled.
+type hookCall struct {
+	name string
+	call func(context.Context) error
+}
+
+// hookTTL is the lease of the holds in TestClosedConn and TestStalled.
+const hookTTL = 5 * time.Second
+
+// hookSetup returns a driver made by newProxiedDriver (10s sessions) that
+// holds a key (held), and a key k2 that another driver holds until t ends,
+// with that driver's connection to look at the server.
+func hookSetup(t *testing.T) (d *zkdriver.Driver, held driver.Lease, k2 string, admin *zk.Conn) {
+	t.Helper()
+	d, other := newProxiedDriver(t, 10*time.Second), newDriver(t)
+	k1, k2 := uniqueKey(t, "held"), uniqueKey(t, "contended")
+	held = mustAcquire(t, d, req(k1, owner(), driver.Exclusive, hookTTL))
+	blocker := mustAcquire(t, other, req(k2, owner(), driver.Exclusive, hookTTL))
+	t.Cleanup(func() { _ = other.Release(ctxT(t), blocker) })
+	return d, held, k2, other.Conn()
+}
+
+// hookCalls returns every call of d's: on held, on k2 (which another
+// driver holds) and on a key nobody holds.
+func hookCalls(t *testing.T, d *zkdriver.Driver, held driver.Lease, k2 string) []hookCall {
+	fresh := uniqueKey(t, "fresh")
+	acquire := func(f func(context.Context, driver.Request) (driver.Lease, error), key string, m driver.Mode) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := f(ctx, req(key, owner(), m, hookTTL))
+			return err
+		}
+	}
+	return []hookCall{
+		{"TryAcquire", acquire(d.TryAcquire, fresh, driver.Exclusive)},
+		{"Acquire", acquire(d.Acquire, k2, driver.Shared)},
+		{"Refresh", func(ctx context.Context) error { _, err := d.Refresh(ctx, held); return err }},
+		{"RefreshBatch", func(ctx context.Context) error { return errors.Join(d.RefreshBatch(ctx, []driver.Lease{held})...) }},
+		{"Release", func(ctx context.Context) error { return d.Release(ctx, held) }},
+	}
+}
+
 // closedBound is how soon a call on a driver whose connection is closed
 // must fail; an Acquire under way when the connection is closed, and the
 // loss of a hold, get closedWaitBound.
@@ -89,24 +131,19 @@ const (
 // a key and waits in a queue: the waiting Acquire fails with a permanent
 // error at once, the hold is reported lost, and every call afterwards
 // fails with a permanent error wrapping zk.ErrClosing without retrying,
-// within closedBound. No goroutine is left behind (TestMain checks).
+// within closedBound; Session.Wait, whose session was established, still
+// returns nil. No goroutine is left behind (TestMain checks).
 func TestClosedConn(t *testing.T) {
-	d := newProxiedDriver(t, 10*time.Second)
-	other := newDriver(t)
-	const ttl = 5 * time.Second
-	k1, k2 := uniqueKey(t, "held"), uniqueKey(t, "contended")
-	held := mustAcquire(t, d, req(k1, owner(), driver.Exclusive, ttl))
-	blocker := mustAcquire(t, other, req(k2, owner(), driver.Exclusive, ttl))
-	defer other.Release(ctxT(t), blocker)
+	d, held, k2, admin := hookSetup(t)
 	lost := make(chan error, 1)
 	stop := d.WatchLoss(held, func(err error) { lost <- err })
 	defer stop()
 	waiting := make(chan error, 1)
 	go func() {
-		_, err := d.Acquire(context.Background(), req(k2, owner(), driver.Exclusive, ttl))
+		_, err := d.Acquire(context.Background(), req(k2, owner(), driver.Exclusive, hookTTL))
 		waiting <- err
 	}()
-	waitNodes(t, other.Conn(), k2, 2, 10*time.Second)
+	waitNodes(t, admin, k2, 2, 10*time.Second)
 
 	closeClient(t, d)
 	closed := time.Now()
@@ -127,34 +164,20 @@ func TestClosedConn(t *testing.T) {
 	case <-time.After(closedWaitBound):
 		t.Errorf("the hold was not reported lost within %v of the close", closedWaitBound)
 	}
-
-	ctx := ctxT(t)
-	fresh := uniqueKey(t, "fresh")
-	for _, c := range []struct {
-		name string
-		call func() error
-	}{
-		{"TryAcquire", func() error { _, err := d.TryAcquire(ctx, req(fresh, owner(), driver.Exclusive, ttl)); return err }},
-		{"Acquire", func() error { _, err := d.Acquire(ctx, req(k2, owner(), driver.Shared, ttl)); return err }},
-		{"Refresh", func() error { _, err := d.Refresh(ctx, held); return err }},
-		{"RefreshBatch", func() error { return errors.Join(d.RefreshBatch(ctx, []driver.Lease{held, held})...) }},
-		{"Release", func() error { return d.Release(ctx, held) }},
-		{"Session.Wait", func() error { return d.Session().Wait(ctx) }},
-	} {
+	for _, c := range hookCalls(t, d, held, k2) {
 		start := time.Now()
-		err := c.call()
+		err := c.call(ctxT(t))
 		took := time.Since(start)
 		t.Logf("%s after the close: %v, %v", c.name, took.Round(time.Microsecond), err)
-		if c.name == "Session.Wait" {
-			if err != nil {
-				t.Errorf("Session.Wait after the close, with a session established before = %v; want nil", err)
-			}
-		} else if !driver.IsPermanent(err) || !errors.Is(err, zk.ErrClosing) {
+		if !driver.IsPermanent(err) || !errors.Is(err, zk.ErrClosing) {
 			t.Errorf("%s after the connection was closed = %v; want a permanent error wrapping zk.ErrClosing", c.name, err)
 		}
 		if took > closedBound {
 			t.Errorf("%s after the connection was closed took %v; want at most %v", c.name, took, closedBound)
 		}
+	}
+	if err := d.Session().Wait(ctxT(t)); err != nil {
+		t.Errorf("Session.Wait after the close, with a session established before = %v; want nil", err)
 	}
 }
 
@@ -208,60 +231,35 @@ const (
 )
 
 // TestStalled makes ZooKeeper stop answering a driver that holds a key and
-// waits in a queue: TryAcquire, Refresh, RefreshBatch, Release and Acquire
-// (one that starts during the stall, and one that was already queued)
-// with a deadline of stallDeadline return by stallBound with an error
-// wrapping context.DeadlineExceeded. Once ZooKeeper answers again, the
-// queued waiter's node is gone and the driver works.
+// waits in a queue: every call (hookCalls, and an Acquire that was queued
+// before) with a deadline of stallDeadline returns by stallBound with an
+// error wrapping context.DeadlineExceeded. Once ZooKeeper answers again,
+// the queued waiter's node is gone and the driver works.
 func TestStalled(t *testing.T) {
-	d := newProxiedDriver(t, 10*time.Second)
-	other := newDriver(t)
-	const ttl = 5 * time.Second
-	k1, k2 := uniqueKey(t, "held"), uniqueKey(t, "contended")
-	held := mustAcquire(t, d, req(k1, owner(), driver.Exclusive, ttl))
-	blocker := mustAcquire(t, other, req(k2, owner(), driver.Exclusive, ttl))
-	defer other.Release(ctxT(t), blocker)
-
+	d, held, k2, admin := hookSetup(t)
 	type result struct {
 		name string
 		took time.Duration
 		err  error
 	}
 	results := make(chan result, 16)
-	run := func(name string, ctx context.Context, start time.Time, call func(context.Context) error) {
-		err := call(ctx)
-		results <- result{name, time.Since(start), err}
-	}
-	// A waiter queued before the stall: its deadline passes during it.
-	queuedCtx, cancel := context.WithTimeout(context.Background(), stallDeadline)
-	defer cancel()
-	go run("Acquire (queued before the stall)", queuedCtx, time.Now(), func(ctx context.Context) error {
-		_, err := d.Acquire(ctx, req(k2, owner(), driver.Exclusive, ttl))
-		return err
-	})
-	waitNodes(t, other.Conn(), k2, 2, stallDeadline/2)
-	resume := stall(t, d)
-
-	calls := []struct {
-		name string
-		call func(context.Context) error
-	}{
-		{"TryAcquire", func(ctx context.Context) error {
-			_, err := d.TryAcquire(ctx, req(uniqueKey(t, "fresh"), owner(), driver.Exclusive, ttl))
-			return err
-		}},
-		{"Acquire", func(ctx context.Context) error {
-			_, err := d.Acquire(ctx, req(k2, owner(), driver.Shared, ttl))
-			return err
-		}},
-		{"Refresh", func(ctx context.Context) error { _, err := d.Refresh(ctx, held); return err }},
-		{"RefreshBatch", func(ctx context.Context) error { return d.RefreshBatch(ctx, []driver.Lease{held})[0] }},
-		{"Release", func(ctx context.Context) error { return d.Release(ctx, held) }},
-	}
-	for _, c := range calls {
+	run := func(c hookCall) {
 		ctx, cancel := context.WithTimeout(context.Background(), stallDeadline)
 		defer cancel()
-		go run(c.name, ctx, time.Now(), c.call)
+		start := time.Now()
+		err := c.call(ctx)
+		results <- result{c.name, time.Since(start), err}
+	}
+	// A waiter queued before the stall: its deadline passes during it.
+	go run(hookCall{"Acquire (queued before the stall)", func(ctx context.Context) error {
+		_, err := d.Acquire(ctx, req(k2, owner(), driver.Exclusive, hookTTL))
+		return err
+	}})
+	waitNodes(t, admin, k2, 2, stallDeadline/2)
+	resume := stall(t, d)
+	calls := hookCalls(t, d, held, k2)
+	for _, c := range calls {
+		go run(c)
 	}
 	for range len(calls) + 1 {
 		r := <-results
@@ -276,8 +274,8 @@ func TestStalled(t *testing.T) {
 
 	resume()
 	// The nodes of the waiters that gave up go once ZooKeeper answers.
-	waitNodes(t, other.Conn(), k2, 1, 10*time.Second)
-	l := mustAcquire(t, d, req(uniqueKey(t, "after"), owner(), driver.Exclusive, ttl))
+	waitNodes(t, admin, k2, 1, 10*time.Second)
+	l := mustAcquire(t, d, req(uniqueKey(t, "after"), owner(), driver.Exclusive, hookTTL))
 	if err := d.Release(ctxT(t), l); err != nil {
 		t.Errorf("Release after the stall: %v", err)
 	}

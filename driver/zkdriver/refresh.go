@@ -20,10 +20,7 @@ import (
 // the lease it returns is what remains of the TTL since that write.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	out, err := d.refresh(ctx, l)
-	if err != nil {
-		return driver.Lease{}, d.final(ctx, "refresh", l.Key, err)
-	}
-	return out, nil
+	return d.finalLease(ctx, "refresh", l.Key, out, err)
 }
 
 func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {

@@ -20,18 +20,12 @@ import (
 // lost finds the owner's node by its name.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	l, err := d.tryAcquire(ctx, req)
-	if err != nil {
-		return driver.Lease{}, d.final(ctx, "acquire", req.Key, err)
-	}
-	return l, nil
+	return d.finalLease(ctx, "acquire", req.Key, l, err)
 }
 
 func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
-	if err := d.begin(ctx, op, req.Key); err != nil {
-		return driver.Lease{}, err
-	}
-	if err := d.checkRequest(op, req); err != nil {
+	if err := d.beginRequest(ctx, op, req); err != nil {
 		return driver.Lease{}, err
 	}
 	parent := d.parentPath(req.Key)

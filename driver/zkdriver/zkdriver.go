@@ -298,6 +298,14 @@ func (d *Driver) begin(ctx context.Context, op, key string) error {
 	return nil
 }
 
+// beginRequest is begin and checkRequest, for the acquire calls.
+func (d *Driver) beginRequest(ctx context.Context, op string, req driver.Request) error {
+	if err := d.begin(ctx, op, req.Key); err != nil {
+		return err
+	}
+	return d.checkRequest(op, req)
+}
+
 // checkRequest validates req before any I/O.
 func (d *Driver) checkRequest(op string, req driver.Request) error {
 	if err := checkOwner(req.Owner); err != nil {
@@ -349,6 +357,14 @@ func (d *Driver) final(ctx context.Context, op, key string, err error) error {
 		return driver.Permanent(errorf(op, key, cerr))
 	}
 	return err
+}
+
+// finalLease returns l, or no lease and final's error when err is not nil.
+func (d *Driver) finalLease(ctx context.Context, op, key string, l driver.Lease, err error) (driver.Lease, error) {
+	if err != nil {
+		return driver.Lease{}, d.final(ctx, op, key, err)
+	}
+	return l, nil
 }
 
 // isPermanent reports whether a ZooKeeper error can never go away by
