@@ -171,11 +171,13 @@ func (d *Driver) Conn() *zk.Conn { return d.conn }
 // Session returns the Session that follows the driver's connection.
 func (d *Driver) Session() *Session { return d.sess }
 
-// ErrClosed is returned by the methods of a closed Driver.
+// ErrClosed is wrapped by the errors of a closed Driver's methods, which
+// driver.IsPermanent reports.
 var ErrClosed = errors.New("zkdriver: driver closed")
 
 // Close ends the driver: holds it granted are reported lost to their
-// LossWatcher registrations, and later calls fail with ErrClosed. A driver
+// LossWatcher registrations, and later calls fail with a permanent error
+// wrapping ErrClosed. A driver
 // made by Connect also closes its connection, which ends its session and
 // deletes its lock nodes; a driver made by New leaves the connection to its
 // owner, and its nodes live on until they are released or the session
