@@ -30,9 +30,11 @@ const cleanupTimeout = 10 * time.Second
 // entry vanishes (expired or revoked lease, issue etcd-io/etcd#11456) it
 // returns an error, never the lock. On error it deletes its entry.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	l, err := d.acquire(ctx, req)
+	bctx, done := d.bound(ctx)
+	defer done()
+	l, err := d.acquire(bctx, req)
 	if err != nil {
-		return driver.Lease{}, opError("acquire", req.Key, err)
+		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
 	}
 	return l, nil
 }
@@ -54,14 +56,30 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 	if err := w.waitReady(ctx); err != nil {
 		return driver.Lease{}, err
 	}
+	e, token, done, err := d.join(ctx, req, base, ttl, wt)
+	if e.key != "" {
+		// The entry may exist on the server: remove it if the wait fails.
+		defer func() {
+			if err != nil {
+				d.removeEntry(ctx, req, e.key)
+			}
+		}()
+	}
+	switch {
+	case err != nil:
+		return driver.Lease{}, err
+	case done:
+		return d.granted(req, e.key, token)
+	}
+	q := &queueWait{d: d, req: req, base: base, e: e, w: w, wt: wt}
+	return q.run(ctx)
+}
 
-	var k string // the entry's key, once it may exist on the server
-	defer func() {
-		if err != nil && k != "" {
-			d.removeEntry(ctx, req, k)
-		}
-	}()
-	var e entry
+// join puts req.Owner's entry in the key's queue below base, on a lease of
+// ttl seconds, and arms wt with the older conflicting entries. It returns
+// the entry (its key empty if none may exist) and, when nothing conflicts,
+// the entry's token (done).
+func (d *Driver) join(ctx context.Context, req driver.Request, base string, ttl int64, wt *waiter) (e entry, token int64, done bool, err error) {
 	for attempt := 0; ; attempt++ {
 		// The entry's lease need not be proved here: the front-end confirms
 		// a grant with a Refresh, and while the entry waits it is renewed
@@ -70,94 +88,137 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 		var isNew bool
 		e, isNew, _, err = d.entryFor(ctx, req.Owner, base, req.Mode, ttl)
 		if err != nil {
-			return driver.Lease{}, err
+			return entry{}, 0, false, err
 		}
-		k = e.key
-		wt.setKey(k)
-		token, done, err := d.enqueue(ctx, req.Mode, req.Owner, base, k, e, isNew, wt)
-		if err != nil {
-			if attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
-				d.forget(req.Owner, k)
-				k = ""
-				continue // the lease ended: start over with a new one
-			}
-			return driver.Lease{}, err
+		wt.setKey(e.key)
+		token, done, err = d.enqueue(ctx, req.Mode, req.Owner, base, e.key, e, isNew, wt)
+		if err != nil && attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
+			d.forget(req.Owner, e.key)
+			continue // the lease ended: start over with a new one
 		}
-		if done {
-			return d.granted(req, k, token)
-		}
-		break
+		return e, token, done, err
 	}
+}
 
-	// Wait for the older conflicting entries to go, renewing the lease.
-	renew := time.NewTimer(d.renewDelay(req.Owner, k))
-	defer renew.Stop()
-	var ka *kaCall
-	var kaDone <-chan struct{}
-	// After the key's watch was re-created, the queue is read again; a
-	// failed read is retried for as long as the entry's lease is known
-	// to live, so that a leader election does not cost the waiter its
-	// place.
-	resync := false
-	var retry <-chan time.Time
-	delay := 10 * time.Millisecond
+// A queueWait is an Acquire whose entry waits in the key's queue: until
+// the older conflicting entries are gone, it renews the entry's lease.
+type queueWait struct {
+	d    *Driver
+	req  driver.Request
+	base string
+	e    entry
+	w    *keyWatch
+	wt   *waiter
+
+	renew  *time.Timer
+	ka     *kaCall // the last keep-alive of the entry's lease
+	kaDone <-chan struct{}
+	// After the key's watch was re-created, the queue is read again
+	// (resync); a failed read is retried, with delay doubling up to a
+	// second, for as long as the entry's lease is known to live, so that
+	// a leader election does not cost the waiter its place.
+	resync bool
+	retry  <-chan time.Time
+	delay  time.Duration
+}
+
+// resyncDelay is the first delay before a failed read of the queue is
+// retried.
+const resyncDelay = 10 * time.Millisecond
+
+// run waits until the entry is granted, it is lost, ctx is done or the
+// driver or its client is closed.
+func (q *queueWait) run(ctx context.Context) (driver.Lease, error) {
+	q.renew = time.NewTimer(q.d.renewDelay(q.req.Owner, q.e.key))
+	defer q.renew.Stop()
+	q.delay = resyncDelay
 	for {
 		select {
-		case <-wt.signal:
-		case <-retry:
-			retry = nil
-		case <-renew.C:
-			ka = d.keepAlive(e.lease)
-			kaDone = ka.done
+		case <-q.wt.signal:
+		case <-q.retry:
+			q.retry = nil
+		case <-q.renew.C:
+			q.ka = q.d.keepAlive(q.e.lease)
+			q.kaDone = q.ka.done
 			continue
-		case <-kaDone:
-			kaDone = nil
-			switch {
-			case ka.err != nil:
-				if !d.known(req.Owner, k, time.Now()) {
-					return driver.Lease{}, fmt.Errorf("renewing the queue entry: %w", ka.err)
-				}
-				renew.Reset(d.retryDelay(req.Owner, k))
-			case ka.ttl <= 0:
-				return driver.Lease{}, errEntryLost
-			default:
-				d.confirm(req.Owner, k, ka.sent, 0)
-				renew.Reset(d.renewDelay(req.Owner, k))
+		case <-q.kaDone:
+			q.kaDone = nil
+			if err := q.renewed(); err != nil {
+				return driver.Lease{}, err
 			}
 			continue
+		case <-q.w.done:
+			// The watch ended with the driver or its client.
+			return driver.Lease{}, q.d.closedErr()
 		case <-ctx.Done():
 			return driver.Lease{}, ctx.Err()
 		}
-		gone, reset, token, granted := wt.state()
-		if reset {
-			resync = true
-		}
-		switch {
-		case gone:
-			return driver.Lease{}, errEntryLost
-		case resync && retry == nil:
-			var done bool
-			token, done, err = d.enqueue(ctx, req.Mode, req.Owner, base, k, e, false, wt)
-			switch {
-			case errors.Is(err, errEntryLost):
-				return driver.Lease{}, err
-			case err != nil:
-				if ctx.Err() != nil || !d.known(req.Owner, k, time.Now()) {
-					return driver.Lease{}, err
-				}
-				retry = time.After(delay)
-				delay = min(2*delay, time.Second)
-				continue
-			}
-			resync, delay = false, 10*time.Millisecond
-			if done {
-				return d.granted(req, k, token)
-			}
-		case granted && !resync:
-			d.setPred(req.Owner, k, wt.lastLeft())
-			return d.granted(req, k, token)
+		if l, done, err := q.check(ctx); done {
+			return l, err
 		}
 	}
+}
+
+// renewed takes the reply to the entry's keep-alive and sets the time of
+// the next one. It returns an error when the entry is lost.
+func (q *queueWait) renewed() error {
+	owner, k := q.req.Owner, q.e.key
+	switch {
+	case q.ka.err != nil:
+		if !q.d.known(owner, k, time.Now()) {
+			return fmt.Errorf("renewing the queue entry: %w", q.ka.err)
+		}
+		q.renew.Reset(q.d.retryDelay(owner, k))
+	case q.ka.ttl <= 0:
+		return errEntryLost
+	default:
+		q.d.confirm(owner, k, q.ka.sent, 0)
+		q.renew.Reset(q.d.renewDelay(owner, k))
+	}
+	return nil
+}
+
+// check looks at the waiter after a change. done reports that the wait is
+// over: the entry is granted (the lease) or lost (the error).
+func (q *queueWait) check(ctx context.Context) (_ driver.Lease, done bool, _ error) {
+	gone, reset, token, granted := q.wt.state()
+	if reset {
+		q.resync = true
+	}
+	switch {
+	case gone:
+		return driver.Lease{}, true, errEntryLost
+	case q.resync && q.retry == nil:
+		return q.reread(ctx)
+	case granted && !q.resync:
+		q.d.setPred(q.req.Owner, q.e.key, q.wt.lastLeft())
+		l, err := q.d.granted(q.req, q.e.key, token)
+		return l, true, err
+	}
+	return driver.Lease{}, false, nil
+}
+
+// reread reads the queue again after the key's watch was re-created, and
+// arms the waiter anew; a failed read is retried later (see queueWait).
+func (q *queueWait) reread(ctx context.Context) (_ driver.Lease, done bool, _ error) {
+	token, granted, err := q.d.enqueue(ctx, q.req.Mode, q.req.Owner, q.base, q.e.key, q.e, false, q.wt)
+	switch {
+	case errors.Is(err, errEntryLost):
+		return driver.Lease{}, true, err
+	case err != nil:
+		if ctx.Err() != nil || !q.d.known(q.req.Owner, q.e.key, time.Now()) {
+			return driver.Lease{}, true, err
+		}
+		q.retry = time.After(q.delay)
+		q.delay = min(2*q.delay, time.Second)
+		return driver.Lease{}, false, nil
+	}
+	q.resync, q.delay = false, resyncDelay
+	if !granted {
+		return driver.Lease{}, false, nil
+	}
+	l, err := q.d.granted(q.req, q.e.key, token)
+	return l, true, err
 }
 
 // granted returns the lease of a granted entry, unless its lease may have
@@ -270,19 +331,30 @@ func (d *Driver) enqueue(ctx context.Context, m driver.Mode, owner, base, k stri
 	return own.CreateRevision, false, nil
 }
 
-// removeEntry deletes req.Owner's queue entry after a failed wait, on a
-// fresh context if ctx is done.
+// removeEntry deletes req.Owner's queue entry after a failed wait. If ctx
+// is done, the entry is deleted in the background, within cleanupTimeout
+// (or until the driver is closed), so that Acquire returns by ctx's
+// deadline even when etcd does not answer.
 func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) {
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-	}
 	e := d.forget(req.Owner, k)
-	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
-	if err == nil && e != nil && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
-		d.putLease(e.lease, e.ttl, e.deadline)
+	remove := func(ctx context.Context) {
+		resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
+		if err == nil && e != nil && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
+			d.putLease(e.lease, e.ttl, e.deadline)
+		}
 	}
+	switch {
+	case d.closedErr() != nil:
+		return // nothing can be sent
+	case ctx.Err() == nil:
+		remove(ctx)
+		return
+	}
+	d.spawn(func() {
+		ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
+		defer cancel()
+		remove(ctx)
+	})
 }
 
 // A waiter is Acquire's listener on the key's watch: it tracks the older
@@ -331,6 +403,9 @@ func (wt *waiter) deleted(key string, rev int64) {
 	wt.mu.Unlock()
 	wt.poke()
 }
+
+// ended wakes the waiter, which sees the watch's end.
+func (wt *waiter) ended() { wt.poke() }
 
 func (wt *waiter) reset(int64) {
 	wt.mu.Lock()

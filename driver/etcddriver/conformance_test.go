@@ -9,7 +9,8 @@ import (
 
 // TestConformance runs the lockertest suite against etcddriver on an
 // embedded etcd server, each driver with a client and connection of its
-// own, as separate processes would have.
+// own, as separate processes would have, through a fault proxy of its own
+// (see closeClient and stall).
 func TestConformance(t *testing.T) {
-	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return newDriver(t) })
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return newProxiedDriver(t) })
 }

@@ -135,8 +135,10 @@
 // own lock granted an expired waiter the lock), Acquire returns an error,
 // never the lock; it also never returns a grant whose lease may have run
 // out, and the front-end's confirming Refresh checks the entry and the lease
-// on the server. A waiter whose context ends deletes its entry (on a fresh
-// context) before it returns.
+// on the server. A waiter whose context ends returns at once and deletes its
+// entry in the background (within 10s, or until the driver or its client
+// is closed), so that it returns by its context's deadline even when etcd
+// does not answer.
 //
 // # Fencing
 //
@@ -207,8 +209,13 @@
 //
 // The driver never closes the client: whoever created it owns it. Close
 // stops the driver's goroutines (the watches and the keep-alive stream);
-// closing the client ends them too. A call whose context is already done
-// fails at once, without a request.
+// closing the client ends them too. Once either is closed, every call
+// fails at once with an error that driver.IsPermanent reports (a call under
+// way too: a waiting Acquire returns, a Subscription's channel receives a
+// value so that its next attempt fails), instead of clientv3 retrying a
+// request of a closed client until its context ends. A call whose context
+// is already done fails at once, without a request; every call returns
+// by its context's deadline, whether or not etcd answers.
 //
 // The tests run the lockertest suite, the driver's own tests and a 3-member
 // cluster (leader killed while a lock is held and waiters are queued; a

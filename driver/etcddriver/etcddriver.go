@@ -138,7 +138,13 @@ var (
 	_ driver.TTLChecker     = (*Driver)(nil)
 )
 
-var errClosed = errors.New("etcddriver: driver closed")
+// errClosed and errClientClosed say why a driver can no longer be used:
+// its Close was called, or its etcd client was closed. Either is
+// permanent (see Driver.fail).
+var (
+	errClosed       = errors.New("driver closed")
+	errClientClosed = errors.New("etcd client closed")
+)
 
 // New returns a Driver that uses client, with its KV, Watcher and Lease
 // (a client wrapped by package namespace works: every key the driver uses
@@ -274,6 +280,15 @@ func (d *Driver) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return d.closedErr()
+}
+
+// closedErr returns errClientClosed once the etcd client is closed,
+// errClosed once the driver is, and nil before.
+func (d *Driver) closedErr() error {
+	if d.client.Ctx().Err() != nil {
+		return errClientClosed
+	}
 	if d.ctx.Err() != nil {
 		return errClosed
 	}
@@ -283,6 +298,54 @@ func (d *Driver) begin(ctx context.Context) error {
 // opError names the operation and key of err.
 func opError(op, key string, err error) error {
 	return fmt.Errorf("etcddriver: %s %q: %w", op, key, err)
+}
+
+// fail returns err, the error of op on key made with ctx, as the driver's
+// caller sees it: named by opError and, unless it is ctx's own error,
+// permanent once the driver or its client is closed. A closed client
+// fails every request at once (gRPC's "the client connection is closing",
+// or a canceled context of the client's), and no retry can cure it.
+func (d *Driver) fail(ctx context.Context, op, key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cerr := d.closedErr(); cerr != nil && !driver.IsPermanent(err) && (ctx.Err() == nil || !errors.Is(err, ctx.Err())) {
+		if !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		return driver.Permanent(opError(op, key, err))
+	}
+	return opError(op, key, err)
+}
+
+// bound returns ctx, canceled also when the driver or its client is
+// closed, and the function that releases it. Every call runs on it:
+// clientv3 retries a request that failed with gRPC's code Canceled, which
+// every request of a closed client fails with, for as long as the
+// request's own context lives (about 100 times, 25 ms apart).
+func (d *Driver) bound(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(d.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}
+
+// spawn runs f on a goroutine of the driver's, which Close waits for,
+// unless the driver is closed; it reports whether f runs.
+func (d *Driver) spawn(f func()) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		f()
+	}()
+	return true
 }
 
 func permanentf(format string, args ...any) error {

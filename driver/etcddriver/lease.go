@@ -100,13 +100,11 @@ func (d *Driver) putLease(id clientv3.LeaseID, ttl int64, deadline time.Time) {
 // revokeAsync revokes a lease in the background, bounded in time; used for
 // leases that must not live on but whose revocation nobody waits for.
 func (d *Driver) revokeAsync(id clientv3.LeaseID) {
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
+	d.spawn(func() {
 		ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 		defer cancel()
 		_, _ = d.leases.Revoke(ctx, id)
-	}()
+	})
 }
 
 // A kaCall is one keep-alive request on the driver's keep-alive stream.
@@ -201,8 +199,8 @@ func (d *Driver) kaStream() (*kaStream, error) {
 			}
 		}
 	}
-	if d.ctx.Err() != nil {
-		return nil, errClosed
+	if err := d.closedErr(); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(d.ctx))
 	st, err := d.rawLeases.LeaseKeepAlive(ctx)
@@ -243,8 +241,8 @@ func (d *Driver) recvKeepAlives(s *kaStream) {
 
 // breakStream marks s broken, fails its outstanding calls and closes it.
 func (d *Driver) breakStream(s *kaStream, err error) {
-	if errors.Is(err, context.Canceled) && d.ctx.Err() != nil {
-		err = errClosed
+	if cerr := d.closedErr(); cerr != nil && errors.Is(err, context.Canceled) {
+		err = cerr
 	}
 	s.mu.Lock()
 	if s.err == nil {

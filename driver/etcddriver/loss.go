@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -57,28 +56,12 @@ type leaseLoss struct {
 	lease clientv3.LeaseID
 	token int64
 	key   string // the lock key, for errors
-	lost  func(error)
-
-	mu      sync.Mutex
-	stopped bool
-	fired   bool
+	lost  *driver.LossCallback
 }
 
-func (ll *leaseLoss) fire(err error) {
-	ll.mu.Lock()
-	defer ll.mu.Unlock()
-	if ll.stopped || ll.fired {
-		return
-	}
-	ll.fired = true
-	ll.lost(opError("watch", ll.key, err))
-}
-
-func (ll *leaseLoss) silence() {
-	ll.mu.Lock()
-	ll.stopped = true
-	ll.mu.Unlock()
-}
+// fire reports the loss, unless it was reported or the registration
+// stopped.
+func (ll *leaseLoss) fire(err error) { ll.lost.Fire(opError("watch", ll.key, err)) }
 
 // WatchLoss implements driver.LossWatcher. lost is called, at most once,
 // when the lease of l's entry ends (expires, or is revoked by anyone), as
@@ -106,25 +89,21 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 		d.mu.Unlock()
 		return d.watchLossByKey(l, lost)
 	}
-	ll := &leaseLoss{d: d, lease: e.lease, token: int64(l.Token), key: l.Key, lost: lost}
+	ll := &leaseLoss{d: d, lease: e.lease, token: int64(l.Token), key: l.Key, lost: driver.NewLossCallback(lost)}
 	dead := e.dead
 	if !dead {
 		d.leaseLosses[ll] = struct{}{}
 	}
 	d.mu.Unlock()
 	if dead {
-		d.bg.Add(1)
-		go func() {
-			defer d.bg.Done()
-			ll.fire(fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld))
-		}()
+		d.spawn(func() { ll.fire(fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld)) })
 	}
 	return ll.stop
 }
 
 // stop ends the registration.
 func (ll *leaseLoss) stop() {
-	ll.silence()
+	ll.lost.Stop()
 	ll.d.mu.Lock()
 	delete(ll.d.leaseLosses, ll)
 	ll.d.mu.Unlock()
@@ -144,7 +123,7 @@ func (d *Driver) releasing(lease clientv3.LeaseID, token int64) {
 	}
 	d.mu.Unlock()
 	for _, ll := range ls {
-		ll.silence()
+		ll.lost.Stop()
 	}
 }
 
@@ -195,6 +174,8 @@ func (s sentinelListener) deleted(key string, rev int64) {
 	}
 	s.d.leaseEnded(clientv3.LeaseID(id), fmt.Sprintf("ended at revision %d (expired or revoked)", rev))
 }
+
+func (s sentinelListener) ended() {}
 
 // reset re-reads the sentinels after the watch was re-created: leases
 // that ended meanwhile are reported.

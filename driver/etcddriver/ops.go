@@ -23,9 +23,11 @@ var errLeaseGone = errors.New("the entry's lease expired or was revoked during t
 // (an entry req.Owner queued earlier with TryAcquireQueued or Acquire
 // keeps its place).
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	l, err := d.tryAcquire(ctx, req, false)
+	bctx, done := d.bound(ctx)
+	defer done()
+	l, err := d.tryAcquire(bctx, req, false)
 	if err != nil {
-		return driver.Lease{}, opError("acquire", req.Key, err)
+		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
 	}
 	return l, nil
 }
@@ -35,9 +37,11 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // queue (or keeps it there and renews its lease). Entries are served in
 // the order of their create revisions.
 func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	l, err := d.tryAcquire(ctx, req, true)
+	bctx, done := d.bound(ctx)
+	defer done()
+	l, err := d.tryAcquire(bctx, req, true)
 	if err != nil {
-		return driver.Lease{}, opError("acquire", req.Key, err)
+		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
 	}
 	return l, nil
 }
@@ -310,12 +314,21 @@ func (d *Driver) find(ctx context.Context, base string, m driver.Mode, owner str
 // and its lease must still exist; etcd then extends the lease to its full
 // TTL from the keep-alive.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	bctx, done := d.bound(ctx)
+	defer done()
+	if err := d.refresh(bctx, l); err != nil {
+		return driver.Lease{}, d.fail(ctx, "refresh", l.Key, err)
+	}
+	return l, nil
+}
+
+func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, opError("refresh", l.Key, err)
+		return err
 	}
 	e, known, k, own, err := d.locate(ctx, l)
 	if err != nil {
-		return driver.Lease{}, opError("refresh", l.Key, err)
+		return err
 	}
 	var ka *kaCall
 	if known {
@@ -328,7 +341,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		cs, ce := conflictRange(d.base(l.Key), l.Mode)
 		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), firstOp(cs, ce)).Commit()
 		if err != nil {
-			return driver.Lease{}, opError("refresh", l.Key, err)
+			return err
 		}
 		own = nil
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
@@ -336,39 +349,44 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 			head = isHead(l.Mode, own, resp.Responses[1].GetResponseRange().Kvs)
 		}
 	case known && e.pred != "":
-		// The first Refresh after a grant that followed a holder's
-		// leaving: if that holder's lease ended rather than being
-		// released (its sentinel is gone), wait Options.LockDelay.
-		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), clientv3.OpGet(e.pred, clientv3.WithCountOnly())).Commit()
-		if err != nil {
-			return driver.Lease{}, opError("refresh", l.Key, err)
-		}
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			own = kvs[0]
-		}
-		d.setPred(l.Owner, k, "")
-		if own != nil && resp.Responses[1].GetResponseRange().Count == 0 {
-			t := time.NewTimer(d.lockDelay)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return driver.Lease{}, opError("refresh", l.Key, ctx.Err())
-			}
+		if own, err = d.afterPred(ctx, l, k, e.pred); err != nil {
+			return err
 		}
 	case known:
 		resp, err := d.kv.Get(ctx, k)
 		if err != nil {
-			return driver.Lease{}, opError("refresh", l.Key, err)
+			return err
 		}
 		if len(resp.Kvs) > 0 {
 			own = resp.Kvs[0]
 		}
 	}
-	if err := d.checkHeld(ctx, l, k, own, head, ka); err != nil {
-		return driver.Lease{}, opError("refresh", l.Key, err)
+	return d.checkHeld(ctx, l, k, own, head, ka)
+}
+
+// afterPred reads entry k for the first Refresh after a grant that
+// followed a holder's leaving: if that holder's lease ended rather than
+// being released (its sentinel pred is gone), it waits Options.LockDelay.
+func (d *Driver) afterPred(ctx context.Context, l driver.Lease, k, pred string) (*mvccpb.KeyValue, error) {
+	resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), clientv3.OpGet(pred, clientv3.WithCountOnly())).Commit()
+	if err != nil {
+		return nil, err
 	}
-	return l, nil
+	var own *mvccpb.KeyValue
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		own = kvs[0]
+	}
+	d.setPred(l.Owner, k, "")
+	if own != nil && resp.Responses[1].GetResponseRange().Count == 0 {
+		t := time.NewTimer(d.lockDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return own, nil
 }
 
 // checkHeld completes a refresh of l, whose entry k was read as own:
@@ -413,13 +431,24 @@ func opsFor(l driver.Lease) int {
 // in one read-only transaction per 100 leases, all concurrently, so that a
 // batch takes about one round trip.
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
+	bctx, done := d.bound(ctx)
+	defer done()
+	errs := d.refreshBatch(bctx, ls)
+	for i, err := range errs {
+		errs[i] = d.fail(ctx, "refresh", ls[i].Key, err)
+	}
+	return errs
+}
+
+// refreshBatch is RefreshBatch, without naming the errors.
+func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	if len(ls) == 0 {
 		return errs
 	}
 	if err := d.begin(ctx); err != nil {
-		for i, l := range ls {
-			errs[i] = opError("refresh", l.Key, err)
+		for i := range ls {
+			errs[i] = err
 		}
 		return errs
 	}
@@ -496,12 +525,9 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		}
 	}
 	for i, l := range ls {
-		if err := readErrs[i]; err != nil {
-			errs[i] = opError("refresh", l.Key, err)
-			continue
-		}
-		if err := d.checkHeld(ctx, l, keys[i], owns[i], heads[i], kas[i]); err != nil {
-			errs[i] = opError("refresh", l.Key, err)
+		errs[i] = readErrs[i]
+		if errs[i] == nil {
+			errs[i] = d.checkHeld(ctx, l, keys[i], owns[i], heads[i], kas[i])
 		}
 	}
 	return errs
@@ -516,52 +542,45 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 // meanwhile. Either way the entry of l.Owner is gone afterwards, and its
 // lease goes back to the driver's pool for the next entry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
+	bctx, done := d.bound(ctx)
+	defer done()
+	return d.fail(ctx, "release", l.Key, d.release(bctx, l))
+}
+
+func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	if err := d.begin(ctx); err != nil {
-		return opError("release", l.Key, err)
+		return err
 	}
 	e, known, k, kv, err := d.locate(ctx, l)
 	if err != nil {
-		return opError("release", l.Key, err)
+		return err
 	}
 	if k == "" {
-		return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
+		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
 	}
 	d.forget(l.Owner, k)
 	d.silenceKey(k)
-	if known {
-		d.releasing(e.lease, int64(l.Token))
-	}
 	if !known {
-		// Found by reading: delete exactly that entry, which its own
-		// driver may have released and put again for another owner since.
-		resp, err := d.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)).Then(clientv3.OpDelete(k)).Commit()
-		switch {
-		case err != nil:
-			return opError("release", l.Key, err)
-		case !resp.Succeeded:
-			return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
-		case l.Token == 0 || kv.CreateRevision != int64(l.Token):
-			return opError("release", l.Key, fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", kv.CreateRevision, l.Token, driver.ErrNotHeld))
-		}
-		return nil
+		return d.releaseFound(ctx, l, k, kv)
 	}
+	d.releasing(e.lease, int64(l.Token))
 	if l.Token != 0 && e.token == int64(l.Token) {
 		// The driver granted this entry with this token, on a lease of
 		// its own: it needs no previous value to check it, only whether
 		// it was still there.
 		resp, err := d.kv.Delete(ctx, k)
 		if err != nil {
-			return opError("release", l.Key, err)
+			return err
 		}
 		if resp.Deleted == 0 {
-			return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
+			return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
 		}
 		d.putLease(e.lease, e.ttl, e.deadline)
 		return nil
 	}
 	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
 	if err != nil {
-		return opError("release", l.Key, err)
+		return err
 	}
 	var prev *mvccpb.KeyValue
 	if len(resp.PrevKvs) > 0 {
@@ -570,11 +589,27 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	}
 	switch {
 	case prev == nil:
-		return opError("release", l.Key, fmt.Errorf("no entry: %w", driver.ErrNotHeld))
+		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
 	case l.Token != 0 && prev.CreateRevision != int64(l.Token):
-		return opError("release", l.Key, fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", prev.CreateRevision, l.Token, driver.ErrNotHeld))
+		return fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", prev.CreateRevision, l.Token, driver.ErrNotHeld)
 	case l.Token == 0 && e.token != prev.CreateRevision:
-		return opError("release", l.Key, fmt.Errorf("the entry was not granted (removed): %w", driver.ErrNotHeld))
+		return fmt.Errorf("the entry was not granted (removed): %w", driver.ErrNotHeld)
+	}
+	return nil
+}
+
+// releaseFound releases l's entry k, which the driver found by reading it
+// as kv: it deletes exactly that entry, which its own driver may have
+// released and put again for another owner since.
+func (d *Driver) releaseFound(ctx context.Context, l driver.Lease, k string, kv *mvccpb.KeyValue) error {
+	resp, err := d.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)).Then(clientv3.OpDelete(k)).Commit()
+	switch {
+	case err != nil:
+		return err
+	case !resp.Succeeded:
+		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
+	case l.Token == 0 || kv.CreateRevision != int64(l.Token):
+		return fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", kv.CreateRevision, l.Token, driver.ErrNotHeld)
 	}
 	return nil
 }

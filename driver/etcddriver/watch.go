@@ -46,6 +46,9 @@ type listener interface {
 	// reset reports that the watch broke and was created again at rev:
 	// deletions between the last event and rev may have been missed.
 	reset(rev int64)
+	// ended reports that the watch ended for good, with the driver or its
+	// client: no more events will come.
+	ended()
 }
 
 // watch returns the keyWatch of base with one more reference; drop it
@@ -138,14 +141,19 @@ func (w *keyWatch) waitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-w.done:
+		if err := w.d.closedErr(); err != nil {
+			return err
+		}
 		return errClosed
 	}
 }
 
-// run keeps the watch open until the keyWatch is stopped.
+// run keeps the watch open until the keyWatch is stopped, or the driver or
+// its client is closed.
 func (w *keyWatch) run() {
 	defer w.d.bg.Done()
 	defer close(w.done)
+	defer w.end()
 	backoff := 10 * time.Millisecond
 	for w.ctx.Err() == nil {
 		// WithRequireLeader: a member cut off from its cluster ends the
@@ -192,6 +200,19 @@ func (w *keyWatch) created(rev int64) {
 	}
 }
 
+// end tells the listeners that the watch ended for good, when it ends with
+// the driver or its client rather than for want of users.
+func (w *keyWatch) end() {
+	if w.d.closedErr() == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for l := range w.listeners {
+		l.ended()
+	}
+}
+
 func (w *keyWatch) dispatch(key string, rev int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -204,17 +225,19 @@ func (w *keyWatch) dispatch(key string, rev int64) {
 // receives a value whenever an entry of key is deleted (a release, a
 // waiter leaving the queue, an expiry or a revocation), and whenever the
 // driver had to re-create the key's watch. Subscribe returns once the
-// key's watch is in place, so that no later release is missed.
+// key's watch is in place, so that no later release is missed. When the
+// driver or its client is closed, the channel receives a value too: the
+// subscriber's next call fails with a permanent error.
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if err := d.begin(ctx); err != nil {
-		return nil, opError("subscribe", key, err)
+		return nil, d.fail(ctx, "subscribe", key, err)
 	}
 	w := d.watch(d.base(key))
 	s := &subscription{w: w, c: make(chan struct{}, 1)}
 	w.add(s)
 	if err := w.waitReady(ctx); err != nil {
 		s.Close()
-		return nil, opError("subscribe", key, err)
+		return nil, d.fail(ctx, "subscribe", key, err)
 	}
 	return s, nil
 }
@@ -235,6 +258,9 @@ func (s *subscription) notify() {
 func (s *subscription) deleted(string, int64) { s.notify() }
 func (s *subscription) reset(int64)           { s.notify() }
 
+// ended wakes the subscriber, whose next attempt then fails for good.
+func (s *subscription) ended() { s.notify() }
+
 // C implements driver.Subscription.
 func (s *subscription) C() <-chan struct{} { return s.c }
 
@@ -254,17 +280,15 @@ func (s *subscription) Close() error {
 func (d *Driver) watchLossByKey(l driver.Lease, lost func(err error)) (stop func()) {
 	base := d.base(l.Key)
 	w := d.watch(base)
-	ll := &lossListener{d: d, w: w, lease: l, token: int64(l.Token), lost: lost, stopc: make(chan struct{})}
+	ll := &lossListener{d: d, w: w, lease: l, token: int64(l.Token), lost: driver.NewLossCallback(lost), stopc: make(chan struct{})}
 	w.add(ll)
 	ll.verifyAsync() // finds the entry, or reports it gone
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			w.remove(ll)
-			ll.mu.Lock()
-			ll.stopped = true
+			ll.lost.Stop()
 			close(ll.stopc)
-			ll.mu.Unlock()
 			d.mu.Lock()
 			if set := d.losses[ll.key]; set != nil {
 				delete(set, ll)
@@ -278,18 +302,16 @@ func (d *Driver) watchLossByKey(l driver.Lease, lost func(err error)) (stop func
 	}
 }
 
+// A lossListener is a WatchLoss registration that watches an entry's key
+// (see watchLossByKey).
 type lossListener struct {
 	d     *Driver
 	w     *keyWatch
 	lease driver.Lease
-	key   string
+	key   string // the entry's key once found; guarded by w.mu
 	token int64
-	lost  func(error)
-	stopc chan struct{}
-
-	mu      sync.Mutex
-	stopped bool
-	fired   bool
+	lost  *driver.LossCallback
+	stopc chan struct{} // closed by stop
 }
 
 func (ll *lossListener) deleted(key string, rev int64) {
@@ -299,6 +321,7 @@ func (ll *lossListener) deleted(key string, rev int64) {
 }
 
 func (ll *lossListener) reset(int64) { ll.verifyAsync() }
+func (ll *lossListener) ended()      {}
 
 // silenceKey silences the key-watch WatchLoss registrations of entry k
 // before a Release deletes it.
@@ -310,21 +333,13 @@ func (d *Driver) silenceKey(k string) {
 	}
 	d.mu.Unlock()
 	for _, ll := range ls {
-		ll.mu.Lock()
-		ll.stopped = true
-		ll.mu.Unlock()
+		ll.lost.Stop()
 	}
 }
 
-func (ll *lossListener) fire(err error) {
-	ll.mu.Lock()
-	defer ll.mu.Unlock()
-	if ll.stopped || ll.fired {
-		return
-	}
-	ll.fired = true
-	ll.lost(opError("watch", ll.lease.Key, err))
-}
+// fire reports the loss, unless it was reported or the registration
+// stopped.
+func (ll *lossListener) fire(err error) { ll.lost.Fire(opError("watch", ll.lease.Key, err)) }
 
 // verifyAsync checks, once the watch is in place, that the entry still
 // exists with its token, and reports the loss if not.

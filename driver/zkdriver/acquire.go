@@ -21,14 +21,17 @@ import (
 // that the node behind it does not take it for dead, and it deletes the
 // node it waits for if that node's lease expires (no rewrite for its TTL,
 // by this client's clock). It fails when its own session ends, when its
-// node disappears, and when ctx is done; then it deletes its node (on a
-// fresh context if ctx is done) and leaves nothing queued.
+// node disappears, and when ctx is done; then it deletes its node (in the
+// background if ctx is done, so that it returns by ctx's deadline) and
+// leaves nothing queued.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	l, err := d.acquire(ctx, req)
+	return d.finalLease(ctx, "acquire", req.Key, l, err)
+}
+
+func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
-	if err := d.begin(ctx, op, req.Key); err != nil {
-		return driver.Lease{}, err
-	}
-	if err := d.checkRequest(op, req); err != nil {
+	if err := d.beginRequest(ctx, op, req); err != nil {
 		return driver.Lease{}, err
 	}
 	parent := d.parentPath(req.Key)
@@ -74,15 +77,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	return l, nil
 }
 
-// wait waits until n is granted; see Acquire.
-//
-// It watches the node it waits for (pred) and, when more than one node
-// blocks it, also the blocking node before that one (pprev): when pprev
-// goes, it lists the queue again, so that by the time pred goes it knows
-// whether pred was the last node in its way and can take the lock at once,
-// without listing the queue on the handoff path. Each node therefore has
-// at most two watchers among the exclusive waiters (readers behind a
-// writer all watch it, as in Curator's read-write lock).
+// wait waits until n is granted; see Acquire and queueWait.
 //
 // known, if not nil, is the queue as it is now but for gone nodes, not
 // known which, that were deleted from before n (see takeSnapshot).
@@ -94,267 +89,365 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known qu
 	if st == nil || st.over() {
 		return driver.Lease{}, errSessionEnded
 	}
-	name := path[len(parent)+1:]
-
-	keepAlive := time.NewTimer(max(time.Until(written.Add(ttl/3)), 0))
-	defer keepAlive.Stop()
-	expiry := time.NewTimer(time.Hour)
-	expiry.Stop()
-	defer expiry.Stop()
-	retry := &retrier{}
-	var failingSince time.Time
-
-	// pause waits after a transient error; it returns an error when the
-	// wait must end.
-	pause := func(cause error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if st.over() {
-			return fmt.Errorf("%w: %w", errSessionEnded, st.err)
-		}
-		if isPermanent(cause) || errors.Is(cause, zk.ErrClosing) {
-			return cause
-		}
-		d.mu.Lock()
-		closed := d.closed
-		d.mu.Unlock()
-		if closed {
-			return ErrClosed
-		}
-		if failingSince.IsZero() {
-			failingSince = time.Now()
-		} else if time.Since(failingSince) > st.timeout {
-			// Nothing got through for a whole session timeout: the
-			// session, and our node with it, cannot be alive.
-			return fmt.Errorf("zkdriver: no answer from ZooKeeper for longer than the session timeout %v: %w", st.timeout, cause)
-		}
-		t := time.NewTimer(retry.next())
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-st.expired:
-			return fmt.Errorf("%w: %w", errSessionEnded, st.err)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	w := &queueWait{
+		d: d, ctx: ctx, n: n, req: req, st: st,
+		parent: parent, path: path, name: path[len(parent)+1:], ttl: ttl,
+		known: known, gone: gone, list: true,
+		keepAlive: time.NewTimer(max(time.Until(written.Add(ttl/3)), 0)),
+		expiry:    time.NewTimer(time.Hour),
 	}
-	ok := func() {
-		retry.reset()
-		failingSince = time.Time{}
-	}
-	// keep rewrites n's node; it returns an error when the node is gone.
-	keep := func() error {
-		sent := time.Now()
-		st, err := d.write(ctx, path, ttl)
-		switch {
-		case err == nil:
-			d.mu.Lock()
-			n.written, n.mzxid = sent, st.Mzxid
-			d.mu.Unlock()
-			keepAlive.Reset(ttl / 3)
-		case errors.Is(err, zk.ErrNoNode), errors.Is(err, errNotOurs):
-			return errNodeGone
-		case ctx.Err() != nil:
-			return ctx.Err()
-		default:
-			keepAlive.Reset(min(ttl/10, time.Second))
-		}
-		return nil
-	}
-	getW := func(p string) (watchResult, error) {
-		return call(ctx, func() (watchResult, error) {
-			data, stat, ch, err := d.conn.GetW(p)
-			return watchResult{data, stat, ch}, err
-		}, nil)
-	}
-
-	var (
-		list     = true // the queue must be listed
-		pred     string // the node waited for
-		only     bool   // pred is the last node in the way
-		predCh   <-chan zk.Event
-		predVer  int32
-		seenZxid int64 // pred's version, first seen at seenAt
-		seenAt   time.Time
-		pprev    string // the blocking node before pred, if any
-		pprevCh  <-chan zk.Event
-		granted  = func() (driver.Lease, error) { return d.grant(n, true), nil }
-		// sure is false while only counts on unknown deletions from a
-		// snapshot not having taken pred: until pred is seen to exist.
-		sure bool
-	)
+	w.expiry.Stop()
+	defer w.keepAlive.Stop()
+	defer w.expiry.Stop()
 	for {
-		if list {
-			q, unknown := known, gone
-			known, gone = nil, 0
-			if q != nil && unknown > 0 {
-				// Usable only if the gone nodes cannot matter: an
-				// exclusive node waits for every node before it, so only
-				// their number does, as long as pred and pprev are
-				// there (which their reads check).
-				if i := q.index(name); req.Mode != driver.Exclusive || i < 0 || unknown >= i {
-					q = nil
-				}
-			}
-			if q == nil {
-				unknown = 0
-				names, err := call(ctx, func() ([]string, error) {
-					names, _, err := d.conn.Children(parent)
-					return names, err
-				}, nil)
-				if err != nil {
-					if errors.Is(err, zk.ErrNoNode) {
-						return driver.Lease{}, errNodeGone
-					}
-					if err := pause(err); err != nil {
-						return driver.Lease{}, err
-					}
-					continue
-				}
-				ok()
-				q = parseQueue(names)
-			}
-			list = false
-			i := q.index(name)
-			if i < 0 {
-				return driver.Lease{}, errNodeGone
-			}
-			if mine := q.ofOwner(req.Owner); len(mine) > 1 {
-				// Another node of this owner: a create whose reply was
-				// lost. It must not hold up this one.
-				for _, c := range mine {
-					if c.name != name {
-						p := parent + "/" + c.name
-						_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil)
-						if err != nil && !errors.Is(err, zk.ErrNoNode) {
-							if err := pause(err); err != nil {
-								return driver.Lease{}, err
-							}
-						}
-					}
-				}
-				list, known = true, nil
-				continue
-			}
-			b := q.blockers(i, req.Mode)
-			if len(b) == 0 {
-				return granted()
-			}
-			if p := parent + "/" + b[len(b)-1].name; p != pred {
-				pred, predCh, seenZxid = p, nil, 0
-				expiry.Stop()
-			}
-			only = len(b)-unknown == 1
-			sure = unknown == 0
-			pp := ""
-			if !only {
-				pp = parent + "/" + b[len(b)-2].name
-			}
-			if pp != pprev {
-				pprev, pprevCh = pp, nil
-			}
-		}
-		if predCh == nil {
-			got, err := getW(pred)
-			recv := time.Now()
-			if errors.Is(err, zk.ErrNoNode) {
-				if only && sure {
-					return granted()
-				}
-				list = true
-				continue
-			}
-			if err != nil {
-				if err := pause(err); err != nil {
-					return driver.Lease{}, err
-				}
-				continue
-			}
-			ok()
-			sure = true
-			predCh, predVer = got.ch, got.st.Version
-			if got.st.Mzxid != seenZxid {
-				// A new version: its lease runs from now at the earliest.
-				seenZxid, seenAt = got.st.Mzxid, recv
-			}
-			expiry.Stop()
-			if predTTL, ok := decodeTTL(got.data); ok {
-				expiry.Reset(max(time.Until(seenAt.Add(predTTL)), 0))
-			}
-		}
-		if pprev != "" && pprevCh == nil {
-			got, err := getW(pprev)
-			if errors.Is(err, zk.ErrNoNode) {
-				list = true
-				continue
-			}
-			if err != nil {
-				if err := pause(err); err != nil {
-					return driver.Lease{}, err
-				}
-				continue
-			}
-			ok()
-			pprevCh = got.ch
-		}
-		select {
-		case ev := <-predCh:
-			predCh = nil
-			switch ev.Type {
-			case zk.EventNodeDeleted:
-				if only {
-					return granted()
-				}
-				list = true
-			case zk.EventNodeDataChanged:
-				// Rewritten: read it again (and restart its lease).
-			default:
-				// The watch was dropped (session expired, or the
-				// connection closed): look again.
-				if st.over() {
-					return driver.Lease{}, fmt.Errorf("%w: %w", errSessionEnded, st.err)
-				}
-				if err := pause(ev.Err); err != nil {
-					return driver.Lease{}, err
-				}
-				list = true
-			}
-		case ev := <-pprevCh:
-			pprevCh = nil
-			if ev.Type != zk.EventNodeDataChanged {
-				list = true // gone, or the watch dropped: look again
-			}
-		case <-expiry.C:
-			// Not rewritten for its whole TTL since we saw this version:
-			// its holder has declared it lost. The delete names the
-			// version, so a refresh on its way wins.
-			_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(pred, predVer) }, nil)
-			switch {
-			case err == nil, errors.Is(err, zk.ErrNoNode):
-				if only {
-					return granted()
-				}
-				predCh, list = nil, true
-			case errors.Is(err, zk.ErrBadVersion):
-				predCh = nil // read it again
-			default:
-				if err := pause(err); err != nil {
-					return driver.Lease{}, err
-				}
-				predCh = nil
-			}
-		case <-keepAlive.C:
-			if err := keep(); err != nil {
-				return driver.Lease{}, err
-			}
-		case <-st.expired:
-			return driver.Lease{}, fmt.Errorf("%w: %w", errSessionEnded, st.err)
-		case <-ctx.Done():
-			return driver.Lease{}, ctx.Err()
+		r, err := w.step()
+		switch {
+		case err != nil:
+			return driver.Lease{}, err
+		case r == waitGranted:
+			return d.grant(n, true), nil
 		}
 	}
+}
+
+// A queueWait is an Acquire whose node n waits in the key's queue.
+//
+// It watches the node it waits for (pred) and, when more than one node
+// blocks it, also the blocking node before that one (pprev): when pprev
+// goes, it lists the queue again, so that by the time pred goes it knows
+// whether pred was the last node in its way and can take the lock at once,
+// without listing the queue on the handoff path. Each node therefore has
+// at most two watchers among the exclusive waiters (readers behind a
+// writer all watch it, as in Curator's read-write lock).
+//
+// Meanwhile it rewrites n every third of its TTL (keepAlive), deletes pred
+// when pred's lease expires (expiry), and retries what fails for a
+// transient reason (pause).
+type queueWait struct {
+	d   *Driver
+	ctx context.Context
+	n   *node
+	req driver.Request
+	st  *sessionState // n's session
+
+	parent, path, name string        // n's key node, path and name
+	ttl                time.Duration // n's lease
+
+	keepAlive    *time.Timer // when to rewrite n
+	expiry       *time.Timer // when pred's lease runs out, if not rewritten
+	retry        retrier
+	failingSince time.Time // since when nothing got through, or zero
+
+	known queue // from takeSnapshot, for the first listing only
+	gone  int   // unknown nodes deleted from known
+
+	list     bool   // the queue must be listed
+	pred     string // the node waited for
+	only     bool   // pred is the last node in the way
+	sure     bool   // only does not count on unknown deletions (see aim)
+	predCh   <-chan zk.Event
+	predVer  int32
+	seenZxid int64 // pred's version, first seen at seenAt
+	seenAt   time.Time
+	pprev    string // the blocking node before pred, if any
+	pprevCh  <-chan zk.Event
+}
+
+// waitResult is what a part of a queueWait's step found.
+type waitResult int
+
+const (
+	waitOn      waitResult = iota // go on with the step
+	waitAgain                     // start the next step
+	waitGranted                   // n is granted
+)
+
+// step makes one round of the wait: list the queue if needed, read (and
+// watch) pred and pprev if needed, then wait for an event.
+func (w *queueWait) step() (waitResult, error) {
+	if w.list {
+		if r, err := w.relist(); r != waitOn || err != nil {
+			return r, err
+		}
+	}
+	if w.predCh == nil {
+		if r, err := w.readPred(); r != waitOn || err != nil {
+			return r, err
+		}
+	}
+	if w.pprev != "" && w.pprevCh == nil {
+		if r, err := w.readPprev(); r != waitOn || err != nil {
+			return r, err
+		}
+	}
+	return w.await()
+}
+
+// relist lists the queue (or takes the snapshot's) and aims the wait at
+// what blocks n.
+func (w *queueWait) relist() (waitResult, error) {
+	q, unknown := w.known, w.gone
+	w.known, w.gone = nil, 0
+	if q != nil && unknown > 0 {
+		// Usable only if the gone nodes cannot matter: an exclusive node
+		// waits for every node before it, so only their number does, as
+		// long as pred and pprev are there (which their reads check).
+		if i := q.index(w.name); w.req.Mode != driver.Exclusive || i < 0 || unknown >= i {
+			q = nil
+		}
+	}
+	if q == nil {
+		unknown = 0
+		names, err := call(w.ctx, func() ([]string, error) {
+			names, _, err := w.d.conn.Children(w.parent)
+			return names, err
+		}, nil)
+		if errors.Is(err, zk.ErrNoNode) {
+			return 0, errNodeGone
+		}
+		if err != nil {
+			return waitAgain, w.pause(err)
+		}
+		w.ok()
+		q = parseQueue(names)
+	}
+	w.list = false
+	i := q.index(w.name)
+	if i < 0 {
+		return 0, errNodeGone
+	}
+	if mine := q.ofOwner(w.req.Owner); len(mine) > 1 {
+		return waitAgain, w.dropOthers(mine)
+	}
+	b := q.blockers(i, w.req.Mode)
+	if len(b) == 0 {
+		return waitGranted, nil
+	}
+	w.aim(b, unknown)
+	return waitOn, nil
+}
+
+// dropOthers deletes the owner's nodes among mine but n: a create whose
+// reply was lost must not hold n up. The queue is listed again.
+func (w *queueWait) dropOthers(mine []child) error {
+	for _, c := range mine {
+		if c.name == w.name {
+			continue
+		}
+		p := w.parent + "/" + c.name
+		_, err := call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(p, -1) }, nil)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			if err := w.pause(err); err != nil {
+				return err
+			}
+		}
+	}
+	w.list, w.known = true, nil
+	return nil
+}
+
+// aim makes the last of b, the nodes that block n, pred, and the one
+// before it pprev. unknown of the nodes before n may be gone, not known
+// which (see takeSnapshot): pred is then the last one in the way only if
+// the count says so and pred is seen to exist (sure).
+func (w *queueWait) aim(b []child, unknown int) {
+	if p := w.parent + "/" + b[len(b)-1].name; p != w.pred {
+		w.pred, w.predCh, w.seenZxid = p, nil, 0
+		w.expiry.Stop()
+	}
+	w.only = len(b)-unknown == 1
+	w.sure = unknown == 0
+	pp := ""
+	if !w.only {
+		pp = w.parent + "/" + b[len(b)-2].name
+	}
+	if pp != w.pprev {
+		w.pprev, w.pprevCh = pp, nil
+	}
+}
+
+// readPred reads pred, watches it, and times its lease from the moment
+// its current version was first seen.
+func (w *queueWait) readPred() (waitResult, error) {
+	got, err := w.getW(w.pred)
+	recv := time.Now()
+	if errors.Is(err, zk.ErrNoNode) {
+		if w.only && w.sure {
+			return waitGranted, nil
+		}
+		w.list = true
+		return waitAgain, nil
+	}
+	if err != nil {
+		return waitAgain, w.pause(err)
+	}
+	w.ok()
+	w.sure = true
+	w.predCh, w.predVer = got.ch, got.st.Version
+	if got.st.Mzxid != w.seenZxid {
+		// A new version: its lease runs from now at the earliest.
+		w.seenZxid, w.seenAt = got.st.Mzxid, recv
+	}
+	w.expiry.Stop()
+	if predTTL, ok := decodeTTL(got.data); ok {
+		w.expiry.Reset(max(time.Until(w.seenAt.Add(predTTL)), 0))
+	}
+	return waitOn, nil
+}
+
+// readPprev watches pprev.
+func (w *queueWait) readPprev() (waitResult, error) {
+	got, err := w.getW(w.pprev)
+	if errors.Is(err, zk.ErrNoNode) {
+		w.list = true
+		return waitAgain, nil
+	}
+	if err != nil {
+		return waitAgain, w.pause(err)
+	}
+	w.ok()
+	w.pprevCh = got.ch
+	return waitOn, nil
+}
+
+// await waits for the next event: pred or pprev changed, pred's lease
+// expired, n is due for a rewrite, n's session ended, or ctx is done.
+func (w *queueWait) await() (waitResult, error) {
+	select {
+	case ev := <-w.predCh:
+		w.predCh = nil
+		return w.predEvent(ev)
+	case ev := <-w.pprevCh:
+		w.pprevCh = nil
+		if ev.Type != zk.EventNodeDataChanged {
+			w.list = true // gone, or the watch dropped: look again
+		}
+	case <-w.expiry.C:
+		return w.reclaimPred()
+	case <-w.keepAlive.C:
+		return waitAgain, w.keep()
+	case <-w.st.expired:
+		return 0, fmt.Errorf("%w: %w", errSessionEnded, w.st.err)
+	case <-w.ctx.Done():
+		return 0, w.ctx.Err()
+	}
+	return waitAgain, nil
+}
+
+// predEvent handles an event of pred's watch.
+func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
+	switch ev.Type {
+	case zk.EventNodeDeleted:
+		if w.only {
+			return waitGranted, nil
+		}
+		w.list = true
+	case zk.EventNodeDataChanged:
+		// Rewritten: read it again (and restart its lease).
+	default:
+		// The watch was dropped (session expired, or the connection
+		// closed): look again.
+		if w.st.over() {
+			return 0, fmt.Errorf("%w: %w", errSessionEnded, w.st.err)
+		}
+		if err := w.pause(ev.Err); err != nil {
+			return 0, err
+		}
+		w.list = true
+	}
+	return waitAgain, nil
+}
+
+// reclaimPred deletes pred, which was not rewritten for its whole TTL
+// since this version was seen: its holder has declared it lost. The delete
+// names the version, so a refresh on its way wins.
+func (w *queueWait) reclaimPred() (waitResult, error) {
+	pred, ver := w.pred, w.predVer
+	_, err := call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(pred, ver) }, nil)
+	w.predCh = nil // read it again
+	switch {
+	case err == nil, errors.Is(err, zk.ErrNoNode):
+		if w.only {
+			return waitGranted, nil
+		}
+		w.list = true
+	case errors.Is(err, zk.ErrBadVersion):
+	default:
+		if err := w.pause(err); err != nil {
+			return 0, err
+		}
+	}
+	return waitAgain, nil
+}
+
+// keep rewrites n's node; it returns an error when the node is gone.
+func (w *queueWait) keep() error {
+	sent := time.Now()
+	st, err := w.d.write(w.ctx, w.path, w.ttl)
+	switch {
+	case err == nil:
+		w.d.mu.Lock()
+		w.n.written, w.n.mzxid = sent, st.Mzxid
+		w.d.mu.Unlock()
+		w.keepAlive.Reset(w.ttl / 3)
+	case errors.Is(err, zk.ErrNoNode), errors.Is(err, errNotOurs):
+		return errNodeGone
+	case w.ctx.Err() != nil:
+		return w.ctx.Err()
+	default:
+		w.keepAlive.Reset(min(w.ttl/10, time.Second))
+	}
+	return nil
+}
+
+// getW reads the node at p and watches it.
+func (w *queueWait) getW(p string) (watchResult, error) {
+	return call(w.ctx, func() (watchResult, error) {
+		data, stat, ch, err := w.d.conn.GetW(p)
+		return watchResult{data, stat, ch}, err
+	}, nil)
+}
+
+// pause waits after a transient error; it returns an error when the wait
+// must end: ctx is done, the session ended, the error is permanent, the
+// driver or its connection is closed, or nothing got through for a whole
+// session timeout.
+func (w *queueWait) pause(cause error) error {
+	if w.ctx.Err() != nil {
+		return w.ctx.Err()
+	}
+	if w.st.over() {
+		return fmt.Errorf("%w: %w", errSessionEnded, w.st.err)
+	}
+	if isPermanent(cause) || errors.Is(cause, zk.ErrClosing) {
+		return cause
+	}
+	if err := w.d.closedErr(); err != nil {
+		return err
+	}
+	if w.failingSince.IsZero() {
+		w.failingSince = time.Now()
+	} else if time.Since(w.failingSince) > w.st.timeout {
+		// Nothing got through for a whole session timeout: the session,
+		// and our node with it, cannot be alive.
+		return fmt.Errorf("zkdriver: no answer from ZooKeeper for longer than the session timeout %v: %w", w.st.timeout, cause)
+	}
+	t := time.NewTimer(w.retry.next())
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-w.st.expired:
+		return fmt.Errorf("%w: %w", errSessionEnded, w.st.err)
+	case <-w.ctx.Done():
+		return w.ctx.Err()
+	}
+}
+
+// ok records that a request got through.
+func (w *queueWait) ok() {
+	w.retry.reset()
+	w.failingSince = time.Time{}
 }
 
 // watchResult carries the results of a GetW through call.

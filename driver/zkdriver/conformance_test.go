@@ -9,10 +9,11 @@ import (
 
 // TestConformance runs the lockertest suite against zkdriver on a real
 // ZooKeeper server, each driver with a connection (and session) of its
-// own, as separate processes would have.
+// own, as separate processes would have, through a fault proxy of its own
+// (see closeClient and stall).
 func TestConformance(t *testing.T) {
-	srv := server(t)
+	server(t)
 	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
-		return connect(t, []string{srv.Addr}, conformanceSession, nil)
+		return newProxiedDriver(t, conformanceSession)
 	})
 }

@@ -34,7 +34,8 @@
 // The driver never closes a connection it did not make. It starts no
 // long-lived goroutine: for a call whose context can be cancelled, one
 // carries the ZooKeeper request (go-zookeeper's calls take no context) and
-// ends with it; when a session ends, one calls the LossWatcher functions.
+// ends with it; one deletes a node left by a call whose context ended; when
+// a session ends, one calls the LossWatcher functions.
 //
 // # Nodes
 //
@@ -183,19 +184,18 @@
 // creates the node and writes the key's node, whose returned stat gives
 // the transaction's zxid (the token) and the number of nodes in the queue
 // (1: granted). Release is one (delete), so is Refresh (set data) and a
-// re-acquire by the holder; an uncontended Mutex Lock+Unlock takes two,
-// where go-zookeeper's zk.Lock takes three. RefreshBatch takes one multi
-// request per 500 leases. The first acquire of a key also creates the
-// key's node (two more round trips). While a key is contended, TryAcquire
+// re-acquire by the holder; an uncontended Mutex Lock+Unlock takes two.
+// RefreshBatch takes one multi request per 500 leases. The first acquire
+// of a key also creates the key's node (two more round trips). While a key is contended, TryAcquire
 // lists the queue first (one round trip) and creates no node if it would
 // have to wait; Acquire then creates its node (one), lists the queue
 // unless nothing but its own create and releases ahead of it changed it
 // since TryAcquire's listing (one), reads the two nodes it watches (two),
 // and lists the queue once more when the farther one goes (one). The
 // handoff itself, from the holder's delete to the next holder's Lock
-// returning, takes no round trip: 6.4 round trips per contended
-// acquisition against zk.Lock's 5, but none between two holds (see
-// BENCHMARKS.md).
+// returning, takes no round trip. BENCHMARKS.md (at the repository's root)
+// has the measured counts and timings, side by side with go-zookeeper's
+// zk.Lock.
 //
 // # Contexts
 //
@@ -203,9 +203,25 @@
 // a call whose context is done fails at once with its error, sending
 // nothing. go-zookeeper's requests take no context: a request outstanding
 // when the context ends is left to finish (its result, should it have
-// created a node, is deleted). A waiting Acquire returns as soon as its
-// context ends and deletes its node on a fresh context bounded like the
-// front-end's cleanups.
+// created a node, is deleted). So every call returns by its context's
+// deadline, whether or not ZooKeeper answers. A waiting Acquire returns as
+// soon as its context ends; its node, like that of a TryAcquire refused
+// as its context ended, is deleted in the background.
+//
+// # Closed connections
+//
+// Once the driver is closed (ErrClosed) or its connection is (zk.Conn.Close:
+// the driver sees the close request go out, or a request fail with
+// zk.ErrClosing), every call fails at once with an error that
+// driver.IsPermanent reports, wrapping ErrClosed or zk.ErrClosing: a
+// closed connection never answers again, so the front-end must not retry.
+// A waiting Acquire returns, and the holds of the connection's session are
+// reported lost to WatchLoss (closing the connection ends the session,
+// which deletes its nodes). A connection closed while it was disconnected
+// sends no close request: then calls fail at once with
+// zk.ErrConnectionClosed, not marked permanent since a broken connection
+// gives it too, unless a request under way at the close failed with
+// zk.ErrClosing.
 //
 // # Leases of other drivers
 //

@@ -1,12 +1,15 @@
 package zkdriver
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/go-locker/locker/driver"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -48,6 +51,9 @@ type Session struct {
 	bound     bool                    // ConnOption was called
 	ready     chan struct{}           // closed at the first session
 	readyOnce sync.Once
+	closed    chan struct{} // closed once the connection is known to be closed
+	closeOnce sync.Once
+	lastState zk.State // of the last session event
 }
 
 // sessionState is one ZooKeeper session.
@@ -82,6 +88,11 @@ func (st *sessionState) over() bool {
 // one without an expiry event (the client learnt of it another way).
 var errSessionEnded = errors.New("zkdriver: the ZooKeeper session ended")
 
+// errConnClosed is the cause given when the connection was closed
+// (zk.Conn.Close): its session is over, and no request will be sent on it
+// again. It wraps zk.ErrClosing.
+var errConnClosed = fmt.Errorf("the ZooKeeper connection was closed (%w)", zk.ErrClosing)
+
 // ConnOption returns the option to pass to zk.Connect so that the Session
 // follows the connection's session. Its type is that of go-zookeeper's
 // connection options, so it can be passed to zk.Connect directly.
@@ -102,6 +113,35 @@ func (s *Session) init() {
 		s.past = make(map[int64]*sessionState)
 		s.drivers = make(map[*Driver]struct{})
 		s.ready = make(chan struct{})
+		s.closed = make(chan struct{})
+	}
+}
+
+// connClosed records that the connection was closed by its owner: the
+// close request ends the session on the server, which deletes its nodes.
+// It is learnt of from the close request that go-zookeeper writes on the
+// connection (see sniffConn), from a request that failed with
+// zk.ErrClosing, or from the connection giving up connecting (see event).
+func (s *Session) connClosed() {
+	s.mu.Lock()
+	s.init()
+	closed := s.closed
+	s.mu.Unlock()
+	s.closeOnce.Do(func() { close(closed) })
+	s.expireCurrent(errConnClosed)
+}
+
+// isClosed reports whether the connection is known to be closed.
+func (s *Session) isClosed() bool {
+	s.mu.Lock()
+	s.init()
+	closed := s.closed
+	s.mu.Unlock()
+	select {
+	case <-closed:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -218,8 +258,21 @@ func (s *Session) expire(st *sessionState, err error) {
 
 // event is the connection's event callback.
 func (s *Session) event(ev zk.Event) {
-	if ev.Type == zk.EventSession && ev.State == zk.StateExpired {
-		s.expireCurrent(zk.ErrSessionExpired)
+	if ev.Type == zk.EventSession {
+		s.mu.Lock()
+		last := s.lastState
+		s.lastState = ev.State
+		s.mu.Unlock()
+		switch {
+		case ev.State == zk.StateExpired:
+			s.expireCurrent(zk.ErrSessionExpired)
+		case ev.State == zk.StateDisconnected && last == zk.StateConnecting:
+			// go-zookeeper stops connecting without having connected
+			// only when the connection was closed: this is how a
+			// connection closed while it was disconnected, which sends
+			// no close request, tells.
+			s.connClosed()
+		}
 	}
 	if s.OnEvent != nil {
 		s.OnEvent(ev)
@@ -261,7 +314,16 @@ const (
 	respSessionOff = 4 + 4 + 4
 )
 
+// opCloseSession is the opcode of the request that zk.Conn.Close sends,
+// and nothing else.
+const opCloseSession = -11
+
 func (c *sniffConn) Write(p []byte) (int, error) {
+	// After the connect request, go-zookeeper writes each request whole,
+	// in one Write: length, xid, opcode, body.
+	if c.wdone && len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:])) == opCloseSession {
+		c.s.connClosed()
+	}
 	if !c.wdone {
 		c.wbuf = append(c.wbuf, p...)
 		if len(c.wbuf) >= reqTimeoutOff+4 {
@@ -294,4 +356,27 @@ func (c *sniffConn) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// Wait waits until the Session's connection has established its first
+// session, or ctx is done, or the connection is closed (a permanent
+// error, see driver.Permanent).
+func (s *Session) Wait(ctx context.Context) error {
+	s.mu.Lock()
+	s.init()
+	ready, closed := s.ready, s.closed
+	s.mu.Unlock()
+	select {
+	case <-ready:
+		return nil
+	case <-closed:
+		select {
+		case <-ready:
+			return nil // established before the close
+		default:
+		}
+		return driver.Permanent(fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", errConnClosed))
+	case <-ctx.Done():
+		return fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", ctx.Err())
+	}
 }

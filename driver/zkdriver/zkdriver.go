@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -49,14 +48,13 @@ type Driver struct {
 	acl   []zk.ACL
 	owned bool // made by Connect: Close closes conn
 
-	mu          sync.Mutex
-	nodes       map[nodeKey]*node
-	obs         map[string]observation // by parent path: the observed first node
-	hot         map[string]time.Time   // by key: last time it was seen contended
-	snaps       map[nodeKey]snapshot   // queues seen by refused TryAcquires
-	persistent  bool                   // the server lacks container nodes
-	closed      bool
-	closeReason error
+	mu         sync.Mutex
+	nodes      map[nodeKey]*node
+	obs        *lru[string, observation] // by parent path: the observed first node
+	hot        *lru[string, time.Time]   // by key: last time it was seen contended
+	snaps      *lru[nodeKey, snapshot]   // queues seen by refused TryAcquires
+	persistent bool                      // the server lacks container nodes
+	closed     bool
 }
 
 var (
@@ -89,14 +87,6 @@ type node struct {
 	watches    []*lossWatch
 }
 
-// observation is a node of another owner watched for expiry by TryAcquire.
-type observation struct {
-	path  string
-	mzxid int64         // 0: seen in a listing, not read yet
-	seen  time.Time     // when this version was first seen
-	ttl   time.Duration // from its data; 0 until read
-}
-
 // New returns a Driver that uses conn, whose session sess follows: conn
 // must have been made by zk.Connect with sess.ConnOption() among its
 // options (see Session). opts may be nil. The driver does not close conn.
@@ -119,9 +109,9 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 		root:  DefaultRoot,
 		acl:   zk.WorldACL(zk.PermAll),
 		nodes: make(map[nodeKey]*node),
-		obs:   make(map[string]observation),
-		hot:   make(map[string]time.Time),
-		snaps: make(map[nodeKey]snapshot),
+		obs:   newLRU[string, observation](maxObserved),
+		hot:   newLRU[string, time.Time](maxHot),
+		snaps: newLRU[nodeKey, snapshot](maxSnapshots),
 	}
 	if opts != nil {
 		if opts.Root != "" {
@@ -175,32 +165,19 @@ func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration
 	return d, nil
 }
 
-// Wait waits until the Session's connection has established its first
-// session, or ctx is done.
-func (s *Session) Wait(ctx context.Context) error {
-	s.mu.Lock()
-	s.init()
-	ready := s.ready
-	s.mu.Unlock()
-	select {
-	case <-ready:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", ctx.Err())
-	}
-}
-
 // Conn returns the driver's connection.
 func (d *Driver) Conn() *zk.Conn { return d.conn }
 
 // Session returns the Session that follows the driver's connection.
 func (d *Driver) Session() *Session { return d.sess }
 
-// ErrClosed is returned by the methods of a closed Driver.
+// ErrClosed is wrapped by the errors of a closed Driver's methods, which
+// driver.IsPermanent reports.
 var ErrClosed = errors.New("zkdriver: driver closed")
 
 // Close ends the driver: holds it granted are reported lost to their
-// LossWatcher registrations, and later calls fail with ErrClosed. A driver
+// LossWatcher registrations, and later calls fail with a permanent error
+// wrapping ErrClosed. A driver
 // made by Connect also closes its connection, which ends its session and
 // deletes its lock nodes; a driver made by New leaves the connection to its
 // owner, and its nodes live on until they are released or the session
@@ -212,7 +189,6 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.closed = true
-	d.closeReason = ErrClosed
 	var fire []*lossWatch
 	for _, n := range d.nodes {
 		if n.lost == nil {
@@ -254,174 +230,12 @@ func checkTTL(ttl, limit time.Duration) error {
 	return nil
 }
 
-// sessionEnded is called by the Session when session id is over: every
-// node of that session is gone.
-func (d *Driver) sessionEnded(id int64, cause error) {
-	d.mu.Lock()
-	var fire []*lossWatch
-	for k, n := range d.nodes {
-		if n.session != id {
-			continue
-		}
-		if !n.granted {
-			// A queue place or an unknown create: its waiter sees
-			// the session end by itself.
-			if n.path != "" {
-				delete(d.nodes, k)
-			}
-			continue
-		}
-		if n.lost == nil {
-			n.lost = cause
-		}
-		fire = append(fire, n.watches...)
-		n.watches = nil
-	}
-	d.mu.Unlock()
-	fireAll(fire, fmt.Errorf("%w: ZooKeeper session 0x%x ended: %w", driver.ErrNotHeld, id, cause))
-}
-
-// lossWatch is one WatchLoss registration.
-type lossWatch = driver.LossCallback
-
-// fireAll calls the functions of ws in a goroutine of the driver's.
-func fireAll(ws []*lossWatch, err error) {
-	if len(ws) == 0 {
-		return
-	}
-	go func() {
-		for _, w := range ws {
-			w.Fire(err)
-		}
-	}()
-}
-
-// WatchLoss implements driver.LossWatcher: lost is called when the session
-// that holds l's node expires (or the driver is closed). A disconnection
-// is not a loss: the session, and with it the hold, may survive it; the
-// front-end's local deadline decides. If l is not a hold of this driver's
-// current session when WatchLoss is called, lost is called at once.
-func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
-	w := driver.NewLossCallback(lost)
-	d.mu.Lock()
-	n := d.nodes[nodeKey{l.Key, l.Owner}]
-	var why error
-	switch {
-	case d.closed:
-		why = ErrClosed
-	case n == nil || !n.granted || n.mode != l.Mode || (l.Token != 0 && uint64(n.czxid) != l.Token):
-		why = errors.New("no such hold of this driver")
-	case n.lost != nil:
-		why = n.lost
-	}
-	if why == nil {
-		if st := d.sess.state(n.session); st == nil || st.over() {
-			why = errSessionEnded
-		}
-	}
-	if why == nil {
-		n.watches = append(n.watches, w)
-	}
-	d.mu.Unlock()
-	if why != nil {
-		fireAll([]*lossWatch{w}, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
-		return w.Stop
-	}
-	return func() {
-		d.mu.Lock()
-		for i, x := range n.watches {
-			if x == w {
-				n.watches = append(n.watches[:i], n.watches[i+1:]...)
-				break
-			}
-		}
-		d.mu.Unlock()
-		w.Stop()
-	}
-}
-
 // parentPath returns the path of key's node.
 func (d *Driver) parentPath(key string) string {
 	if d.root == "/" {
 		return "/" + encodeKey(key)
 	}
 	return d.root + "/" + encodeKey(key)
-}
-
-// markHot records that key was seen contended.
-func (d *Driver) markHot(key string) {
-	now := time.Now()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.hot) >= 1024 {
-		for k, t := range d.hot {
-			if now.Sub(t) > hotFor {
-				delete(d.hot, k)
-			}
-		}
-		if len(d.hot) >= 1024 {
-			clear(d.hot)
-		}
-	}
-	d.hot[key] = now
-}
-
-// hotFor is how long a key counts as contended after it was last seen so:
-// meanwhile TryAcquire lists the queue before it creates a node.
-const hotFor = time.Second
-
-func (d *Driver) isHot(key string) bool {
-	d.mu.Lock()
-	t, ok := d.hot[key]
-	d.mu.Unlock()
-	return ok && time.Since(t) < hotFor
-}
-
-// queue is a parsed, ordered list of a lock's nodes.
-type queue []child
-
-func parseQueue(names []string) queue {
-	q := make(queue, 0, len(names))
-	for _, name := range names {
-		if c, ok := parseChild(name); ok {
-			q = append(q, c)
-		}
-	}
-	sort.Slice(q, func(i, j int) bool { return q[i].seq < q[j].seq })
-	return q
-}
-
-// index returns the position of the node named name, or -1.
-func (q queue) index(name string) int {
-	for i, c := range q {
-		if c.name == name {
-			return i
-		}
-	}
-	return -1
-}
-
-// blockers returns the nodes among q[:end] that a node in mode must wait
-// for: all of them for Exclusive, the exclusive ones for Shared.
-func (q queue) blockers(end int, m driver.Mode) []child {
-	var b []child
-	for _, c := range q[:end] {
-		if m == driver.Exclusive || c.mode == driver.Exclusive {
-			b = append(b, c)
-		}
-	}
-	return b
-}
-
-// ofOwner returns the nodes of owner in q.
-func (q queue) ofOwner(owner string) []child {
-	var r []child
-	for _, c := range q {
-		if c.owner == owner {
-			r = append(r, c)
-		}
-	}
-	return r
 }
 
 // call runs f, an operation on the connection. go-zookeeper's calls take
@@ -475,15 +289,84 @@ func call[T any](ctx context.Context, f func() (T, error), undo func(T, error)) 
 	}
 }
 
-// cleanupContext returns a fresh context for removing a node after ctx was
-// done, bounded like the front-end's own cleanups.
-func cleanupContext(ttl time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), min(max(ttl, time.Second), 30*time.Second))
+// begin checks what every call checks before any I/O.
+func (d *Driver) begin(ctx context.Context, op, key string) error {
+	if err := ctx.Err(); err != nil {
+		return errorf(op, key, err)
+	}
+	if err := d.closedErr(); err != nil {
+		return driver.Permanent(errorf(op, key, err))
+	}
+	return nil
+}
+
+// beginRequest is begin and checkRequest, for the acquire calls.
+func (d *Driver) beginRequest(ctx context.Context, op string, req driver.Request) error {
+	if err := d.begin(ctx, op, req.Key); err != nil {
+		return err
+	}
+	return d.checkRequest(op, req)
+}
+
+// checkRequest validates req before any I/O.
+func (d *Driver) checkRequest(op string, req driver.Request) error {
+	if err := checkOwner(req.Owner); err != nil {
+		return driver.Permanent(errorf(op, req.Key, err))
+	}
+	if req.Mode != driver.Exclusive && req.Mode != driver.Shared {
+		return driver.Permanent(errorf(op, req.Key, fmt.Errorf("unknown mode %v", req.Mode)))
+	}
+	if err := checkTTL(req.TTL, d.sess.Timeout()); err != nil {
+		return errorf(op, req.Key, err)
+	}
+	return nil
 }
 
 // errorf wraps err with the operation and key.
 func errorf(op, key string, err error) error {
 	return fmt.Errorf("zkdriver: %s %q: %w", op, key, err)
+}
+
+// closedErr returns ErrClosed once the driver is closed, an error wrapping
+// zk.ErrClosing once its connection is, and nil before.
+func (d *Driver) closedErr() error {
+	d.mu.Lock()
+	closed := d.closed
+	d.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case d.sess.isClosed():
+		return errConnClosed
+	}
+	return nil
+}
+
+// final returns err, the error of op on key made with ctx, as the driver's
+// caller sees it: once the driver or its connection is closed, an error
+// that is not ctx's own becomes a permanent one naming the close. A closed
+// go-zookeeper connection fails every request at once (zk.ErrClosing,
+// zk.ErrConnectionClosed), and no retry can cure it.
+func (d *Driver) final(ctx context.Context, op, key string, err error) error {
+	if err == nil || driver.IsPermanent(err) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
+		return err
+	}
+	if errors.Is(err, zk.ErrClosing) {
+		// Only a closed connection fails requests with ErrClosing.
+		d.sess.connClosed()
+	}
+	if cerr := d.closedErr(); cerr != nil {
+		return driver.Permanent(errorf(op, key, cerr))
+	}
+	return err
+}
+
+// finalLease returns l, or no lease and final's error when err is not nil.
+func (d *Driver) finalLease(ctx context.Context, op, key string, l driver.Lease, err error) (driver.Lease, error) {
+	if err != nil {
+		return driver.Lease{}, d.final(ctx, op, key, err)
+	}
+	return l, nil
 }
 
 // isPermanent reports whether a ZooKeeper error can never go away by

@@ -108,41 +108,66 @@ var ErrSessionGone = errors.New("zktest: session already ended")
 // So the close request goes in the same write as the connect request, and
 // CloseSession connects as the session again until the server answers
 // that it is gone: that last takeover closes any connection still attached
-// to it. It gives up after ten seconds. It returns ErrSessionGone if the
-// session had ended before the first try.
+// to it.
+//
+// A try may get no answer at all: when the close request of an earlier
+// try, whose connection the client took back, is applied between the
+// server's acceptance of this try's connect request and the arrival of its
+// close request, the server finds the session closing and drops the
+// request without a reply ("Dropping request", a MissingSessionException
+// in ZooKeeperServer), leaving the connection open. So a try waits
+// replyWait for its reply, then the next one asks again. CloseSession
+// gives up after closeTimeout. It returns ErrSessionGone if the session
+// had ended before the first try.
 func CloseSession(addr string, id int64, passwd []byte) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for try := 0; ; try++ {
-		err := closeSession(addr, id, passwd)
+	deadline := time.Now().Add(closeTimeout)
+	var last error
+	for try := 0; time.Now().Before(deadline); try++ {
+		err := closeSession(addr, id, passwd, deadline)
 		switch {
 		case errors.Is(err, ErrSessionGone):
 			if try > 0 {
 				return nil
 			}
 			return err
-		case (err == nil || errors.Is(err, errTakenBack)) && time.Now().Before(deadline):
-			// Closed, or taken back: make sure.
-		case err == nil:
-			return errors.New("zktest: CloseSession: the session still lives after ten seconds")
+		case err == nil, errors.Is(err, errTakenBack), errors.Is(err, errNoReply):
+			// Closed, taken back, or dropped: make sure.
+			last = err
 		default:
 			return err
 		}
 	}
+	if last == nil {
+		return fmt.Errorf("zktest: CloseSession: the session still lives after %v", closeTimeout)
+	}
+	return fmt.Errorf("zktest: CloseSession: the session still lives after %v: %w", closeTimeout, last)
 }
+
+// closeTimeout bounds CloseSession, and replyWait how long one of its
+// tries waits for the reply to its close request (which takes a few
+// milliseconds, tens on a loaded machine: one fsynced write).
+const (
+	closeTimeout = 10 * time.Second
+	replyWait    = time.Second
+)
 
 // errTakenBack means the server closed the connection before the session
 // was closed: its client reconnected.
 var errTakenBack = errors.New("connection closed by the server")
 
-// closeSession connects as session id and closes it. It returns
-// ErrSessionGone if the server does not know the session.
-func closeSession(addr string, id int64, passwd []byte) error {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+// errNoReply means the server accepted the connection as the session but
+// did not answer its close request within replyWait.
+var errNoReply = errors.New("no reply to the close request within " + replyWait.String())
+
+// closeSession connects as session id and closes it, by deadline. It
+// returns ErrSessionGone if the server does not know the session.
+func closeSession(addr string, id int64, passwd []byte, deadline time.Time) error {
+	c, err := net.DialTimeout("tcp", addr, time.Until(deadline))
 	if err != nil {
 		return fmt.Errorf("zktest: CloseSession: %w", err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = c.SetDeadline(deadline)
 
 	// ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId,
 	// passwd, readOnly; then RequestHeader{xid 1, type closeSession (-11)}.
@@ -172,10 +197,22 @@ func closeSession(addr string, id int64, passwd []byte) error {
 	if got := int64(binary.BigEndian.Uint64(resp[8:])); got != id {
 		return fmt.Errorf("zktest: CloseSession: server gave session %#x, want %#x", got, id)
 	}
+	if replyBy := time.Now().Add(replyWait); replyBy.Before(deadline) {
+		_ = c.SetReadDeadline(replyBy)
+	}
+	return readCloseReply(c)
+}
+
+// readCloseReply reads the reply to the close request (xid 1) from c.
+func readCloseReply(c net.Conn) error {
 	for {
 		// ReplyHeader: xid int32, zxid int64, err int32. Watch events
 		// (xid -1) and pings (xid -2) may come first.
 		r, err := readFrame(c)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return fmt.Errorf("zktest: CloseSession: reply: %w (%w)", errNoReply, err)
+		}
 		if err != nil {
 			return fmt.Errorf("zktest: CloseSession: reply: %w", takenBack(err))
 		}

@@ -1,0 +1,97 @@
+package zkdriver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// observation is a node of another owner watched for expiry by TryAcquire.
+type observation struct {
+	path  string
+	mzxid int64         // 0: seen in a listing, not read yet
+	seen  time.Time     // when this version was first seen
+	ttl   time.Duration // from its data; 0 until read
+}
+
+// reclaim checks whether the lease of c, the first node of the queue under
+// parent, has expired, and deletes c if it has: when the node's version
+// has not changed for its whole TTL, measured on this client's clock from
+// the moment the version was first seen. The owner of the node declares
+// its hold lost by then (its deadline runs from the send time of the
+// write that made the version, before this client saw it). A node that
+// changes meanwhile (a refresh) is not deleted: the delete names the
+// version. To spare round trips, a node is read only once its observation
+// is due; a node first seen in a listing is only noted.
+func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool, remaining time.Duration, err error) {
+	path := parent + "/" + c.name
+	now := time.Now()
+	d.mu.Lock()
+	o, ok := d.obs.get(parent)
+	d.mu.Unlock()
+	if !ok || o.path != path {
+		d.observe(parent, observation{path: path, seen: now})
+		return false, 0, nil
+	}
+	if o.mzxid != 0 && now.Sub(o.seen) < o.ttl {
+		return false, o.ttl - now.Sub(o.seen), nil
+	}
+	if o.mzxid == 0 && now.Sub(o.seen) < pollGap {
+		return false, 0, nil
+	}
+	got, err := call(ctx, func() (getResult, error) {
+		data, st, err := d.conn.Get(path)
+		return getResult{data, st}, err
+	}, nil)
+	recv := time.Now()
+	data, st := got.data, got.st
+	if errors.Is(err, zk.ErrNoNode) {
+		d.unobserve(parent, path)
+		return true, 0, nil
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	ttl, ok := decodeTTL(data)
+	if !ok {
+		return false, 0, nil // not ours to judge
+	}
+	if o.mzxid != st.Mzxid {
+		d.observe(parent, observation{path: path, mzxid: st.Mzxid, seen: recv, ttl: ttl})
+		return false, ttl, nil
+	}
+	// Unchanged for o.ttl since o.seen: expired.
+	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
+	switch {
+	case err == nil, errors.Is(err, zk.ErrNoNode):
+		d.unobserve(parent, path)
+		return true, 0, nil
+	case errors.Is(err, zk.ErrBadVersion):
+		d.observe(parent, observation{path: path, seen: time.Now()})
+		return false, 0, nil
+	}
+	return false, 0, err
+}
+
+// pollGap is how soon after first noting a node in a listing TryAcquire
+// reads it to start observing its lease.
+const pollGap = 5 * time.Millisecond
+
+// observe records o, the first node of the queue under parent, as
+// observed now.
+func (d *Driver) observe(parent string, o observation) {
+	d.mu.Lock()
+	d.obs.put(parent, o)
+	d.mu.Unlock()
+}
+
+// unobserve forgets the node at path, the first of the queue under parent.
+func (d *Driver) unobserve(parent, path string) {
+	d.mu.Lock()
+	if o, ok := d.obs.get(parent); ok && o.path == path {
+		d.obs.delete(parent)
+	}
+	d.mu.Unlock()
+}

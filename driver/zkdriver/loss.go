@@ -1,0 +1,94 @@
+package zkdriver
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// sessionEnded is called by the Session when session id is over: every
+// node of that session is gone.
+func (d *Driver) sessionEnded(id int64, cause error) {
+	d.mu.Lock()
+	var fire []*lossWatch
+	for k, n := range d.nodes {
+		if n.session != id {
+			continue
+		}
+		if !n.granted {
+			// A queue place or an unknown create: its waiter sees
+			// the session end by itself.
+			if n.path != "" {
+				delete(d.nodes, k)
+			}
+			continue
+		}
+		if n.lost == nil {
+			n.lost = cause
+		}
+		fire = append(fire, n.watches...)
+		n.watches = nil
+	}
+	d.mu.Unlock()
+	fireAll(fire, fmt.Errorf("%w: ZooKeeper session 0x%x ended: %w", driver.ErrNotHeld, id, cause))
+}
+
+// lossWatch is one WatchLoss registration.
+type lossWatch = driver.LossCallback
+
+// fireAll calls the functions of ws in a goroutine of the driver's.
+func fireAll(ws []*lossWatch, err error) {
+	if len(ws) == 0 {
+		return
+	}
+	go func() {
+		for _, w := range ws {
+			w.Fire(err)
+		}
+	}()
+}
+
+// WatchLoss implements driver.LossWatcher: lost is called when the session
+// that holds l's node expires (or the driver is closed). A disconnection
+// is not a loss: the session, and with it the hold, may survive it; the
+// front-end's local deadline decides. If l is not a hold of this driver's
+// current session when WatchLoss is called, lost is called at once.
+func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
+	w := driver.NewLossCallback(lost)
+	d.mu.Lock()
+	n := d.nodes[nodeKey{l.Key, l.Owner}]
+	var why error
+	switch {
+	case d.closed:
+		why = ErrClosed
+	case n == nil || !n.granted || n.mode != l.Mode || (l.Token != 0 && uint64(n.czxid) != l.Token):
+		why = errors.New("no such hold of this driver")
+	case n.lost != nil:
+		why = n.lost
+	}
+	if why == nil {
+		if st := d.sess.state(n.session); st == nil || st.over() {
+			why = errSessionEnded
+		}
+	}
+	if why == nil {
+		n.watches = append(n.watches, w)
+	}
+	d.mu.Unlock()
+	if why != nil {
+		fireAll([]*lossWatch{w}, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
+		return w.Stop
+	}
+	return func() {
+		d.mu.Lock()
+		for i, x := range n.watches {
+			if x == w {
+				n.watches = append(n.watches[:i], n.watches[i+1:]...)
+				break
+			}
+		}
+		d.mu.Unlock()
+		w.Stop()
+	}
+}

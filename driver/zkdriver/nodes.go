@@ -1,0 +1,336 @@
+package zkdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-zookeeper/zk"
+)
+
+// queue is a parsed, ordered list of a lock's nodes.
+type queue []child
+
+func parseQueue(names []string) queue {
+	q := make(queue, 0, len(names))
+	for _, name := range names {
+		if c, ok := parseChild(name); ok {
+			q = append(q, c)
+		}
+	}
+	sort.Slice(q, func(i, j int) bool { return q[i].seq < q[j].seq })
+	return q
+}
+
+// index returns the position of the node named name, or -1.
+func (q queue) index(name string) int {
+	for i, c := range q {
+		if c.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// blockers returns the nodes among q[:end] that a node in mode must wait
+// for: all of them for Exclusive, the exclusive ones for Shared.
+func (q queue) blockers(end int, m driver.Mode) []child {
+	var b []child
+	for _, c := range q[:end] {
+		if m == driver.Exclusive || c.mode == driver.Exclusive {
+			b = append(b, c)
+		}
+	}
+	return b
+}
+
+// ofOwner returns the nodes of owner in q.
+func (q queue) ofOwner(owner string) []child {
+	var r []child
+	for _, c := range q {
+		if c.owner == owner {
+			r = append(r, c)
+		}
+	}
+	return r
+}
+
+// lease returns the lease of n.
+func (n *node) lease(ttl time.Duration) driver.Lease {
+	return driver.Lease{Key: n.key, Owner: n.owner, Mode: n.mode, Token: uint64(n.czxid), TTL: ttl}
+}
+
+// createResult is what a lock node's create returns.
+type createResult struct {
+	path        string
+	czxid       int64
+	numChildren int32
+	cversion    int32 // the key node's after the create
+	session     int64
+	sent        time.Time
+}
+
+// create creates req's lock node: one multi with the create and a write
+// of the key's node, whose returned stat carries the transaction's zxid
+// (the new node's czxid, the fencing token) and the number of nodes in the
+// queue. It registers the node; on error the node is registered as
+// unknown when the create may have been applied.
+func (d *Driver) create(ctx context.Context, op string, req driver.Request, parent string) (*node, createResult, error) {
+	nk := nodeKey{req.Key, req.Owner}
+	n := &node{key: req.Key, owner: req.Owner, mode: req.Mode, parent: parent, ttl: req.TTL}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil, createResult{}, driver.Permanent(errorf(op, req.Key, ErrClosed))
+	}
+	d.nodes[nk] = n
+	d.mu.Unlock()
+	prefix := parent + "/" + protectedPrefix + req.Owner + modeInfix(req.Mode)
+	data := encodeTTL(req.TTL)
+	var r createResult
+	var err error
+	for attempt := 0; ; attempt++ {
+		r, err = call(ctx, func() (createResult, error) {
+			return d.createNode(parent, prefix, data)
+		}, d.undoCreate)
+		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
+			// The key's node (or the root) is missing: make it. Our
+			// node was not created (a multi is all or nothing).
+			if err = d.ensureParent(ctx, parent); err == nil {
+				continue
+			}
+		}
+		break
+	}
+	if err != nil {
+		d.mu.Lock()
+		if applied := mayHaveApplied(err, ctx); !applied {
+			if d.nodes[nk] == n {
+				delete(d.nodes, nk)
+			}
+		}
+		d.mu.Unlock()
+		if ctx.Err() != nil {
+			return nil, createResult{}, errorf(op, req.Key, ctx.Err())
+		}
+		return nil, createResult{}, fail(op, req.Key, err)
+	}
+	d.mu.Lock()
+	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent
+	d.mu.Unlock()
+	if r.session == 0 {
+		// The session changed while the create was on its way: the
+		// node may live in the old session (then it is gone) or the new
+		// one. Leave it to be found by its name.
+		d.mu.Lock()
+		n.path = ""
+		d.mu.Unlock()
+		return nil, createResult{}, errorf(op, req.Key, errSessionEnded)
+	}
+	if err := checkTTL(req.TTL, d.sessionTimeout(r.session)); err != nil {
+		d.dropNode(ctx, n)
+		return nil, createResult{}, errorf(op, req.Key, err)
+	}
+	return n, r, nil
+}
+
+// createNode sends the create multi. It runs without a context.
+func (d *Driver) createNode(parent, prefix string, data []byte) (createResult, error) {
+	before := d.conn.SessionID()
+	sent := time.Now()
+	res, err := d.conn.Multi(
+		&zk.CreateRequest{Path: prefix, Data: data, Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
+		&zk.SetDataRequest{Path: parent, Data: nil, Version: -1},
+	)
+	after := d.conn.SessionID()
+	if err != nil {
+		return createResult{}, err
+	}
+	if len(res) != 2 || res[0].String == "" || res[1].Stat == nil {
+		return createResult{}, fmt.Errorf("zkdriver: unexpected multi response %+v", res)
+	}
+	r := createResult{
+		path:        res[0].String,
+		czxid:       res[1].Stat.Mzxid, // the multi's zxid: the node's czxid
+		numChildren: res[1].Stat.NumChildren,
+		cversion:    res[1].Stat.Cversion,
+		sent:        sent,
+	}
+	if before == after || before == 0 {
+		r.session = after
+	}
+	return r, nil
+}
+
+// undoCreate deletes a node whose create was abandoned by its caller.
+func (d *Driver) undoCreate(r createResult, err error) {
+	if err == nil && r.path != "" {
+		_ = d.conn.Delete(r.path, -1)
+	}
+}
+
+// mayHaveApplied reports whether a failed call may have been applied on
+// the server: its reply was lost, or ctx gave up waiting for it.
+func mayHaveApplied(err error, ctx context.Context) bool {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return true // abandoned; undoCreate deletes what it made
+	}
+	var code bool
+	for _, e := range []error{zk.ErrNoNode, zk.ErrNodeExists, zk.ErrNoAuth, zk.ErrInvalidACL, zk.ErrBadArguments,
+		zk.ErrInvalidPath, zk.ErrNoChildrenForEphemerals, zk.ErrBadVersion, zk.ErrNotEmpty, zk.ErrInvalidFlags, zk.ErrAPIError} {
+		if errors.Is(err, e) {
+			code = true
+		}
+	}
+	return !code
+}
+
+// ensureParent creates the key's node (a container, which ZooKeeper
+// deletes once it is empty again) and, if needed, the root and its
+// ancestors (persistent).
+func (d *Driver) ensureParent(ctx context.Context, parent string) error {
+	create := func() error {
+		d.mu.Lock()
+		persistent := d.persistent
+		d.mu.Unlock()
+		var err error
+		if persistent {
+			_, err = d.conn.Create(parent, nil, zk.FlagPersistent, d.acl)
+		} else {
+			_, err = d.conn.CreateContainer(parent, nil, zk.FlagContainer, d.acl)
+			if err != nil && strings.Contains(err.Error(), "unknown error: -6") { // Unimplemented: ZooKeeper < 3.5.3
+				d.mu.Lock()
+				d.persistent = true
+				d.mu.Unlock()
+				_, err = d.conn.Create(parent, nil, zk.FlagPersistent, d.acl)
+			}
+		}
+		if errors.Is(err, zk.ErrNodeExists) {
+			return nil
+		}
+		return err
+	}
+	_, err := call(ctx, func() (struct{}, error) {
+		err := create()
+		if errors.Is(err, zk.ErrNoNode) {
+			if err = d.ensureRoot(); err == nil {
+				err = create()
+			}
+		}
+		return struct{}{}, err
+	}, nil)
+	return err
+}
+
+// ensureRoot creates the root and its missing ancestors.
+func (d *Driver) ensureRoot() error {
+	if d.root == "/" {
+		return nil
+	}
+	p := ""
+	for _, seg := range strings.Split(d.root[1:], "/") {
+		p += "/" + seg
+		_, err := d.conn.Create(p, nil, zk.FlagPersistent, d.acl)
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return err
+		}
+	}
+	return nil
+}
+
+// sessionTimeout returns the negotiated timeout of session id, or 0 when
+// it is unknown.
+func (d *Driver) sessionTimeout(id int64) time.Duration {
+	if st := d.sess.state(id); st != nil {
+		return st.timeout
+	}
+	return 0
+}
+
+// grant marks n granted and returns its lease.
+func (d *Driver) grant(n *node, fresh bool) driver.Lease {
+	d.mu.Lock()
+	n.granted, n.fresh = true, fresh
+	l := n.lease(n.ttl)
+	d.mu.Unlock()
+	return l
+}
+
+// errNodeGone means the driver's own node disappeared: its session ended
+// or another client deleted it (its lease had expired).
+var errNodeGone = errors.New("zkdriver: the lock node disappeared")
+
+// dropNode deletes n's node and forgets n. It returns an error when the
+// node may still exist. If ctx is done, the node is deleted in the
+// background (go-zookeeper bounds the request by the connection's life:
+// it is answered, or failed when the connection breaks or is closed), so
+// that the caller returns by ctx's deadline even when ZooKeeper does not
+// answer; dropNode then returns ctx's error.
+func (d *Driver) dropNode(ctx context.Context, n *node) error {
+	d.mu.Lock()
+	path := n.path
+	d.mu.Unlock()
+	if path == "" {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		if d.closedErr() == nil {
+			go func() {
+				if err := d.conn.Delete(path, -1); err == nil || errors.Is(err, zk.ErrNoNode) {
+					d.forget(n)
+				}
+			}()
+		}
+		return err
+	}
+	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, -1) }, nil)
+	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	d.forget(n)
+	return nil
+}
+
+// forget removes n from the driver's nodes.
+func (d *Driver) forget(n *node) {
+	d.mu.Lock()
+	nk := nodeKey{n.key, n.owner}
+	if d.nodes[nk] == n {
+		delete(d.nodes, nk)
+	}
+	d.mu.Unlock()
+}
+
+// errNotOurs means a node found by its name belongs to another session.
+var errNotOurs = errors.New("zkdriver: node of another session")
+
+// write refreshes the node at path: its data is the lease length, and the
+// returned stat its czxid. It fails with errNotOurs if the node does not
+// belong to the connection's current session.
+func (d *Driver) write(ctx context.Context, path string, ttl time.Duration) (*zk.Stat, error) {
+	data := encodeTTL(ttl)
+	st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, -1) }, nil)
+	if err != nil {
+		return nil, err
+	}
+	if st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() {
+		return nil, errNotOurs
+	}
+	return st, nil
+}
+
+// listResult carries the results of a Children through call.
+type listResult struct {
+	names []string
+	st    *zk.Stat
+}
+
+// getResult carries the results of a Get through call.
+type getResult struct {
+	data []byte
+	st   *zk.Stat
+}

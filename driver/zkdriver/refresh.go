@@ -1,0 +1,383 @@
+package zkdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-zookeeper/zk"
+)
+
+// Refresh implements driver.Driver: it rewrites the node's data (one round
+// trip), which proves that the session and the node are alive and restarts
+// the lease for those watching the node. It fails with driver.ErrNotHeld
+// when the node is gone, belongs to an ended session, or its lease ran out
+// by this client's clock (the node is then deleted). The first Refresh
+// after Acquire granted a node that was written recently (a waiting node
+// is rewritten every third of its TTL) is answered without a round trip:
+// the lease it returns is what remains of the TTL since that write.
+func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	out, err := d.refresh(ctx, l)
+	return d.finalLease(ctx, "refresh", l.Key, out, err)
+}
+
+func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	const op = "refresh"
+	if err := d.begin(ctx, op, l.Key); err != nil {
+		return driver.Lease{}, err
+	}
+	n, stale, err := d.lookup(op, l)
+	if err == errUnknownHere {
+		return d.refreshByName(ctx, op, l)
+	}
+	if err != nil {
+		return driver.Lease{}, err
+	}
+	ttl := l.TTL
+	if ttl <= 0 {
+		ttl = n.ttl
+	}
+	if stale {
+		return d.recheck(ctx, op, n, ttl, false)
+	}
+	d.mu.Lock()
+	if n.fresh {
+		n.fresh = false
+		if rem := n.ttl - time.Since(n.written); rem >= n.ttl/2 && rem >= MinTTL {
+			out := n.lease(rem.Truncate(time.Millisecond))
+			d.mu.Unlock()
+			return out, nil
+		}
+	}
+	path := n.path
+	d.mu.Unlock()
+	sent := time.Now()
+	st, err := d.write(ctx, path, ttl)
+	if err == nil && st.Czxid != n.czxid {
+		err = errNotOurs
+	}
+	if err != nil {
+		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, errNotOurs) {
+			d.forget(n)
+			return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
+		}
+		if ctx.Err() != nil {
+			return driver.Lease{}, errorf(op, l.Key, ctx.Err())
+		}
+		return driver.Lease{}, fail(op, l.Key, err)
+	}
+	d.mu.Lock()
+	n.written, n.mzxid, n.ttl = sent, st.Mzxid, ttl
+	out := n.lease(ttl)
+	d.mu.Unlock()
+	return out, nil
+}
+
+// lookup returns the driver's node for l if it is a hold: granted, in
+// l.Mode, with token l.Token (unless 0), of the current session. stale
+// reports that its lease ran out by this client's clock since this
+// driver last wrote it (another driver may have rewritten it since: see
+// recheck). It returns errUnknownHere when the driver has no node for l,
+// and an error wrapping driver.ErrNotHeld when l is not a hold.
+func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err error) {
+	d.mu.Lock()
+	n = d.nodes[nodeKey{l.Key, l.Owner}]
+	var why error
+	switch {
+	case n == nil:
+		d.mu.Unlock()
+		return nil, false, errUnknownHere
+	case !n.granted:
+		why = errors.New("queued, not granted")
+	case n.mode != l.Mode:
+		why = fmt.Errorf("held in %v mode", n.mode)
+	case l.Token != 0 && uint64(n.czxid) != l.Token:
+		why = fmt.Errorf("held with token %d", n.czxid)
+	case n.lost != nil:
+		why = n.lost
+	}
+	stale = time.Since(n.written) >= n.ttl
+	lost := n.lost
+	session := n.session
+	d.mu.Unlock()
+	if why == nil {
+		if st := d.sess.state(session); st == nil || st.over() || session != d.conn.SessionID() {
+			why = errSessionEnded
+			lost = why
+		}
+	}
+	if why == nil {
+		return n, stale, nil
+	}
+	if lost != nil {
+		d.forget(n)
+	}
+	return nil, false, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
+}
+
+// recheck decides about a hold whose lease ran out by this client's
+// clock: it is over unless another driver rewrote the node since this one
+// last did. Then the server's clock decides: the node is rewritten (with
+// ttl) and the lease is alive if that write came less than the node's TTL
+// after the other one. A lease found over is deleted and
+// driver.ErrNotHeld returned. With release set, a live hold is deleted
+// too (and the lease returned, with no error).
+func (d *Driver) recheck(ctx context.Context, op string, n *node, ttl time.Duration, release bool) (driver.Lease, error) {
+	d.mu.Lock()
+	path, mzxid := n.path, n.mzxid
+	d.mu.Unlock()
+	over := func(why string) (driver.Lease, error) {
+		_ = d.dropNode(ctx, n)
+		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %s", driver.ErrNotHeld, why))
+	}
+	failed := func(err error) (driver.Lease, error) {
+		if ctx.Err() != nil {
+			return driver.Lease{}, errorf(op, n.key, ctx.Err())
+		}
+		return driver.Lease{}, fail(op, n.key, err)
+	}
+	got, err := call(ctx, func() (getResult, error) {
+		data, st, err := d.conn.Get(path)
+		return getResult{data, st}, err
+	}, nil)
+	switch {
+	case errors.Is(err, zk.ErrNoNode):
+		d.forget(n)
+		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
+	case err != nil:
+		return failed(err)
+	case got.st.Czxid != n.czxid || got.st.EphemeralOwner != n.session:
+		d.forget(n)
+		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNotOurs))
+	case got.st.Mzxid == mzxid:
+		return over("the lease ran out")
+	}
+	old, ok := decodeTTL(got.data)
+	if !ok {
+		old = n.ttl
+	}
+	sent := time.Now()
+	st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, encodeTTL(ttl), got.st.Version) }, nil)
+	switch {
+	case errors.Is(err, zk.ErrBadVersion):
+		// Rewritten again meanwhile: alive. Write it once more.
+		st, err = d.write(ctx, path, ttl)
+		if err != nil {
+			return failed(err)
+		}
+	case errors.Is(err, zk.ErrNoNode):
+		d.forget(n)
+		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
+	case err != nil:
+		return failed(err)
+	case time.Duration(st.Mtime-got.st.Mtime)*time.Millisecond >= old:
+		return over("the lease ran out")
+	}
+	d.mu.Lock()
+	n.written, n.mzxid, n.ttl = sent, st.Mzxid, ttl
+	out := n.lease(ttl)
+	d.mu.Unlock()
+	if release {
+		if err := d.dropNode(ctx, n); err != nil {
+			return failed(err)
+		}
+	}
+	return out, nil
+}
+
+// maxMulti bounds the operations of one multi request.
+const maxMulti = 500
+
+// RefreshBatch implements driver.BatchRefresher: the leases' nodes are
+// rewritten by one multi request per 500 leases. A multi is all or
+// nothing: when a node is gone, the multi fails, that lease gets
+// driver.ErrNotHeld and the others are sent again without it.
+func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
+	errs := d.refreshBatch(ctx, ls)
+	for i, err := range errs {
+		errs[i] = d.final(ctx, "refresh", ls[i].Key, err)
+	}
+	return errs
+}
+
+func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
+	const op = "refresh"
+	errs := make([]error, len(ls))
+	if err := d.begin(ctx, op, ""); err != nil {
+		for i, l := range ls {
+			errs[i] = d.begin(ctx, op, l.Key)
+		}
+		return errs
+	}
+	type item struct {
+		i    int
+		n    *node
+		path string
+		ttl  time.Duration
+	}
+	var items []item
+	for i, l := range ls {
+		n, stale, err := d.lookup(op, l)
+		if err == errUnknownHere {
+			_, errs[i] = d.refreshByName(ctx, op, l)
+			continue
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		ttl := l.TTL
+		if ttl <= 0 {
+			ttl = n.ttl
+		}
+		if stale {
+			_, errs[i] = d.recheck(ctx, op, n, ttl, false)
+			continue
+		}
+		d.mu.Lock()
+		n.fresh = false
+		items = append(items, item{i, n, n.path, ttl})
+		d.mu.Unlock()
+	}
+	for len(items) > 0 {
+		chunk := items[:min(len(items), maxMulti)]
+		ops := make([]any, len(chunk))
+		for j, it := range chunk {
+			ops[j] = &zk.SetDataRequest{Path: it.path, Data: encodeTTL(it.ttl), Version: -1}
+		}
+		sent := time.Now()
+		res, err := call(ctx, func() ([]zk.MultiResponse, error) { return d.conn.Multi(ops...) }, nil)
+		session := d.conn.SessionID()
+		if err != nil && len(res) == len(chunk) {
+			// One operation failed and the rest were rolled back: the
+			// failed one names its error.
+			failed := -1
+			for j, r := range res {
+				if r.Error != nil {
+					failed = j
+					break
+				}
+			}
+			if failed >= 0 && errors.Is(res[failed].Error, zk.ErrNoNode) {
+				it := chunk[failed]
+				d.forget(it.n)
+				errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
+				items = append(append(items[:0:0], chunk[:failed]...), append(chunk[failed+1:], items[len(chunk):]...)...)
+				continue
+			}
+		}
+		if err != nil {
+			for _, it := range chunk {
+				if ctx.Err() != nil {
+					errs[it.i] = errorf(op, ls[it.i].Key, ctx.Err())
+				} else {
+					errs[it.i] = fail(op, ls[it.i].Key, err)
+				}
+			}
+			items = items[len(chunk):]
+			continue
+		}
+		d.mu.Lock()
+		for j, it := range chunk {
+			st := res[j].Stat
+			if st == nil || st.Czxid != it.n.czxid || st.EphemeralOwner != it.n.session || st.EphemeralOwner != session {
+				errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNotOurs))
+				continue
+			}
+			it.n.written, it.n.mzxid, it.n.ttl = sent, st.Mzxid, it.ttl
+		}
+		d.mu.Unlock()
+		items = items[len(chunk):]
+	}
+	return errs
+}
+
+// errUnknownHere is held's answer for a lease this driver has no node
+// for: granted by another driver, or before this driver was made.
+var errUnknownHere = errors.New("zkdriver: lease unknown to this driver")
+
+// refreshByName refreshes a lease this driver does not know, granted by
+// another driver: it finds l.Owner's node in the key's queue, checks that
+// it is a hold in l.Mode with token l.Token (unless 0), and rewrites it.
+// Not having seen the lease granted, this driver cannot judge its expiry
+// by its own clock: it uses the server's, the node's modification time,
+// before and after the rewrite. It takes three round trips.
+func (d *Driver) refreshByName(ctx context.Context, op string, l driver.Lease) (driver.Lease, error) {
+	parent := d.parentPath(l.Key)
+	notHeld := func(why string) (driver.Lease, error) {
+		return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %s", driver.ErrNotHeld, why))
+	}
+	failed := func(err error) (driver.Lease, error) {
+		if ctx.Err() != nil {
+			return driver.Lease{}, errorf(op, l.Key, ctx.Err())
+		}
+		return driver.Lease{}, fail(op, l.Key, err)
+	}
+	names, err := call(ctx, func() ([]string, error) {
+		names, _, err := d.conn.Children(parent)
+		return names, err
+	}, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return notHeld("no such hold")
+	}
+	if err != nil {
+		return failed(err)
+	}
+	q := parseQueue(names)
+	var c *child
+	for _, x := range q.ofOwner(l.Owner) {
+		if x.mode == l.Mode {
+			c = &x
+			break
+		}
+	}
+	if c == nil {
+		return notHeld("no such hold")
+	}
+	if len(q.blockers(q.index(c.name), c.mode)) > 0 {
+		return notHeld("queued, not granted")
+	}
+	path := parent + "/" + c.name
+	ttl := l.TTL
+	for range 3 {
+		got, err := call(ctx, func() (getResult, error) {
+			data, st, err := d.conn.Get(path)
+			return getResult{data, st}, err
+		}, nil)
+		if errors.Is(err, zk.ErrNoNode) {
+			return notHeld("the node is gone")
+		}
+		if err != nil {
+			return failed(err)
+		}
+		if l.Token != 0 && uint64(got.st.Czxid) != l.Token {
+			return notHeld("another hold of the owner")
+		}
+		old, ok := decodeTTL(got.data)
+		if !ok {
+			old = ttl
+		}
+		if ttl <= 0 {
+			ttl = old
+		}
+		st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, encodeTTL(ttl), got.st.Version) }, nil)
+		switch {
+		case errors.Is(err, zk.ErrBadVersion):
+			continue // refreshed meanwhile: look again
+		case errors.Is(err, zk.ErrNoNode):
+			return notHeld("the node is gone")
+		case err != nil:
+			return failed(err)
+		}
+		if time.Duration(st.Mtime-got.st.Mtime)*time.Millisecond >= old {
+			// The lease had run out, by the server's clock: do not
+			// bring it back.
+			_, _ = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
+			return notHeld("the lease ran out")
+		}
+		return driver.Lease{Key: l.Key, Owner: l.Owner, Mode: l.Mode, Token: uint64(st.Czxid), TTL: ttl}, nil
+	}
+	return failed(errors.New("the node kept changing"))
+}

@@ -1,0 +1,248 @@
+package zkdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-zookeeper/zk"
+)
+
+// TryAcquire implements driver.Driver. It creates the owner's lock node
+// (one round trip when the key is free) and keeps it if the node is first
+// in the key's queue (Exclusive) or has no exclusive node before it
+// (Shared); otherwise it deletes it again and returns a *driver.LockedError.
+// While a key is contended it lists the queue first and creates no node
+// when the key is taken. A second TryAcquire by the holder refreshes the
+// lease and returns the same token; a TryAcquire after one whose reply was
+// lost finds the owner's node by its name.
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	l, err := d.tryAcquire(ctx, req)
+	return d.finalLease(ctx, "acquire", req.Key, l, err)
+}
+
+func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	const op = "acquire"
+	if err := d.beginRequest(ctx, op, req); err != nil {
+		return driver.Lease{}, err
+	}
+	parent := d.parentPath(req.Key)
+	d.mu.Lock()
+	n := d.nodes[nodeKey{req.Key, req.Owner}]
+	d.mu.Unlock()
+	if n != nil {
+		l, done, err := d.resume(ctx, op, n, req, false)
+		if done {
+			return l, err
+		}
+	}
+	if d.isHot(req.Key) {
+		if err := d.peek(ctx, op, req, parent); err != nil {
+			return driver.Lease{}, err
+		}
+	}
+	n, r, err := d.create(ctx, op, req, parent)
+	if err != nil {
+		return driver.Lease{}, err
+	}
+	if r.numChildren == 1 {
+		return d.grant(n, false), nil
+	}
+	return d.settle(ctx, op, n, req)
+}
+
+// peek lists key's queue and returns a *driver.LockedError if req would
+// have to wait, after checking whether the first node's lease expired.
+// It returns nil when req may try to create its node.
+func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent string) error {
+	got, err := call(ctx, func() (listResult, error) {
+		names, st, err := d.conn.Children(parent)
+		return listResult{names, st}, err
+	}, nil)
+	if err != nil {
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return errorf(op, req.Key, ctx.Err())
+		}
+		return nil // the create path reports it, if it persists
+	}
+	q := parseQueue(got.names)
+	d.snapshot(nodeKey{req.Key, req.Owner}, q, got.st.Cversion, 0)
+	b := q.blockers(len(q), req.Mode)
+	if len(b) == 0 {
+		return nil
+	}
+	if len(q.ofOwner(req.Owner)) > 0 {
+		return nil // ours: reconciled by the create path
+	}
+	first := q[0]
+	if first.name != b[0].name {
+		// A shared first node; the exclusive one behind it waits.
+		d.markHot(req.Key)
+		return &driver.LockedError{}
+	}
+	gone, remaining, err := d.reclaim(ctx, parent, first)
+	if err != nil {
+		if ctx.Err() != nil {
+			return errorf(op, req.Key, ctx.Err())
+		}
+		return nil
+	}
+	if gone && len(b) == 1 {
+		return nil
+	}
+	d.markHot(req.Key)
+	return &driver.LockedError{Remaining: remaining}
+}
+
+// settle lists the queue after n was created behind other nodes: n is
+// granted if nothing before it blocks it (or what blocked it had expired);
+// otherwise n is deleted and a *driver.LockedError returned.
+func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Request) (driver.Lease, error) {
+	got, err := call(ctx, func() (listResult, error) {
+		names, st, err := d.conn.Children(n.parent)
+		return listResult{names, st}, err
+	}, nil)
+	if err != nil {
+		d.dropNode(ctx, n)
+		if ctx.Err() != nil {
+			return driver.Lease{}, errorf(op, req.Key, ctx.Err())
+		}
+		return driver.Lease{}, fail(op, req.Key, err)
+	}
+	q := parseQueue(got.names)
+	name := n.path[len(n.parent)+1:]
+	i := q.index(name)
+	if i < 0 {
+		d.forget(n)
+		return driver.Lease{}, errorf(op, req.Key, errNodeGone)
+	}
+	// Older nodes of the same owner (a create whose reply was lost):
+	// the oldest one is the owner's place.
+	if mine := q.ofOwner(req.Owner); len(mine) > 1 {
+		return d.adoptOldest(ctx, op, n, req, q, mine)
+	}
+	b := q.blockers(i, req.Mode)
+	var remaining time.Duration
+	if len(b) > 0 && q[0].name == b[0].name {
+		gone, rem, err := d.reclaim(ctx, n.parent, q[0])
+		if err == nil && gone {
+			b = b[1:]
+		}
+		remaining = rem
+	}
+	if len(b) == 0 {
+		return d.grant(n, false), nil
+	}
+	d.markHot(req.Key)
+	if err := d.dropNode(ctx, n); err != nil {
+		// The node may still be there: report the failure, so that the
+		// front-end cleans up (Release) rather than leave a node
+		// blocking the queue.
+		return driver.Lease{}, fail(op, req.Key, err)
+	}
+	d.snapshot(nodeKey{req.Key, req.Owner}, append(q[:i:i], q[i+1:]...), got.st.Cversion, 1)
+	return driver.Lease{}, &driver.LockedError{Remaining: remaining}
+}
+
+// adoptOldest handles several nodes of one owner in a queue: the result of
+// a create whose reply was lost and a retry. It deletes all but the oldest
+// and continues with that one as n.
+func (d *Driver) adoptOldest(ctx context.Context, op string, n *node, req driver.Request, q queue, mine []child) (driver.Lease, error) {
+	oldest := mine[0]
+	for _, c := range mine[1:] {
+		p := n.parent + "/" + c.name
+		if _, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return driver.Lease{}, fail(op, req.Key, err)
+		}
+	}
+	d.mu.Lock()
+	n.path = n.parent + "/" + oldest.name
+	n.czxid = 0
+	d.mu.Unlock()
+	l, _, err := d.resume(ctx, op, n, req, false)
+	return l, err
+}
+
+// resume continues with a node this driver already has for req's owner:
+// a hold (re-acquire: refresh it, same token), a create whose outcome is
+// not known (find the node by its name), or a leftover queue place. It
+// reports done=false when the caller should create a new node.
+func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Request, wait bool) (driver.Lease, bool, error) {
+	d.mu.Lock()
+	path, granted, lost, mode, session := n.path, n.granted, n.lost, n.mode, n.session
+	expired := granted && time.Since(n.written) >= n.ttl
+	d.mu.Unlock()
+	if lost != nil || (path != "" && session != d.conn.SessionID()) {
+		// Its session is over: so is the node. A new node, with a new
+		// token, is a new grant.
+		d.forget(n)
+		return driver.Lease{}, false, nil
+	}
+	if mode != req.Mode {
+		return driver.Lease{}, true, driver.Permanent(errorf(op, req.Key, fmt.Errorf("owner %.8s… already has a %v node", req.Owner, mode)))
+	}
+	if path == "" {
+		// Find the node of the lost reply.
+		names, err := call(ctx, func() ([]string, error) {
+			names, _, err := d.conn.Children(n.parent)
+			return names, err
+		}, nil)
+		if errors.Is(err, zk.ErrNoNode) {
+			d.forget(n)
+			return driver.Lease{}, false, nil
+		}
+		if err != nil {
+			return driver.Lease{}, true, fail(op, req.Key, err)
+		}
+		mine := parseQueue(names).ofOwner(req.Owner)
+		if len(mine) == 0 {
+			d.forget(n)
+			return driver.Lease{}, false, nil
+		}
+		for _, c := range mine[1:] {
+			p := n.parent + "/" + c.name
+			_, _ = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil)
+		}
+		path = n.parent + "/" + mine[0].name
+		d.mu.Lock()
+		n.path = path
+		d.mu.Unlock()
+	}
+	if expired {
+		// The lease ran out by our own clock: others may already
+		// consider the node dead. Start over with a new node.
+		_ = d.dropNode(ctx, n)
+		return driver.Lease{}, false, nil
+	}
+	// Refresh the node: this proves it exists in our session and gives
+	// its czxid.
+	sent := time.Now()
+	st, err := d.write(ctx, path, req.TTL)
+	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, errNotOurs) {
+		d.forget(n)
+		return driver.Lease{}, false, nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return driver.Lease{}, true, errorf(op, req.Key, ctx.Err())
+		}
+		return driver.Lease{}, true, fail(op, req.Key, err)
+	}
+	d.mu.Lock()
+	n.czxid, n.mzxid, n.session, n.written, n.ttl = st.Czxid, st.Mzxid, st.EphemeralOwner, sent, req.TTL
+	d.mu.Unlock()
+	if granted {
+		return d.grant(n, false), true, nil
+	}
+	if wait {
+		return driver.Lease{}, false, nil // the caller waits with n
+	}
+	// A queue place or a found node: granted only if first.
+	l, err := d.settle(ctx, op, n, req)
+	return l, true, err
+}
