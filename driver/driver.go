@@ -72,7 +72,7 @@
 //     waiters are served in FIFO order within one process only, and a
 //     process that releases and re-locks at once may overtake waiters in
 //     other processes.
-//   - [Acquirer]: the backend has a native fair queue (etcd revisions,
+//   - [Acquirer]: the backend has a fair queue of its own (etcd revisions,
 //     ZooKeeper sequential nodes) and the driver waits in it. Without it,
 //     the front-end waits itself: TryAcquire, then a notification or
 //     backoff, then TryAcquire (or TryAcquireQueued) again.

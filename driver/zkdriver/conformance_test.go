@@ -15,5 +15,5 @@ func TestConformance(t *testing.T) {
 	server(t)
 	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
 		return newProxiedDriver(t, conformanceSession)
-	})
+	}, lockertest.WithCloseClient(closeClient), lockertest.WithStall(stall))
 }
