@@ -1,0 +1,2 @@
+// Package memcachedriver is a locker driver for memcached.
+package memcachedriver
