@@ -30,12 +30,12 @@ type call struct {
 	abandoned bool          // the caller returned first; guarded by Driver.mu
 }
 
-// do runs f, the requests of one call by owner, and returns its error. gomemcache
-// takes no context, so when ctx can end f runs on a goroutine of its own
-// and do returns as soon as ctx ends, with ctx's error, or the driver is
-// closed, with ErrClosed, whichever comes first; f then sees the same
-// through live before its next request and stops, and the request it is
-// waiting for ends within the client's Timeout. Its result is dropped.
+// do runs f, the requests of one call by owner, and returns its error.
+// gomemcache takes no context, so f runs on a goroutine of its own and do
+// returns as soon as ctx ends, with ctx's error, or the driver is closed,
+// with ErrClosed, whichever comes first; f then sees the same through
+// live before its next request and stops, and the request it is waiting
+// for ends within the client's Timeout. Its result is dropped.
 //
 // A call that the caller abandoned this way is counted for owner until f
 // returns, for settle.
@@ -50,12 +50,6 @@ func (d *Driver) do(ctx context.Context, owner string, f func(ctx context.Contex
 	}
 	d.running.Add(1)
 	d.mu.Unlock()
-	if ctx.Done() == nil {
-		// ctx never ends: nothing to return early for. (A Close still
-		// stops f before its next request.)
-		defer d.running.Done()
-		return f(ctx)
-	}
 	c := &call{done: make(chan struct{})}
 	go func() {
 		defer d.running.Done()

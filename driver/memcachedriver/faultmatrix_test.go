@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/go-locker/locker/driver"
@@ -13,14 +14,17 @@ import (
 )
 
 // matrixTTL is the lease length of the fault matrix on memcached: the
-// driver's shortest.
-const matrixTTL = memcachedriver.MinTTL
+// driver's shortest. matrixTimeout is its clients' gomemcache Timeout.
+const (
+	matrixTTL     = memcachedriver.MinTTL
+	matrixTimeout = 500 * time.Millisecond
+)
 
 // dialMatrix opens a client of the fault matrix: gomemcache's Timeout
 // bounds each request, and the driver returns by its context's deadline.
 func dialMatrix(addr string) (driver.Driver, func() error, error) {
 	c := memcache.New(addr)
-	c.Timeout = clientTimeout
+	c.Timeout = matrixTimeout
 	c.MaxIdleConns = 16
 	d, err := memcachedriver.New(c, nil)
 	if err != nil {

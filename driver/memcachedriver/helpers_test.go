@@ -15,8 +15,10 @@ import (
 	"github.com/go-locker/locker/internal/memcachedtest"
 )
 
-// clientTimeout is the gomemcache Timeout of the tests' clients.
-const clientTimeout = 500 * time.Millisecond
+// clientTimeout is the gomemcache Timeout of the tests' clients: longer
+// than the 600ms deadlines of the stall hook's calls, so that those end by
+// their context rather than by a socket timeout.
+const clientTimeout = time.Second
 
 // server returns the package's shared memcached or skips t.
 func server(t *testing.T) *memcachedtest.Server {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -109,6 +110,18 @@ func (d *Driver) acquire(ctx context.Context, key, owner string, ttl int64) (uin
 				return 0, err
 			}
 		default:
+			if isServerError(err) {
+				// memcached allocates the new item before it looks
+				// for the key, so a full memcached (-M) refuses an
+				// add with an error even when the key is held: say
+				// by whom, if it is.
+				if err := d.live(ctx); err != nil {
+					return 0, err
+				}
+				if _, r, gerr := d.gets(hk); gerr == nil && r.owner != owner {
+					return 0, &driver.LockedError{Remaining: r.remaining()}
+				}
+			}
 			return 0, err
 		}
 
@@ -350,6 +363,12 @@ func (d *Driver) gets(hk string) (*memcache.Item, record, error) {
 		return nil, record{}, driver.Permanent(err)
 	}
 	return it, r, nil
+}
+
+// isServerError reports whether err is a SERVER_ERROR reply, such as
+// memcached's out of memory.
+func isServerError(err error) bool {
+	return strings.Contains(err.Error(), `"SERVER_ERROR`)
 }
 
 // errChanged and errGone are what cas returns when the item changed, or
