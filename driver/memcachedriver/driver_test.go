@@ -152,8 +152,14 @@ func TestRefreshNeverRecreates(t *testing.T) {
 	if _, err := d.Refresh(ctxT(t), l); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Refresh of a deleted hold = %v; want ErrNotHeld", err)
 	}
+	wantNoItem(t, srv, hk)
+}
+
+// wantNoItem fails t unless srv has no item hk.
+func wantNoItem(t *testing.T, srv *memcachedtest.Server, hk string) {
+	t.Helper()
 	if reply, err := memcachedtest.Do(srv.Addr, "get "+hk); err != nil || reply != "END" {
-		t.Fatalf("after Refresh: get %s = %q, %v; want no item", hk, reply, err)
+		t.Fatalf("get %s = %q, %v; want no item", hk, reply, err)
 	}
 }
 
@@ -191,9 +197,7 @@ func TestPendingClaim(t *testing.T) {
 	if err := d.Release(ctxT(t), driver.Lease{Key: key, Owner: own, TTL: ttl}); err != nil {
 		t.Fatalf("Release(token 0) of a pending claim: %v", err)
 	}
-	if reply, err := memcachedtest.Do(srv.Addr, "get "+hk); err != nil || reply != "END" {
-		t.Fatalf("get %s = %q, %v; want no item", hk, reply, err)
-	}
+	wantNoItem(t, srv, hk)
 }
 
 // TestForeignValue checks that an item under the driver's key that the
@@ -353,31 +357,43 @@ func TestClosed(t *testing.T) {
 	resume()
 	<-closed
 
-	calls := map[string]func(ctx context.Context) error{
-		"TryAcquire": func(ctx context.Context) error {
-			_, err := d.TryAcquire(ctx, req(key, owner(), ttl))
-			return err
-		},
-		"Refresh": func(ctx context.Context) error {
-			_, err := d.Refresh(ctx, l)
-			return err
-		},
-		"Release": func(ctx context.Context) error { return d.Release(ctx, l) },
-	}
-	for name, call := range calls {
+	calls := callsOn(t, d, l)
+	for _, c := range calls {
 		for _, ctx := range []context.Context{context.Background(), ctxT(t)} {
 			start := time.Now()
-			err := call(ctx)
+			err := c.f(ctx)
 			if !driver.IsPermanent(err) || !errors.Is(err, memcachedriver.ErrClosed) {
-				t.Errorf("%s after Close = %v; want a permanent ErrClosed", name, err)
+				t.Errorf("%s after Close = %v; want a permanent ErrClosed", c.name, err)
 			}
 			if e := time.Since(start); e > 100*time.Millisecond {
-				t.Errorf("%s after Close took %v", name, e)
+				t.Errorf("%s after Close took %v", c.name, e)
 			}
 		}
 	}
 	if err := d.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// namedCall is one driver call, for the tests that make each call alike.
+type namedCall struct {
+	name string
+	f    func(ctx context.Context) error
+}
+
+// callsOn returns a TryAcquire of a new key, a Refresh of l and a Release
+// of l, all on d.
+func callsOn(t *testing.T, d driver.Driver, l driver.Lease) []namedCall {
+	return []namedCall{
+		{"TryAcquire", func(ctx context.Context) error {
+			_, err := d.TryAcquire(ctx, req(uniqueKey(t), owner(), ttl))
+			return err
+		}},
+		{"Refresh", func(ctx context.Context) error {
+			_, err := d.Refresh(ctx, l)
+			return err
+		}},
+		{"Release", func(ctx context.Context) error { return d.Release(ctx, l) }},
 	}
 }
 
@@ -391,20 +407,7 @@ func TestStall(t *testing.T) {
 	key := uniqueKey(t)
 	l := mustAcquire(t, d, req(key, owner(), ttl))
 	resume := stall(t, d)
-	calls := []struct {
-		name string
-		f    func(ctx context.Context) error
-	}{
-		{"TryAcquire", func(ctx context.Context) error {
-			_, err := d.TryAcquire(ctx, req(uniqueKey(t), owner(), ttl))
-			return err
-		}},
-		{"Refresh", func(ctx context.Context) error {
-			_, err := d.Refresh(ctx, l)
-			return err
-		}},
-		{"Release", func(ctx context.Context) error { return d.Release(ctx, l) }},
-	}
+	calls := callsOn(t, d, l)
 	var wg sync.WaitGroup
 	for _, c := range calls {
 		wg.Go(func() {

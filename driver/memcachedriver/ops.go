@@ -208,26 +208,9 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	}
 	hk, _ := itemKeys(d.prefix, l.Key)
 	err = d.do(ctx, l.Owner, func(ctx context.Context) error {
-		for range maxRounds {
-			if err := d.live(ctx); err != nil {
-				return err
-			}
-			it, r, err := d.gets(hk)
-			if err != nil {
-				return notHeldIfMissing(err)
-			}
-			if !r.held(l) {
-				return driver.ErrNotHeld
-			}
-			if err := d.live(ctx); err != nil {
-				return err
-			}
-			err = d.cas(it, newRecord(r.token, r.nonce, ttl, l.Owner), ttl+expirySlack)
-			if !errors.Is(err, errChanged) {
-				return notHeldIfMissing(err)
-			}
-		}
-		return errBusy
+		return d.rewrite(ctx, hk, func(r record) bool { return r.held(l) }, func(it *memcache.Item, r record) error {
+			return d.cas(it, newRecord(r.token, r.nonce, ttl, l.Owner), ttl+expirySlack)
+		})
 	})
 	if err != nil {
 		return driver.Lease{}, opError(op, l.Key, err)
@@ -320,8 +303,22 @@ func retryRelease(err error) bool {
 }
 
 // releaseOnce is one release of l, whose hold item is hk; it stops when
-// ctx ends or the driver is closed.
+// ctx ends or the driver is closed. The compare-and-swap stores an item
+// that has already expired.
 func (d *Driver) releaseOnce(ctx context.Context, hk string, l driver.Lease) error {
+	mine := func(r record) bool { return r.owner == l.Owner && (l.Token == 0 || r.token == l.Token) }
+	return d.rewrite(ctx, hk, mine, func(it *memcache.Item, _ record) error {
+		return casResult(d.client.CompareAndSwap(&memcache.Item{Key: hk, Value: nil, Expiration: -1, CasID: it.CasID}))
+	})
+}
+
+// rewrite reads the hold item hk and, if mine accepts its record, replaces
+// it with write, a compare-and-swap of the item read; when another write
+// came between the two it starts again, up to maxRounds times. A missing
+// item, one that mine refuses and one that vanishes before the
+// compare-and-swap are ErrNotHeld. It stops when ctx ends or the driver is
+// closed.
+func (d *Driver) rewrite(ctx context.Context, hk string, mine func(record) bool, write func(*memcache.Item, record) error) error {
 	for range maxRounds {
 		if err := d.live(ctx); err != nil {
 			return err
@@ -330,14 +327,13 @@ func (d *Driver) releaseOnce(ctx context.Context, hk string, l driver.Lease) err
 		if err != nil {
 			return notHeldIfMissing(err)
 		}
-		if r.owner != l.Owner || (l.Token != 0 && r.token != l.Token) {
+		if !mine(r) {
 			return driver.ErrNotHeld
 		}
 		if err := d.live(ctx); err != nil {
 			return err
 		}
-		err = casResult(d.client.CompareAndSwap(&memcache.Item{Key: hk, Value: nil, Expiration: -1, CasID: it.CasID}))
-		if !errors.Is(err, errChanged) {
+		if err := write(it, r); !errors.Is(err, errChanged) {
 			return notHeldIfMissing(err)
 		}
 	}
