@@ -1,0 +1,149 @@
+package memcachedriver_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/memcachedriver"
+	"github.com/go-locker/locker/internal/faultproxy"
+	"github.com/go-locker/locker/internal/memcachedtest"
+)
+
+// clientTimeout is the gomemcache Timeout of the tests' clients: longer
+// than the 600ms deadlines of the stall hook's calls, so that those end by
+// their context rather than by a socket timeout.
+const clientTimeout = time.Second
+
+// server returns the package's shared memcached or skips t.
+func server(t *testing.T) *memcachedtest.Server {
+	t.Helper()
+	if sharedServer == nil {
+		memcachedtest.SkipOrFail(t, sharedServerErr)
+	}
+	return sharedServer
+}
+
+// fixture is what the tests keep of a driver they made: its client, and
+// the fault proxy its connections go through.
+type fixture struct {
+	client *memcache.Client
+	proxy  *faultproxy.Proxy
+}
+
+// fixtures maps each *memcachedriver.Driver that newDriver made to its
+// fixture, for the hooks closeClient and stall.
+var fixtures sync.Map
+
+// newClient returns a client of addr, closed at t's cleanup.
+func newClient(t *testing.T, addr string) *memcache.Client {
+	t.Helper()
+	c := memcache.New(addr)
+	c.Timeout = clientTimeout
+	c.MaxIdleConns = 16
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// newDriver returns a driver with a client of its own that reaches the
+// server at addr through a fault proxy of its own, as a separate process
+// would; both are closed at t's cleanup.
+func newDriver(t *testing.T, addr string) *memcachedriver.Driver {
+	t.Helper()
+	p := faultproxy.ForTest(t, addr)
+	c := newClient(t, p.Addr())
+	d, err := memcachedriver.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixtures.Store(d, &fixture{client: c, proxy: p})
+	t.Cleanup(func() {
+		_ = d.Close()
+		fixtures.Delete(d)
+	})
+	return d
+}
+
+// fixtureOf returns the fixture of d, which newDriver must have made.
+func fixtureOf(t *testing.T, d driver.Driver) (*memcachedriver.Driver, *fixture) {
+	t.Helper()
+	md, ok := d.(*memcachedriver.Driver)
+	if !ok {
+		t.Fatalf("driver %T is not a *memcachedriver.Driver", d)
+	}
+	f, ok := fixtures.Load(md)
+	if !ok {
+		t.Fatalf("driver %p was not made by newDriver", md)
+	}
+	return md, f.(*fixture)
+}
+
+// closeClient closes the driver d and its client: afterwards every call of
+// d returns at once an error marked driver.Permanent. (gomemcache's own
+// Client.Close only drops idle connections and leaves the client usable,
+// so the driver's Close is what ends it.) It is the close hook of
+// lockertest.
+func closeClient(t *testing.T, d driver.Driver) {
+	t.Helper()
+	md, f := fixtureOf(t, d)
+	if err := md.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := f.client.Close(); err != nil {
+		t.Errorf("client Close: %v", err)
+	}
+}
+
+// stall makes memcached stop answering d: its fault proxy swallows every
+// byte, sockets open. The function it returns ends the stall, and resets
+// the proxy's connections, whose streams the swallowed bytes have torn.
+// It is the stall hook of lockertest.
+func stall(t *testing.T, d driver.Driver) (resume func()) {
+	t.Helper()
+	_, f := fixtureOf(t, d)
+	f.proxy.Blackhole(true)
+	return func() {
+		f.proxy.Heal()
+		f.proxy.Reset()
+	}
+}
+
+// owner returns a fresh owner string of 32 hex digits.
+func owner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// uniqueKey returns a lock key not used by any other test on the shared
+// server.
+func uniqueKey(t *testing.T) string {
+	return t.Name() + "/" + owner()
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func req(key, owner string, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Owner: owner, Mode: driver.Exclusive, TTL: ttl}
+}
+
+func mustAcquire(t *testing.T, d driver.Driver, r driver.Request) driver.Lease {
+	t.Helper()
+	l, err := d.TryAcquire(ctxT(t), r)
+	if err != nil {
+		t.Fatalf("TryAcquire(%q, %v): %v", r.Key, r.TTL, err)
+	}
+	if l.Token == 0 || l.Key != r.Key || l.Owner != r.Owner || l.Mode != r.Mode || l.TTL != r.TTL {
+		t.Fatalf("TryAcquire(%+v) = %+v", r, l)
+	}
+	return l
+}

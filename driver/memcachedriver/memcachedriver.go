@@ -1,0 +1,175 @@
+package memcachedriver
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/go-locker/locker/driver"
+)
+
+// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+const DefaultPrefix = "locker:"
+
+// expirySlack is what the driver adds, in seconds, to a lease's TTL to get
+// the expiration time of its hold item: memcached's clock ticks once a
+// second, and an item stored with expiration time E can expire after
+// little more than E-2 seconds (see the package documentation).
+const expirySlack = 2
+
+// pendingExptime is the expiration time, in seconds, of a hold item that
+// is not yet a grant: it lives until memcached's next clock tick, at most
+// about a second, which is enough for the three round trips that turn it
+// into a grant, and short enough that one left behind by an attempt that
+// gave up between them blocks the key briefly.
+const pendingExptime = 1
+
+// maxRelative is the longest expiration time memcached reads as relative
+// to now, in seconds (30 days); a larger one is a Unix time.
+const maxRelative = 30 * 24 * 60 * 60
+
+// TTL limits reported by TTLRange. memcached expires items in whole
+// seconds, so CheckTTL accepts whole seconds only. A hold item outlives
+// its lease by up to 3 seconds (see the package documentation); MinTTL
+// keeps that overrun no longer than the lease itself, so that a hold that
+// is not renewed is gone within twice its TTL. MaxTTL is 30 days less the
+// driver's slack, so that the hold item's expiration time stays within
+// the 30 days that memcached reads as relative to now.
+const (
+	MinTTL = 3 * time.Second
+	MaxTTL = (maxRelative - expirySlack) * time.Second
+)
+
+// ErrClosed is returned, marked permanent, by every call of a Driver after
+// its Close.
+var ErrClosed = errors.New("driver closed")
+
+// Options configures a Driver. The zero value, like a nil *Options, selects
+// the defaults.
+type Options struct {
+	// Prefix starts the memcached key of every item the driver uses. It
+	// must not contain spaces, control characters or DEL, and may be at
+	// most 184 bytes long, so that every key fits in memcached's 250.
+	// Empty means DefaultPrefix.
+	Prefix string
+}
+
+// Driver is a locker driver over a memcached client. It is safe for
+// concurrent use. Create it with New.
+type Driver struct {
+	client *memcache.Client
+	prefix string
+
+	closed chan struct{} // closed by Close
+
+	mu       sync.Mutex
+	isClosed bool
+	running  sync.WaitGroup // calls under way, abandoned ones included
+	// abandoned counts, per owner, the calls whose caller has returned
+	// (its context ended) while they still run: a Release by that owner
+	// waits for them to end before it looks at the key, so that it sees
+	// what they did.
+	abandoned map[string]*abandonedCalls
+}
+
+// abandonedCalls are the calls of one owner that run on after their caller
+// has returned.
+type abandonedCalls struct {
+	n    int
+	done chan struct{} // closed when n drops to 0
+}
+
+var (
+	_ driver.Driver     = (*Driver)(nil)
+	_ driver.TTLLimiter = (*Driver)(nil)
+	_ driver.TTLChecker = (*Driver)(nil)
+)
+
+// New returns a Driver that uses client. opts may be nil. The driver does
+// not close client: see Close.
+func New(client *memcache.Client, opts *Options) (*Driver, error) {
+	if client == nil {
+		return nil, errors.New("memcachedriver: nil client")
+	}
+	prefix := DefaultPrefix
+	if opts != nil && opts.Prefix != "" {
+		prefix = opts.Prefix
+	}
+	if err := checkPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("memcachedriver: %w", err)
+	}
+	return &Driver{
+		client:    client,
+		prefix:    prefix,
+		closed:    make(chan struct{}),
+		abandoned: make(map[string]*abandonedCalls),
+	}, nil
+}
+
+// Close ends the driver: every later call returns at once an error
+// wrapping ErrClosed, marked with driver.Permanent, and so do calls under
+// way, without waiting for their request. Close then waits for those
+// requests to end, which gomemcache bounds by the client's Timeout per
+// request, and returns. It does not close the client, which the caller
+// owns (and whose own Close only drops idle connections, leaving it
+// usable). Close is idempotent.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	if !d.isClosed {
+		d.isClosed = true
+		close(d.closed)
+	}
+	d.mu.Unlock()
+	d.running.Wait()
+	return nil
+}
+
+// TTLRange reports MinTTL and MaxTTL.
+func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
+
+// CheckTTL accepts whole seconds only: memcached's expiration times are in
+// seconds, and the driver does not round.
+func (d *Driver) CheckTTL(ttl time.Duration) error {
+	_, err := ttlSeconds(ttl)
+	return err
+}
+
+// ttlSeconds returns ttl in seconds, or an error when the driver cannot
+// honour it.
+func ttlSeconds(ttl time.Duration) (int64, error) {
+	if ttl < MinTTL || ttl > MaxTTL {
+		return 0, fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL)
+	}
+	if ttl%time.Second != 0 {
+		return 0, fmt.Errorf("TTL %v is not a whole number of seconds, as memcached's expiration times are", ttl)
+	}
+	return int64(ttl / time.Second), nil
+}
+
+// opError wraps err with the operation and key, and marks it Permanent
+// when no retry can cure it.
+func opError(op, key string, err error) error {
+	e := fmt.Errorf("memcachedriver: %s %q: %w", op, key, err)
+	if !driver.IsPermanent(err) && isPermanent(err) {
+		return driver.Permanent(e)
+	}
+	return e
+}
+
+// isPermanent reports whether err, from gomemcache, is one that no retry
+// of the same request can cure: a key memcached cannot take, a client
+// without servers, a request the server calls malformed (CLIENT_ERROR, as
+// an incr of a value that is not a number gets) or does not know (ERROR).
+// SERVER_ERROR replies, such as out of memory, may go away and are not.
+func isPermanent(err error) bool {
+	if errors.Is(err, memcache.ErrMalformedKey) || errors.Is(err, memcache.ErrNoServers) {
+		return true
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "memcache: client error") ||
+		strings.Contains(msg, `"CLIENT_ERROR`) ||
+		strings.Contains(msg, `"ERROR\r\n"`)
+}

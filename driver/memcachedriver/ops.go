@@ -1,0 +1,414 @@
+package memcachedriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/go-locker/locker/driver"
+)
+
+// maxRounds bounds the rounds of one call whose compare-and-swap keeps
+// failing because the hold item changed under it (which takes other calls
+// of the same owner, or a hold that expires and is taken again, each
+// round): the call then fails with an error the front-end may retry.
+const maxRounds = 8
+
+// errBusy is the error of a call that ran out of rounds.
+var errBusy = fmt.Errorf("the hold item changed under %d compare-and-swaps in a row", maxRounds)
+
+// errNoCAS is the error when memcached returns CAS id 0: it runs with CAS
+// disabled (-C), and no compare-and-swap would guard anything.
+var errNoCAS = driver.Permanent(errors.New("memcached returned CAS id 0: it runs with CAS disabled (-C), which the driver needs"))
+
+// TryAcquire implements driver.Driver. An uncontended grant takes four
+// round trips (add, incr, gets, cas), a refused attempt two (add, gets),
+// and an idempotent re-acquire three (add, gets, cas).
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	const op = "acquire"
+	if err := ctx.Err(); err != nil {
+		return driver.Lease{}, opError(op, req.Key, err)
+	}
+	ttl, err := checkArgs(req.Mode, req.TTL)
+	if err != nil {
+		return driver.Lease{}, opError(op, req.Key, err)
+	}
+	var tok uint64
+	err = d.do(ctx, req.Owner, func(ctx context.Context) (err error) {
+		tok, err = d.acquire(ctx, req.Key, req.Owner, ttl)
+		return err
+	})
+	if err != nil {
+		return driver.Lease{}, opError(op, req.Key, err)
+	}
+	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: tok, TTL: req.TTL}, nil
+}
+
+// acquire grants key to owner for ttl seconds and returns the token.
+//
+// The key is claimed with add, which succeeds for one client only, with a
+// pending record (token 0) that names this round with a fresh nonce. Then
+// the token is taken from the fence counter (incr), and the record is
+// read again (gets) and, if it is still this round's pending record,
+// turned into the grant by a compare-and-swap that writes the token. The
+// token is thus taken while the key is claimed: every earlier grant of
+// the key took its token before its hold ended, so before the add, and
+// every later one takes its token after the compare-and-swap. See the
+// package documentation.
+func (d *Driver) acquire(ctx context.Context, key, owner string, ttl int64) (uint64, error) {
+	hk, fk := itemKeys(d.prefix, key)
+	for range maxRounds {
+		if err := d.live(ctx); err != nil {
+			return 0, err
+		}
+		nonce := rand.Uint64()
+		err := d.client.Add(&memcache.Item{Key: hk, Value: newRecord(0, nonce, ttl, owner).encode(), Expiration: pendingExptime})
+		switch {
+		case err == nil:
+		case errors.Is(err, memcache.ErrNotStored):
+			// Held, or claimed: by whom?
+			if err := d.live(ctx); err != nil {
+				return 0, err
+			}
+			it, r, err := d.gets(hk)
+			switch {
+			case errors.Is(err, memcache.ErrCacheMiss):
+				continue // gone since the add: try again
+			case err != nil:
+				return 0, err
+			case r.owner != owner:
+				return 0, &driver.LockedError{Remaining: r.remaining()}
+			case r.token != 0:
+				// owner holds it: extend the lease, keep the token.
+				if err := d.live(ctx); err != nil {
+					return 0, err
+				}
+				err := d.cas(it, newRecord(r.token, r.nonce, ttl, owner), ttl+expirySlack)
+				switch {
+				case err == nil:
+					return r.token, nil
+				case errors.Is(err, errChanged), errors.Is(err, errGone):
+					continue
+				}
+				return 0, err
+			}
+			// Pending, claimed by another attempt of owner's (a call
+			// that its caller gave up on, or a retry): take the claim
+			// over for this round.
+			if err := d.live(ctx); err != nil {
+				return 0, err
+			}
+			switch err := d.cas(it, newRecord(0, nonce, ttl, owner), pendingExptime); {
+			case errors.Is(err, errChanged), errors.Is(err, errGone):
+				continue
+			case err != nil:
+				return 0, err
+			}
+		default:
+			if isServerError(err) {
+				// memcached allocates the new item before it looks
+				// for the key, so a full memcached (-M) refuses an
+				// add with an error even when the key is held: say
+				// by whom, if it is.
+				if err := d.live(ctx); err != nil {
+					return 0, err
+				}
+				if _, r, gerr := d.gets(hk); gerr == nil && r.owner != owner {
+					return 0, &driver.LockedError{Remaining: r.remaining()}
+				}
+			}
+			return 0, err
+		}
+
+		// The key is claimed by this round: take a token.
+		if err := d.live(ctx); err != nil {
+			return 0, err
+		}
+		tok, err := d.nextToken(fk)
+		if err != nil {
+			return 0, err
+		}
+		if err := d.live(ctx); err != nil {
+			return 0, err
+		}
+		it, r, err := d.gets(hk)
+		switch {
+		case errors.Is(err, memcache.ErrCacheMiss):
+			continue // the claim expired: try again
+		case err != nil:
+			return 0, err
+		case r.owner != owner || r.nonce != nonce || r.token != 0:
+			// Not this round's claim any more: another attempt of
+			// owner's took it over, or it expired and someone else
+			// claimed the key. Look again.
+			continue
+		}
+		if err := d.live(ctx); err != nil {
+			return 0, err
+		}
+		switch err := d.cas(it, newRecord(tok, nonce, ttl, owner), ttl+expirySlack); {
+		case err == nil:
+			return tok, nil
+		case !errors.Is(err, errChanged) && !errors.Is(err, errGone):
+			return 0, err
+		}
+	}
+	return 0, errBusy
+}
+
+// nextToken increments the fence counter fk and returns its new value.
+// When the counter does not exist (first use of the key, or memcached lost
+// it in a restart, a flush or an eviction) it creates it with the current
+// Unix time in microseconds, which is then the token: tokens taken from
+// the clock keep increasing across the loss of the counter as long as the
+// clocks of the clients do not lag behind each other's by more than the
+// time between the loss and the last grant before it (see the package
+// documentation).
+func (d *Driver) nextToken(fk string) (uint64, error) {
+	tok, err := d.client.Increment(fk, 1)
+	if err == nil {
+		return tok, nil
+	}
+	if !errors.Is(err, memcache.ErrCacheMiss) {
+		return 0, fmt.Errorf("incr of the fence counter: %w", err)
+	}
+	base := uint64(time.Now().UnixMicro())
+	err = d.client.Add(&memcache.Item{Key: fk, Value: strconv.AppendUint(nil, base, 10)})
+	switch {
+	case err == nil:
+		return base, nil
+	case !errors.Is(err, memcache.ErrNotStored):
+		return 0, fmt.Errorf("add of the fence counter: %w", err)
+	}
+	// Another client created it meanwhile.
+	tok, err = d.client.Increment(fk, 1)
+	if err != nil {
+		return 0, fmt.Errorf("incr of the fence counter: %w", err)
+	}
+	return tok, nil
+}
+
+// Refresh implements driver.Driver in two round trips (gets, cas). When
+// l.Token is not 0 it must be the token of the hold, or Refresh reports
+// ErrNotHeld. It never re-creates a hold: the compare-and-swap fails on an
+// item that has expired or been deleted.
+func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	const op = "refresh"
+	if err := ctx.Err(); err != nil {
+		return driver.Lease{}, opError(op, l.Key, err)
+	}
+	ttl, err := checkArgs(l.Mode, l.TTL)
+	if err != nil {
+		return driver.Lease{}, opError(op, l.Key, err)
+	}
+	hk, _ := itemKeys(d.prefix, l.Key)
+	err = d.do(ctx, l.Owner, func(ctx context.Context) error {
+		return d.rewrite(ctx, hk, func(r record) bool { return r.held(l) }, func(it *memcache.Item, r record) error {
+			return d.cas(it, newRecord(r.token, r.nonce, ttl, l.Owner), ttl+expirySlack)
+		})
+	})
+	if err != nil {
+		return driver.Lease{}, opError(op, l.Key, err)
+	}
+	l.Start = time.Time{}
+	return l, nil
+}
+
+// Release implements driver.Driver in two round trips (gets, cas). When
+// l.Token is not 0 it must be the token of the hold, or Release reports
+// ErrNotHeld and releases nothing; with l.Token 0 it releases l.Owner's
+// hold whatever its token, pending or granted. The hold item is replaced,
+// by a compare-and-swap, with one that has already expired (expiration
+// time -1), which deletes it: memcached's delete takes no CAS id.
+//
+// A Release first waits for calls of l.Owner that their callers gave up
+// on (see Driver.do) to end, so that it removes a hold such a call was
+// still writing. When ctx ends before the release is done, or a request
+// fails in a way a retry may cure (a timeout, a broken connection),
+// Release returns, and keeps trying on a goroutine of the driver's, every
+// 50ms, for as long as the hold could live (l.TTL plus 3s from the call,
+// or 5s when l.TTL is 0), or until Close: a release needs two requests,
+// and the reply of the first one lost would otherwise leave the hold in
+// place until it expires.
+func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
+	const op = "release"
+	if err := ctx.Err(); err != nil {
+		return opError(op, l.Key, err)
+	}
+	if err := d.settle(ctx, l.Owner); err != nil {
+		return opError(op, l.Key, err)
+	}
+	d.mu.Lock()
+	if d.isClosed {
+		d.mu.Unlock()
+		return opError(op, l.Key, errClosed)
+	}
+	d.running.Add(1)
+	d.mu.Unlock()
+	hk, _ := itemKeys(d.prefix, l.Key)
+	bound := backgroundRelease
+	if l.TTL > 0 {
+		bound = l.TTL + (expirySlack+1)*time.Second
+	}
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+	first := make(chan error, 1)
+	go func() {
+		defer d.running.Done()
+		defer cancel()
+		err := d.releaseOnce(bg, hk, l)
+		first <- err
+		for retryRelease(err) {
+			select {
+			case <-time.After(releaseRetry):
+			case <-bg.Done():
+				return
+			case <-d.closed:
+				return
+			}
+			err = d.releaseOnce(bg, hk, l)
+		}
+	}()
+	var err error
+	select {
+	case err = <-first:
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-d.closed:
+		err = errClosed
+	}
+	if err != nil {
+		return opError(op, l.Key, err)
+	}
+	return nil
+}
+
+// backgroundRelease bounds the retries of a Release of a lease without a
+// TTL (the front-end's cleanup after a failed acquire); releaseRetry is
+// the pause between them.
+const (
+	backgroundRelease = 5 * time.Second
+	releaseRetry      = 50 * time.Millisecond
+)
+
+// retryRelease reports whether a release that failed with err is tried
+// again in the background.
+func retryRelease(err error) bool {
+	return err != nil && !errors.Is(err, driver.ErrNotHeld) && !errors.Is(err, ErrClosed) &&
+		!errors.Is(err, context.DeadlineExceeded) && !driver.IsPermanent(err) && !isPermanent(err)
+}
+
+// releaseOnce is one release of l, whose hold item is hk; it stops when
+// ctx ends or the driver is closed. The compare-and-swap stores an item
+// that has already expired.
+func (d *Driver) releaseOnce(ctx context.Context, hk string, l driver.Lease) error {
+	mine := func(r record) bool { return r.owner == l.Owner && (l.Token == 0 || r.token == l.Token) }
+	return d.rewrite(ctx, hk, mine, func(it *memcache.Item, _ record) error {
+		return casResult(d.client.CompareAndSwap(&memcache.Item{Key: hk, Value: nil, Expiration: -1, CasID: it.CasID}))
+	})
+}
+
+// rewrite reads the hold item hk and, if mine accepts its record, replaces
+// it with write, a compare-and-swap of the item read; when another write
+// came between the two it starts again, up to maxRounds times. A missing
+// item, one that mine refuses and one that vanishes before the
+// compare-and-swap are ErrNotHeld. It stops when ctx ends or the driver is
+// closed.
+func (d *Driver) rewrite(ctx context.Context, hk string, mine func(record) bool, write func(*memcache.Item, record) error) error {
+	for range maxRounds {
+		if err := d.live(ctx); err != nil {
+			return err
+		}
+		it, r, err := d.gets(hk)
+		if err != nil {
+			return notHeldIfMissing(err)
+		}
+		if !mine(r) {
+			return driver.ErrNotHeld
+		}
+		if err := d.live(ctx); err != nil {
+			return err
+		}
+		if err := write(it, r); !errors.Is(err, errChanged) {
+			return notHeldIfMissing(err)
+		}
+	}
+	return errBusy
+}
+
+// held reports whether r is the granted hold of l.
+func (r record) held(l driver.Lease) bool {
+	return r.owner == l.Owner && r.token != 0 && (l.Token == 0 || r.token == l.Token)
+}
+
+// gets reads the hold item hk with its CAS id and decodes it.
+func (d *Driver) gets(hk string) (*memcache.Item, record, error) {
+	it, err := d.client.Get(hk) // gomemcache's Get sends gets
+	if err != nil {
+		return nil, record{}, err
+	}
+	if it.CasID == 0 {
+		return nil, record{}, errNoCAS
+	}
+	r, err := parseRecord(it.Value)
+	if err != nil {
+		return nil, record{}, driver.Permanent(err)
+	}
+	return it, r, nil
+}
+
+// isServerError reports whether err is a SERVER_ERROR reply, such as
+// memcached's out of memory.
+func isServerError(err error) bool {
+	return strings.Contains(err.Error(), `"SERVER_ERROR`)
+}
+
+// errChanged and errGone are what cas returns when the item changed, or
+// vanished (expired or deleted), since it was read.
+var (
+	errChanged = errors.New("hold item changed")
+	errGone    = errors.New("hold item gone")
+)
+
+// cas replaces it, read by gets, with r, expiring exptime seconds from
+// now, unless it changed or vanished since.
+func (d *Driver) cas(it *memcache.Item, r record, exptime int64) error {
+	return casResult(d.client.CompareAndSwap(&memcache.Item{Key: it.Key, Value: r.encode(), Expiration: int32(exptime), CasID: it.CasID}))
+}
+
+// casResult maps gomemcache's errors of a compare-and-swap to errChanged
+// and errGone.
+func casResult(err error) error {
+	switch {
+	case errors.Is(err, memcache.ErrCASConflict):
+		return errChanged
+	case errors.Is(err, memcache.ErrCacheMiss), errors.Is(err, memcache.ErrNotStored):
+		return errGone
+	}
+	return err
+}
+
+// notHeldIfMissing turns the errors for an item that does not exist into
+// driver.ErrNotHeld.
+func notHeldIfMissing(err error) error {
+	if errors.Is(err, memcache.ErrCacheMiss) || errors.Is(err, errGone) {
+		return driver.ErrNotHeld
+	}
+	return err
+}
+
+// checkArgs checks the mode and returns the TTL in seconds.
+func checkArgs(m driver.Mode, ttl time.Duration) (int64, error) {
+	if m != driver.Exclusive {
+		return 0, driver.Permanent(fmt.Errorf("mode %v: %w (the driver grants exclusive holds only)", m, errors.ErrUnsupported))
+	}
+	s, err := ttlSeconds(ttl)
+	if err != nil {
+		return 0, driver.Permanent(err)
+	}
+	return s, nil
+}
