@@ -14,5 +14,5 @@ func TestConformance(t *testing.T) {
 	srv := server(t)
 	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
 		return newDriver(t, srv.Addr)
-	})
+	}, lockertest.WithCloseClient(closeClient), lockertest.WithStall(stall))
 }
