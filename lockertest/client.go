@@ -265,10 +265,6 @@ func testClosedClient(e *env) {
 		}
 	}
 	r := req(e.key("other"), driver.Exclusive, e.long)
-	call("TryAcquire", func(ctx context.Context) error { _, err := d.TryAcquire(ctx, r); return err })
-	l := driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, Token: 1, TTL: r.TTL}
-	call("Refresh", func(ctx context.Context) error { _, err := d.Refresh(ctx, l); return err })
-	call("Release", func(ctx context.Context) error { return d.Release(ctx, l) })
 	call("Mutex.LockContext", func(ctx context.Context) error { return c.Mutex(r.Key).LockContext(ctx) })
 	func() {
 		defer func() {

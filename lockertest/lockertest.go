@@ -68,6 +68,15 @@
 //     driver, a TTL within the [driver.TTLLimiter] range that the checker
 //     rejects, with an error wrapping locker.ErrInvalidTTL and the
 //     checker's message (skipped when no such TTL is found).
+//   - ClosedClient ([WithCloseClient]): once the backend client under a
+//     driver is closed, every call of the driver (optional interfaces
+//     included) fails within a second with an error that
+//     driver.IsPermanent reports, and so does an Acquire that was waiting.
+//   - Stalled ([WithStall]): while the backend does not answer a driver,
+//     every call of it, and an Acquire queued before, returns by its
+//     600ms deadline (within 650ms) with the context's error; once the
+//     backend answers again and the abandoned owners are released, the
+//     key is free and the driver works.
 //
 // The subtests of group "Locker" run package
 // [github.com/go-locker/locker]'s Client, Mutex and RWMutex on top of the
@@ -97,9 +106,8 @@
 //     waiting, TryLock within its try timeout, and what the abandoned
 //     calls left is cleaned up once the backend answers again.
 //   - ClosedClient ([WithCloseClient]): after the backend client is
-//     closed, TryAcquire, Refresh and Release return within a second with
-//     errors that driver.IsPermanent reports, LockContext returns such an
-//     error, Lock panics with it, and the hold ends.
+//     closed, LockContext returns within a second with an error that
+//     driver.IsPermanent reports, Lock panics with it, and the hold ends.
 //
 // The subtests of optional interfaces are skipped, with the reason, when
 // the driver does not implement them, so go test -v shows which
@@ -196,6 +204,8 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "Acquire", testAcquire)
 		parallel(t, st, "WatchLoss", testWatchLoss)
 		parallel(t, st, "TTLCheck", testTTLCheck)
+		parallel(t, st, "ClosedClient", testDriverClosedClient)
+		parallel(t, st, "Stalled", testDriverStalled)
 	})
 	t.Run("Locker", func(t *testing.T) {
 		serial(t, st, "MutexHammer", testMutexHammer)
