@@ -26,7 +26,25 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	}
 	for start := 0; start < len(ls); start += batchChunk {
 		end := min(start+batchChunk, len(ls))
-		d.refreshChunk(ctx, ls[start:end], errs[start:end])
+		chunk, cerrs := ls[start:end], errs[start:end]
+		if d.ctxBound || ctx.Done() == nil {
+			d.refreshChunk(ctx, chunk, cerrs)
+			continue
+		}
+		// The client ignores ctx's deadline: wait for the chunk in a
+		// goroutine that writes errors of its own.
+		got, err := bounded(ctx, func() ([]error, error) {
+			e := make([]error, len(chunk))
+			d.refreshChunk(ctx, chunk, e)
+			return e, nil
+		})
+		for i, l := range chunk {
+			if err != nil {
+				cerrs[i] = opError("refresh", l.Key, err)
+			} else {
+				cerrs[i] = got[i]
+			}
+		}
 	}
 	return errs
 }
@@ -67,7 +85,7 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 			continue
 		}
 		res, err := it.cmd.Result()
-		_, errs[it.i] = refreshResult(ls[it.i], it.ms, res, err)
+		_, errs[it.i] = refreshResult(ls[it.i], it.ms, res, withCtx(ctx, err))
 	}
 	if len(retry) == 0 {
 		return
@@ -80,7 +98,7 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 	_, _ = pipe.Exec(ctx)
 	for _, it := range retry {
 		res, err := it.cmd.Result()
-		_, errs[it.i] = refreshResult(ls[it.i], it.ms, res, err)
+		_, errs[it.i] = refreshResult(ls[it.i], it.ms, res, withCtx(ctx, err))
 	}
 }
 

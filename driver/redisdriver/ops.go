@@ -243,7 +243,8 @@ func errBadReply(res any) error {
 }
 
 // opError wraps err with the operation and key, and marks it Permanent
-// when no retry can cure it.
+// when no retry can cure it: an error reply that no retry changes, or a
+// closed client (redis.ErrClosed).
 func opError(op, key string, err error) error {
 	e := fmt.Errorf("redisdriver: %s %q: %w", op, key, err)
 	if !driver.IsPermanent(err) && isPermanent(err) {
@@ -276,8 +277,11 @@ var permanentPrefixes = []string{
 }
 
 // isPermanent reports whether err is a Redis error reply that no retry can
-// cure.
+// cure, or the error of a closed client.
 func isPermanent(err error) bool {
+	if errors.Is(err, redis.ErrClosed) {
+		return true
+	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return false

@@ -166,6 +166,10 @@ type Options struct {
 type Driver struct {
 	client redis.UniversalClient
 	prefix string
+	// ctxBound is true when the client bounds its calls by their
+	// context's deadline (ContextTimeoutEnabled); otherwise the driver
+	// waits for each call in a goroutine of its own (see bounded).
+	ctxBound bool
 
 	mu  sync.Mutex
 	hub *hub   // shared pub/sub connection; nil when no subscription is open
@@ -219,7 +223,23 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, errors.New("redisdriver: prefix " + quote(prefix) + " contains '{' or '}'")
 	}
-	return &Driver{client: client, prefix: prefix, queued: make(map[string]*queuedOwner)}, nil
+	return &Driver{client: client, prefix: prefix, ctxBound: contextBound(client),
+		queued: make(map[string]*queuedOwner)}, nil
+}
+
+// contextBound reports whether client was created with
+// ContextTimeoutEnabled, so that the deadlines of the contexts of its calls
+// bound their network reads and writes.
+func contextBound(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // SupportsShared reports true: the driver grants Mode Shared.
