@@ -133,6 +133,7 @@ package redisdriver
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -159,6 +160,23 @@ type Options struct {
 	// must not contain '{' or '}', which would change the keys' hash tag.
 	// Empty means DefaultPrefix.
 	Prefix string
+
+	// Replicas, when positive, makes every grant and renewal wait until
+	// that many replicas of the master have acknowledged it (Redis WAIT,
+	// sent in the same round trip, on the same connection), so that a
+	// failover to one of them keeps the hold. A grant that fewer replicas
+	// acknowledged within ReplicaTimeout is released and the attempt fails
+	// with a transient error wrapping ErrNotReplicated, which the front-end
+	// retries; a renewal fails likewise (the hold stays, and its holder
+	// counts from its last acknowledged renewal). A handoff to a queued
+	// owner then takes the owner's next round trip too, to be acknowledged.
+	// It needs a *redis.Client (standalone or Sentinel failover) or a
+	// *redis.ClusterClient. Zero: no wait.
+	Replicas int
+	// ReplicaTimeout bounds the wait for Replicas, further cut to nine
+	// tenths of the time the call's context has left. Zero means
+	// DefaultReplicaTimeout.
+	ReplicaTimeout time.Duration
 }
 
 // Driver is a locker driver over a Redis client. It is safe for concurrent
@@ -170,6 +188,10 @@ type Driver struct {
 	// context's deadline (ContextTimeoutEnabled); otherwise the driver
 	// waits for each call in a goroutine of its own (see bounded).
 	ctxBound bool
+	// replicas and replicaTimeout are Options.Replicas and
+	// Options.ReplicaTimeout (defaulted).
+	replicas       int
+	replicaTimeout time.Duration
 
 	mu  sync.Mutex
 	hub *hub   // shared pub/sub connection; nil when no subscription is open
@@ -216,15 +238,34 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	if client == nil {
 		return nil, errors.New("redisdriver: nil client")
 	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	prefix := DefaultPrefix
-	if opts != nil && opts.Prefix != "" {
-		prefix = opts.Prefix
+	if o.Prefix != "" {
+		prefix = o.Prefix
 	}
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, errors.New("redisdriver: prefix " + quote(prefix) + " contains '{' or '}'")
 	}
-	return &Driver{client: client, prefix: prefix, ctxBound: contextBound(client),
-		queued: make(map[string]*queuedOwner)}, nil
+	if o.Replicas < 0 || o.ReplicaTimeout < 0 {
+		return nil, fmt.Errorf("redisdriver: negative Replicas (%d) or ReplicaTimeout (%v)", o.Replicas, o.ReplicaTimeout)
+	}
+	if o.ReplicaTimeout == 0 {
+		o.ReplicaTimeout = DefaultReplicaTimeout
+	}
+	d := &Driver{client: client, prefix: prefix, ctxBound: contextBound(client),
+		replicas: o.Replicas, replicaTimeout: o.ReplicaTimeout,
+		queued: make(map[string]*queuedOwner)}
+	if d.replicas > 0 {
+		switch client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, fmt.Errorf("redisdriver: Options.Replicas needs a *redis.Client or *redis.ClusterClient, not %T", client)
+		}
+	}
+	return d, nil
 }
 
 // contextBound reports whether client was created with
