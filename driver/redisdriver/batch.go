@@ -70,7 +70,8 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 	if len(items) == 0 {
 		return
 	}
-	if d.replicas == 0 {
+	_, cluster := d.client.(*redis.ClusterClient)
+	if d.replicas == 0 && !cluster {
 		its := make([]*batchItem, len(items))
 		for j := range items {
 			its[j] = &items[j]
@@ -78,13 +79,17 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 		d.refreshItems(ctx, d.client, its, ls, errs, false)
 		return
 	}
-	// WAIT counts the writes of one connection: one pipeline per master,
-	// in parallel, each ending with WAIT.
+	// One pipeline per master, in parallel: WAIT counts the writes of
+	// one connection, and a ClusterClient's own pipeline, when it retries
+	// the commands of a master that fails, gives every command of the
+	// pipeline the error with which its retries end, so that the leases
+	// of one dead master would fail on every master.
 	groups := make(map[*redis.Client][]*batchItem)
 	for j := range items {
 		it := &items[j]
 		node, err := d.master(ctx, it.args[argKey].(string))
 		if err != nil {
+			d.failed(err)
 			errs[it.i] = opError("refresh", ls[it.i].Key, withCtx(ctx, err))
 			continue
 		}
@@ -92,7 +97,7 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 	}
 	var wg sync.WaitGroup
 	for node, its := range groups {
-		wg.Go(func() { d.refreshItems(ctx, node, its, ls, errs, true) })
+		wg.Go(func() { d.refreshItems(ctx, node, its, ls, errs, d.replicas > 0) })
 	}
 	wg.Wait()
 }
@@ -145,6 +150,7 @@ func (d *Driver) refreshItems(ctx context.Context, c redis.UniversalClient, item
 	}
 	for _, it := range items {
 		res, err := it.cmd.Result()
+		d.failed(err)
 		var l driver.Lease
 		l, errs[it.i] = refreshResult(ls[it.i], it.ms, res, withCtx(ctx, err))
 		if errs[it.i] == nil && ackErr != nil {

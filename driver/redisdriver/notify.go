@@ -307,6 +307,7 @@ func (d *Driver) dispatch(h *hub) {
 			// The connection broke (go-redis reconnects and resubscribes)
 			// or cannot be made. A release may have been missed: wake
 			// everyone. Confirmations in flight are lost: ask again.
+			d.failed(err)
 			var pending []*chanEntry
 			for _, e := range h.chans {
 				e.notify()

@@ -21,7 +21,8 @@ const DefaultReplicaTimeout = time.Second
 
 // master returns a client whose pipelines run on one connection to the
 // master that serves base: WAIT counts the replicas that acknowledged the
-// writes of its own connection.
+// writes of its own connection. On Cluster it is the client of the node
+// that serves base's slot, which does not follow redirections.
 func (d *Driver) master(ctx context.Context, base string) (*redis.Client, error) {
 	switch c := d.client.(type) {
 	case *redis.Client:
@@ -64,6 +65,7 @@ func (d *Driver) runAck(ctx context.Context, s *script, args []any) (res any, ac
 func (d *Driver) runAck1(ctx context.Context, s *script, args []any) (res any, ackErr, err error) {
 	node, err := d.master(ctx, args[argKey].(string))
 	if err != nil {
+		d.failed(err)
 		return nil, nil, withCtx(ctx, err)
 	}
 	timeout := d.waitTimeout(ctx)
@@ -72,10 +74,9 @@ func (d *Driver) runAck1(ctx context.Context, s *script, args []any) (res any, a
 		cmd, wait = d.pipeAck(ctx, node, s.evalArgs(args), timeout)
 	}
 	if res, err = cmd.Result(); err != nil {
-		if c, ok := d.client.(*redis.ClusterClient); ok && isMoved(err) {
-			// The slot moved: let the cluster client learn where.
-			c.ReloadState(ctx)
-		}
+		// A node client does not follow redirections: the cluster client
+		// learns where the slot went.
+		d.failed(err)
 		return nil, nil, withCtx(ctx, err)
 	}
 	return res, d.ackError(ctx, wait, timeout), nil
@@ -104,8 +105,4 @@ func (d *Driver) ackError(ctx context.Context, wait *redis.IntCmd, timeout int64
 		return fmt.Errorf("%w: %d of %d replicas within %dms", ErrNotReplicated, n, d.replicas, timeout)
 	}
 	return nil
-}
-
-func isMoved(err error) bool {
-	return redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")
 }

@@ -104,7 +104,22 @@ func (d *Driver) run1(ctx context.Context, s *script, args []any) (any, error) {
 		_ = d.client.Process(ctx, cmd)
 	}
 	res, err := cmd.Result()
+	d.failed(err)
 	return res, withCtx(ctx, err)
+}
+
+// failed asks a ClusterClient to reload its slot map after a call failed
+// with err (nil: the call succeeded, nothing to do). go-redis reloads it on
+// redirections only, or once a minute: after a failover it would go on
+// sending a dead master's slots to it. A reload is asynchronous, and
+// go-redis runs at most one every 200ms.
+func (d *Driver) failed(err error) {
+	if err == nil || errors.Is(err, redis.ErrClosed) || errors.Is(err, context.Canceled) {
+		return
+	}
+	if c, ok := d.client.(*redis.ClusterClient); ok {
+		c.ReloadState(context.Background())
+	}
 }
 
 // bounded runs f for a client that does not bound its calls by their
