@@ -19,7 +19,7 @@
 // key "orders/42" uses:
 //
 //	locker:{orders/42}:lock      STRING "<token>:<owner>", PX = TTL: the exclusive hold
-//	locker:{orders/42}:fence     STRING counter, no TTL: the last token granted
+//	locker:{orders/42}:fence     STRING the last token granted, until the clock passes it
 //	locker:{orders/42}:readers   ZSET owner -> expiry in ms of Redis TIME: shared holds
 //	locker:{orders/42}:tokens    HASH owner -> token of each shared hold
 //	locker:{orders/42}:queue     ZSET owner -> arrival order and mode: the wait queue
@@ -38,10 +38,10 @@
 // has its own expiry and token, so a reader that dies expires on its own
 // while others renew. Expired shared holds and queue
 // entries are removed lazily by the scripts; the keys holding them carry a
-// PEXPIRE no shorter than their longest-lived member, so nothing is left
-// behind. The fence counter has no TTL: it survives release and expiry so
-// that tokens keep growing. It is the only key that stays after a lock is
-// released, one small string per lock key ever used.
+// PEXPIRE no shorter than their longest-lived member, and the fence key
+// expires a millisecond or two after the grant that wrote it (see Tokens),
+// so nothing is left behind: once a released key's TTL has passed, the
+// server keeps no key for it.
 //
 // # Scripts
 //
@@ -61,9 +61,10 @@
 //     (or keeps its place) with an entry that expires after req.TTL.
 //     A refused request flags the exclusive hold that refused it (a "w"
 //     after the token in the lock's value), so that its release wakes
-//     the waiters. When none of the readers, queue and queue-exp keys
-//     exists, an exclusive request first tries a fast path that runs
-//     before the scripts' shared prelude: EXISTS, INCR and SET NX.
+//     the waiters; it takes no token. When none of the lock, readers,
+//     queue and queue-exp keys exists, an exclusive request is granted
+//     by a fast path that runs before the scripts' shared prelude:
+//     EXISTS, TIME, GET of the fence key and two SETs.
 //   - refresh (Refresh, RefreshBatch) extends the hold of l.Owner in l.Mode,
 //     with token l.Token unless it is 0, and never re-creates a hold that
 //     expired.
@@ -91,44 +92,116 @@
 // when the server answers NOSCRIPT (after a restart, a failover or SCRIPT
 // FLUSH). TryAcquire, TryAcquireQueued, Refresh and Release take one round
 // trip each. RefreshBatch takes one round trip per 1000 leases (on
-// Cluster, one per node and 1000 leases, in parallel), plus one more for
-// the leases whose script the server did not have. Subscribe takes one
-// round trip when the key's channel is not yet subscribed by this driver,
-// none otherwise.
+// Cluster, one per master and 1000 leases, in parallel), plus one more for
+// the leases whose script the server did not have. With Options.Replicas,
+// the WAIT goes in the same round trip, but a TryAcquireQueued that a
+// handoff granted takes one too (to be acknowledged). Subscribe takes one
+// round trip when the key's channel is not yet subscribed by this driver
+// (two when the driver's pub/sub connection is not open), none otherwise.
 //
-// # Token durability
+// # Tokens
 //
-// Tokens live in Redis memory. Unless the server persists every write
-// before answering (AOF with appendfsync always), a restart loses the
-// fence counter or its latest increments, and tokens then repeat: a new
-// holder can get a token that an earlier holder already had. A failover to
-// a replica can lose them the same way, whatever the persistence, because
-// Redis replicates asynchronously. The same events can lose holds, so that
-// two owners both believe they hold a key. Rely on fencing tokens from this
-// driver only where such losses are acceptable or ruled out.
+// A grant's token is the server's clock in microseconds (Redis TIME), or
+// the last token granted for the key plus one when that is larger (grants
+// in the same microsecond, one handoff to several readers, a clock that
+// stepped back). The last token is kept in the fence key only until the
+// server's clock has passed it: the key expires (PXAT) at the millisecond
+// after the token's, and from then on the clock alone exceeds every token
+// granted. So tokens strictly increase per key across:
 //
-// Redis may also evict keys when it reaches maxmemory, holds and the fence
-// counter included, unless maxmemory-policy is noeviction; use that policy
-// on a server that holds locks.
+//   - the expiry of the fence key, and of every other key of the lock;
+//   - a restart that lost the data set (no persistence, kill -9);
+//   - a failover to a replica that missed the latest writes (Sentinel or
+//     Cluster);
 //
-// Tokens are exact up to 2^53 grants per key (Lua numbers are doubles).
+// and the server keeps no per-key state once a released key's TTL has
+// passed. Refused attempts write no token.
+//
+// This rests on one assumption: the clock of the server that grants after
+// a restart or a failover reads later than the clock of the server that
+// granted the last token before it, that is, server clocks do not step back,
+// and differ between master and replicas, by less than the outage or the
+// failover takes (a failover takes seconds; a restart at least
+// milliseconds). On one running server a clock that steps back does no
+// harm: the fence key lives until the clock has caught up. If the
+// assumption is broken (a server whose clock is set back by more than its
+// outage, a replica whose clock runs behind its master's by more than the
+// failover), a token after the event can be lower than or equal to one
+// before it, and a fenced resource may accept a stale holder's write.
+// Tokens are microseconds since 1970: about 1.8·10^15 today, below 2^53
+// (exact in Lua's numbers) until the year 2255, so they fit a uint64 and
+// an int64. A server clock set years ahead would reach that bound sooner.
+//
+// The holds themselves are not durable: a restart without persistence, or
+// a failover to a replica that missed a grant or renewal, loses them, and
+// another client can get the key before the old holder's next renewal
+// tells it so (within TTL/3). The new holder's token is greater, so a
+// fenced resource refuses the old holder's writes. See Replicas and
+// failover for what prevents the loss on Sentinel and Cluster.
+//
+// Redis may also evict keys when it reaches maxmemory, holds included,
+// unless maxmemory-policy is noeviction; use that policy on a server that
+// holds locks.
+//
+// # Replicas and failover
+//
+// Redis replicates asynchronously. What the driver guarantees:
+//
+//   - Standalone: holds live in the server's memory; a restart loses them
+//     unless the server persists every write (AOF with appendfsync
+//     always). Tokens increase either way (see Tokens).
+//   - Sentinel or Cluster, without Options.Replicas: a failover keeps the
+//     holds that had reached the promoted replica, which is usually all
+//     of them (replication lags by well under a millisecond on a local
+//     network), but it may lose the last grants and renewals; another
+//     client can then acquire a key whose holder still believes it holds
+//     it, until the holder's next renewal. Tokens still increase.
+//   - Sentinel or Cluster, with Options.Replicas = N: a grant or renewal
+//     counts only once N replicas have acknowledged it (WAIT), so a
+//     failover to any of them keeps every hold as its holder knows it:
+//     nobody else gets the key while the holder believes it holds it. A
+//     master that has fewer than N replicas (as right after a failover,
+//     until the old master returns as a replica) acknowledges nothing:
+//     grants fail with ErrNotReplicated, renewals too, and holders lose
+//     their holds at their local deadline while the holds still stand on
+//     the server. Choose N below the replicas each master keeps after a
+//     failure. WAIT bounds the loss, it does not make Redis consistent: a
+//     replica that acknowledged can still be passed over by a failover
+//     (Sentinel and Cluster prefer the most up-to-date replica, but do not
+//     require it).
+//
+// On Cluster, a failed call makes the ClusterClient reload its slot map
+// (go-redis otherwise reloads it on redirections or once a minute, and
+// would go on sending a dead master's slots to it), and RefreshBatch sends
+// one pipeline per master, so that a dead master fails only its own leases.
 //
 // # Clients and contexts
 //
-// The driver never closes the client: whoever created it owns it. Create
-// the client with ContextTimeoutEnabled: true, so that the deadlines of the
-// contexts passed to the driver bound its blocking network calls; without
-// it go-redis applies only its own read and write timeouts. A call whose
-// context is already done fails at once, without a round trip.
+// The driver never closes the client: whoever created it owns it. Once the
+// client is closed, every call, Subscribe included, fails at once with a
+// permanent error wrapping redis.ErrClosed, open subscriptions receive a
+// value (their waiters' next call fails) and the pub/sub goroutine ends.
+//
+// Create the client with ContextTimeoutEnabled: true, so that the
+// deadlines of the contexts passed to the driver bound its network calls.
+// Without it, go-redis applies only its own read and write timeouts (3s
+// each by default, and retries): the driver then runs each call that has a
+// deadline in a goroutine of its own and returns at the deadline, leaving
+// the abandoned request to finish, or time out, in the background (an
+// extra goroutine per call, and a connection held until go-redis's
+// timeout). Either way a call that its deadline ended fails with an error
+// wrapping the context's error. A call whose context is already done fails
+// at once, without a round trip.
 //
 // Notifier subscriptions of one Driver share one [redis.PubSub] connection
 // and one goroutine, both started by the first Subscribe and ended 200 ms
 // after the last open subscription is closed (unless another Subscribe
 // comes first), so that successive waits do not dial anew.
 //
-// The scripts need Redis 3.2 or later, or a compatible server such as
-// Valkey. The tests run them on Redis 7 (standalone and a one-node
-// cluster) and on miniredis.
+// The scripts need Redis 6.2 or later (SET with PXAT), or a compatible
+// server such as Valkey. The tests run them on Redis 7 (standalone,
+// Sentinel, a one-node cluster and a cluster of three masters with a
+// replica each) and on miniredis.
 package redisdriver
 
 import (

@@ -43,9 +43,11 @@ func TestReplicaAcks(t *testing.T) {
 	ctx := ctxT(t)
 	k := uniqueKey(t, "k")
 
-	// No replica: nothing acknowledges.
-	d := ackedDriver(t, c, 1, 50*time.Millisecond)
-	_, err := d.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Minute))
+	// No replica: nothing acknowledges. (quick waits for the failures, a
+	// generous one for the successes)
+	quick := ackedDriver(t, c, 1, 50*time.Millisecond)
+	d := ackedDriver(t, c, 1, 5*time.Second)
+	_, err := quick.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Minute))
 	wantNotReplicated(t, "TryAcquire without replicas", err)
 	if n := c.Exists(ctx, "locker:{"+k+"}:lock").Val(); n != 0 {
 		t.Fatal("an unacknowledged grant was left in place")
@@ -79,14 +81,14 @@ func TestReplicaAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = replica.Resume() }()
-	_, err = d.Refresh(ctx, l)
+	_, err = quick.Refresh(ctx, l)
 	wantNotReplicated(t, "Refresh with the replica paused", err)
-	for i, err := range d.RefreshBatch(ctx, []driver.Lease{l, ls}) {
+	for i, err := range quick.RefreshBatch(ctx, []driver.Lease{l, ls}) {
 		wantNotReplicated(t, "RefreshBatch with the replica paused", err)
 		_ = i
 	}
 	k2 := uniqueKey(t, "k2")
-	_, err = d.TryAcquire(ctx, req(k2, owner(), driver.Exclusive, time.Minute))
+	_, err = quick.TryAcquire(ctx, req(k2, owner(), driver.Exclusive, time.Minute))
 	wantNotReplicated(t, "TryAcquire with the replica paused", err)
 	if n := c.Exists(ctx, "locker:{"+k2+"}:lock").Val(); n != 0 {
 		t.Fatal("an unacknowledged grant was left in place")
@@ -141,7 +143,11 @@ func TestSentinelAckedFailover(t *testing.T) {
 	other := ackedDriver(t, newFailover(), 1, 2*time.Second)
 	k := uniqueKey(t, "k")
 
-	// Wait until the replica is attached, then grant and kill at once.
+	// Wait until Sentinel knows the replica (so that it can fail over)
+	// and the replica acknowledges, then grant and kill at once.
+	if err := testserver.WaitSentinelReplicas(sentinel, 1, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	var l driver.Lease
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -160,7 +166,7 @@ func TestSentinelAckedFailover(t *testing.T) {
 	killed := time.Now()
 	admin := newClient(t, replica.Addr)
 	deadline = time.Now().Add(30 * time.Second)
-	for admin.Do(ctxT(t), "ROLE").Val().([]any)[0] != "master" {
+	for !isMaster(t, admin) {
 		if time.Now().After(deadline) {
 			t.Fatal("no failover")
 		}

@@ -52,11 +52,14 @@ func TestSentinel(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if err := testserver.WaitSentinelReplicas(sentinel, 1, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if err := master.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(30 * time.Second)
-	for admin.Do(ctx, "ROLE").Val().([]any)[0] != "master" {
+	for !isMaster(t, admin) {
 		if time.Now().After(deadline) {
 			t.Fatal("no failover")
 		}
@@ -69,7 +72,7 @@ func TestSentinel(t *testing.T) {
 	// against the new master, retrying until the client has switched.
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		_, err := d.Refresh(ctx, l)
+		_, err := d.Refresh(ctxT(t), l)
 		if err == nil {
 			break
 		}
@@ -86,7 +89,7 @@ func TestSentinel(t *testing.T) {
 	case <-s.C():
 	default:
 	}
-	if err := d.Release(ctx, l); err != nil {
+	if err := d.Release(ctxT(t), l); err != nil {
 		t.Fatal(err)
 	}
 	wantWake(t, "release after failover", s)
@@ -94,4 +97,10 @@ func TestSentinel(t *testing.T) {
 	if l2.Token <= l.Token {
 		t.Fatalf("token after failover %d, want > %d", l2.Token, l.Token)
 	}
+}
+
+// isMaster reports whether c's server reports the role of a master.
+func isMaster(t *testing.T, c redis.UniversalClient) bool {
+	role, err := c.Do(ctxT(t), "ROLE").Slice()
+	return err == nil && len(role) > 0 && role[0] == "master"
 }

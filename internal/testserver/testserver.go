@@ -212,6 +212,25 @@ func StartSentinel(master *Server) (*Server, error) {
 	return s, nil
 }
 
+// WaitSentinelReplicas waits, at most for timeout, until sentinel (a server
+// from Sentinel) knows of at least n replicas of SentinelMaster: Sentinel
+// learns of them from the master's INFO, every ten seconds, and cannot
+// fail over before it knows one.
+func WaitSentinelReplicas(sentinel *Server, n int, timeout time.Duration) error {
+	return proc.Poll("sentinel replicas", timeout, 50*time.Millisecond, nil, func() error {
+		// The reply is an array with one entry per replica; Do returns its
+		// first line, "*<count>".
+		reply, err := Do(sentinel.Addr, "SENTINEL", "REPLICAS", SentinelMaster)
+		if err != nil {
+			return err
+		}
+		if got, err := strconv.Atoi(reply); err != nil || got < n {
+			return fmt.Errorf("sentinel knows %q replicas, want %d", reply, n)
+		}
+		return nil
+	})
+}
+
 // startPrivate starts redis-server with pre (a config file name, relative
 // to the server's directory, where it is created empty, and mode flags),
 // the common options, and extra.
