@@ -200,17 +200,10 @@ func TestStalledServer(t *testing.T) {
 				}
 				wg.Wait()
 				resume()
-				deadline := time.Now().Add(10 * time.Second)
-				for {
+				eventually(t, "Refresh after the stall", 10*time.Second, func() error {
 					_, err := d.Refresh(ctxT(t), l)
-					if err == nil {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("Refresh after the stall: %v", err)
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
+					return err
+				})
 				if err := d.Release(ctxT(t), l); err != nil {
 					t.Fatal(err)
 				}

@@ -127,18 +127,7 @@ func TestSentinelAckedFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover takes seconds")
 	}
-	master := privateServer(t)
-	replica := testserver.Replica(t, master)
-	sentinel := testserver.Sentinel(t, master)
-	newFailover := func() redis.UniversalClient {
-		c := redis.NewUniversalClient(&redis.UniversalOptions{
-			MasterName:            testserver.SentinelMaster,
-			Addrs:                 []string{sentinel.Addr},
-			ContextTimeoutEnabled: true,
-		})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
+	master, replica, sentinel, newFailover := sentinelSetup(t)
 	d := ackedDriver(t, newFailover(), 1, 2*time.Second)
 	other := ackedDriver(t, newFailover(), 1, 2*time.Second)
 	k := uniqueKey(t, "k")

@@ -16,18 +16,7 @@ func TestSentinel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover takes seconds")
 	}
-	master := privateServer(t)
-	replica := testserver.Replica(t, master)
-	sentinel := testserver.Sentinel(t, master)
-	newFailover := func() redis.UniversalClient {
-		c := redis.NewUniversalClient(&redis.UniversalOptions{
-			MasterName:            testserver.SentinelMaster,
-			Addrs:                 []string{sentinel.Addr},
-			ContextTimeoutEnabled: true,
-		})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
+	master, replica, sentinel, newFailover := sentinelSetup(t)
 	d := newDriver(t, newFailover())
 	waiter := newDriver(t, newFailover())
 	ctx := ctxT(t)
@@ -70,17 +59,10 @@ func TestSentinel(t *testing.T) {
 
 	// The hold survived (it had been replicated) and the driver works
 	// against the new master, retrying until the client has switched.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	eventually(t, "Refresh after failover", 30*time.Second, func() error {
 		_, err := d.Refresh(ctxT(t), l)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Refresh after failover: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
 	// Drain wakes caused by the failover, then check that releases are
 	// delivered on the new master.
 	waitNumSub(t, admin, k, 1)
@@ -103,4 +85,23 @@ func TestSentinel(t *testing.T) {
 func isMaster(t *testing.T, c redis.UniversalClient) bool {
 	role, err := c.Do(ctxT(t), "ROLE").Slice()
 	return err == nil && len(role) > 0 && role[0] == "master"
+}
+
+// sentinelSetup starts a master, its replica and a Sentinel that monitors
+// the master, and returns them with a function that makes failover
+// clients through the Sentinel, closed at t's cleanup.
+func sentinelSetup(t *testing.T) (master, replica, sentinel *testserver.Server, newFailover func() redis.UniversalClient) {
+	t.Helper()
+	master = privateServer(t)
+	replica = testserver.Replica(t, master)
+	sentinel = testserver.Sentinel(t, master)
+	return master, replica, sentinel, func() redis.UniversalClient {
+		c := redis.NewUniversalClient(&redis.UniversalOptions{
+			MasterName:            testserver.SentinelMaster,
+			Addrs:                 []string{sentinel.Addr},
+			ContextTimeoutEnabled: true,
+		})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
 }

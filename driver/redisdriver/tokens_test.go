@@ -212,17 +212,10 @@ func TestTokensAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var l driver.Lease
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var err error
-		if l, err = d.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second)); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("TryAcquire after the restart: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, "TryAcquire after the restart", 10*time.Second, func() (err error) {
+		l, err = d.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
+		return err
+	})
 	if l.Token <= lx.Token {
 		t.Fatalf("token %d after an empty restart, want > %d, the lost hold's", l.Token, lx.Token)
 	}
