@@ -61,16 +61,16 @@
 //     (or keeps its place) with an entry that expires after req.TTL.
 //     A refused request flags the exclusive hold that refused it (a "w"
 //     after the token in the lock's value), so that its release wakes
-//     the waiters; it takes no token. When none of the lock, readers,
-//     queue and queue-exp keys exists, an exclusive request is granted
-//     by a fast path that runs before the scripts' shared prelude:
-//     EXISTS, TIME, GET of the fence key and two SETs.
+//     the waiters; it takes no token. When none of the lock, fence,
+//     readers, queue and queue-exp keys exists, an exclusive request is
+//     granted by a fast path that runs before the scripts' shared
+//     prelude: EXISTS, TIME and SET.
 //   - refresh (Refresh, RefreshBatch) extends the hold of l.Owner in l.Mode,
 //     with token l.Token unless it is 0, and never re-creates a hold that
 //     expired.
 //   - release (Release) deletes that hold and removes the owner's queue
 //     entry whatever it held. An exclusive hold that refused nobody is
-//     released with GET and DEL, before the prelude, and publishes
+//     released with GET, TIME and DEL, before the prelude, and publishes
 //     nothing. Otherwise, when the release leaves the key free and the
 //     queue has live entries, it hands the key over: it grants it to the
 //     queue's head (or the run of shared entries at its head) with a new
@@ -102,12 +102,14 @@
 // # Tokens
 //
 // A grant's token is the server's clock in microseconds (Redis TIME), or
-// the last token granted for the key plus one when that is larger (grants
-// in the same microsecond, one handoff to several readers, a clock that
-// stepped back). The last token is kept in the fence key only until the
-// server's clock has passed it: the key expires (PXAT) at the millisecond
-// after the token's, and from then on the clock alone exceeds every token
-// granted. So tokens strictly increase per key across:
+// the last token of the key plus one when that is larger (grants in the
+// same microsecond, one handoff to several readers). The last token is
+// kept in the fence key only while the server's clock has not passed it:
+// the key expires (PXAT) at the millisecond after the token's, and from
+// then on the clock alone exceeds every token granted. An uncontended
+// grant writes no fence key at all, since its token is the clock's; its
+// release keeps the token only if it comes in the grant's own
+// microsecond. So tokens strictly increase per key across:
 //
 //   - the expiry of the fence key, and of every other key of the lock;
 //   - a restart that lost the data set (no persistence, kill -9);
@@ -117,17 +119,19 @@
 // and the server keeps no per-key state once a released key's TTL has
 // passed. Refused attempts write no token.
 //
-// This rests on one assumption: the clock of the server that grants after
-// a restart or a failover reads later than the clock of the server that
-// granted the last token before it, that is, server clocks do not step back,
-// and differ between master and replicas, by less than the outage or the
-// failover takes (a failover takes seconds; a restart at least
-// milliseconds). On one running server a clock that steps back does no
-// harm: the fence key lives until the clock has caught up. If the
-// assumption is broken (a server whose clock is set back by more than its
-// outage, a replica whose clock runs behind its master's by more than the
-// failover), a token after the event can be lower than or equal to one
-// before it, and a fenced resource may accept a stale holder's write.
+// This rests on one assumption: the clock of the server that grants reads
+// later than it, or the clock of the server before a restart or failover,
+// did at the last grant of the key. That is, server clocks do not step
+// back, and after a restart or a failover the granting server's clock is
+// not behind the previous one's by as much as the outage or the failover
+// lasted (a failover takes seconds; a restart at least milliseconds). NTP
+// slews small corrections without stepping; a master and replicas on
+// NTP-synchronised hosts differ by far less than a failover takes. If the
+// assumption is broken (a clock set back by hand or by a large NTP step, a
+// replica whose clock runs behind its master's by more than the failover
+// took), a later token can be lower than or equal to an earlier one, and a
+// fenced resource may accept a stale holder's write. A clock stepped back
+// while the last token is still kept is bridged: grants count up from it.
 // Tokens are microseconds since 1970: about 1.8·10^15 today, below 2^53
 // (exact in Lua's numbers) until the year 2255, so they fit a uint64 and
 // an int64. A server clock set years ahead would reach that bound sooner.
