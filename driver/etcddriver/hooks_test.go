@@ -82,8 +82,6 @@ type hookCall struct {
 // hookTTL is the lease of the holds in TestClosedClient and TestStalled.
 const hookTTL = 5 * time.Second
 
-
-
 // closedBound is how soon a call on a driver whose client is closed must
 // fail; an Acquire under way when the client is closed gets closedWaitBound.
 const (
@@ -91,11 +89,9 @@ const (
 	closedWaitBound = time.Second
 )
 
-
 // stallDeadline is the context deadline of the calls made while etcd
 // does not answer, and stallBound how soon they must return.
 const (
 	stallDeadline = 600 * time.Millisecond
 	stallBound    = 650 * time.Millisecond
 )
-

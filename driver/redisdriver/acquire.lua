@@ -131,9 +131,8 @@ if blocked then
 	return -1 - remaining
 end
 
--- Grant: a new token from the fence counter, which has no TTL and
--- survives every hold.
-local tok = redis.call('INCR', FENCE)
+-- Grant: a new token (see next_token).
+local tok = next_token()
 if shared then
 	redis.call('ZADD', READERS, int(clock() + ttl), owner)
 	redis.call('HSET', TOKENS, owner, int(tok))

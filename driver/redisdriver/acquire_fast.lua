@@ -1,21 +1,22 @@
 -- acquire, fast path: runs before the shared prelude, whose function
--- definitions cost more server time than this path's three commands. With
--- no shared holds and no queue on the key, an exclusive request (not a
--- queued one, which has seen the key taken) takes a
--- token and the lock with SET NX; if the lock is held (by another owner or
--- by this one) it falls through to the full script. A token taken for a
--- SET that failed is skipped: tokens only need to increase.
+-- definitions cost more server time than this path's commands. With no
+-- hold, no shared holds, no queue and no last token on the key, an
+-- exclusive request (not a queued one, which has seen the key taken) is
+-- granted here with the server's clock in microseconds as its token: no
+-- token granted before is that large (see next_token in common.lua; a
+-- release in the grant's own microsecond keeps the token). Anything else
+-- falls through to the full script, which grants, extends or refuses. A
+-- refused request takes no token.
 do
 	if redis.replicate_commands then
-		-- Before the first write (Redis < 5; see common.lua): the full
-		-- script may read TIME after this path's INCR.
+		-- Before the first write (Redis < 5; see common.lua).
 		pcall(redis.replicate_commands)
 	end
 	local B = KEYS[1]
-	if ARGV[2] == 'x' and redis.call('EXISTS', B .. 'readers', B .. 'queue', B .. 'queue-exp') == 0 then
-		local tok = redis.call('INCR', B .. 'fence')
-		if redis.call('SET', B .. 'lock', string.format('%d', tok) .. ':' .. ARGV[1], 'NX', 'PX', ARGV[3]) then
-			return tok
-		end
+	if ARGV[2] == 'x' and redis.call('EXISTS', B .. 'lock', B .. 'readers', B .. 'queue', B .. 'queue-exp', B .. 'fence') == 0 then
+		local t = redis.call('TIME')
+		local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
+		redis.call('SET', B .. 'lock', string.format('%d', tok) .. ':' .. ARGV[1], 'PX', ARGV[3])
+		return tok
 	end
 end

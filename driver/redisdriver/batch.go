@@ -3,6 +3,7 @@ package redisdriver
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/redis/go-redis/v9"
@@ -26,7 +27,25 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	}
 	for start := 0; start < len(ls); start += batchChunk {
 		end := min(start+batchChunk, len(ls))
-		d.refreshChunk(ctx, ls[start:end], errs[start:end])
+		chunk, cerrs := ls[start:end], errs[start:end]
+		if d.ctxBound || ctx.Done() == nil {
+			d.refreshChunk(ctx, chunk, cerrs)
+			continue
+		}
+		// The client ignores ctx's deadline: wait for the chunk in a
+		// goroutine that writes errors of its own.
+		got, err := bounded(ctx, func() ([]error, error) {
+			e := make([]error, len(chunk))
+			d.refreshChunk(ctx, chunk, e)
+			return e, nil
+		})
+		for i, l := range chunk {
+			if err != nil {
+				cerrs[i] = opError("refresh", l.Key, err)
+			} else {
+				cerrs[i] = got[i]
+			}
+		}
 	}
 	return errs
 }
@@ -51,36 +70,92 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 	if len(items) == 0 {
 		return
 	}
-	pipe := d.client.Pipeline()
-	for j := range items {
-		it := &items[j]
-		it.cmd = newCmd(ctx, it.args)
-		_ = pipe.Process(ctx, it.cmd)
-	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
-
-	var retry []*batchItem
-	for j := range items {
-		it := &items[j]
-		if isNoScript(it.cmd.Err()) {
-			retry = append(retry, it)
-			continue
+	_, cluster := d.client.(*redis.ClusterClient)
+	if d.replicas == 0 && !cluster {
+		its := make([]*batchItem, len(items))
+		for j := range items {
+			its[j] = &items[j]
 		}
-		res, err := it.cmd.Result()
-		_, errs[it.i] = refreshResult(ls[it.i], it.ms, res, err)
-	}
-	if len(retry) == 0 {
+		d.refreshItems(ctx, d.client, its, ls, errs, false)
 		return
 	}
-	pipe = d.client.Pipeline()
-	for _, it := range retry {
-		it.cmd = newCmd(ctx, refreshScript.evalArgs(it.args))
-		_ = pipe.Process(ctx, it.cmd)
+	// One pipeline per master, in parallel: WAIT counts the writes of
+	// one connection, and a ClusterClient's own pipeline, when it retries
+	// the commands of a master that fails, gives every command of the
+	// pipeline the error with which its retries end, so that the leases
+	// of one dead master would fail on every master.
+	groups := make(map[*redis.Client][]*batchItem)
+	for j := range items {
+		it := &items[j]
+		node, err := d.master(ctx, it.args[argKey].(string))
+		if err != nil {
+			d.failed(err)
+			errs[it.i] = opError("refresh", ls[it.i].Key, withCtx(ctx, err))
+			continue
+		}
+		groups[node] = append(groups[node], it)
 	}
-	_, _ = pipe.Exec(ctx)
-	for _, it := range retry {
+	var wg sync.WaitGroup
+	for node, its := range groups {
+		wg.Go(func() { d.refreshItems(ctx, node, its, ls, errs, d.replicas > 0) })
+	}
+	wg.Wait()
+}
+
+// refreshItems sends the refreshes of items in one pipeline of c, followed
+// by WAIT when wait is true, and again, with EVAL, those whose script the
+// server did not have. It sets the errors of ls's leases in errs.
+func (d *Driver) refreshItems(ctx context.Context, c redis.UniversalClient, items []*batchItem, ls []driver.Lease, errs []error, wait bool) {
+	var timeout int64
+	if wait {
+		timeout = d.waitTimeout(ctx)
+	}
+	send := func(items []*batchItem, eval bool) *redis.IntCmd {
+		pipe := c.Pipeline()
+		for _, it := range items {
+			args := it.args
+			if eval {
+				args = refreshScript.evalArgs(args)
+			}
+			it.cmd = newCmd(ctx, args)
+			_ = pipe.Process(ctx, it.cmd)
+		}
+		var w *redis.IntCmd
+		if wait {
+			w = redis.NewIntCmd(ctx, "wait", d.replicas, timeout)
+			_ = pipe.Process(ctx, w)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command
+		return w
+	}
+	w := send(items, false)
+	var retry []*batchItem
+	for _, it := range items {
+		if isNoScript(it.cmd.Err()) {
+			retry = append(retry, it)
+		}
+	}
+	var w2 *redis.IntCmd
+	if len(retry) > 0 {
+		w2 = send(retry, true)
+	}
+	var ackErr error
+	if wait {
+		// The pipelines may have had connections of their own: each
+		// WAIT covers its own.
+		ackErr = d.ackError(ctx, w, timeout)
+		if ackErr == nil && w2 != nil {
+			ackErr = d.ackError(ctx, w2, timeout)
+		}
+	}
+	for _, it := range items {
 		res, err := it.cmd.Result()
-		_, errs[it.i] = refreshResult(ls[it.i], it.ms, res, err)
+		d.failed(err)
+		var l driver.Lease
+		l, errs[it.i] = refreshResult(ls[it.i], it.ms, res, withCtx(ctx, err))
+		if errs[it.i] == nil && ackErr != nil {
+			errs[it.i] = opError("refresh", l.Key, ackErr)
+		}
 	}
 }
 

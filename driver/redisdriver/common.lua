@@ -10,7 +10,9 @@
 --            was granted while others queued): only then does its release
 --            publish and clean the queue, so the uncontended release is
 --            one GET and one DEL
---   FENCE    STRING counter, no TTL: the last token granted for the key
+--   FENCE    STRING the last token of the key, while the server's clock has
+--            not passed it: expires (PXAT) in the millisecond after the
+--            token's; from then on the clock alone exceeds every token
 --   READERS  ZSET owner -> expiry (Redis TIME, ms): the shared holds
 --   TOKENS   HASH owner -> token of each shared hold
 --   QUEUE    ZSET owner -> seq*2 + (1 if shared else 0): the wait queue
@@ -19,7 +21,8 @@
 -- readers/tokens and queue/qexp carry a PEXPIRE no shorter than their
 -- longest-lived member, so abandoned keys disappear on their own.
 --
--- Replies carry a token as an integer: tokens are exact up to 2^53.
+-- Tokens are the server's clock in microseconds (see next_token); replies
+-- carry them as integers, exact below 2^53 (the year 2255).
 
 if redis.replicate_commands then
 	-- Redis < 5 replicates scripts verbatim and refuses writes after TIME
@@ -40,6 +43,52 @@ end
 local function now_ms()
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- now_us is the server's clock in microseconds.
+local function now_us()
+	local t = redis.call('TIME')
+	return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- keep_token records tok as the key's last token in FENCE until the clock
+-- has passed it: FENCE expires at the millisecond after the token's, and a
+-- key is expired only once the clock (of the script's start) is past that,
+-- so any later TIME exceeds the token.
+local function keep_token(tok)
+	redis.call('SET', FENCE, int(tok), 'PXAT', int(math.floor(tok / 1000) + 1))
+end
+
+-- next_token returns a new token for the key: the server's clock in
+-- microseconds, or the last token + 1 when that is larger (a grant in the
+-- same microsecond, several grants by one handoff, a clock that stepped
+-- back while FENCE lived), and keeps it (keep_token). Only a grant calls
+-- it: a refused request leaves FENCE alone.
+--
+-- The fast path of acquire grants the clock's value without FENCE when
+-- none of the key's keys exists, and keeps nothing: every token granted
+-- before is then below the clock, since the clock does not step back, a
+-- token above it is kept in FENCE, and a hold granted in the current
+-- microsecond still exists, unless a release deleted it, and releases
+-- keep the token of an exclusive hold that the clock has not passed
+-- (release_token).
+local function next_token()
+	local tok = now_us()
+	local last = tonumber(redis.call('GET', FENCE) or '0')
+	if last and last >= tok then
+		tok = last + 1
+	end
+	keep_token(tok)
+	return tok
+end
+
+-- release_token keeps tok, the token of an exclusive hold being deleted,
+-- when the clock has not passed it (see next_token).
+local function release_token(tok)
+	tok = tonumber(tok)
+	if tok and tok >= now_us() then
+		keep_token(tok)
+	end
 end
 
 -- parse_hold splits an exclusive hold "<token>:<owner>" or
@@ -150,7 +199,7 @@ local function handoff(now)
 			break
 		end
 		local exp = tonumber(redis.call('ZSCORE', QEXP, o))
-		local tok = redis.call('INCR', FENCE)
+		local tok = next_token()
 		if shared then
 			redis.call('ZADD', READERS, int(exp), o)
 			redis.call('HSET', TOKENS, o, int(tok))

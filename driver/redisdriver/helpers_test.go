@@ -77,6 +77,7 @@ func newDriver(t *testing.T, c redis.UniversalClient) *redisdriver.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
+	made.Store(d, madeDriver{client: c})
 	return d
 }
 
@@ -126,4 +127,21 @@ func privateServer(t *testing.T) *testserver.Server {
 
 func newDriverErr(c redis.UniversalClient) (*redisdriver.Driver, error) {
 	return redisdriver.New(c, nil)
+}
+
+// eventually calls f every 20ms until it returns nil, and fails t with
+// f's last error if that takes longer than max.
+func eventually(t *testing.T, what string, max time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(max)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -2,6 +2,7 @@ package redisdriver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -24,6 +25,10 @@ type hub struct {
 	done  chan struct{}         // closed when the dispatcher has returned
 	idle  *time.Timer           // ends the hub when it has stayed without channels
 	gen   uint64                // counts idle periods: a stale idle timer does nothing
+	// closed is the error of the client's closing (redis.ErrClosed),
+	// once the dispatcher has seen it: the dispatcher has returned, and
+	// Subscribe fails at once with it.
+	closed error
 }
 
 // hubLinger is how long a hub without channels keeps its connection. It is
@@ -89,20 +94,35 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 	s := &subscription{d: d, c: make(chan struct{}, 1)}
 
 	d.mu.Lock()
-	h := d.hub
-	if h == nil {
-		h = &hub{
-			// Without channels, Subscribe creates the PubSub without
-			// connecting.
-			ps:    d.client.Subscribe(context.WithoutCancel(ctx)),
-			chans: make(map[string]*chanEntry),
-			waits: make(map[string]*chanEntry),
-			stop:  make(chan struct{}),
-			done:  make(chan struct{}),
+	if d.hub == nil {
+		// Connect outside d.mu, which the other calls take too.
+		d.mu.Unlock()
+		ps, err := d.dialPubSub(ctx)
+		if err != nil {
+			return nil, opError(op, key, err)
 		}
-		d.hub = h
-		go d.dispatch(h)
-	} else if h.idle != nil {
+		d.mu.Lock()
+		if d.hub == nil {
+			d.hub = &hub{
+				ps:    ps,
+				chans: make(map[string]*chanEntry),
+				waits: make(map[string]*chanEntry),
+				stop:  make(chan struct{}),
+				done:  make(chan struct{}),
+			}
+			go d.dispatch(d.hub)
+		} else {
+			// Another Subscribe made the hub meanwhile.
+			go func() { _ = ps.Close() }()
+		}
+	}
+	h := d.hub
+	if h.closed != nil {
+		err := h.closed
+		d.mu.Unlock()
+		return nil, opError(op, key, err)
+	}
+	if h.idle != nil {
 		// Reuse the idle hub. If its timer has fired already, the
 		// generation check makes it a no-op.
 		h.idle.Stop()
@@ -149,6 +169,27 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		return nil, opError(op, key, e.err)
 	}
 	return s, nil
+}
+
+// dialPubSub returns a new PubSub, connected: it sends a PING (whose reply
+// the dispatcher ignores) so that dialling happens here, bounded by ctx,
+// rather than in the first SUBSCRIBE, which is written under d.mu.
+func (d *Driver) dialPubSub(ctx context.Context) (*redis.PubSub, error) {
+	// Without channels, Subscribe creates the PubSub without connecting.
+	ps := d.client.Subscribe(context.WithoutCancel(ctx))
+	ping := func() (struct{}, error) { return struct{}{}, withCtx(ctx, ps.Ping(ctx, "locker-dial")) }
+	var err error
+	if d.ctxBound || ctx.Done() == nil {
+		_, err = ping()
+	} else {
+		_, err = bounded(ctx, ping)
+	}
+	if err != nil {
+		// Close waits for an abandoned PING to end.
+		go func() { _ = ps.Close() }()
+		return nil, err
+	}
+	return ps, nil
 }
 
 // fail ends the wait for e's confirmation with err. The channel may stay
@@ -247,10 +288,26 @@ func (d *Driver) dispatch(h *hub) {
 			d.mu.Unlock()
 			return
 		}
+		if err != nil && errors.Is(err, redis.ErrClosed) {
+			// The client was closed (the driver's own closing of the
+			// PubSub sets d.hub first): nothing will come. Wake
+			// everyone, whose next call fails, fail the confirmations
+			// in flight, and end.
+			h.closed = err
+			for _, e := range h.chans {
+				e.notify()
+				if _, ok := h.waits[e.payload]; ok {
+					h.fail(e, err)
+				}
+			}
+			d.mu.Unlock()
+			return
+		}
 		if err != nil {
 			// The connection broke (go-redis reconnects and resubscribes)
 			// or cannot be made. A release may have been missed: wake
 			// everyone. Confirmations in flight are lost: ask again.
+			d.failed(err)
 			var pending []*chanEntry
 			for _, e := range h.chans {
 				e.notify()
@@ -262,7 +319,7 @@ func (d *Driver) dispatch(h *hub) {
 			for _, e := range pending {
 				if perr := h.ps.Ping(context.Background(), e.payload); perr != nil {
 					d.mu.Lock()
-					h.fail(e, fmt.Errorf("%w (then %v)", err, perr))
+					h.fail(e, fmt.Errorf("%w (then %w)", err, perr))
 					d.mu.Unlock()
 				}
 			}

@@ -32,7 +32,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	var sent time.Time
 	if queued {
 		mode = queuedArg(req.Mode)
-		if l, ok := d.takeGrant(req, ms); ok {
+		// With Replicas, a handoff is acknowledged by the owner's own
+		// round trip, which finds the hold and extends it.
+		if l, ok := d.takeGrant(req, ms); ok && d.replicas == 0 {
 			return l, nil
 		}
 		// Before the request: the handoff's message may arrive on the
@@ -40,7 +42,14 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		// fails, the front-end's Release forgets the owner.
 		sent = d.queueing(req.Owner)
 	}
-	res, err := d.run(ctx, acquireScript, acquireScript.args(d.base(req.Key), req.Owner, mode, ms))
+	args := acquireScript.args(d.base(req.Key), req.Owner, mode, ms)
+	var res any
+	var ackErr error
+	if d.replicas > 0 {
+		res, ackErr, err = d.runAck(ctx, acquireScript, args)
+	} else {
+		res, err = d.run(ctx, acquireScript, args)
+	}
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
@@ -55,13 +64,20 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		return driver.Lease{}, opError(op, req.Key,
 			&driver.LockedError{Remaining: time.Duration(remaining) * time.Millisecond})
 	}
-	return driver.Lease{
+	l := driver.Lease{
 		Key:   req.Key,
 		Owner: req.Owner,
 		Mode:  req.Mode,
 		Token: tok,
 		TTL:   time.Duration(ms) * time.Millisecond,
-	}, nil
+	}
+	if ackErr != nil {
+		// A failover could lose the grant: give it up. If the release
+		// fails too, the grant expires with its TTL.
+		_ = d.Release(ctx, l)
+		return driver.Lease{}, opError(op, req.Key, ackErr)
+	}
+	return l, nil
 }
 
 // Refresh implements driver.Driver in one round trip. When l.Token is not
@@ -75,8 +91,15 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if err != nil {
 		return driver.Lease{}, opError(op, l.Key, err)
 	}
-	res, err := d.run(ctx, refreshScript, args)
-	return refreshResult(l, ms, res, err)
+	if d.replicas == 0 {
+		res, err := d.run(ctx, refreshScript, args)
+		return refreshResult(l, ms, res, err)
+	}
+	res, ackErr, err := d.runAck(ctx, refreshScript, args)
+	if l, err = refreshResult(l, ms, res, err); err == nil && ackErr != nil {
+		return driver.Lease{}, opError(op, l.Key, ackErr)
+	}
+	return l, err
 }
 
 // refreshArgs returns the arguments of the EVALSHA of refreshScript that
@@ -243,7 +266,8 @@ func errBadReply(res any) error {
 }
 
 // opError wraps err with the operation and key, and marks it Permanent
-// when no retry can cure it.
+// when no retry can cure it: an error reply that no retry changes, or a
+// closed client (redis.ErrClosed).
 func opError(op, key string, err error) error {
 	e := fmt.Errorf("redisdriver: %s %q: %w", op, key, err)
 	if !driver.IsPermanent(err) && isPermanent(err) {
@@ -276,8 +300,11 @@ var permanentPrefixes = []string{
 }
 
 // isPermanent reports whether err is a Redis error reply that no retry can
-// cure.
+// cure, or the error of a closed client.
 func isPermanent(err error) bool {
+	if errors.Is(err, redis.ErrClosed) {
+		return true
+	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return false

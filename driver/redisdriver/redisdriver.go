@@ -19,7 +19,7 @@
 // key "orders/42" uses:
 //
 //	locker:{orders/42}:lock      STRING "<token>:<owner>", PX = TTL: the exclusive hold
-//	locker:{orders/42}:fence     STRING counter, no TTL: the last token granted
+//	locker:{orders/42}:fence     STRING the last token granted, until the clock passes it
 //	locker:{orders/42}:readers   ZSET owner -> expiry in ms of Redis TIME: shared holds
 //	locker:{orders/42}:tokens    HASH owner -> token of each shared hold
 //	locker:{orders/42}:queue     ZSET owner -> arrival order and mode: the wait queue
@@ -38,10 +38,10 @@
 // has its own expiry and token, so a reader that dies expires on its own
 // while others renew. Expired shared holds and queue
 // entries are removed lazily by the scripts; the keys holding them carry a
-// PEXPIRE no shorter than their longest-lived member, so nothing is left
-// behind. The fence counter has no TTL: it survives release and expiry so
-// that tokens keep growing. It is the only key that stays after a lock is
-// released, one small string per lock key ever used.
+// PEXPIRE no shorter than their longest-lived member, and the fence key
+// expires a millisecond or two after the grant that wrote it (see Tokens),
+// so nothing is left behind: once a released key's TTL has passed, the
+// server keeps no key for it.
 //
 // # Scripts
 //
@@ -61,15 +61,16 @@
 //     (or keeps its place) with an entry that expires after req.TTL.
 //     A refused request flags the exclusive hold that refused it (a "w"
 //     after the token in the lock's value), so that its release wakes
-//     the waiters. When none of the readers, queue and queue-exp keys
-//     exists, an exclusive request first tries a fast path that runs
-//     before the scripts' shared prelude: EXISTS, INCR and SET NX.
+//     the waiters; it takes no token. When none of the lock, fence,
+//     readers, queue and queue-exp keys exists, an exclusive request is
+//     granted by a fast path that runs before the scripts' shared
+//     prelude: EXISTS, TIME and SET.
 //   - refresh (Refresh, RefreshBatch) extends the hold of l.Owner in l.Mode,
 //     with token l.Token unless it is 0, and never re-creates a hold that
 //     expired.
 //   - release (Release) deletes that hold and removes the owner's queue
 //     entry whatever it held. An exclusive hold that refused nobody is
-//     released with GET and DEL, before the prelude, and publishes
+//     released with GET, TIME and DEL, before the prelude, and publishes
 //     nothing. Otherwise, when the release leaves the key free and the
 //     queue has live entries, it hands the key over: it grants it to the
 //     queue's head (or the run of shared entries at its head) with a new
@@ -91,48 +92,125 @@
 // when the server answers NOSCRIPT (after a restart, a failover or SCRIPT
 // FLUSH). TryAcquire, TryAcquireQueued, Refresh and Release take one round
 // trip each. RefreshBatch takes one round trip per 1000 leases (on
-// Cluster, one per node and 1000 leases, in parallel), plus one more for
-// the leases whose script the server did not have. Subscribe takes one
-// round trip when the key's channel is not yet subscribed by this driver,
-// none otherwise.
+// Cluster, one per master and 1000 leases, in parallel), plus one more for
+// the leases whose script the server did not have. With Options.Replicas,
+// the WAIT goes in the same round trip, but a TryAcquireQueued that a
+// handoff granted takes one too (to be acknowledged). Subscribe takes one
+// round trip when the key's channel is not yet subscribed by this driver
+// (two when the driver's pub/sub connection is not open), none otherwise.
 //
-// # Token durability
+// # Tokens
 //
-// Tokens live in Redis memory. Unless the server persists every write
-// before answering (AOF with appendfsync always), a restart loses the
-// fence counter or its latest increments, and tokens then repeat: a new
-// holder can get a token that an earlier holder already had. A failover to
-// a replica can lose them the same way, whatever the persistence, because
-// Redis replicates asynchronously. The same events can lose holds, so that
-// two owners both believe they hold a key. Rely on fencing tokens from this
-// driver only where such losses are acceptable or ruled out.
+// A grant's token is the server's clock in microseconds (Redis TIME), or
+// the last token of the key plus one when that is larger (grants in the
+// same microsecond, one handoff to several readers). The last token is
+// kept in the fence key only while the server's clock has not passed it:
+// the key expires (PXAT) at the millisecond after the token's, and from
+// then on the clock alone exceeds every token granted. An uncontended
+// grant writes no fence key at all, since its token is the clock's; its
+// release keeps the token only if it comes in the grant's own
+// microsecond. So tokens strictly increase per key across:
 //
-// Redis may also evict keys when it reaches maxmemory, holds and the fence
-// counter included, unless maxmemory-policy is noeviction; use that policy
-// on a server that holds locks.
+//   - the expiry of the fence key, and of every other key of the lock;
+//   - a restart that lost the data set (no persistence, kill -9);
+//   - a failover to a replica that missed the latest writes (Sentinel or
+//     Cluster);
 //
-// Tokens are exact up to 2^53 grants per key (Lua numbers are doubles).
+// and the server keeps no per-key state once a released key's TTL has
+// passed. Refused attempts write no token.
+//
+// This rests on one assumption: the clock of the server that grants reads
+// later than it, or the clock of the server before a restart or failover,
+// did at the last grant of the key. That is, server clocks do not step
+// back, and after a restart or a failover the granting server's clock is
+// not behind the previous one's by as much as the outage or the failover
+// lasted (a failover takes seconds; a restart at least milliseconds). NTP
+// slews small corrections without stepping; a master and replicas on
+// NTP-synchronised hosts differ by far less than a failover takes. If the
+// assumption is broken (a clock set back by hand or by a large NTP step, a
+// replica whose clock runs behind its master's by more than the failover
+// took), a later token can be lower than or equal to an earlier one, and a
+// fenced resource may accept a stale holder's write. A clock stepped back
+// while the last token is still kept is bridged: grants count up from it.
+// Tokens are microseconds since 1970: about 1.8·10^15 today, below 2^53
+// (exact in Lua's numbers) until the year 2255, so they fit a uint64 and
+// an int64. A server clock set years ahead would reach that bound sooner.
+//
+// The holds themselves are not durable: a restart without persistence, or
+// a failover to a replica that missed a grant or renewal, loses them, and
+// another client can get the key before the old holder's next renewal
+// tells it so (within TTL/3). The new holder's token is greater, so a
+// fenced resource refuses the old holder's writes. See Replicas and
+// failover for what prevents the loss on Sentinel and Cluster.
+//
+// Redis may also evict keys when it reaches maxmemory, holds included,
+// unless maxmemory-policy is noeviction; use that policy on a server that
+// holds locks.
+//
+// # Replicas and failover
+//
+// Redis replicates asynchronously. What the driver guarantees:
+//
+//   - Standalone: holds live in the server's memory; a restart loses them
+//     unless the server persists every write (AOF with appendfsync
+//     always). Tokens increase either way (see Tokens).
+//   - Sentinel or Cluster, without Options.Replicas: a failover keeps the
+//     holds that had reached the promoted replica, which is usually all
+//     of them (replication lags by well under a millisecond on a local
+//     network), but it may lose the last grants and renewals; another
+//     client can then acquire a key whose holder still believes it holds
+//     it, until the holder's next renewal. Tokens still increase.
+//   - Sentinel or Cluster, with Options.Replicas = N: a grant or renewal
+//     counts only once N replicas have acknowledged it (WAIT), so a
+//     failover to any of them keeps every hold as its holder knows it:
+//     nobody else gets the key while the holder believes it holds it. A
+//     master that has fewer than N replicas (as right after a failover,
+//     until the old master returns as a replica) acknowledges nothing:
+//     grants fail with ErrNotReplicated, renewals too, and holders lose
+//     their holds at their local deadline while the holds still stand on
+//     the server. Choose N below the replicas each master keeps after a
+//     failure. WAIT bounds the loss, it does not make Redis consistent: a
+//     replica that acknowledged can still be passed over by a failover
+//     (Sentinel and Cluster prefer the most up-to-date replica, but do not
+//     require it).
+//
+// On Cluster, a failed call makes the ClusterClient reload its slot map
+// (go-redis otherwise reloads it on redirections or once a minute, and
+// would go on sending a dead master's slots to it), and RefreshBatch sends
+// one pipeline per master, so that a dead master fails only its own leases.
 //
 // # Clients and contexts
 //
-// The driver never closes the client: whoever created it owns it. Create
-// the client with ContextTimeoutEnabled: true, so that the deadlines of the
-// contexts passed to the driver bound its blocking network calls; without
-// it go-redis applies only its own read and write timeouts. A call whose
-// context is already done fails at once, without a round trip.
+// The driver never closes the client: whoever created it owns it. Once the
+// client is closed, every call, Subscribe included, fails at once with a
+// permanent error wrapping redis.ErrClosed, open subscriptions receive a
+// value (their waiters' next call fails) and the pub/sub goroutine ends.
+//
+// Create the client with ContextTimeoutEnabled: true, so that the
+// deadlines of the contexts passed to the driver bound its network calls.
+// Without it, go-redis applies only its own read and write timeouts (3s
+// each by default, and retries): the driver then runs each call that has a
+// deadline in a goroutine of its own and returns at the deadline, leaving
+// the abandoned request to finish, or time out, in the background (an
+// extra goroutine per call, and a connection held until go-redis's
+// timeout). Either way a call that its deadline ended fails with an error
+// wrapping the context's error. A call whose context is already done fails
+// at once, without a round trip.
 //
 // Notifier subscriptions of one Driver share one [redis.PubSub] connection
 // and one goroutine, both started by the first Subscribe and ended 200 ms
 // after the last open subscription is closed (unless another Subscribe
 // comes first), so that successive waits do not dial anew.
 //
-// The scripts need Redis 3.2 or later, or a compatible server such as
-// Valkey. The tests run them on Redis 7 (standalone and a one-node
-// cluster) and on miniredis.
+// The scripts need Redis 6.2 or later (SET with PXAT), or a compatible
+// server such as Valkey. The tests run them on Redis 7 (standalone,
+// Sentinel, a one-node cluster and a cluster of three masters with a
+// replica each) and on miniredis.
 package redisdriver
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -159,6 +237,23 @@ type Options struct {
 	// must not contain '{' or '}', which would change the keys' hash tag.
 	// Empty means DefaultPrefix.
 	Prefix string
+
+	// Replicas, when positive, makes every grant and renewal wait until
+	// that many replicas of the master have acknowledged it (Redis WAIT,
+	// sent in the same round trip, on the same connection), so that a
+	// failover to one of them keeps the hold. A grant that fewer replicas
+	// acknowledged within ReplicaTimeout is released and the attempt fails
+	// with a transient error wrapping ErrNotReplicated, which the front-end
+	// retries; a renewal fails likewise (the hold stays, and its holder
+	// counts from its last acknowledged renewal). A handoff to a queued
+	// owner then takes the owner's next round trip too, to be acknowledged.
+	// It needs a *redis.Client (standalone or Sentinel failover) or a
+	// *redis.ClusterClient. Zero: no wait.
+	Replicas int
+	// ReplicaTimeout bounds the wait for Replicas, further cut to nine
+	// tenths of the time the call's context has left. Zero means
+	// DefaultReplicaTimeout.
+	ReplicaTimeout time.Duration
 }
 
 // Driver is a locker driver over a Redis client. It is safe for concurrent
@@ -166,6 +261,14 @@ type Options struct {
 type Driver struct {
 	client redis.UniversalClient
 	prefix string
+	// ctxBound is true when the client bounds its calls by their
+	// context's deadline (ContextTimeoutEnabled); otherwise the driver
+	// waits for each call in a goroutine of its own (see bounded).
+	ctxBound bool
+	// replicas and replicaTimeout are Options.Replicas and
+	// Options.ReplicaTimeout (defaulted).
+	replicas       int
+	replicaTimeout time.Duration
 
 	mu  sync.Mutex
 	hub *hub   // shared pub/sub connection; nil when no subscription is open
@@ -212,14 +315,49 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	if client == nil {
 		return nil, errors.New("redisdriver: nil client")
 	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
 	prefix := DefaultPrefix
-	if opts != nil && opts.Prefix != "" {
-		prefix = opts.Prefix
+	if o.Prefix != "" {
+		prefix = o.Prefix
 	}
 	if strings.ContainsAny(prefix, "{}") {
 		return nil, errors.New("redisdriver: prefix " + quote(prefix) + " contains '{' or '}'")
 	}
-	return &Driver{client: client, prefix: prefix, queued: make(map[string]*queuedOwner)}, nil
+	if o.Replicas < 0 || o.ReplicaTimeout < 0 {
+		return nil, fmt.Errorf("redisdriver: negative Replicas (%d) or ReplicaTimeout (%v)", o.Replicas, o.ReplicaTimeout)
+	}
+	if o.ReplicaTimeout == 0 {
+		o.ReplicaTimeout = DefaultReplicaTimeout
+	}
+	d := &Driver{client: client, prefix: prefix, ctxBound: contextBound(client),
+		replicas: o.Replicas, replicaTimeout: o.ReplicaTimeout,
+		queued: make(map[string]*queuedOwner)}
+	if d.replicas > 0 {
+		switch client.(type) {
+		case *redis.Client, *redis.ClusterClient:
+		default:
+			return nil, fmt.Errorf("redisdriver: Options.Replicas needs a *redis.Client or *redis.ClusterClient, not %T", client)
+		}
+	}
+	return d, nil
+}
+
+// contextBound reports whether client was created with
+// ContextTimeoutEnabled, so that the deadlines of the contexts of its calls
+// bound their network reads and writes.
+func contextBound(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
 }
 
 // SupportsShared reports true: the driver grants Mode Shared.

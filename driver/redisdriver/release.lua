@@ -16,6 +16,7 @@ if not shared then
 	if v then
 		local tok, o, flagged = parse_hold(v)
 		if o == owner and (want == '0' or tok == want) then
+			release_token(tok)
 			redis.call('DEL', LOCK)
 			if not flagged then
 				return 1

@@ -5,6 +5,9 @@ import (
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -84,13 +87,78 @@ func newCmd(ctx context.Context, args []any) *redis.Cmd {
 
 // run sends the EVALSHA of args, built by s.args, and sends it
 // again as EVAL, which caches the script, when the server does not have
-// the script (NOSCRIPT).
+// the script (NOSCRIPT). It returns by ctx's deadline (see bounded), with
+// an error that wraps ctx's error when ctx ended the call.
 func (d *Driver) run(ctx context.Context, s *script, args []any) (any, error) {
+	if d.ctxBound || ctx.Done() == nil {
+		return d.run1(ctx, s, args)
+	}
+	return bounded(ctx, func() (any, error) { return d.run1(ctx, s, args) })
+}
+
+func (d *Driver) run1(ctx context.Context, s *script, args []any) (any, error) {
 	cmd := newCmd(ctx, args)
 	_ = d.client.Process(ctx, cmd)
 	if isNoScript(cmd.Err()) {
 		cmd = newCmd(ctx, s.evalArgs(args))
 		_ = d.client.Process(ctx, cmd)
 	}
-	return cmd.Result()
+	res, err := cmd.Result()
+	d.failed(err)
+	return res, withCtx(ctx, err)
+}
+
+// failed asks a ClusterClient to reload its slot map after a call failed
+// with err (nil: the call succeeded, nothing to do). go-redis reloads it on
+// redirections only, or once a minute: after a failover it would go on
+// sending a dead master's slots to it. A reload is asynchronous, and
+// go-redis runs at most one every 200ms.
+func (d *Driver) failed(err error) {
+	if err == nil || errors.Is(err, redis.ErrClosed) || errors.Is(err, context.Canceled) {
+		return
+	}
+	if c, ok := d.client.(*redis.ClusterClient); ok {
+		c.ReloadState(context.Background())
+	}
+}
+
+// bounded runs f for a client that does not bound its calls by their
+// context (created without ContextTimeoutEnabled, see New): it returns
+// f's result, or ctx's error as soon as ctx is done, leaving f to finish
+// in the background when the client's own timeouts end it.
+func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("%w (the client was created without ContextTimeoutEnabled: the request is abandoned, not cancelled)", ctx.Err())
+	}
+}
+
+// withCtx returns err, wrapping ctx's error too when ctx is done or its
+// deadline has passed: a call that the deadline cut short fails with the
+// network's timeout, which says nothing of the context (and may come a
+// moment before the context's own timer marks it done).
+func withCtx(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); ok && cerr == nil && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
 }

@@ -16,18 +16,7 @@ func TestSentinel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("failover takes seconds")
 	}
-	master := privateServer(t)
-	replica := testserver.Replica(t, master)
-	sentinel := testserver.Sentinel(t, master)
-	newFailover := func() redis.UniversalClient {
-		c := redis.NewUniversalClient(&redis.UniversalOptions{
-			MasterName:            testserver.SentinelMaster,
-			Addrs:                 []string{sentinel.Addr},
-			ContextTimeoutEnabled: true,
-		})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
+	master, replica, sentinel, newFailover := sentinelSetup(t)
 	d := newDriver(t, newFailover())
 	waiter := newDriver(t, newFailover())
 	ctx := ctxT(t)
@@ -52,11 +41,14 @@ func TestSentinel(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if err := testserver.WaitSentinelReplicas(sentinel, 1, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	if err := master.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.Now().Add(30 * time.Second)
-	for admin.Do(ctx, "ROLE").Val().([]any)[0] != "master" {
+	for !isMaster(t, admin) {
 		if time.Now().After(deadline) {
 			t.Fatal("no failover")
 		}
@@ -67,17 +59,10 @@ func TestSentinel(t *testing.T) {
 
 	// The hold survived (it had been replicated) and the driver works
 	// against the new master, retrying until the client has switched.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		_, err := d.Refresh(ctx, l)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Refresh after failover: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually(t, "Refresh after failover", 30*time.Second, func() error {
+		_, err := d.Refresh(ctxT(t), l)
+		return err
+	})
 	// Drain wakes caused by the failover, then check that releases are
 	// delivered on the new master.
 	waitNumSub(t, admin, k, 1)
@@ -86,12 +71,37 @@ func TestSentinel(t *testing.T) {
 	case <-s.C():
 	default:
 	}
-	if err := d.Release(ctx, l); err != nil {
+	if err := d.Release(ctxT(t), l); err != nil {
 		t.Fatal(err)
 	}
 	wantWake(t, "release after failover", s)
 	l2 := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
 	if l2.Token <= l.Token {
 		t.Fatalf("token after failover %d, want > %d", l2.Token, l.Token)
+	}
+}
+
+// isMaster reports whether c's server reports the role of a master.
+func isMaster(t *testing.T, c redis.UniversalClient) bool {
+	role, err := c.Do(ctxT(t), "ROLE").Slice()
+	return err == nil && len(role) > 0 && role[0] == "master"
+}
+
+// sentinelSetup starts a master, its replica and a Sentinel that monitors
+// the master, and returns them with a function that makes failover
+// clients through the Sentinel, closed at t's cleanup.
+func sentinelSetup(t *testing.T) (master, replica, sentinel *testserver.Server, newFailover func() redis.UniversalClient) {
+	t.Helper()
+	master = privateServer(t)
+	replica = testserver.Replica(t, master)
+	sentinel = testserver.Sentinel(t, master)
+	return master, replica, sentinel, func() redis.UniversalClient {
+		c := redis.NewUniversalClient(&redis.UniversalOptions{
+			MasterName:            testserver.SentinelMaster,
+			Addrs:                 []string{sentinel.Addr},
+			ContextTimeoutEnabled: true,
+		})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
 	}
 }

@@ -127,7 +127,6 @@ const (
 	closedWaitBound = time.Second
 )
 
-
 // TestClosedBeforeSession: on a connection closed while it could not
 // connect (it sends no close request), Session.Wait and the driver's calls
 // fail at once with a permanent error.
@@ -176,4 +175,3 @@ const (
 	stallDeadline = 600 * time.Millisecond
 	stallBound    = 650 * time.Millisecond
 )
-

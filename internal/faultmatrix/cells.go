@@ -375,14 +375,15 @@ func serverPauseLong(e *env) {
 // serverKillRestart kills the server while a client holds the key and
 // another waits, and restarts it a third of a TTL later. A hold the
 // restart lost must be signalled; tokens after the restart must be greater
-// than before, unless the target says its tokens are not durable.
+// than before, unless the target says its tokens are neither durable nor
+// increasing across a restart.
 func serverKillRestart(e *env) {
 	a, b := e.actor(0, e.client()), e.actor(1, e.client())
 	ha, gb := e.holdAndWait(a, b)
 	if err := e.tg.Server.Kill(); err != nil {
 		e.t.Fatalf("kill: %v", err)
 	}
-	e.r.newEpoch(e.tg.DurableTokens)
+	e.r.newEpoch(e.tg.DurableTokens || e.tg.IncreasingTokens)
 	time.Sleep(e.ttl / 3)
 	if err := e.tg.Server.Restart(); err != nil {
 		e.t.Fatalf("restart: %v", err)
@@ -400,7 +401,7 @@ func serverKillRestart(e *env) {
 			e.r.addHeadroom(hb.h.acquired - lostAt)
 		}
 		if hb.token() <= ha.token() {
-			if e.tg.DurableTokens {
+			if e.tg.DurableTokens || e.tg.IncreasingTokens {
 				e.violation("token %d after the restart is not above %d before it", hb.token(), ha.token())
 			} else {
 				e.r.note("tokens went back after a data-losing restart (not durable, as the driver documents)")

@@ -127,7 +127,8 @@ func (r *rec) note(format string, args ...any) {
 
 // newEpoch starts a new epoch of the history after a server restart that
 // may have lost the server's data: histories of different epochs are
-// checked apart, and the resource starts over when tokens are not durable.
+// checked apart, and the resource starts over unless durable says that
+// tokens keep increasing across the restart.
 func (r *rec) newEpoch(durable bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

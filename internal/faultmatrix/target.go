@@ -146,6 +146,15 @@ type Target struct {
 	// backwards, as an expected consequence the driver documents, rather
 	// than a violation, and the report says so.
 	DurableTokens bool
+	// IncreasingTokens reports that tokens after Kill and Restart are
+	// greater than every token before, even where the restart loses the
+	// holds themselves (a server that keeps nothing on disk, whose driver
+	// takes tokens from the server's clock). The restart cell then checks
+	// that the successor's token is greater than the lost holder's, and
+	// the fenced resource keeps its highest token across the restart, so
+	// that it refuses the lost holder's stale writes; holds are still
+	// checked per epoch unless DurableTokens is set.
+	IncreasingTokens bool
 }
 
 // Run runs every cell of the matrix against tg, each as a subtest of t

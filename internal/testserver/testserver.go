@@ -13,8 +13,10 @@
 // killed ([Server.Kill]) and restarted on the same port with an empty data
 // set ([Server.Restart]). [Replica], [Sentinel] and [RedisCluster] start a
 // replica of a server, a Redis Sentinel that monitors one (and can fail it
-// over to a replica), and a one-node Redis Cluster; they always start
-// processes, and RedisCluster skips when LOCKER_REDIS_ADDR is set. An
+// over to a replica), and a one-node Redis Cluster; [RedisClusterHA] starts
+// a Redis Cluster of several masters with a replica each, which fails a
+// killed master over to its replica. They always start processes, and the
+// clusters skip when LOCKER_REDIS_ADDR is set. An
 // external server supports none of the process controls, which return an
 // error wrapping errors.ErrUnsupported.
 //
@@ -210,6 +212,25 @@ func StartSentinel(master *Server) (*Server, error) {
 	return s, nil
 }
 
+// WaitSentinelReplicas waits, at most for timeout, until sentinel (a server
+// from Sentinel) knows of at least n replicas of SentinelMaster: Sentinel
+// learns of them from the master's INFO, every ten seconds, and cannot
+// fail over before it knows one.
+func WaitSentinelReplicas(sentinel *Server, n int, timeout time.Duration) error {
+	return proc.Poll("sentinel replicas", timeout, 50*time.Millisecond, nil, func() error {
+		// The reply is an array with one entry per replica; Do returns its
+		// first line, "*<count>".
+		reply, err := Do(sentinel.Addr, "SENTINEL", "REPLICAS", SentinelMaster)
+		if err != nil {
+			return err
+		}
+		if got, err := strconv.Atoi(reply); err != nil || got < n {
+			return fmt.Errorf("sentinel knows %q replicas, want %d", reply, n)
+		}
+		return nil
+	})
+}
+
 // startPrivate starts redis-server with pre (a config file name, relative
 // to the server's directory, where it is created empty, and mode flags),
 // the common options, and extra.
@@ -247,6 +268,9 @@ func startPrivate(pre, extra []string) (*Server, error) {
 			"--dir", dir,
 			"--logfile", "redis.log",
 			"--databases", "16",
+			// A replica's first sync starts at once, not after the
+			// default 5s wait for other replicas.
+			"--repl-diskless-sync-delay", "0",
 		), extra...)
 		s := newServer(bin, args, dir, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		lastErr = s.Start()
@@ -370,4 +394,158 @@ func (s *Server) initCluster() error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Cluster is a Redis Cluster of private redis-server processes on
+// loopback: masters that share the 16384 hash slots, each with one
+// replica, so that killing a master fails its slots over to its replica.
+type Cluster struct {
+	// Masters are the masters at the start, in slot order: Masters[i]
+	// serves the i-th of len(Masters) equal ranges of slots.
+	Masters []*Server
+	// Replicas[i] replicates Masters[i].
+	Replicas []*Server
+
+	bus map[string]int // cluster bus port by node address
+}
+
+// NodeTimeout is the cluster-node-timeout of a Cluster: a master that
+// stops answering for this long is failed over to its replica (which
+// takes about two to four times as long in all).
+const NodeTimeout = time.Second
+
+// Addrs returns the addresses of every node, masters first.
+func (c *Cluster) Addrs() []string {
+	var a []string
+	for _, s := range append(slices.Clip(c.Masters), c.Replicas...) {
+		a = append(a, s.Addr)
+	}
+	return a
+}
+
+// Close stops every node.
+func (c *Cluster) Close() error {
+	var errs []error
+	for _, s := range append(slices.Clip(c.Masters), c.Replicas...) {
+		errs = append(errs, s.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// RedisClusterHA is Redis for a Cluster of masters masters with one replica
+// each (2*masters processes). It skips tb like RedisCluster.
+func RedisClusterHA(tb testing.TB, masters int) *Cluster {
+	tb.Helper()
+	if os.Getenv(EnvRedisAddr) != "" {
+		tb.Skip("testserver: " + EnvRedisAddr + " is set; a cluster needs private servers")
+	}
+	c, err := StartRedisClusterHA(masters)
+	if err != nil {
+		SkipOrFail(tb, err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return c
+}
+
+// StartRedisClusterHA is RedisClusterHA for TestMain. It returns once every
+// node reports cluster_state:ok and every master has its replica online.
+func StartRedisClusterHA(masters int) (*Cluster, error) {
+	if masters < 1 {
+		return nil, errors.New("testserver: a cluster needs a master")
+	}
+	c := &Cluster{}
+	if err := c.start(masters); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(masters int) error {
+	c.bus = make(map[string]int)
+	for i := range 2 * masters {
+		s, bus, err := startClusterNode()
+		if err != nil {
+			return err
+		}
+		c.bus[s.Addr] = bus
+		if i < masters {
+			c.Masters = append(c.Masters, s)
+		} else {
+			c.Replicas = append(c.Replicas, s)
+		}
+	}
+	for i, m := range c.Masters {
+		lo, hi := i*16384/masters, (i+1)*16384/masters-1
+		if _, err := Do(m.Addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+			return fmt.Errorf("testserver: CLUSTER ADDSLOTSRANGE: %w", err)
+		}
+	}
+	first := c.Masters[0].Addr
+	host, port, _ := net.SplitHostPort(first)
+	for _, s := range c.Addrs()[1:] {
+		if _, err := Do(s, "CLUSTER", "MEET", host, port, strconv.Itoa(c.bus[first])); err != nil {
+			return fmt.Errorf("testserver: CLUSTER MEET: %w", err)
+		}
+	}
+	for i, r := range c.Replicas {
+		id, err := Do(c.Masters[i].Addr, "CLUSTER", "MYID")
+		if err != nil {
+			return fmt.Errorf("testserver: CLUSTER MYID: %w", err)
+		}
+		// The replica must know the master before it can replicate it.
+		if err := proc.Poll("cluster replica "+r.Addr, startTimeout, 20*time.Millisecond, nil, func() error {
+			_, err := Do(r.Addr, "CLUSTER", "REPLICATE", id)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	for _, a := range c.Addrs() {
+		if err := proc.Poll("cluster node "+a, startTimeout, 20*time.Millisecond, nil, func() error {
+			info, err := Do(a, "CLUSTER", "INFO")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(2*masters)+"\r") {
+				return fmt.Errorf("not ok yet: %q", info)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	for _, m := range c.Masters {
+		if err := proc.Poll("cluster master "+m.Addr, startTimeout, 20*time.Millisecond, nil, func() error {
+			info, err := Do(m.Addr, "INFO", "replication")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(info, ",state=online,") {
+				return errors.New("replica not online yet")
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startClusterNode starts one redis-server in cluster mode, with a cluster
+// bus port of its own (the default, port+10000, may be out of range), and
+// returns it and its bus port.
+func startClusterNode() (*Server, int, error) {
+	bus, err := proc.FreePorts(1)
+	if err != nil {
+		return nil, 0, fmt.Errorf("testserver: %w", err)
+	}
+	s, err := startPrivate(nil, []string{"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		"--cluster-node-timeout", strconv.Itoa(int(NodeTimeout / time.Millisecond)),
+		"--cluster-port", strconv.Itoa(bus[0])})
+	return s, bus[0], err
 }

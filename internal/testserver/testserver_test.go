@@ -133,3 +133,37 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestRedisClusterHA starts a cluster of three masters with a replica
+// each, and fails a master over to its replica by killing it.
+func TestRedisClusterHA(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a failover takes seconds")
+	}
+	c := RedisClusterHA(t, 3)
+	nodes, err := Do(c.Masters[0].Addr, "CLUSTER", "NODES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, s := strings.Count(nodes, "master"), strings.Count(nodes, "slave"); m != 3 || s != 3 {
+		t.Fatalf("CLUSTER NODES: %d masters, %d replicas, want 3 and 3:\n%s", m, s, nodes)
+	}
+	if err := c.Masters[1].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	err = proc.Poll("failover", 30*time.Second, 20*time.Millisecond, nil, func() error {
+		info, err := Do(c.Replicas[1].Addr, "INFO", "replication")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "role:master") {
+			return errors.New("not promoted yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica promoted %v after its master was killed", time.Since(killed).Round(time.Millisecond))
+}
