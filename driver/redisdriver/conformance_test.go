@@ -12,6 +12,14 @@ import (
 // a client and connections of its own, as separate processes would have.
 func TestConformance(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
+		if b.name == "redis" {
+			// Each driver behind a fault proxy of its own, for the
+			// closed-client and stall checks.
+			srv := realServer(t)
+			lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return proxiedDriver(t, srv.Addr, nil) },
+				lockertest.WithCloseClient(closeClient), lockertest.WithStall(stall))
+			return
+		}
 		lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
 			return newDriver(t, b.client(t))
 		})
