@@ -22,8 +22,10 @@
 //
 // All locks live in one table, DefaultTable ("locker_leases") unless
 // Options.Table names another. The driver never creates it: call
-// [CreateTable] once, or put the statement that [DDL] returns in your own
-// migrations. For PostgreSQL:
+// [CreateTable], or put the statement that [DDL] returns in your own
+// migrations. CreateTable may be called by every process at startup: any
+// number of concurrent calls, from any number of processes, serialise on
+// the database and all succeed. For PostgreSQL:
 //
 //	CREATE TABLE IF NOT EXISTS "locker_leases" (
 //		name    text COLLATE "C" NOT NULL,

@@ -70,5 +70,6 @@ func createTable(s *sqltest.Server) error {
 }
 
 func TestMain(m *testing.M) {
+	serveCreateChild() // returns unless this is a helper child of TestCreateTableConcurrent
 	goleak.VerifyTestMain(mainM{m})
 }
