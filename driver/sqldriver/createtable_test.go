@@ -166,6 +166,24 @@ func freshNamespace(t *testing.T, b backend, admin *sql.DB, name string) (dsn st
 	return u.String(), drop
 }
 
+// connectedPools opens n pools on dsn, each with a connection made, so
+// that their first statements start together. The caller closes them.
+func connectedPools(t *testing.T, b backend, dsn string, n int) []*sql.DB {
+	t.Helper()
+	dbs := make([]*sql.DB, n)
+	for i := range dbs {
+		db, err := sql.Open(b.srv.Driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dbs[i] = db
+		if err := db.PingContext(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dbs
+}
+
 // TestCreateTableConcurrent has nine callers create the lease table
 // (sqldriver.CreateTable(ctx, db, nil)) in a fresh namespace at the same
 // moment, 20 times: eight in this process, each on a connection of its
@@ -186,17 +204,7 @@ func TestCreateTableConcurrent(t *testing.T) {
 			if err := child.send(createCmd{Driver: b.srv.Driver, DSN: dsn}); err != nil {
 				t.Fatal(err)
 			}
-			dbs := make([]*sql.DB, callers)
-			for i := range dbs {
-				db, err := sql.Open(b.srv.Driver, dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				dbs[i] = db
-				if err := db.PingContext(ctxT(t)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			dbs := connectedPools(t, b, dsn, callers)
 			if err := child.answer(); err != nil {
 				t.Fatal(err)
 			}
@@ -261,17 +269,7 @@ func TestCreateTableBesideRawDDL(t *testing.T) {
 		rawFailed := 0
 		for round := range rounds {
 			dsn, drop := freshNamespace(t, b, admin, fmt.Sprintf("locker_rawddl_%d_%d", round, time.Now().UnixNano()))
-			dbs := make([]*sql.DB, 2*each)
-			for i := range dbs {
-				db, err := sql.Open(b.srv.Driver, dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				dbs[i] = db
-				if err := db.PingContext(ctxT(t)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			dbs := connectedPools(t, b, dsn, 2*each)
 			start := make(chan struct{})
 			errs := make([]error, len(dbs))
 			var wg sync.WaitGroup

@@ -226,7 +226,11 @@
 // and key. A missing table gives an error wrapping [ErrNoTable] that names
 // the table; it, and other errors no retry can cure (syntax, privileges),
 // are marked [driver.Permanent], so that Lock returns them at once instead
-// of retrying. Connection failures, deadlocks and lock timeouts are
+// of retrying. So are the errors of every call after the *sql.DB was
+// closed, which wrap [ErrClosed]: the driver learns that the pool is
+// closed by asking it (DB.Conn with a context that has already ended
+// answers without a connection), not from the text of database/sql's
+// unexported error. Connection failures, deadlocks and lock timeouts are
 // retried by package locker. The driver itself retries only a PostgreSQL
 // statement refused because the server ended the session (SQLSTATE
 // 57P01–57P03: pg_terminate_backend, a shutdown, a restart), which was
