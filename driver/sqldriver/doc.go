@@ -22,8 +22,10 @@
 //
 // All locks live in one table, DefaultTable ("locker_leases") unless
 // Options.Table names another. The driver never creates it: call
-// [CreateTable] once, or put the statement that [DDL] returns in your own
-// migrations. For PostgreSQL:
+// [CreateTable], or put the statement that [DDL] returns in your own
+// migrations. CreateTable may be called by every process at startup: any
+// number of concurrent calls, from any number of processes, serialise on
+// the database and all succeed. For PostgreSQL:
 //
 //	CREATE TABLE IF NOT EXISTS "locker_leases" (
 //		name    text COLLATE "C" NOT NULL,
@@ -48,11 +50,12 @@
 // The key is stored as it is, compared byte by byte (the "C" collation;
 // varbinary), so that keys that differ only in case, accents or trailing
 // spaces are different locks. On PostgreSQL the database's encoding must
-// be UTF8 (the default) for keys outside ASCII. A lock has one row per holder and per
-// queued waiter (owner = the front-end's 32 hex digits), and one counter
-// row (owner is the empty string):
+// be UTF8 (the default) for keys outside ASCII. A lock has one row per
+// holder and per queued waiter (owner = the front-end's 32 hex digits),
+// and on MySQL one anchor row (owner is the empty string) while it is in
+// use:
 //
-//	mode 0  counter row: token is the last number the lock handed out; expires is NULL
+//	mode 0  MySQL's anchor row, which acquires lock: token 0, expires NULL
 //	mode 1  exclusive hold, mode 2 shared hold: token is the hold's fencing token
 //	mode 3  queued exclusive waiter, mode 4 queued shared waiter: token is its place in line
 //	expires the end of the hold or queue entry, by the database's clock
@@ -60,23 +63,26 @@
 // A hold is live while expires is later than the database's clock
 // (statement_timestamp() on PostgreSQL, UTC_TIMESTAMP(6) on MySQL); the
 // client's clock is never used. Expired rows are deleted by the next
-// acquire of the same lock. The counter row is never deleted: it is one
-// small row per lock key ever used, and it is what keeps tokens growing
-// across releases and expiries.
+// acquire of the same lock. A released lock keeps no row: Release deletes
+// the owner's row, and on MySQL the anchor, which the next acquire of the
+// key creates again. Rows remain only for keys that are held or waited
+// for, and for holds and queue entries that expired without a release,
+// until the key's next acquire or release.
 //
 // # Operations
 //
 //   - TryAcquire and TryAcquireQueued run one short transaction. It first
-//     serialises with the other acquires of the key, writing nothing: on
-//     PostgreSQL with pg_advisory_xact_lock of a 64-bit hash of the key (a
+//     serialises with the other acquires of the key: on PostgreSQL with
+//     pg_advisory_xact_lock of a 64-bit hash of the key (a
 //     transaction-scoped lock, released at commit, never held on an idle
-//     pooled connection); on MySQL with SELECT … FOR UPDATE of the lock's
-//     counter row (created, on the key's first acquire, by a statement of
-//     its own). It then reads the lock's rows with the time each has left,
-//     and, decided in Go from what it read, runs one statement that grants
-//     (the counter and the owner's row in one multi-row upsert), extends
-//     the owner's own hold (same token), or joins or renews the wait
-//     queue, and commits. Expired rows found on the way are deleted in the
+//     pooled connection), which writes nothing; on MySQL with INSERT … ON
+//     DUPLICATE KEY UPDATE of the lock's anchor row, which locks that one
+//     record, and writes only when it creates it. It then reads the lock's
+//     rows with the time each has left, and the database's clock, and,
+//     decided in Go from what it read, runs one statement that grants (an
+//     upsert of the owner's row with the next token), extends the owner's
+//     own hold (same token), or joins or renews the wait queue, and
+//     commits. Expired rows found on the way are deleted in the
 //     same transaction. Through pgx the driver pipelines these
 //     statements on one pooled connection: BEGIN, the lock and the read in
 //     one round trip, the write and COMMIT in a second (each statement
@@ -84,15 +90,23 @@
 //     the lock). Through other drivers (go-sql-driver/mysql, lib/pq) it is
 //     a database/sql transaction of five round trips (BEGIN, lock, read,
 //     write, COMMIT). A refused attempt that does not queue writes
-//     nothing, and takes two round trips through pgx (the second is the
-//     COMMIT) and four through database/sql.
+//     nothing (on MySQL, unless the key's anchor row had gone with a
+//     release: the first attempt after it creates it again), and takes two
+//     round trips through pgx (the second is the COMMIT) and four through
+//     database/sql.
 //   - Refresh is one UPDATE that extends the owner's live hold in its mode
 //     (and with its token, unless the lease's token is 0).
 //   - Release is one DELETE of the owner's live hold in its mode and token;
 //     it also removes the owner's queue entry. On PostgreSQL the same
-//     statement sends the NOTIFY; on MySQL a second DELETE removes a queue
-//     entry when there was no hold. On PostgreSQL a Release whose lease
-//     has token 0 runs that DELETE in a transaction after the key's
+//     statement sends the NOTIFY. On MySQL a second DELETE removes a queue
+//     entry when there was no hold, and, once one of them has deleted a
+//     row, a last one deletes the lock's anchor row by its primary key
+//     (two round trips; three without a hold). An anchor deleted while others still hold
+//     the lock is created again by the next acquire; deleting it only with
+//     the lock's last row would need a locking read of the lock's rows,
+//     which in InnoDB also locks the first row of the next key, and
+//     deadlocks with that key's releases. On PostgreSQL a Release whose
+//     lease has token 0 runs the DELETE in a transaction after the key's
 //     advisory lock (pipelined in one round trip through pgx; four round
 //     trips through database/sql), for the reason below.
 //   - RefreshBatch is one UPDATE … FROM unnest(…) for up to 1000 leases on
@@ -115,16 +129,37 @@
 //
 // # Fencing tokens
 //
-// Each grant takes the counter row's next value, in the same transaction
-// as the hold, so tokens are strictly increasing per key and committed with
-// the same durability as the rest of the database: with PostgreSQL's
-// default fsync and synchronous_commit, and InnoDB's default
-// innodb_flush_log_at_trx_commit=1, a crash loses neither holds nor the
-// counter (the package's tests crash and restart both databases while
-// locks are held). Asynchronous replication can lose the latest commits
-// on a failover, and with them holds and token increments; rely on this
-// driver across a failover only with synchronous replication. Queue
-// entries take numbers from the same counter, so tokens have gaps.
+// A grant's token is the database's clock in microseconds since the Unix
+// epoch, read by the acquire's transaction once the key's acquires are
+// serialised, or one more than the greatest token among the lock's rows
+// when that is greater: max(last+1, clock). Tokens are therefore large
+// numbers (about 1.8e15 in 2026) with gaps, never 0. Queue entries take
+// their places in line the same way; a refused attempt takes nothing.
+//
+// No row remembers the tokens of a released lock: the clock stands for
+// them. Tokens are strictly increasing per key on this assumption: the
+// database's clock does not step back, between two grants of a key, by as
+// much as the time that passed between them (the clock read at a grant is
+// later than at the key's previous grant). A clock that only moves forward
+// (NTP slews small corrections) meets it; a step back of the server's
+// clock, or a failover to a server whose clock is behind, by more than
+// the time since a key was last granted can give that key a smaller token
+// than before. While a key has rows, their tokens keep its next token
+// greater whatever the clock does.
+//
+// Holds are committed with the same durability as the rest of the
+// database: with PostgreSQL's default fsync and synchronous_commit, and
+// InnoDB's default innodb_flush_log_at_trx_commit=1, a crash loses no
+// hold (the package's tests crash and restart both databases while locks
+// are held). Asynchronous replication can lose the latest commits on a
+// failover, and with them holds; rely on this driver across a failover
+// only with synchronous replication.
+//
+// Versions of this package before tokens came from the clock counted them
+// 1, 2, 3… in a counter row per key (owner empty). Their counter rows are
+// read as rows of the lock (the next token is greater) and deleted on
+// PostgreSQL by the key's next acquire. Do not run them on the same table
+// as this version: they would count on from a counter that is gone.
 //
 // # Shared holds and fairness
 //
@@ -191,7 +226,11 @@
 // and key. A missing table gives an error wrapping [ErrNoTable] that names
 // the table; it, and other errors no retry can cure (syntax, privileges),
 // are marked [driver.Permanent], so that Lock returns them at once instead
-// of retrying. Connection failures, deadlocks and lock timeouts are
+// of retrying. So are the errors of every call after the *sql.DB was
+// closed, which wrap [ErrClosed]: the driver learns that the pool is
+// closed by asking it (DB.Conn with a context that has already ended
+// answers without a connection), not from the text of database/sql's
+// unexported error. Connection failures, deadlocks and lock timeouts are
 // retried by package locker. The driver itself retries only a PostgreSQL
 // statement refused because the server ended the session (SQLSTATE
 // 57P01–57P03: pg_terminate_backend, a shutdown, a restart), which was

@@ -1,6 +1,8 @@
 package sqldriver
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -15,17 +17,60 @@ import (
 var ErrNoTable = errors.New("lease table does not exist")
 
 // opError wraps err with the operation and key, and marks it Permanent
-// when no retry can cure it.
+// when no retry can cure it: among others when the *sql.DB is closed.
 func (d *Driver) opError(op, key string, err error) error {
 	if missingTable(err) {
 		return driver.Permanent(fmt.Errorf("sqldriver: %s %q: table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",
 			op, key, d.table, ErrNoTable, err))
 	}
-	e := fmt.Errorf("sqldriver: %s %q: %w", op, key, err)
-	if !driver.IsPermanent(err) && permanent(err) {
-		return driver.Permanent(e)
+	if answer(err) || driver.IsPermanent(err) {
+		return fmt.Errorf("sqldriver: %s %q: %w", op, key, err)
 	}
-	return e
+	if permanent(err) {
+		return driver.Permanent(fmt.Errorf("sqldriver: %s %q: %w", op, key, err))
+	}
+	if dbClosed(d.db) {
+		return driver.Permanent(fmt.Errorf("sqldriver: %s %q: %w: %w", op, key, ErrClosed, err))
+	}
+	return fmt.Errorf("sqldriver: %s %q: %w", op, key, err)
+}
+
+// ErrClosed is wrapped, with the database/sql error, by the errors of a
+// driver whose *sql.DB has been closed; they are marked
+// [driver.Permanent], so that package locker gives up at once.
+//
+// database/sql reports a closed pool with an unexported error ("sql:
+// database is closed"). The driver does not match its text: after any
+// failure it asks the pool itself, with DB.Conn and a context that is
+// already done, which answers without a connection: the closed pool's
+// error, or the context's.
+var ErrClosed = errors.New("the *sql.DB is closed")
+
+// errDBClosed stands for database/sql's error when the driver learns that
+// the pool is closed without a call that returned it.
+var errDBClosed = errors.New("sql: database is closed")
+
+// answer reports an error that is the backend's answer, not a failure:
+// the key is held, or the lease is not.
+func answer(err error) bool {
+	return errors.Is(err, driver.ErrLocked) || errors.Is(err, driver.ErrNotHeld)
+}
+
+// done is a context that has ended: with it, DB.Conn checks whether the
+// pool is closed, and then gives up before it takes a connection.
+var done = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// dbClosed reports whether db has been closed.
+func dbClosed(db *sql.DB) bool {
+	c, err := db.Conn(done)
+	if c != nil {
+		_ = c.Close()
+	}
+	return err != nil && !errors.Is(err, context.Canceled)
 }
 
 // missingTable reports whether err says that a table does not exist.

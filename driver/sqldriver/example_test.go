@@ -23,7 +23,7 @@ func Example() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// Once, at startup or in a migration (see DDL).
+	// At startup (safe in every process at once), or the DDL in a migration.
 	if err := sqldriver.CreateTable(ctx, db, nil); err != nil {
 		log.Fatal(err)
 	}

@@ -276,7 +276,7 @@ func TestFault_KillWhileWaiting(t *testing.T) {
 func TestFault_KillIdleThenUse(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		admin := b.db(t)
-		d := b.driver(t, nil)
+		d := b.directDriver(t, nil)
 		ctx := ctxT(t)
 		key := uniqueKey(t, "k")
 		l := mustAcquire(t, d, req(key, driver.Exclusive, time.Minute))

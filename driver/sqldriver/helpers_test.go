@@ -7,13 +7,17 @@ import (
 	sqldrv "database/sql/driver"
 	"encoding/hex"
 	"io"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/sqltest"
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -66,26 +70,55 @@ type plainDriver struct{ sqldrv.Driver }
 // on the client, so that a statement takes one round trip rather than a
 // prepare, an execute and a close.
 func openDB(s *sqltest.Server) (*sql.DB, error) {
-	dsn := s.DSN
-	if s.Driver == "mysql" {
+	return sql.Open(s.Driver, clientDSN(s.Driver, s.DSN))
+}
+
+// clientDSN returns dsn with the options the tests' clients use.
+func clientDSN(drv, dsn string) string {
+	if drv == "mysql" {
 		sep := "?"
 		if strings.Contains(dsn, "?") {
 			sep = "&"
 		}
 		dsn += sep + "interpolateParams=true"
 	}
-	return sql.Open(s.Driver, dsn)
+	return dsn
+}
+
+// dsnAt returns the DSN of b's server with addr (host:port) in place of
+// its address.
+func dsnAt(b backend, addr string) (string, error) {
+	if b.srv.Driver == "mysql" {
+		cfg, err := mysql.ParseDSN(b.srv.DSN)
+		if err != nil {
+			return "", err
+		}
+		cfg.Addr = addr
+		return cfg.FormatDSN(), nil
+	}
+	u, err := url.Parse(b.srv.DSN)
+	if err != nil {
+		return "", err
+	}
+	u.Host = addr
+	return u.String(), nil
 }
 
 // db returns a new pool on b's server, closed at t's cleanup.
 func (b backend) db(t testing.TB) *sql.DB {
 	t.Helper()
-	db, err := openDB(b.srv)
+	return b.dbOn(t, b.srv.DSN)
+}
+
+// dbOn returns a new pool that opens dsn, closed at t's cleanup.
+func (b backend) dbOn(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(b.srv.Driver, clientDSN(b.srv.Driver, dsn))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b.plain {
-		c, err := stdlib.GetDefaultDriver().(sqldrv.DriverContext).OpenConnector(b.srv.DSN)
+		c, err := stdlib.GetDefaultDriver().(sqldrv.DriverContext).OpenConnector(dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,9 +129,72 @@ func (b backend) db(t testing.TB) *sql.DB {
 	return db
 }
 
+// client is what b.driver made for a driver: its pool, and the fault
+// proxy that its connections go through (nil for an external server).
+type client struct {
+	db    *sql.DB
+	proxy *faultproxy.Proxy
+}
+
+// clients maps the drivers that b.driver made to their clients, for
+// closeClient and stall.
+var clients sync.Map // driver.Driver → *client
+
+// clientOf returns d's client.
+func clientOf(t testing.TB, d driver.Driver) *client {
+	t.Helper()
+	c, ok := clients.Load(d)
+	if !ok {
+		t.Fatalf("driver %T was not made by backend.driver", d)
+	}
+	return c.(*client)
+}
+
+// closeClient closes the *sql.DB under d, as its owner would: every call
+// of d must then fail at once with a permanent error (the lockertest hook
+// WithCloseClient).
+func closeClient(t *testing.T, d driver.Driver) {
+	t.Helper()
+	if err := clientOf(t, d).db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stall makes the server stop answering d: the fault proxy in front of
+// d's connections swallows every byte, new connections included, while
+// the sockets stay open. resume lets bytes through again and resets the
+// connections, whose streams have lost bytes (the lockertest hook
+// WithStall).
+func stall(t *testing.T, d driver.Driver) (resume func()) {
+	t.Helper()
+	p := clientOf(t, d).proxy
+	if p == nil {
+		t.Skip("external server: no fault proxy in front of it")
+	}
+	p.Blackhole(true)
+	return func() {
+		p.Blackhole(false)
+		p.Reset()
+	}
+}
+
 // driver returns a new driver with a pool of its own, as another process
-// would have.
+// would have, whose connections go through a fault proxy of their own
+// (see stall).
 func (b backend) driver(t testing.TB, opts *sqldriver.Options) driver.Driver {
+	t.Helper()
+	return b.newDriver(t, opts, true)
+}
+
+// directDriver is driver without the fault proxy: for tests of what the
+// server does to the driver's connections, which the proxy passes on
+// later than the server acts.
+func (b backend) directDriver(t testing.TB, opts *sqldriver.Options) driver.Driver {
+	t.Helper()
+	return b.newDriver(t, opts, false)
+}
+
+func (b backend) newDriver(t testing.TB, opts *sqldriver.Options, proxied bool) driver.Driver {
 	t.Helper()
 	if b.plain {
 		o := sqldriver.Options{Dialect: sqldriver.PostgreSQL}
@@ -108,11 +204,23 @@ func (b backend) driver(t testing.TB, opts *sqldriver.Options) driver.Driver {
 		}
 		opts = &o
 	}
-	d, err := sqldriver.New(b.db(t), opts)
+	c := &client{}
+	dsn := b.srv.DSN
+	if proxied && b.srv.Addr != "" {
+		c.proxy = faultproxy.ForTest(t, b.srv.Addr)
+		var err error
+		if dsn, err = dsnAt(b, c.proxy.Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.db = b.dbOn(t, dsn)
+	d, err := sqldriver.New(c.db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	closeAtCleanup(t, d)
+	clients.Store(d, c)
+	t.Cleanup(func() { clients.Delete(d) })
 	return d
 }
 

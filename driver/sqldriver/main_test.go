@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/sqltest"
 	"go.uber.org/goleak"
 )
@@ -70,5 +71,7 @@ func createTable(s *sqltest.Server) error {
 }
 
 func TestMain(m *testing.M) {
+	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
+	serveCreateChild()                 // returns unless this is a helper child of TestCreateTableConcurrent
 	goleak.VerifyTestMain(mainM{m})
 }

@@ -27,7 +27,10 @@ import (
 // a new connection per wait. When that connection fails, the driver wakes
 // every subscriber (a release may have gone unheard), connects again with
 // a backoff of up to two seconds, and wakes them once more when it listens
-// again.
+// again. When the *sql.DB is closed (which does not close a connection in
+// use), the driver notices within a quarter of a second, closes its LISTEN
+// connection, ends its goroutine and wakes every subscriber; Subscribe
+// then fails at once with a permanent error wrapping ErrClosed.
 type NotifyDriver struct {
 	*Driver
 
@@ -95,6 +98,25 @@ type hub struct {
 	n     int
 	ready chan struct{} // closed while LISTEN is in effect
 	idle  *time.Timer   // runs stopIfIdle while n == 0
+	watch *time.Timer   // runs checkClosed every closedCheck; nil once stopped
+}
+
+// closedCheck is how often a listening driver checks that its *sql.DB is
+// still open: closing it does not end a connection in use.
+const closedCheck = 250 * time.Millisecond
+
+// checkClosed ends h when its *sql.DB has been closed, and checks again
+// later otherwise.
+func (h *hub) checkClosed() {
+	if dbClosed(h.db) {
+		h.cancel()
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.watch != nil {
+		h.watch.Reset(closedCheck)
+	}
 }
 
 // stop ends h's goroutine and waits for it.
@@ -102,6 +124,10 @@ func (h *hub) stop() {
 	h.mu.Lock()
 	if h.idle != nil {
 		h.idle.Stop()
+	}
+	if h.watch != nil {
+		h.watch.Stop()
+		h.watch = nil
 	}
 	h.mu.Unlock()
 	h.cancel()
@@ -131,12 +157,17 @@ func (d *NotifyDriver) Subscribe(ctx context.Context, key string) (driver.Subscr
 	if err := ctx.Err(); err != nil {
 		return nil, d.opError("subscribe", key, err)
 	}
+	if dbClosed(d.db) {
+		return nil, d.opError("subscribe", key, errDBClosed)
+	}
 	d.mu.Lock()
 	if d.hub == nil {
 		hctx, cancel := context.WithCancel(context.Background())
-		d.hub = &hub{db: d.db, channel: d.channel(), cancel: cancel, done: make(chan struct{}),
+		h := &hub{db: d.db, channel: d.channel(), cancel: cancel, done: make(chan struct{}),
 			subs: make(map[string]map[*subscription]struct{}), ready: make(chan struct{})}
-		go d.hub.run(hctx)
+		h.watch = time.AfterFunc(closedCheck, h.checkClosed)
+		d.hub = h
+		go h.run(hctx)
 	}
 	h := d.hub
 	s := &subscription{d: d, h: h, key: key, c: make(chan struct{}, 1)}
@@ -159,6 +190,10 @@ func (d *NotifyDriver) Subscribe(ctx context.Context, key string) (driver.Subscr
 	select {
 	case <-ready:
 		return s, nil
+	case <-h.done:
+		// The *sql.DB was closed.
+		_ = s.Close()
+		return nil, d.opError("subscribe", key, errDBClosed)
 	case <-t.C:
 		_ = s.Close()
 		return nil, d.opError("subscribe", key, errors.New("no LISTEN connection within "+subscribeTimeout.String()))
@@ -220,6 +255,9 @@ func (h *hub) run(ctx context.Context) {
 func (h *hub) listen(ctx context.Context) (listened bool) {
 	conn, err := h.db.Conn(ctx)
 	if err != nil {
+		if dbClosed(h.db) {
+			h.cancel()
+		}
 		return false
 	}
 	defer conn.Close()
@@ -255,8 +293,8 @@ func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`)
 func (h *hub) connected() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.wakeAll() // first: a Subscribe that returns has had its wake-up
 	close(h.ready)
-	h.wakeAll()
 }
 
 // disconnected marks LISTEN no longer in effect and wakes every

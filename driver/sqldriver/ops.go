@@ -28,7 +28,7 @@ type row struct {
 	owner string
 	mode  int
 	token int64
-	left  sql.NullInt64 // µs left by the database's clock; NULL for the counter
+	left  sql.NullInt64 // µs left by the database's clock; NULL for an anchor and the clock
 }
 
 func (r *row) live() bool { return r.left.Valid && r.left.Int64 > 0 }
@@ -50,24 +50,16 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		return driver.Lease{}, d.opError(op, req.Key, err)
 	}
 	var v verdict
-	for first := true; ; first = false {
-		if d.pipeline {
-			err = retryEnded(func() (err error) {
-				v, err = d.acquirePipelined(ctx, req.Key, req.Owner, mode, us, queued)
-				return err
-			})
-			break
-		}
+	if d.pipeline {
+		err = retryEnded(func() (err error) {
+			v, err = d.acquirePipelined(ctx, req.Key, req.Owner, mode, us, queued)
+			return err
+		})
+	} else {
 		err = d.inTx(ctx, func(tx *sql.Tx) (err error) {
 			v, err = d.acquireTx(ctx, tx, req.Key, req.Owner, mode, us, queued)
 			return err
 		})
-		if !errors.Is(err, errNoCounter) || !first {
-			break
-		}
-		if _, err = d.db.ExecContext(ctx, d.q.lockNew, req.Key); err != nil {
-			break
-		}
 	}
 	if err != nil {
 		return driver.Lease{}, d.opError(op, req.Key, err)
@@ -128,7 +120,8 @@ type stmt struct {
 // statements that carry it out, in the acquire's transaction.
 func (d *Driver) decide(rows []row, key, owner string, mode int, us int64, queued bool) (verdict, []stmt) {
 	var (
-		counter   int64
+		last      int64 // the greatest token among the rows
+		clock     int64 // the database's clock, µs since the Unix epoch
 		mine      *row
 		queue     []*row
 		dead      bool // expired rows to purge
@@ -145,9 +138,17 @@ func (d *Driver) decide(rows []row, key, owner string, mode int, us int64, queue
 	}
 	for i := range rows {
 		r := &rows[i]
+		if r.mode == modeClock {
+			clock = r.token
+			continue
+		}
+		last = max(last, r.token)
 		switch {
-		case r.mode == modeCounter:
-			counter = r.token
+		case r.mode == modeAnchor:
+			// MySQL's anchor stays: the transaction holds its lock. On
+			// PostgreSQL it is the counter row of an older version of
+			// the package, which the clock has overtaken: purged.
+			dead = dead || d.dialect == PostgreSQL
 			continue
 		case !r.live():
 			dead = true
@@ -200,37 +201,35 @@ func (d *Driver) decide(rows []row, key, owner string, mode int, us int64, queue
 			// Keep the place in the queue; renew the entry.
 			return v, append(stmts, extend(qmode))
 		}
-		// Join the queue. Its arrival numbers come from the counter too:
-		// tokens stay strictly increasing, with gaps.
-		return v, append(stmts, stmt{query: d.q.grant, args: []any{key, counter + 1, key, owner, qmode, counter + 1, us}})
+		// Join the queue, with an arrival number drawn as tokens are.
+		n := nextToken(last, clock)
+		return v, append(stmts, stmt{query: d.q.grant, args: []any{key, owner, qmode, n, us}})
 	}
 	// Grant: the next token. The owner's row becomes the hold, whatever it
 	// was (a queue entry or an expired hold).
-	tok := counter + 1
-	return verdict{token: tok}, append(stmts, stmt{query: d.q.grant, args: []any{key, tok, key, owner, mode, tok, us}})
+	tok := nextToken(last, clock)
+	return verdict{token: tok}, append(stmts, stmt{query: d.q.grant, args: []any{key, owner, mode, tok, us}})
 }
+
+// nextToken returns the token of a grant (or the arrival number of a
+// queue entry) of a lock whose rows' greatest token is last, at the
+// database's clock reading clock (µs since the Unix epoch, read after the
+// lock's acquires were serialised): the reading, unless a row already has
+// a token as great. A released lock keeps no row, and so no record of its
+// tokens: the clock, which has moved past them, stands for them. See
+// "Fencing tokens" in the package documentation.
+func nextToken(last, clock int64) int64 { return max(last+1, clock) }
 
 // lockKey serialises tx with the other acquires of key until it ends
 // (see queries.lock).
 func (d *Driver) lockKey(ctx context.Context, tx *sql.Tx, key string) error {
+	var arg any = key
 	if d.dialect == PostgreSQL {
-		_, err := tx.ExecContext(ctx, d.q.lock, lockID(key))
-		return err
+		arg = lockID(key)
 	}
-	var counter int64
-	err := tx.QueryRowContext(ctx, d.q.lock, key).Scan(&counter)
-	if errors.Is(err, sql.ErrNoRows) {
-		return errNoCounter
-	}
+	_, err := tx.ExecContext(ctx, d.q.lock, arg)
 	return err
 }
-
-// errNoCounter is the first MySQL acquire of a key: it has no counter row
-// to lock yet. Creating it inside the transaction, after a locking read
-// that found nothing (and so locked the gap), would deadlock with the
-// other first acquirers; acquire creates it in a statement of its own and
-// starts again.
-var errNoCounter = errors.New("no counter row")
 
 func cmpInt(a, b int64) int {
 	switch {
@@ -372,11 +371,22 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		}
 	} else {
 		err = d.execOne(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok)
+		deleted := err == nil
 		if errors.Is(err, sql.ErrNoRows) {
 			err = driver.ErrNotHeld
-			if _, lerr := d.db.ExecContext(ctx, d.q.leave, l.Key, l.Owner); lerr != nil {
+			res, lerr := d.db.ExecContext(ctx, d.q.leave, l.Key, l.Owner)
+			if lerr != nil {
 				err = lerr
+			} else if n, _ := res.RowsAffected(); n > 0 {
+				deleted = true
 			}
+		}
+		if deleted {
+			// The lock's anchor row goes too, so that a released lock
+			// keeps no row; the next acquire creates it again. Best
+			// effort: the release has happened, and an anchor left
+			// behind goes with the key's next release.
+			_, _ = d.db.ExecContext(ctx, d.q.unanchor, l.Key)
 		}
 	}
 	if err != nil {

@@ -8,11 +8,12 @@ import (
 
 // Row modes: the value of the mode column.
 const (
-	modeCounter         = 0 // the lock's counter row (owner ''): token is the last number handed out
-	modeExclusive       = 1 // an exclusive hold
-	modeShared          = 2 // a shared hold
-	modeQueuedExclusive = 3 // a wait-queue entry for an exclusive hold
-	modeQueuedShared    = 4 // a wait-queue entry for a shared hold
+	modeAnchor          = 0  // MySQL: the row (owner '') that acquires lock; token 0, or an older version's counter
+	modeClock           = -1 // not stored: the pseudo-row of queries.rows that carries the database's clock
+	modeExclusive       = 1  // an exclusive hold
+	modeShared          = 2  // a shared hold
+	modeQueuedExclusive = 3  // a wait-queue entry for an exclusive hold
+	modeQueuedShared    = 4  // a wait-queue entry for a shared hold
 )
 
 // queries holds the statements of one dialect and table. They are written
@@ -24,20 +25,22 @@ type queries struct {
 	create  string
 	// lock serialises the acquires of one lock. PostgreSQL: a
 	// transaction-scoped advisory lock (lockID), which writes nothing, so
-	// that a refused attempt commits without a WAL flush. MySQL: a locking
-	// read of the counter row (name), which takes a lock on that one
-	// record and writes nothing; lockNew creates the counter row (name),
-	// outside the transaction, when there is none yet.
-	lock, lockNew string
+	// that a refused attempt commits without a WAL flush. MySQL: an
+	// upsert of the lock's anchor row (name) that changes nothing when the
+	// row exists and creates it otherwise; either way it takes the
+	// record's exclusive lock until the transaction ends.
+	lock string
 	// rows reads every row of a lock (name): owner, mode, token and the
-	// microseconds left by the database's clock (NULL for the counter).
+	// microseconds left by the database's clock (NULL for an anchor),
+	// followed by a pseudo-row ('', modeClock, the clock in µs since the
+	// Unix epoch, NULL).
 	rows string
-	// grant sets the counter to a token and upserts the owner's row
-	// (name, token, name, owner, mode, token, ttl µs).
+	// grant upserts the owner's row (name, owner, mode, token, ttl µs).
 	grant string
 	// extend renews the owner's row (mode, ttl µs, name, owner).
 	extend string
-	// purge deletes the lock's expired rows (name).
+	// purge deletes the lock's expired rows (name), and on PostgreSQL
+	// the counter row an older version of the package kept.
 	purge string
 	// refresh extends a live hold (ttl µs, name, owner, mode, token,
 	// token); PostgreSQL returns its token, MySQL reports rows affected.
@@ -53,6 +56,10 @@ type queries struct {
 	// leave deletes the owner's queue entry or expired row (name, owner):
 	// MySQL's Release when release deleted nothing.
 	leave string
+	// unanchor deletes the lock's anchor row (name): MySQL's Release
+	// after release or leave deleted a row, by its primary key (a lock on
+	// that one record).
+	unanchor string
 	// notify sends a notification (channel, name): PostgreSQL only.
 	notify string
 	// batch refreshes many leases (PostgreSQL: arrays of names, owners,
@@ -67,6 +74,7 @@ type queries struct {
 
 func newQueries(d Dialect, table string) queries {
 	now := "statement_timestamp()"
+	clock := "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000 AS bigint)"
 	after := "statement_timestamp() + CAST(? AS bigint) * interval '1 microsecond'"
 	left := "CAST(EXTRACT(EPOCH FROM (expires - statement_timestamp())) * 1000000 AS bigint)"
 	upsert := "ON CONFLICT (name, owner) DO UPDATE SET mode = EXCLUDED.mode, token = EXCLUDED.token, expires = EXCLUDED.expires"
@@ -80,6 +88,7 @@ func newQueries(d Dialect, table string) queries {
 )`
 	if d == MySQL {
 		now = "UTC_TIMESTAMP(6)"
+		clock = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 		after = "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
 		left = "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)"
 		upsert = "ON DUPLICATE KEY UPDATE mode = VALUES(mode), token = VALUES(token), expires = VALUES(expires)"
@@ -101,20 +110,21 @@ func newQueries(d Dialect, table string) queries {
 		create:  create,
 		table:   table,
 		now:     now,
-		lock:    "SELECT token FROM " + table + " WHERE name = ? AND owner = '' FOR UPDATE",
-		lockNew: "INSERT INTO " + table + " (name, owner, mode, token) VALUES (?, '', 0, 0) ON DUPLICATE KEY UPDATE mode = mode",
-		rows:    "SELECT owner, mode, token, " + left + " FROM " + table + " WHERE name = ?",
-		grant: "INSERT INTO " + table + " (name, owner, mode, token, expires) VALUES (?, '', 0, ?, NULL), (?, ?, ?, ?, " +
-			after + ") " + upsert,
-		extend:  "UPDATE " + table + " SET mode = ?, expires = " + after + " WHERE name = ? AND owner = ?",
-		purge:   "DELETE FROM " + table + " WHERE name = ? AND owner <> '' AND expires <= " + now,
-		refresh: "UPDATE " + table + " SET expires = " + after + " WHERE name = ? AND owner = ? AND " + live,
-		token:   "SELECT token FROM " + table + " WHERE name = ? AND owner = ? AND mode = ? AND expires > " + now,
-		leave:   "DELETE FROM " + table + " WHERE name = ? AND owner = ? AND (mode IN (3, 4) OR expires <= " + now + ")",
-		release: "DELETE FROM " + table + " WHERE name = ? AND owner = ? AND " + live,
+		lock:    "INSERT INTO " + table + " (name, owner, mode, token) VALUES (?, '', 0, 0) ON DUPLICATE KEY UPDATE mode = mode",
+		rows: "SELECT owner, mode, token, " + left + " FROM " + table + " WHERE name = ?" +
+			" UNION ALL SELECT '', -1, " + clock + ", NULL",
+		grant:    "INSERT INTO " + table + " (name, owner, mode, token, expires) VALUES (?, ?, ?, ?, " + after + ") " + upsert,
+		extend:   "UPDATE " + table + " SET mode = ?, expires = " + after + " WHERE name = ? AND owner = ?",
+		purge:    "DELETE FROM " + table + " WHERE name = ? AND owner <> '' AND expires <= " + now,
+		refresh:  "UPDATE " + table + " SET expires = " + after + " WHERE name = ? AND owner = ? AND " + live,
+		token:    "SELECT token FROM " + table + " WHERE name = ? AND owner = ? AND mode = ? AND expires > " + now,
+		leave:    "DELETE FROM " + table + " WHERE name = ? AND owner = ? AND (mode IN (3, 4) OR expires <= " + now + ")",
+		release:  "DELETE FROM " + table + " WHERE name = ? AND owner = ? AND " + live,
+		unanchor: "DELETE FROM " + table + " WHERE name = ? AND owner = ''",
 	}
 	if d == PostgreSQL {
 		q.lock = "SELECT pg_advisory_xact_lock(?)"
+		q.purge = "DELETE FROM " + table + " WHERE name = ? AND (owner = '' OR expires <= " + now + ")"
 		q.refresh += " RETURNING token"
 		q.release = "WITH d AS (DELETE FROM " + table + " WHERE name = ? AND owner = ? AND owner <> '' AND (" +
 			"(mode = ? AND (CAST(? AS bigint) = 0 OR token = ?)) OR mode IN (3, 4) OR expires <= " + now + ")" +
@@ -127,7 +137,7 @@ func newQueries(d Dialect, table string) queries {
 			" AS b(name, owner, mode, token, ttl)" +
 			" WHERE t.name = b.name AND t.owner = b.owner AND t.mode = b.mode AND (b.token = 0 OR t.token = b.token)" +
 			" AND t.expires > " + now + " RETURNING t.name, t.owner"
-		for _, s := range []*string{&q.lock, &q.lockNew, &q.rows, &q.grant, &q.extend, &q.purge, &q.refresh, &q.token,
+		for _, s := range []*string{&q.lock, &q.rows, &q.grant, &q.extend, &q.purge, &q.refresh, &q.token,
 			&q.leave, &q.release, &q.notify, &q.batch} {
 			*s = numbered(*s)
 		}

@@ -3,6 +3,7 @@ package sqldriver
 import (
 	"context"
 	"database/sql"
+	sqldrv "database/sql/driver"
 	"errors"
 	"fmt"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -190,17 +192,120 @@ func (d *Driver) SupportsShared() bool { return true }
 func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
 
 // CreateTable creates the lease table if it does not exist, with the DDL
-// shown in the package documentation. Call it once, for example at
-// startup or from a migration; the driver never creates the table itself.
+// shown in the package documentation. Call it at startup or from a
+// migration; the driver never creates the table itself.
+//
+// It is safe to call from any number of processes at once, on the same
+// database: the calls serialise on the database, so that one creates the
+// table and the others find it. On PostgreSQL it runs CREATE TABLE IF NOT
+// EXISTS in a transaction after pg_advisory_xact_lock(1819239275, 1), a
+// transaction-scoped lock in the two-key space, which never meets the
+// single 64-bit keys that acquires lock (CREATE TABLE IF NOT EXISTS alone
+// races with itself there and fails with a duplicate key in pg_type). On
+// MySQL it holds GET_LOCK('locker.CreateTable') on a connection of its own
+// around the statement, and releases it, or discards the connection, before
+// it returns. Should the statement still report that the table, or its
+// row type, already exists (created meanwhile by a migration that does not
+// take the lock), CreateTable checks that the table is there and returns
+// nil.
 func CreateTable(ctx context.Context, db *sql.DB, opts *Options) error {
 	d, err := NewPolling(db, opts)
 	if err != nil {
 		return err
 	}
-	if _, err := d.db.ExecContext(ctx, d.q.create); err != nil {
+	if d.dialect == PostgreSQL {
+		err = d.inTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, createLockPG); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, d.q.create)
+			return err
+		})
+	} else {
+		err = d.createMySQL(ctx)
+	}
+	if err != nil && alreadyExists(err) && d.tableExists(ctx) {
+		err = nil
+	}
+	if err != nil {
 		return fmt.Errorf("sqldriver: creating table %s: %w", d.table, err)
 	}
 	return nil
+}
+
+// The locks that serialise CreateTable: a PostgreSQL advisory lock in the
+// two-key space ("lock" in ASCII, 1), and a MySQL named lock.
+const (
+	createLockPG    = "SELECT pg_advisory_xact_lock(1819239275, 1)"
+	createLockMySQL = "locker.CreateTable"
+)
+
+// createMySQL runs the DDL while it holds the MySQL named lock
+// createLockMySQL on a connection of its own. The lock belongs to the
+// session: when anything fails the connection is discarded, never
+// returned to the pool with the lock possibly held.
+func (d *Driver) createMySQL(ctx context.Context) error {
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// GET_LOCK waits whole seconds: until ctx's deadline, rounded up, or
+	// for a day without one (the lock is held for one statement).
+	wait := int64(24 * time.Hour / time.Second)
+	if dl, ok := ctx.Deadline(); ok {
+		wait = max(1, int64((time.Until(dl)+time.Second-1)/time.Second))
+	}
+	var got sql.NullInt64
+	err = conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", createLockMySQL, wait).Scan(&got)
+	if err == nil && got.Int64 != 1 {
+		err = fmt.Errorf("GET_LOCK(%q) not granted within %ds", createLockMySQL, wait)
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", err, ctx.Err())
+		}
+	}
+	if err != nil {
+		discard(conn)
+		return err
+	}
+	_, err = conn.ExecContext(ctx, d.q.create)
+	var released sql.NullInt64
+	if rerr := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", createLockMySQL).Scan(&released); rerr != nil || released.Int64 != 1 {
+		discard(conn)
+	}
+	return err
+}
+
+// discard closes conn's session instead of returning it to the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return sqldrv.ErrBadConn })
+}
+
+// alreadyExists reports an error by which a CREATE TABLE says that the
+// table, or on PostgreSQL its row type, exists.
+func alreadyExists(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "42P07", // duplicate_table
+			"42710", // duplicate_object
+			"23505": // unique_violation: pg_type_typname_nsp_index, of a concurrent CREATE
+			return true
+		}
+		return false
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1050 // ER_TABLE_EXISTS_ERROR
+}
+
+// tableExists reports whether the driver's table exists.
+func (d *Driver) tableExists(ctx context.Context) bool {
+	rs, err := d.db.QueryContext(ctx, "SELECT 1 FROM "+d.q.table+" WHERE 1 = 0")
+	if err != nil {
+		return false
+	}
+	_ = rs.Close()
+	return true
 }
 
 // DDL returns the statement that CreateTable runs for the dialect and

@@ -8,3 +8,7 @@ import "syscall"
 func procAttr(cred *syscall.Credential) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: cred, Setpgid: true}
 }
+
+// descendants returns nil: without /proc, signals reach the server's
+// process group only.
+func descendants(int) []int { return nil }

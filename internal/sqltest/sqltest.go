@@ -14,7 +14,8 @@
 // go-sql-driver/mysql ("mysql"), and stop it by PID in [Server.Close].
 // [Server.Crash] kills the server (SIGKILL) and [Server.Restart] starts it
 // again on the same port and data directory, as after a crash: committed
-// data survives.
+// data survives. [Server.Pause] and [Server.Resume] stop and continue it
+// (SIGSTOP, SIGCONT), with every process of PostgreSQL's.
 //
 // LOCKER_POSTGRES_DSN and LOCKER_MYSQL_DSN name external servers to use
 // instead; process controls then return an error wrapping
@@ -414,6 +415,39 @@ func (s *Server) Crash() error {
 	return nil
 }
 
+// Pause stops the server's processes (SIGSTOP to its process group:
+// PostgreSQL's postmaster and every backend) without closing their
+// connections, until Resume.
+func (s *Server) Pause() error { return s.signalGroup("Pause", syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (s *Server) Resume() error { return s.signalGroup("Resume", syscall.SIGCONT) }
+
+func (s *Server) signalGroup(what string, sig syscall.Signal) error {
+	if s.external {
+		return fmt.Errorf("sqltest: %s of an external %s server: %w", what, s.name, errors.ErrUnsupported)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("sqltest: %s: %s is not running", what, s.name)
+	}
+	if err := signalAll(s.cmd.Process.Pid, sig); err != nil {
+		return fmt.Errorf("sqltest: %s: %w", what, err)
+	}
+	return nil
+}
+
+// signalAll sends sig to the process group of the server pid and to every
+// descendant of pid, in groups of their own or not.
+func signalAll(pid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pid, sig)
+	for _, c := range descendants(pid) {
+		_ = syscall.Kill(c, sig)
+	}
+	return err
+}
+
 // Restart kills the server if it runs and starts it again on the same port
 // and data directory.
 func (s *Server) Restart() error {
@@ -449,9 +483,10 @@ func (s *Server) stop(sig syscall.Signal) {
 	if s.cmd == nil {
 		return
 	}
+	_ = signalAll(s.cmd.Process.Pid, syscall.SIGCONT) // a paused server could not stop
 	if sig == syscall.SIGKILL {
-		// The whole process group: PostgreSQL's backends too.
-		_ = syscall.Kill(-s.cmd.Process.Pid, sig)
+		// Every process: PostgreSQL's backends too.
+		_ = signalAll(s.cmd.Process.Pid, sig)
 	} else {
 		_ = s.cmd.Process.Signal(sig)
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// TestServers starts each server, writes a row, crashes and restarts it,
-// and checks that the committed row survived.
+// TestServers starts each server, writes a row, pauses and resumes it,
+// crashes and restarts it, and checks that the committed row survived.
 func TestServers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -42,6 +42,28 @@ func TestServers(t *testing.T) {
 			}
 			if s.PID() == 0 {
 				t.Fatal("PID() = 0 for a running server")
+			}
+			// A paused server answers nothing, not even on a connection
+			// opened before; resumed, it answers again.
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Pause(); err != nil {
+				t.Fatal(err)
+			}
+			pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			err = conn.PingContext(pctx)
+			pcancel()
+			_ = conn.Close()
+			if err == nil {
+				t.Error("a paused server answered a ping")
+			}
+			if err := s.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.PingContext(ctx); err != nil {
+				t.Fatalf("ping after Resume: %v", err)
 			}
 			if err := s.Restart(); err != nil {
 				t.Fatal(err)

@@ -1,0 +1,253 @@
+package sqldriver_test
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/sqldriver"
+)
+
+// tableOf creates a lease table of the test's own, so that row counts do
+// not see other tests' keys, and returns its options.
+func tableOf(t *testing.T, b backend, name string) *sqldriver.Options {
+	t.Helper()
+	opts := &sqldriver.Options{Table: name}
+	if err := sqldriver.CreateTable(ctxT(t), b.db(t), opts); err != nil {
+		t.Fatal(err)
+	}
+	return opts
+}
+
+// countRows returns the rows of table, or of one key of it when key is
+// not empty.
+func countRows(t *testing.T, db *sql.DB, b backend, table, key string) int {
+	t.Helper()
+	q := "SELECT count(*) FROM " + table
+	var args []any
+	if key != "" {
+		q += " WHERE name = " + placeholder(b, 1)
+		args = append(args, key)
+	}
+	var n int
+	if err := db.QueryRowContext(ctxT(t), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// placeholder returns the nth bind parameter in b's SQL.
+func placeholder(b backend, n int) string {
+	if b.name == "postgres" {
+		return fmt.Sprintf("$%d", n)
+	}
+	return "?"
+}
+
+// TestReleasedKeysLeaveNoRows locks and releases 10 000 distinct keys
+// (1000 with -short), sixteen at a time, exclusive and shared, and checks
+// that the lease table is back to the rows it had: a released key keeps
+// no row (PostgreSQL: no counter row; MySQL: its anchor goes with its last
+// live row).
+func TestReleasedKeysLeaveNoRows(t *testing.T) {
+	n := 10000
+	if testing.Short() {
+		n = 1000
+	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const table = "locker_rows_test"
+		opts := tableOf(t, b, table)
+		admin := b.db(t)
+		before := countRows(t, admin, b, table, "")
+		const workers = 16
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := range workers {
+			d := b.driver(t, opts)
+			wg.Go(func() {
+				ctx := ctxT(t)
+				for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+					mode := driver.Exclusive
+					if i%2 == 0 {
+						mode = driver.Shared
+					}
+					l, err := d.TryAcquire(ctx, req(fmt.Sprintf("rows/%d/%d", w, i), mode, time.Minute))
+					if err == nil {
+						err = d.Release(ctx, l)
+					}
+					if err != nil {
+						t.Errorf("key %d: %v", i, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		after := countRows(t, admin, b, table, "")
+		t.Logf("%d keys locked and released in %v: %d rows before, %d after", n, time.Since(start).Round(time.Millisecond), before, after)
+		if after != before {
+			t.Errorf("%d rows in the lease table after locking and releasing %d keys; want %d as before", after, n, before)
+		}
+	})
+}
+
+// TestTokensAcrossReleases checks that a key's tokens keep increasing
+// while its rows come and go: each release leaves no row, and the next
+// grant, drawn from the database's clock, is still greater. Refused
+// attempts write nothing and leave the next token as it would be.
+func TestTokensAcrossReleases(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const table = "locker_tokens_test"
+		opts := tableOf(t, b, table)
+		admin := b.db(t)
+		d, other := b.driver(t, opts), b.driver(t, opts)
+		ctx := ctxT(t)
+		key := uniqueKey(t, "k")
+		var last uint64
+		for i := range 50 {
+			mode := driver.Exclusive
+			if i%3 == 0 {
+				mode = driver.Shared
+			}
+			l := mustAcquire(t, d, req(key, mode, time.Minute))
+			if l.Token <= last {
+				t.Fatalf("grant %d: token %d after %d; want strictly increasing", i, l.Token, last)
+			}
+			last = l.Token
+			if i%5 == 0 {
+				rows := countRows(t, admin, b, table, key)
+				for range 3 {
+					if _, err := other.TryAcquire(ctx, req(key, driver.Exclusive, time.Minute)); !errors.Is(err, driver.ErrLocked) {
+						t.Fatalf("refused attempt: %v; want ErrLocked", err)
+					}
+				}
+				if got := countRows(t, admin, b, table, key); got != rows {
+					t.Fatalf("refused attempts changed the key's rows from %d to %d", rows, got)
+				}
+			}
+			if err := d.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+			if n := countRows(t, admin, b, table, key); n != 0 {
+				t.Fatalf("released key has %d rows; want 0", n)
+			}
+		}
+	})
+}
+
+// TestTokensAfterCounterOfOlderVersion checks a table written by an older
+// version of the package, which kept a counter row per key (owner ”,
+// mode 0, token: the last one handed out): the next token is greater than
+// the counter, and the key's rows go with its release.
+func TestTokensAfterCounterOfOlderVersion(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		const table = "locker_legacy_test"
+		opts := tableOf(t, b, table)
+		admin := b.db(t)
+		key := uniqueKey(t, "k")
+		q := "INSERT INTO " + table + " (name, owner, mode, token) VALUES (" + placeholder(b, 1) + ", '', 0, 42)"
+		if _, err := admin.ExecContext(ctxT(t), q, key); err != nil {
+			t.Fatal(err)
+		}
+		d := b.driver(t, opts)
+		l := mustAcquire(t, d, req(key, driver.Exclusive, time.Minute))
+		if l.Token <= 42 {
+			t.Errorf("token %d after an older version's counter at 42", l.Token)
+		}
+		if err := d.Release(ctxT(t), l); err != nil {
+			t.Fatal(err)
+		}
+		if n := countRows(t, admin, b, table, key); n != 0 {
+			t.Errorf("%d rows left after the release of a key with an older version's counter row; want 0", n)
+		}
+	})
+}
+
+// TestContentionNoDeadlock has eight clients acquire (queued or not),
+// refresh, batch-refresh and release exclusive and shared holds of three
+// keys, and leave their queues, for 1.5 seconds: every call must be
+// answered with a grant, a refusal or ErrNotHeld, never a deadlock or a
+// lock timeout. (A MySQL release that read the key's other rows with
+// locking reads, to keep the anchor while they live, deadlocked here: a
+// range read locks the next key's first row too.)
+func TestContentionNoDeadlock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		keys := []string{uniqueKey(t, "a"), uniqueKey(t, "b"), uniqueKey(t, "c")}
+		var grants, calls atomic.Int64
+		var wg sync.WaitGroup
+		stop := time.Now().Add(1500 * time.Millisecond)
+		for c := range 8 {
+			d := b.driver(t, nil)
+			q := d.(driver.Queuer)
+			br := d.(driver.BatchRefresher)
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+				ctx := ctxT(t)
+				var held []driver.Lease
+				check := func(what string, err error) {
+					calls.Add(1)
+					if err != nil && !errors.Is(err, driver.ErrLocked) && !errors.Is(err, driver.ErrNotHeld) {
+						t.Errorf("client %d: %s: %v", c, what, err)
+					}
+				}
+				var pending *driver.Request // a queued request, retried until granted or abandoned
+				for time.Now().Before(stop) && !t.Failed() {
+					rq := pending
+					if rq == nil {
+						rq = &driver.Request{Key: keys[r.IntN(len(keys))], Owner: owner(), Mode: driver.Mode(r.IntN(2)), TTL: time.Second}
+					}
+					var l driver.Lease
+					var err error
+					if pending != nil || r.IntN(2) == 0 {
+						l, err = q.TryAcquireQueued(ctx, *rq)
+						pending = rq
+					} else {
+						l, err = d.TryAcquire(ctx, *rq)
+					}
+					check("acquire", err)
+					if err == nil {
+						grants.Add(1)
+						held = append(held, l)
+						pending = nil
+					} else if pending != nil && r.IntN(10) == 0 {
+						// Give up waiting: leave the queue.
+						check("leave", d.Release(ctx, driver.Lease{Key: rq.Key, Owner: rq.Owner, Mode: rq.Mode}))
+						pending = nil
+					}
+					if len(held) > 0 && r.IntN(3) == 0 {
+						_, err := d.Refresh(ctx, held[0])
+						check("refresh", err)
+					}
+					if len(held) > 1 && r.IntN(3) == 0 {
+						for _, err := range br.RefreshBatch(ctx, held) {
+							check("batch refresh", err)
+						}
+					}
+					if len(held) > 0 && r.IntN(2) == 0 {
+						i := r.IntN(len(held))
+						check("release", d.Release(ctx, held[i]))
+						held = append(held[:i], held[i+1:]...)
+					}
+				}
+				if pending != nil {
+					check("leave", d.Release(ctx, driver.Lease{Key: pending.Key, Owner: pending.Owner, Mode: pending.Mode}))
+				}
+				for _, l := range held {
+					check("release", d.Release(ctx, l))
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("%d calls, %d grants", calls.Load(), grants.Load())
+		if grants.Load() < 10 {
+			t.Errorf("only %d grants: the test did not exercise the keys", grants.Load())
+		}
+	})
+}
