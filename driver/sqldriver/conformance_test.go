@@ -12,7 +12,8 @@ import (
 // of its own, as separate processes would have.
 func TestConformance(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return b.driver(t, nil) })
+		lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return b.driver(t, nil) },
+			lockertest.WithCloseClient(closeClient), lockertest.WithStall(stall))
 	})
 }
 
@@ -28,5 +29,5 @@ func TestConformancePortable(t *testing.T) {
 			t.Fatalf("New returned a Notifier %T for a driver it should not know", d)
 		}
 		return d
-	})
+	}, lockertest.WithCloseClient(closeClient), lockertest.WithStall(stall))
 }
