@@ -196,6 +196,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "Acquire", testAcquire)
 		parallel(t, st, "WatchLoss", testWatchLoss)
 		parallel(t, st, "TTLCheck", testTTLCheck)
+		parallel(t, st, "Inspect", testInspect)
 	})
 	t.Run("Locker", func(t *testing.T) {
 		serial(t, st, "MutexHammer", testMutexHammer)
