@@ -90,7 +90,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	in, be, err := inspector(ctx, url)
 	if err != nil {
 		fmt.Fprintln(stderr, "locker status:", err)
-		return exitBackend
+		return backendExit(err)
 	}
 	defer be.close()
 	st, err := in.Inspect(ctx, key)
@@ -142,7 +142,7 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 	in, be, err := inspector(ctx, url)
 	if err != nil {
 		fmt.Fprintln(stderr, "locker release:", err)
-		return exitBackend
+		return backendExit(err)
 	}
 	defer be.close()
 	n, err := in.ForceRelease(ctx, key)

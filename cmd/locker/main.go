@@ -26,7 +26,7 @@
 //
 //	the command's own    the command ran and ended while the lock was held
 //	                     (128+N if a signal N ended it)
-//	64                   usage: bad flags, arguments or backend URL scheme
+//	64                   usage: bad flags, arguments or backend URL
 //	69                   the backend could not be reached, or failed
 //	75                   not acquired: -n found KEY held, or -w ran out
 //	76                   the hold was lost while the command ran; the command was stopped

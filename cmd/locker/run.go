@@ -121,7 +121,7 @@ func runCmd(args []string, stderr io.Writer) int {
 	be, err := openBackend(ctx, cfg.url)
 	if err != nil {
 		close(waiting)
-		return fail(exitBackend, err)
+		return fail(backendExit(err), err)
 	}
 	defer be.close()
 	level := slog.LevelError + 1 // quiet unless -v
@@ -262,6 +262,14 @@ func exitStatus(err error) int {
 		return ee.ExitCode()
 	}
 	return exitNoExec
+}
+
+// backendExit is the exit status for err from openBackend.
+func backendExit(err error) int {
+	if errors.Is(err, errBadURL) {
+		return exitUsage
+	}
+	return exitBackend
 }
 
 func sigNum(s os.Signal) int {

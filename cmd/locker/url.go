@@ -50,10 +50,10 @@ type backend struct {
 func openBackend(ctx context.Context, rawURL string) (*backend, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("bad backend URL: %w", err)
+		return nil, fmt.Errorf("%w: %w", errBadURL, err)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("bad backend URL %q: no host", redact(u))
+		return nil, fmt.Errorf("%w %q: no host", errBadURL, redact(u))
 	}
 	q := u.Query()
 	prefix := q.Get("locker_prefix")
@@ -63,7 +63,7 @@ func openBackend(ctx context.Context, rawURL string) (*backend, error) {
 	case "redis", "rediss":
 		opts, err := redis.ParseURL(u.String())
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", errBadURL, err)
 		}
 		return redisBackend(redis.NewClient(opts), prefix)
 	case "redis+sentinel":
@@ -85,7 +85,7 @@ func openBackend(ctx context.Context, rawURL string) (*backend, error) {
 		}
 		return sqlBackend(ctx, db, sqldriver.MySQL, prefix)
 	}
-	return nil, fmt.Errorf("bad backend URL %q: unknown scheme %q (see locker -h)", redact(u), u.Scheme)
+	return nil, fmt.Errorf("%w %q: unknown scheme %q (see locker -h)", errBadURL, redact(u), u.Scheme)
 }
 
 // redact returns u without its password, for messages.
@@ -103,7 +103,7 @@ func redisBackend(c redis.UniversalClient, prefix string) (*backend, error) {
 func sentinelBackend(u *url.URL, prefix string) (*backend, error) {
 	master := strings.Trim(u.Path, "/")
 	if master == "" {
-		return nil, fmt.Errorf("bad backend URL %q: no master name (redis+sentinel://host:port/master)", redact(u))
+		return nil, fmt.Errorf("%w %q: no master name (redis+sentinel://host:port/master)", errBadURL, redact(u))
 	}
 	opts := &redis.FailoverOptions{MasterName: master, SentinelAddrs: strings.Split(u.Host, ",")}
 	if u.User != nil {
@@ -113,7 +113,7 @@ func sentinelBackend(u *url.URL, prefix string) (*backend, error) {
 	if s := u.Query().Get("db"); s != "" {
 		db, err := strconv.Atoi(s)
 		if err != nil {
-			return nil, fmt.Errorf("bad backend URL %q: db: %w", redact(u), err)
+			return nil, fmt.Errorf("%w %q: db: %w", errBadURL, redact(u), err)
 		}
 		opts.DB = db
 	}
@@ -155,7 +155,7 @@ func zkBackend(ctx context.Context, u *url.URL, prefix string) (*backend, error)
 	if s := u.Query().Get("session"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return nil, fmt.Errorf("bad backend URL %q: session: %w", redact(u), err)
+			return nil, fmt.Errorf("%w %q: session: %w", errBadURL, redact(u), err)
 		}
 		timeout = d
 	}
@@ -189,7 +189,7 @@ func mysqlDB(u *url.URL) (*sql.DB, error) {
 		cfg.Passwd, _ = u.User.Password()
 	}
 	if cfg.DBName == "" {
-		return nil, fmt.Errorf("bad backend URL %q: no database name", redact(u))
+		return nil, fmt.Errorf("%w %q: no database name", errBadURL, redact(u))
 	}
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
@@ -218,5 +218,9 @@ func sqlBackend(ctx context.Context, db *sql.DB, dialect sqldriver.Dialect, tabl
 		return db.Close()
 	}}, nil
 }
+
+// errBadURL is wrapped by the errors of a URL that names no backend
+// properly: a usage error.
+var errBadURL = errors.New("bad backend URL")
 
 var errNoURL = errors.New("no backend: set -url or LOCKER_URL (see locker -h)")
