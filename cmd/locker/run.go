@@ -26,7 +26,7 @@ const (
 	exitLost     = 76 // the hold was lost while the command ran; the command was stopped
 	exitNoExec   = 127
 	exitHelp     = -1 // -h: help printed, exit 0
-	exitFree     = 1 // status: nobody holds the key
+	exitFree     = 1  // status: nobody holds the key
 	defaultGrace = 10 * time.Second
 )
 
