@@ -46,6 +46,9 @@ func start(t *testing.T, url string, args ...string) *child {
 	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	c.cmd.Env = append(os.Environ(), "LOCKER_URL="+url)
 	c.cmd.Stdout, c.cmd.Stderr = c, c
+	// A command that outlives a killed locker keeps the output pipe
+	// open: do not wait for it.
+	c.cmd.WaitDelay = 2 * time.Second
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,8 +58,14 @@ func start(t *testing.T, url string, args ...string) *child {
 		close(c.done)
 	}()
 	t.Cleanup(func() {
-		_ = c.cmd.Process.Kill()
-		<-c.done
+		// SIGTERM, which locker passes on to the command, then SIGKILL.
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(5 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
 	})
 	return c
 }
