@@ -301,3 +301,17 @@ func sqlServer(t *testing.T, startServer func() (*sqltest.Server, error)) *sqlte
 	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
+
+// TestSentinel: a redis+sentinel:// URL reaches the master through the
+// sentinel: locker run holds the key there, and status sees it.
+func TestSentinel(t *testing.T) {
+	master := testserver.PrivateRedis(t)
+	sentinel := testserver.Sentinel(t, master)
+	url := "redis+sentinel://" + sentinel.Addr + "/" + testserver.SentinelMaster
+	held := filepath.Join(t.TempDir(), "held")
+	start(t, url, append([]string{"run", "k", "--"}, holdCmd(held, "30")...)...)
+	got := waitFile(t, held, 20*time.Second)
+	if code, out := lockerCmd(t, "redis://"+master.Addr, "status", "k"); code != 0 || !strings.Contains(out, "token "+strings.Fields(got)[1]) {
+		t.Errorf("status on the master of a key held through the sentinel: exit %d; output:\n%s", code, out)
+	}
+}
