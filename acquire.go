@@ -18,6 +18,8 @@ type lockOp struct {
 	cfg  *config
 	try  bool    // one attempt, no waiting
 	hd   *handle // the handle that makes the call, or nil
+
+	attempts int // requests sent for the key, for the Observer
 }
 
 // check validates the call before any I/O.
@@ -49,7 +51,16 @@ func (o *lockOp) check(ctx context.Context, c *Client) error {
 // renews, or (try only) nil and no error when the key is taken, or an
 // error. On error, what the call may have left on the backend is being
 // removed in the background.
-func (c *Client) acquire(ctx context.Context, o lockOp) (*Hold, error) {
+func (c *Client) acquire(ctx context.Context, o lockOp) (h *Hold, err error) {
+	// Observer (observer.go): the call's end is reported once.
+	done := o.observeAcquire(ctx)
+	if done != nil {
+		defer func() {
+			if done != nil {
+				done(h, err)
+			}
+		}()
+	}
 	if err := o.check(ctx, c); err != nil {
 		return nil, err
 	}
@@ -61,7 +72,7 @@ func (c *Client) acquire(ctx context.Context, o lockOp) (*Hold, error) {
 		}
 		return nil, nil
 	}
-	h, err := o.contend(ctx, c, g, adm, start)
+	h, err = o.contend(ctx, c, g, adm, start)
 	if h == nil {
 		c.exit(g, o.mode)
 		return nil, err
@@ -69,6 +80,10 @@ func (c *Client) acquire(ctx context.Context, o lockOp) (*Hold, error) {
 	h.hd = o.hd
 	if o.hd != nil {
 		o.hd.track(h)
+	}
+	if done != nil {
+		done(h, nil) // granted: its end (even by Close, below) is a HoldEnd
+		done = nil
 	}
 	if !c.wd.add(h) {
 		// Close came first: the hold is over before it began.
@@ -169,6 +184,7 @@ func (k *contention) joinQueue() bool {
 
 // attempt makes one request for the key and decides what follows.
 func (k *contention) attempt() result {
+	k.o.attempts++
 	sent := time.Now()
 	var l driver.Lease
 	var err error
@@ -261,6 +277,7 @@ func (k *contention) refused(err error) result {
 
 // waitInBackendQueue waits in the backend's own queue (Acquirer).
 func (k *contention) waitInBackendQueue() result {
+	k.o.attempts++
 	h, err := k.o.acquireQueued(k.ctx, k.c, k.g, k.req)
 	if err == nil {
 		return over(h, nil)

@@ -38,6 +38,7 @@ type Hold struct {
 	margin   time.Duration
 	fixed    bool // no renewals: the hold ends at its TTL unless refreshed
 	done     chan struct{}
+	granted  time.Time // send time of the granted request, for the Observer
 
 	// Watchdog state, guarded by c.wd.mu.
 	sent     time.Time     // send time of the last confirmed acquire or renewal
@@ -80,6 +81,7 @@ func newHold(c *Client, g *gate, cfg *config, l driver.Lease, sent time.Time) *H
 		fixed:    cfg.fixed,
 		done:     make(chan struct{}),
 		sent:     sent,
+		granted:  sent,
 		index:    -1,
 	}
 	h.lease.TTL = ttl
@@ -293,6 +295,7 @@ func (h *Hold) end(s holdState, err error) bool {
 	for _, f := range hooks {
 		f(err)
 	}
+	h.observeEnd(err)
 	if s == stateLost && h.cfg.onLost != nil {
 		go h.cfg.onLost(opError("hold", h.lease.Key, err))
 	}

@@ -44,6 +44,7 @@ type config struct {
 	onLost     func(error)
 	onError    func(error)
 	logger     *slog.Logger
+	observer   *Observer
 	badOption  error
 }
 

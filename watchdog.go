@@ -322,6 +322,7 @@ func (w *watchdog) renew(batch []*Hold, flight chan struct{}) {
 
 	for i, h := range failed {
 		h.cfg.reportError(opError("renew", h.lease.Key, failErrs[i]))
+		h.observeRenewalFailed(failErrs[i])
 	}
 	for i, h := range lost {
 		h.lose(lostErrs[i])

@@ -83,6 +83,8 @@
 //     it, the watchdog calls Refresh once per lease, concurrently.
 //   - [TTLLimiter] and [TTLChecker]: the backend cannot honour every TTL.
 //     Without them, any positive TTL is accepted.
+//   - [Inspector]: operators read a key's state and release it by force
+//     (`locker status`, `locker release --force`). Without it, they cannot.
 //
 // locker never closes a driver or the client inside it: whoever built the
 // driver owns its client.

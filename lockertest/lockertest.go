@@ -204,6 +204,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "Acquire", testAcquire)
 		parallel(t, st, "WatchLoss", testWatchLoss)
 		parallel(t, st, "TTLCheck", testTTLCheck)
+		parallel(t, st, "Inspect", testInspect)
 		parallel(t, st, "ClosedClient", testDriverClosedClient)
 		parallel(t, st, "Stalled", testDriverStalled)
 	})

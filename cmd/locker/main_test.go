@@ -2,13 +2,42 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// bin is the locker binary built by TestMain, which the command tests run
+// as separate processes.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "locker-cmd-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "locker")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 func TestDemo(t *testing.T) {
 	var out, errOut bytes.Buffer
@@ -23,8 +52,46 @@ func TestDemo(t *testing.T) {
 }
 
 func TestUsage(t *testing.T) {
+	for _, args := range [][]string{nil, {"frobnicate"}, {"run"}, {"run", "k"}, {"status"}, {"release", "k"}, {"demo", "-workers", "1"}} {
+		var out, errOut bytes.Buffer
+		t.Setenv("LOCKER_URL", "redis://127.0.0.1:1")
+		if code := run(args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "usage") && !strings.Contains(errOut.String(), "locker") {
+			t.Errorf("locker %q: exit %d, stderr %q; want %d and a message", args, code, errOut.String(), exitUsage)
+		}
+	}
+	t.Setenv("LOCKER_URL", "")
 	var out, errOut bytes.Buffer
-	if code := run(nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "usage") {
-		t.Fatalf("exit %d, stderr %q", code, errOut.String())
+	if code := run([]string{"run", "k", "--", "true"}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "LOCKER_URL") {
+		t.Errorf("run without a URL: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-h"}, &out, &errOut); code != 0 {
+		t.Fatalf("locker -h: exit %d", code)
+	}
+	for _, want := range []string{"locker run", "locker status", "release", "--force", "LOCKER_TOKEN", "75", "76", "redis://", "redis+sentinel://", "etcd://", "zk://", "postgres://", "mysql://"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	out.Reset()
+	if code := run([]string{"run", "-h"}, &out, &errOut); code != 0 || !strings.Contains(errOut.String(), "-shared") {
+		t.Errorf("locker run -h: exit %d, output %q", code, errOut.String())
+	}
+}
+
+func TestBadURL(t *testing.T) {
+	for _, u := range []string{"ftp://x:1", "redis://", "redis+sentinel://127.0.0.1:1", "mysql://root@127.0.0.1:1", "zk://127.0.0.1:1?session=x"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{"status", "-url", u, "k"}, &out, &errOut); code != exitUsage {
+			t.Errorf("status -url %s: exit %d, stderr %q; want %d", u, code, errOut.String(), exitUsage)
+		}
+	}
+	// A well-formed URL of a server that is not there.
+	var out, errOut bytes.Buffer
+	if code := run([]string{"status", "-url", "redis://127.0.0.1:1", "k"}, &out, &errOut); code != exitBackend {
+		t.Errorf("status of an unreachable Redis: exit %d, stderr %q; want %d", code, errOut.String(), exitBackend)
 	}
 }

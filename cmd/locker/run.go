@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/go-locker/locker"
+)
+
+// Exit statuses of locker itself. A command that ran exits locker with its
+// own status (128+N when a signal N ended it), unless the hold was lost.
+const (
+	exitUsage    = 64 // bad flags or arguments (sysexits' EX_USAGE)
+	exitBackend  = 69 // the backend could not be reached or failed (EX_UNAVAILABLE)
+	exitBusy     = 75 // run -n found the key held, or -w timed out (EX_TEMPFAIL: try again later)
+	exitLost     = 76 // the hold was lost while the command ran; the command was stopped
+	exitNoExec   = 127
+	exitHelp     = -1 // -h: help printed, exit 0
+	exitFree     = 1  // status: nobody holds the key
+	defaultGrace = 10 * time.Second
+)
+
+// runConfig is what `locker run` was asked to do.
+type runConfig struct {
+	url     string
+	nowait  bool
+	wait    time.Duration
+	ttl     time.Duration
+	shared  bool
+	grace   time.Duration
+	verbose bool
+	key     string
+	argv    []string
+}
+
+func parseRun(args []string, stderr io.Writer) (runConfig, int) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg runConfig
+	fs.StringVar(&cfg.url, "url", os.Getenv("LOCKER_URL"), "backend URL (default $LOCKER_URL)")
+	fs.BoolVar(&cfg.nowait, "n", false, "do not wait: exit 75 at once if the key is held")
+	fs.DurationVar(&cfg.wait, "w", 0, "give up waiting after this long and exit 75 (0: wait for ever)")
+	fs.DurationVar(&cfg.ttl, "ttl", locker.DefaultTTL, "lease TTL: how long the key outlives a crashed locker")
+	fs.BoolVar(&cfg.shared, "shared", false, "take a shared (read) hold: shared holders run together")
+	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "after a loss, time between SIGTERM and SIGKILL")
+	fs.BoolVar(&cfg.verbose, "v", false, "log renewal errors and the hold's progress to stderr")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: locker run [-url URL] [-n] [-w timeout] [-ttl d] [-shared] [-grace d] KEY -- command [args...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, exitHelp
+		}
+		return cfg, exitUsage
+	}
+	rest := fs.Args()
+	if len(rest) < 2 {
+		fs.Usage()
+		return cfg, exitUsage
+	}
+	cfg.key, rest = rest[0], rest[1:]
+	if rest[0] == "--" {
+		rest = rest[1:]
+	}
+	if len(rest) == 0 || cfg.ttl <= 0 || cfg.wait < 0 || cfg.grace < 0 {
+		fs.Usage()
+		return cfg, exitUsage
+	}
+	if cfg.url == "" {
+		fmt.Fprintln(stderr, "locker run:", errNoURL)
+		return cfg, exitUsage
+	}
+	cfg.argv = rest
+	return cfg, 0
+}
+
+// runCmd is `locker run`: it takes the lock, runs the command while it
+// holds it, and stops the command if the hold is lost.
+func runCmd(args []string, stderr io.Writer) int {
+	cfg, code := parseRun(args, stderr)
+	switch code {
+	case 0:
+	case exitHelp:
+		return 0
+	default:
+		return code
+	}
+	fail := func(code int, err error) int {
+		fmt.Fprintln(stderr, "locker run:", err)
+		return code
+	}
+
+	// Signals that arrive while waiting for the key end the wait.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var waitSig os.Signal
+	waiting := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			waitSig = s
+			cancel()
+		case <-waiting:
+		}
+	}()
+
+	be, err := openBackend(ctx, cfg.url)
+	if err != nil {
+		close(waiting)
+		return fail(backendExit(err), err)
+	}
+	defer be.close()
+	level := slog.LevelError + 1 // quiet unless -v
+	if cfg.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	c := locker.New(be.drv, locker.WithTTL(cfg.ttl), locker.WithLogger(logger))
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = c.Close(cctx)
+		ccancel()
+	}()
+
+	actx := ctx
+	if cfg.wait > 0 {
+		var acancel context.CancelFunc
+		actx, acancel = context.WithTimeout(ctx, cfg.wait)
+		defer acancel()
+	}
+	h, release, err := acquire(actx, c, cfg)
+	close(waiting)
+	switch {
+	case err == nil:
+	case errors.Is(err, locker.ErrLocked):
+		return fail(exitBusy, fmt.Errorf("%q is held", cfg.key))
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return fail(exitBusy, fmt.Errorf("%q still held after %v", cfg.key, cfg.wait))
+	case waitSig != nil:
+		return fail(128+sigNum(waitSig), fmt.Errorf("%v while waiting for %q", waitSig, cfg.key))
+	default:
+		return fail(exitBackend, err)
+	}
+	logger.Debug("acquired", "key", cfg.key, "token", h.Token())
+
+	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "LOCKER_KEY="+cfg.key, "LOCKER_TOKEN="+strconv.FormatUint(uint64(h.Token()), 10))
+	if err := cmd.Start(); err != nil {
+		releaseHold(release)
+		return fail(exitNoExec, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	lost := h.Done()
+	var kill <-chan time.Time
+	var lostErr error
+	for {
+		select {
+		case s := <-sigs:
+			_ = cmd.Process.Signal(s)
+		case <-lost:
+			lost = nil
+			lostErr = h.Err()
+			fmt.Fprintf(stderr, "locker run: %v; stopping the command (SIGTERM, SIGKILL after %v)\n", lostErr, cfg.grace)
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			kill = time.After(cfg.grace)
+		case <-kill:
+			kill = nil
+			_ = cmd.Process.Kill()
+		case err := <-exited:
+			if lostErr != nil {
+				return exitLost
+			}
+			if rerr := releaseHold(release); rerr != nil && errors.Is(rerr, locker.ErrLost) {
+				// Lost as the command ended: its work was not fully
+				// covered by the lock.
+				fmt.Fprintln(stderr, "locker run:", rerr)
+				return exitLost
+			}
+			return exitStatus(err)
+		}
+	}
+}
+
+// A hold is what run holds while the command runs: a *locker.Hold, or
+// the read side of an RWMutex taken by a try, which has no Hold of its
+// own.
+type hold interface {
+	Token() locker.Token
+	Done() <-chan struct{}
+	Err() error
+}
+
+// acquire takes the key as cfg says. A try that finds it held returns an
+// error wrapping locker.ErrLocked.
+func acquire(ctx context.Context, c *locker.Client, cfg runConfig) (hold, func(context.Context) error, error) {
+	busy := fmt.Errorf("%w", locker.ErrLocked)
+	if cfg.shared {
+		rw := c.RWMutex(cfg.key)
+		if cfg.nowait {
+			ok, err := rw.TryRLockContext(ctx)
+			switch {
+			case err != nil:
+				return nil, nil, err
+			case !ok:
+				return nil, nil, busy
+			}
+			return rw, rw.RUnlockContext, nil
+		}
+		h, err := rw.RAcquire(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return h, h.Release, nil
+	}
+	m := c.Mutex(cfg.key)
+	var h *locker.Hold
+	var err error
+	if cfg.nowait {
+		h, err = m.TryAcquire(ctx)
+	} else {
+		h, err = m.Acquire(ctx)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, h.Release, nil
+}
+
+func releaseHold(release func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return release(ctx)
+}
+
+// exitStatus is locker's exit status for the command's end.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return exitNoExec
+}
+
+// backendExit is the exit status for err from openBackend.
+func backendExit(err error) int {
+	if errors.Is(err, errBadURL) {
+		return exitUsage
+	}
+	return exitBackend
+}
+
+func sigNum(s os.Signal) int {
+	if n, ok := s.(syscall.Signal); ok {
+		return int(n)
+	}
+	return 1
+}

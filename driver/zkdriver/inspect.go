@@ -1,0 +1,106 @@
+package zkdriver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-zookeeper/zk"
+)
+
+// Inspect implements driver.Inspector: it lists the key's queue (one
+// round trip) and reads each holder's node (one per holder). Holders are
+// the nodes granted in sequence order (an exclusive node at the head, or
+// the shared nodes before the first exclusive one); the other nodes are
+// waiters. A holder's token is its node's czxid, and Fence the largest of
+// them: ZooKeeper's zxids are the ensemble's, with no counter per key.
+// Remaining is the node's TTL less the time since its last write by the
+// server's clock (mtime) as read on this machine's: an estimate, as
+// ZooKeeper keeps no TTL of its own for these nodes.
+func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
+	const op = "inspect"
+	if err := d.begin(ctx, op, key); err != nil {
+		return driver.KeyState{}, err
+	}
+	parent := d.parentPath(key)
+	holders, waiting, err := d.holders(ctx, parent)
+	if err != nil {
+		return driver.KeyState{}, errorf(op, key, err)
+	}
+	st := driver.KeyState{Waiting: waiting}
+	for _, c := range holders {
+		got, err := call(ctx, func() (getResult, error) {
+			data, st, err := d.conn.Get(parent + "/" + c.name)
+			return getResult{data, st}, err
+		}, nil)
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return driver.KeyState{}, errorf(op, key, err)
+		}
+		h := driver.Holder{Owner: c.owner, Token: uint64(got.st.Czxid)}
+		if ttl, ok := decodeTTL(got.data); ok {
+			written := time.UnixMilli(got.st.Mtime)
+			h.Remaining = max(ttl-time.Since(written), 0)
+		}
+		st.Holders = append(st.Holders, h)
+		st.Fence = max(st.Fence, h.Token)
+		st.Mode = c.mode
+	}
+	return st, nil
+}
+
+// holders lists the queue under parent and returns its granted nodes and
+// the number of waiting ones.
+func (d *Driver) holders(ctx context.Context, parent string) ([]child, int, error) {
+	got, err := call(ctx, func() (listResult, error) {
+		names, st, err := d.conn.Children(parent)
+		return listResult{names, st}, err
+	}, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	q := parseQueue(got.names)
+	n := 0
+	for n < len(q) && len(q.blockers(n, q[n].mode)) == 0 {
+		n++
+		if q[n-1].mode == driver.Exclusive {
+			break
+		}
+	}
+	return q[:n], len(q) - n, nil
+}
+
+// ForceRelease implements driver.Inspector: it deletes the node of every
+// holder of key, whatever its version, which wakes the waiter watching it.
+// The holders learn of the loss from their next renewal.
+func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
+	const op = "force-release"
+	if err := d.begin(ctx, op, key); err != nil {
+		return 0, err
+	}
+	parent := d.parentPath(key)
+	holders, _, err := d.holders(ctx, parent)
+	if err != nil {
+		return 0, errorf(op, key, err)
+	}
+	n := 0
+	for _, c := range holders {
+		_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+c.name, -1) }, nil)
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, zk.ErrNoNode):
+		default:
+			return n, errorf(op, key, err)
+		}
+	}
+	return n, nil
+}
+
+var _ driver.Inspector = (*Driver)(nil)
