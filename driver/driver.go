@@ -83,6 +83,8 @@
 //     it, the watchdog calls Refresh once per lease, concurrently.
 //   - [TTLLimiter] and [TTLChecker]: the backend cannot honour every TTL.
 //     Without them, any positive TTL is accepted.
+//   - [TokenFloor]: the driver can raise a key's tokens above a given
+//     value. Without it, package quorumdriver cannot use the driver.
 //
 // locker never closes a driver or the client inside it: whoever built the
 // driver owns its client.
