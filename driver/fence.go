@@ -18,9 +18,10 @@ type TokenFloor interface {
 	// l.Mode with a token lower than floor, floor becomes that hold's
 	// token, as if it had been granted with it: an idempotent re-acquire
 	// returns it, and the hold's release keeps it as a released token
-	// would be kept. The floor is raised whether or not l.Owner holds
-	// the key; when it does not, RaiseTokenFloor returns an error
-	// wrapping ErrNotHeld. A floor lower than what the driver already
-	// guarantees changes nothing. l.Token is ignored.
+	// would be kept. When l.Owner does not hold the key, it returns an
+	// error wrapping ErrNotHeld, and the floor may or may not have been
+	// raised: only a holder's floor is guaranteed (a driver may keep it
+	// in the hold's token alone). A floor lower than what the driver
+	// already guarantees changes nothing. l.Token is ignored.
 	RaiseTokenFloor(ctx context.Context, l Lease, floor uint64) error
 }

@@ -13,8 +13,8 @@ var _ driver.TokenFloor = (*Driver)(nil)
 // counter to floor, so that the next grant's token is greater, and, when
 // l.Owner holds l.Key in l.Mode with a lower token, makes floor that
 // hold's token. The counter is never lowered. When l.Owner does not hold
-// the key it still raises the counter and returns an error wrapping
-// [driver.ErrNotHeld]. The fault hooks apply as to [Driver.Refresh]; the
+// the key it returns an error wrapping [driver.ErrNotHeld] and changes
+// nothing. The fault hooks apply as to [Driver.Refresh]; the
 // call is not counted in [Backend.Stats].
 func (d *Driver) RaiseTokenFloor(ctx context.Context, l driver.Lease, floor uint64) error {
 	const op = "raise-token-floor"
@@ -34,11 +34,11 @@ func (b *Backend) raiseFloor(op string, l driver.Lease, floor uint64) error {
 	defer b.mu.Unlock()
 	ks := b.state(l.Key)
 	ks.sweep(time.Now())
-	ks.fence = max(ks.fence, floor)
 	h, ok := ks.holders[l.Owner]
 	if !ok || ks.mode != l.Mode {
 		return wrap(op, l.Key, driver.ErrNotHeld)
 	}
+	ks.fence = max(ks.fence, floor)
 	h.token = max(h.token, floor)
 	return nil
 }
