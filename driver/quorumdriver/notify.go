@@ -18,18 +18,24 @@ type queuing struct{ *Driver }
 // notifyingQueuing is a Driver whose members all implement both.
 type notifyingQueuing struct{ *Driver }
 
+// Subscribe implements driver.Notifier (see Driver.subscribe).
 func (d notifying) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	return d.subscribe(ctx, key)
 }
 
+// Subscribe implements driver.Notifier (see Driver.subscribe).
 func (d notifyingQueuing) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	return d.subscribe(ctx, key)
 }
 
+// TryAcquireQueued implements driver.Queuer: TryAcquire with each
+// member's TryAcquireQueued.
 func (d queuing) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	return d.tryAcquireQueued(ctx, req)
 }
 
+// TryAcquireQueued implements driver.Queuer: TryAcquire with each
+// member's TryAcquireQueued.
 func (d notifyingQueuing) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	return d.tryAcquireQueued(ctx, req)
 }
