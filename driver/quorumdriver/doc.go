@@ -78,12 +78,13 @@
 // maximum of a majority's tokens is not monotonic by itself: two
 // majorities may share only a member whose counter is behind. The grant's
 // token T is the maximum of the tokens its majority granted, and before
-// the grant is reported T is written back ([driver.TokenFloor]) to every
-// member that granted a lower one: the member's hold takes T as its token,
-// and every token the member grants later exceeds T. The grant is reported
-// only when a majority W holds T this way (the members whose own token
-// was T, and those whose write-back returned nil, which they do only while
-// the owner still holds the key there).
+// the grant is reported T is written back ([driver.TokenFloor]) to members
+// that granted a lower one, as many as it takes to make a majority (then
+// to the others, if some of those failed): the member's hold takes T as
+// its token, and every token the member grants later exceeds T. The grant
+// is reported only when a majority W holds T this way (the members whose
+// own token was T, and those whose write-back returned nil, which they do
+// only while the owner still holds the key there).
 //
 // Why tokens increase. Let G1 be a grant with token T1 and confirming
 // majority W, and G2 a later grant of the key to another owner, with

@@ -350,16 +350,22 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 				low = append(low, i)
 			}
 		}
+		// A majority must hold the token: write it back to as few members
+		// as that takes, then, if some failed, to the others.
 		l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
-		wb := fanOut(ctx, timeout, low, func(ctx context.Context, i int) (struct{}, error) {
-			return struct{}{}, d.floors[i].RaiseTokenFloor(ctx, l, token)
-		})
 		confirmed := len(granted) - len(low)
-		for j, r := range wb {
-			if r.err == nil {
-				confirmed++
-			} else {
-				t.add(low[j], fmt.Errorf("raise token floor: %w", r.err))
+		for len(low) > 0 && confirmed < d.quorum && ctx.Err() == nil {
+			batch := low[:min(d.quorum-confirmed, len(low))]
+			low = low[len(batch):]
+			wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
+				return struct{}{}, d.floors[i].RaiseTokenFloor(ctx, l, token)
+			})
+			for j, r := range wb {
+				if r.err == nil {
+					confirmed++
+				} else {
+					t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
+				}
 			}
 		}
 		switch {
