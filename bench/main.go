@@ -120,6 +120,7 @@ func set(s string) map[string]bool {
 func allSystems() []*system {
 	var ss []*system
 	ss = append(ss, redisSystems()...)
+	ss = append(ss, quorumSystems()...)
 	ss = append(ss, etcdSystems()...)
 	ss = append(ss, zkSystems()...)
 	ss = append(ss, memSystems()...)

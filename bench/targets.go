@@ -88,6 +88,16 @@ func (r *report) targets() []target {
 		if p, pv := r.bestPeer("redis", true, r.uncAllocs); p != nil {
 			add(target{"Redis", "allocations per pair ≤ the best peer's", "", fmt.Sprintf("%.1f", av), fmt.Sprintf("%s %.1f", p.name, pv), av <= pv, true})
 		}
+		if q := r.find("redis", "locker quorum 3"); q != nil {
+			if qv, ok := r.uncRate(q); ok {
+				add(target{"Redis quorum", "uncontended pair latency with 3 members ≤ 1.5× single Redis", "", fmt.Sprintf("%.2f×", v/qv), "1.5×", v/qv <= 1.5, true})
+				if p := r.find("redis", "redsync 3 pools"); p != nil {
+					if pv, ok := r.uncRate(p); ok {
+						add(target{"Redis quorum", "uncontended pairs/s with 3 members vs redsync with 3 pools", "", fmt.Sprintf("%.0f (%.2f×)", qv, qv/pv), fmt.Sprintf("redsync 3 pools %.0f", pv), qv >= pv, true})
+					}
+				}
+			}
+		}
 	} else {
 		add(unmeasured("Redis", "uncontended"))
 	}

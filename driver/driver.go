@@ -85,6 +85,8 @@
 //     Without them, any positive TTL is accepted.
 //   - [Inspector]: operators read a key's state and release it by force
 //     (`locker status`, `locker release --force`). Without it, they cannot.
+//   - [TokenFloor]: the driver can raise a key's tokens above a given
+//     value. Without it, package quorumdriver cannot use the driver.
 //
 // locker never closes a driver or the client inside it: whoever built the
 // driver owns its client.

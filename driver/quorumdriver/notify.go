@@ -1,0 +1,125 @@
+package quorumdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// notifying is a Driver whose members all implement driver.Notifier.
+type notifying struct{ *Driver }
+
+// queuing is a Driver whose members all implement driver.Queuer.
+type queuing struct{ *Driver }
+
+// notifyingQueuing is a Driver whose members all implement both.
+type notifyingQueuing struct{ *Driver }
+
+// Subscribe implements driver.Notifier (see Driver.subscribe).
+func (d notifying) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	return d.subscribe(ctx, key)
+}
+
+// Subscribe implements driver.Notifier (see Driver.subscribe).
+func (d notifyingQueuing) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	return d.subscribe(ctx, key)
+}
+
+// TryAcquireQueued implements driver.Queuer: TryAcquire with each
+// member's TryAcquireQueued.
+func (d queuing) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.tryAcquireQueued(ctx, req)
+}
+
+// TryAcquireQueued implements driver.Queuer: TryAcquire with each
+// member's TryAcquireQueued.
+func (d notifyingQueuing) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.tryAcquireQueued(ctx, req)
+}
+
+// subscribe implements driver.Notifier for a Driver whose members all
+// implement it: it subscribes to key on every member, in parallel, and
+// fails unless every member's subscription succeeded (a release is
+// published only by the members that refused someone, which may be any
+// of them). The subscription's channel receives a value when any member's
+// does.
+func (d *Driver) subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	const op = "subscribe"
+	if err := ctx.Err(); err != nil {
+		return nil, wrapErr(op, key, err)
+	}
+	rs := fanOut(ctx, d.memberTimeout(0), d.all(), func(ctx context.Context, i int) (driver.Subscription, error) {
+		return d.members[i].(driver.Notifier).Subscribe(ctx, key)
+	})
+	var t tally
+	subs := make([]driver.Subscription, 0, len(rs))
+	for i, r := range rs {
+		if r.err != nil {
+			t.add(i, r.err)
+		} else {
+			subs = append(subs, r.v)
+		}
+	}
+	if len(t.errs) > 0 {
+		for _, s := range subs {
+			_ = s.Close()
+		}
+		err := d.failure(ctx, op, key, &t, nil)
+		if t.permanent > 0 && !driver.IsPermanent(err) {
+			err = driver.Permanent(err)
+		}
+		return nil, err
+	}
+	s := &subscription{subs: subs, ch: make(chan struct{}, 1), done: make(chan struct{})}
+	for _, ms := range subs {
+		s.wg.Go(func() {
+			for {
+				select {
+				case <-ms.C():
+					select {
+					case s.ch <- struct{}{}:
+					default:
+					}
+				case <-s.done:
+					return
+				}
+			}
+		})
+	}
+	return s, nil
+}
+
+// subscription merges the subscriptions of the members.
+type subscription struct {
+	subs []driver.Subscription
+	ch   chan struct{}
+	done chan struct{}
+	once sync.Once
+	wg   sync.WaitGroup
+	err  error
+}
+
+// C implements driver.Subscription.
+func (s *subscription) C() <-chan struct{} { return s.ch }
+
+// Close implements driver.Subscription: it closes every member's
+// subscription. It may be called more than once.
+func (s *subscription) Close() error {
+	s.once.Do(func() {
+		close(s.done)
+		s.wg.Wait()
+		var errs []error
+		for i, ms := range s.subs {
+			if err := ms.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("member %d: %w", i, err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			s.err = fmt.Errorf("quorumdriver: close subscription: %w", err)
+		}
+	})
+	return s.err
+}

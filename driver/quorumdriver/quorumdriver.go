@@ -1,0 +1,530 @@
+package quorumdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// The TTLs the driver accepts, within those of its members.
+const (
+	// MinTTL is the shortest TTL the driver accepts, whatever its
+	// members accept: shorter leases leave no time for a round of
+	// requests and the clock-drift allowance.
+	MinTTL = 20 * time.Millisecond
+)
+
+// Timeouts of member requests, when Options leaves them zero.
+const (
+	// DefaultMemberTimeoutFloor is the shortest default member timeout
+	// (see Options.MemberTimeout), for TTLs under 250ms; it is never more
+	// than a third of the TTL.
+	DefaultMemberTimeoutFloor = 25 * time.Millisecond
+	// DefaultUntimedTimeout bounds the member requests of calls that have
+	// no TTL to derive a timeout from (Subscribe, a Release whose lease has
+	// no TTL).
+	DefaultUntimedTimeout = time.Second
+)
+
+// ErrTooFewMembers is returned by New for fewer than one member, and is
+// wrapped by the errors of calls that reached fewer members than a
+// majority needs.
+var ErrTooFewMembers = errors.New("too few members")
+
+// ErrNoTokenFloor is returned, wrapped, by New for a member that does not
+// implement driver.TokenFloor.
+var ErrNoTokenFloor = errors.New("member does not implement driver.TokenFloor")
+
+// ErrValidity is wrapped by the errors of grants and renewals that a
+// majority confirmed too late: after the lease's validity (its TTL minus
+// the time the requests took and the clock-drift allowance) had run out.
+var ErrValidity = errors.New("majority confirmed after the lease's validity ran out")
+
+// Options configures a Driver. The zero value is the default.
+type Options struct {
+	// MemberTimeout bounds each request to one member: a member that does
+	// not answer within it counts as failed. Zero: TTL/10, but at least
+	// DefaultMemberTimeoutFloor and at most TTL/3; DefaultUntimedTimeout
+	// for calls without a TTL. A positive value applies to every call;
+	// it should stay well below the TTL, since a grant must be confirmed
+	// within the lease's validity.
+	MemberTimeout time.Duration
+}
+
+// Driver is a quorum of independent member drivers; see the package doc.
+// Create one with New. It implements driver.Driver, driver.Sharer,
+// driver.TTLLimiter and driver.TTLChecker; the value New returns also
+// implements driver.Notifier and driver.Queuer when every member does.
+type Driver struct {
+	members []driver.Driver
+	floors  []driver.TokenFloor
+	quorum  int
+	opts    Options
+	shared  bool
+	minTTL  time.Duration
+	maxTTL  time.Duration
+}
+
+var (
+	_ driver.Driver     = (*Driver)(nil)
+	_ driver.Sharer     = (*Driver)(nil)
+	_ driver.TTLLimiter = (*Driver)(nil)
+	_ driver.TTLChecker = (*Driver)(nil)
+	_ driver.Notifier   = notifying{}
+	_ driver.Queuer     = queuing{}
+	_ driver.Notifier   = notifyingQueuing{}
+	_ driver.Queuer     = notifyingQueuing{}
+)
+
+// New returns a driver over members, which must be independent backends
+// (separate servers: two members on one server would count twice) and all
+// implement driver.TokenFloor. A majority is len(members)/2 + 1. opts may
+// be nil. The caller keeps ownership of the members: it closes their
+// clients, after which every call of the driver fails with a permanent
+// error.
+//
+// The returned driver is a *Driver, wrapped in a type that also implements
+// driver.Notifier when every member does and driver.Queuer when every
+// member does; use Unwrap to reach the *Driver.
+func New(members []driver.Driver, opts *Options) (driver.Driver, error) {
+	d, err := newDriver(members, opts)
+	if err != nil {
+		return nil, err
+	}
+	notify, queue := true, true
+	for _, m := range members {
+		_, ok := m.(driver.Notifier)
+		notify = notify && ok
+		_, ok = m.(driver.Queuer)
+		queue = queue && ok
+	}
+	switch {
+	case notify && queue:
+		return notifyingQueuing{d}, nil
+	case notify:
+		return notifying{d}, nil
+	case queue:
+		return queuing{d}, nil
+	}
+	return d, nil
+}
+
+// Unwrap returns the *Driver of a driver that New returned, or nil when d
+// is not one.
+func Unwrap(d driver.Driver) *Driver {
+	switch v := d.(type) {
+	case *Driver:
+		return v
+	case notifying:
+		return v.Driver
+	case queuing:
+		return v.Driver
+	case notifyingQueuing:
+		return v.Driver
+	}
+	return nil
+}
+
+func newDriver(members []driver.Driver, opts *Options) (*Driver, error) {
+	if len(members) == 0 {
+		return nil, fmt.Errorf("quorumdriver: %w: none given", ErrTooFewMembers)
+	}
+	d := &Driver{
+		members: append([]driver.Driver(nil), members...),
+		floors:  make([]driver.TokenFloor, len(members)),
+		quorum:  len(members)/2 + 1,
+		shared:  true,
+		minTTL:  MinTTL,
+		maxTTL:  time.Duration(1<<63 - 1),
+	}
+	if opts != nil {
+		d.opts = *opts
+	}
+	if d.opts.MemberTimeout < 0 {
+		return nil, fmt.Errorf("quorumdriver: negative MemberTimeout %v", d.opts.MemberTimeout)
+	}
+	for i, m := range members {
+		if m == nil {
+			return nil, fmt.Errorf("quorumdriver: member %d is nil", i)
+		}
+		f, ok := m.(driver.TokenFloor)
+		if !ok {
+			return nil, fmt.Errorf("quorumdriver: member %d (%T): %w", i, m, ErrNoTokenFloor)
+		}
+		d.floors[i] = f
+		s, ok := m.(driver.Sharer)
+		d.shared = d.shared && ok && s.SupportsShared()
+		if l, ok := m.(driver.TTLLimiter); ok {
+			lo, hi := l.TTLRange()
+			d.minTTL, d.maxTTL = max(d.minTTL, lo), min(d.maxTTL, hi)
+		}
+	}
+	if d.minTTL > d.maxTTL {
+		return nil, fmt.Errorf("quorumdriver: the members accept no common TTL (at least %v, at most %v)", d.minTTL, d.maxTTL)
+	}
+	return d, nil
+}
+
+// Members returns the number of members.
+func (d *Driver) Members() int { return len(d.members) }
+
+// Quorum returns the number of members that make a majority.
+func (d *Driver) Quorum() int { return d.quorum }
+
+// SupportsShared implements driver.Sharer: it reports whether every member
+// supports Mode Shared.
+func (d *Driver) SupportsShared() bool { return d.shared }
+
+// TTLRange implements driver.TTLLimiter: the TTLs every member accepts, and
+// at least MinTTL.
+func (d *Driver) TTLRange() (min, max time.Duration) { return d.minTTL, d.maxTTL }
+
+// CheckTTL implements driver.TTLChecker: it asks every member that
+// implements driver.TTLChecker.
+func (d *Driver) CheckTTL(ttl time.Duration) error {
+	for i, m := range d.members {
+		if c, ok := m.(driver.TTLChecker); ok {
+			if err := c.CheckTTL(ttl); err != nil {
+				return fmt.Errorf("member %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Drift returns the clock-drift allowance for a lease of ttl: ttl/100 +
+// 2ms. A grant is valid for its TTL minus the time its requests took and
+// minus this allowance, counted from the moment the first member request
+// was sent.
+func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// memberTimeout returns the timeout of one member request for a lease of
+// ttl (0: unknown).
+func (d *Driver) memberTimeout(ttl time.Duration) time.Duration {
+	if d.opts.MemberTimeout > 0 {
+		return d.opts.MemberTimeout
+	}
+	if ttl <= 0 {
+		return DefaultUntimedTimeout
+	}
+	return min(max(ttl/10, DefaultMemberTimeoutFloor), ttl/3)
+}
+
+// result is the outcome of one member request.
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// fanOut calls f for each member index in idx, all in parallel, each with
+// a context bounded by timeout, and returns when all have returned. The
+// last call runs in the calling goroutine.
+func fanOut[T any](ctx context.Context, timeout time.Duration, idx []int, f func(ctx context.Context, i int) (T, error)) []result[T] {
+	rs := make([]result[T], len(idx))
+	call := func(j int) {
+		mctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		v, err := f(mctx, idx[j])
+		rs[j] = result[T]{v, err}
+	}
+	var wg sync.WaitGroup
+	for j := range len(idx) - 1 {
+		wg.Go(func() { call(j) })
+	}
+	if len(idx) > 0 {
+		call(len(idx) - 1)
+	}
+	wg.Wait()
+	return rs
+}
+
+// all returns the indexes of every member.
+func (d *Driver) all() []int {
+	idx := make([]int, len(d.members))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// tally sorts member errors: how many were ErrNotHeld or ErrLocked, how
+// many permanent, and the joined error of the failed members.
+type tally struct {
+	notHeld   int
+	locked    int
+	permanent int
+	remaining time.Duration // the longest LockedError.Remaining
+	errs      []error
+}
+
+func (t *tally) add(i int, err error) {
+	switch {
+	case errors.Is(err, driver.ErrNotHeld):
+		t.notHeld++
+	case errors.Is(err, driver.ErrLocked):
+		t.locked++
+		var le *driver.LockedError
+		if errors.As(err, &le) {
+			t.remaining = max(t.remaining, le.Remaining)
+		}
+	case driver.IsPermanent(err):
+		t.permanent++
+	}
+	t.errs = append(t.errs, fmt.Errorf("member %d: %w", i, err))
+}
+
+// failure returns the error of a call that did not reach a majority: it
+// wraps the members' errors, ctx's error when ctx is done, and is
+// permanent when so many members failed permanently that no retry can
+// reach a majority.
+func (d *Driver) failure(ctx context.Context, op, key string, t *tally, what error) error {
+	err := errors.Join(t.errs...)
+	if what != nil {
+		err = fmt.Errorf("%w: %w", what, err)
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	err = fmt.Errorf("quorumdriver: %s %s: %w", op, driver.QuoteKey(key), err)
+	if t.permanent > len(d.members)-d.quorum {
+		return driver.Permanent(err)
+	}
+	return err
+}
+
+func wrapErr(op, key string, err error) error {
+	return fmt.Errorf("quorumdriver: %s %s: %w", op, driver.QuoteKey(key), err)
+}
+
+// TryAcquire implements driver.Driver: it asks every member, in parallel,
+// and grants the key when a majority granted it within the lease's
+// validity and took the grant's token as their floor (see the package
+// doc). Otherwise it releases what it got, in parallel, and returns an
+// error wrapping a *driver.LockedError when a member refused because of
+// another owner.
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, "try-acquire", req, func(ctx context.Context, i int) (driver.Lease, error) {
+		return d.members[i].TryAcquire(ctx, req)
+	})
+}
+
+func (d *Driver) tryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	return d.acquire(ctx, "try-acquire-queued", req, func(ctx context.Context, i int) (driver.Lease, error) {
+		return d.members[i].(driver.Queuer).TryAcquireQueued(ctx, req)
+	})
+}
+
+func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f func(context.Context, int) (driver.Lease, error)) (driver.Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Lease{}, wrapErr(op, req.Key, err)
+	}
+	timeout := d.memberTimeout(req.TTL)
+	drift := Drift(req.TTL)
+	start := time.Now()
+	rs := fanOut(ctx, timeout, d.all(), f)
+
+	rs = d.settleSplit(ctx, req, start, timeout, rs, f)
+
+	var t tally
+	var granted []int
+	var token uint64
+	for i, r := range rs {
+		if r.err != nil {
+			t.add(i, r.err)
+			continue
+		}
+		granted = append(granted, i)
+		token = max(token, r.v.Token)
+	}
+	var why error
+	if len(granted) >= d.quorum {
+		// Write the token back to the members that granted a lower one.
+		var low []int
+		for _, i := range granted {
+			if rs[i].v.Token < token {
+				low = append(low, i)
+			}
+		}
+		// A majority must hold the token: write it back to as few members
+		// as that takes, then, if some failed, to the others.
+		l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
+		confirmed := len(granted) - len(low)
+		for len(low) > 0 && confirmed < d.quorum && ctx.Err() == nil {
+			batch := low[:min(d.quorum-confirmed, len(low))]
+			low = low[len(batch):]
+			wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
+				return struct{}{}, d.floors[i].RaiseTokenFloor(ctx, l, token)
+			})
+			for j, r := range wb {
+				if r.err == nil {
+					confirmed++
+				} else {
+					t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
+				}
+			}
+		}
+		switch {
+		case confirmed < d.quorum:
+			why = fmt.Errorf("%w: %d of %d members granted, %d took the token", ErrTooFewMembers, len(granted), len(d.members), confirmed)
+		case time.Since(start) >= req.TTL-drift:
+			why = ErrValidity
+		default:
+			l.Token = token
+			l.Start = start.Add(-drift)
+			return l, nil
+		}
+	}
+	// Not granted: give back what was granted, unless ctx is done (the
+	// front-end then releases in the background).
+	if len(granted) > 0 && ctx.Err() == nil {
+		rl := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
+		fanOut(ctx, timeout, granted, func(ctx context.Context, i int) (struct{}, error) {
+			return struct{}{}, d.members[i].Release(ctx, rl)
+		})
+	}
+	if why == nil && t.locked > 0 {
+		return driver.Lease{}, wrapErr(op, req.Key, &driver.LockedError{Remaining: t.remaining})
+	}
+	if why == nil {
+		why = fmt.Errorf("%w: %d of %d members granted", ErrTooFewMembers, len(granted), len(d.members))
+	}
+	return driver.Lease{}, d.failure(ctx, op, req.Key, &t, why)
+}
+
+// Refresh implements driver.Driver: it renews the lease on every member, in
+// parallel, and succeeds when a majority renewed it within the lease's
+// validity. It returns an error wrapping driver.ErrNotHeld when so many
+// members no longer hold the lease that no majority can renew it.
+func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	const op = "refresh"
+	if err := ctx.Err(); err != nil {
+		return driver.Lease{}, wrapErr(op, l.Key, err)
+	}
+	start := time.Now()
+	ml := l
+	ml.Token, ml.Start = 0, time.Time{} // members' tokens differ; the owner is unique per hold
+	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all(), func(ctx context.Context, i int) (driver.Lease, error) {
+		return d.members[i].Refresh(ctx, ml)
+	})
+	var t tally
+	ok := 0
+	for i, r := range rs {
+		if r.err != nil {
+			t.add(i, r.err)
+		} else {
+			ok++
+		}
+	}
+	switch {
+	case ok >= d.quorum && time.Since(start) < l.TTL-Drift(l.TTL):
+		l.Start = time.Time{}
+		return l, nil
+	case ok >= d.quorum:
+		return driver.Lease{}, d.failure(ctx, op, l.Key, &t, ErrValidity)
+	case t.notHeld > len(d.members)-d.quorum:
+		return driver.Lease{}, d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members no longer hold it", driver.ErrNotHeld, t.notHeld, len(d.members)))
+	}
+	return driver.Lease{}, d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members renewed", ErrTooFewMembers, ok, len(d.members)))
+}
+
+// Release implements driver.Driver: it releases the lease on every member,
+// in parallel. It returns nil when a majority of members is known not to
+// hold the lease any more and at least one of them released it; an error
+// wrapping driver.ErrNotHeld when a majority did not hold it; another
+// error when fewer than a majority answered (the members that did not keep
+// their part until its TTL runs out, or until the front-end's retry).
+func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
+	const op = "release"
+	if err := ctx.Err(); err != nil {
+		return wrapErr(op, l.Key, err)
+	}
+	ml := l
+	ml.Token, ml.Start = 0, time.Time{}
+	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all(), func(ctx context.Context, i int) (struct{}, error) {
+		return struct{}{}, d.members[i].Release(ctx, ml)
+	})
+	var t tally
+	ok := 0
+	for i, r := range rs {
+		if r.err != nil {
+			t.add(i, r.err)
+		} else {
+			ok++
+		}
+	}
+	switch {
+	case ok+t.notHeld >= d.quorum && ok > 0:
+		return nil
+	case ok+t.notHeld >= d.quorum:
+		return d.failure(ctx, op, l.Key, &t, driver.ErrNotHeld)
+	}
+	return d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members answered", ErrTooFewMembers, ok+t.notHeld, len(d.members)))
+}
+
+// priority returns the member that settles split votes on key: the
+// attempt that holds it keeps trying the members that refused it.
+func (d *Driver) priority(key string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(len(d.members)))
+}
+
+// settleSplit settles a split vote. When concurrent attempts each got a
+// minority, every one of them would give up; instead, the attempt that
+// holds the key's priority member (at most one attempt can) asks the
+// members that refused it again, with short pauses, for at most one
+// member timeout, while the others give up theirs. It returns rs updated
+// with the new replies.
+func (d *Driver) settleSplit(ctx context.Context, req driver.Request, start time.Time, timeout time.Duration,
+	rs []result[driver.Lease], f func(context.Context, int) (driver.Lease, error)) []result[driver.Lease] {
+	p := d.priority(req.Key)
+	if rs[p].err != nil {
+		return rs
+	}
+	granted, locked := 0, []int(nil)
+	for i, r := range rs {
+		switch {
+		case r.err == nil:
+			granted++
+		case errors.Is(r.err, driver.ErrLocked):
+			locked = append(locked, i)
+		}
+	}
+	if granted >= d.quorum || granted+len(locked) < d.quorum {
+		return rs
+	}
+	deadline := start.Add(min(timeout, req.TTL/4))
+	pause := time.Millisecond
+	for granted < d.quorum && len(locked) > 0 {
+		if time.Until(deadline) < pause {
+			return rs
+		}
+		tm := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return rs
+		case <-tm.C:
+		}
+		pause = min(2*pause, 8*time.Millisecond)
+		again := fanOut(ctx, timeout, locked, f)
+		still := locked[:0:0]
+		for j, r := range again {
+			i := locked[j]
+			rs[i] = r
+			switch {
+			case r.err == nil:
+				granted++
+			case errors.Is(r.err, driver.ErrLocked):
+				still = append(still, i)
+			}
+		}
+		locked = still
+	}
+	return rs
+}

@@ -1,0 +1,155 @@
+package quorumdriver_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/memdriver"
+	"github.com/go-locker/locker/driver/quorumdriver"
+	"github.com/go-locker/locker/driver/redisdriver"
+)
+
+func owner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func req(key string, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Owner: owner(), Mode: driver.Exclusive, TTL: ttl}
+}
+
+// TestWriteBackOrdersMajorities: members whose counters differ, and
+// majorities that change from grant to grant (one member cut off in
+// turn), still give strictly increasing tokens, because each grant's token
+// is written back to the members that granted it.
+func TestWriteBackOrdersMajorities(t *testing.T) {
+	ctx := ctxT(t)
+	bs := newBackends(3)
+	mk := memQuorum(bs)
+	d := mk(t)
+	ms := memOf(t, d)
+	key := "k"
+	// Member 0's counter runs far ahead of the others'.
+	r0 := req(key, time.Second)
+	l0, err := ms[0].TryAcquire(ctx, r0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ms[0].RaiseTokenFloor(ctx, l0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := ms[0].Release(ctx, driver.Lease{Key: key, Owner: r0.Owner, Mode: driver.Exclusive}); err != nil {
+		t.Fatal(err)
+	}
+	var last uint64
+	for i := range 9 {
+		cut := ms[i%3]
+		cut.Block()
+		l, err := d.TryAcquire(ctx, req(key, time.Second))
+		cut.Unblock()
+		if err != nil {
+			t.Fatalf("grant %d (member %d cut off): %v", i, i%3, err)
+		}
+		if l.Token <= last {
+			t.Fatalf("grant %d (member %d cut off): token %d after %d", i, i%3, l.Token, last)
+		}
+		if i == 1 && l.Token <= 1000 {
+			t.Fatalf("grant %d without member 0: token %d, want > 1000 (member 0's counter)", i, l.Token)
+		}
+		last = l.Token
+		if err := d.Release(ctx, l); err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+	}
+}
+
+// TestRefusesMemberWithoutFloor: New refuses a member that cannot take a
+// token floor.
+func TestRefusesMemberWithoutFloor(t *testing.T) {
+	type plain struct{ driver.Driver }
+	_, err := quorumdriver.New([]driver.Driver{memdriver.New(), plain{memdriver.New()}, memdriver.New()}, nil)
+	if !errors.Is(err, quorumdriver.ErrNoTokenFloor) {
+		t.Fatalf("New with a member lacking TokenFloor: %v, want ErrNoTokenFloor", err)
+	}
+}
+
+// testTokenFloor checks driver.TokenFloor on one member driver: a floor far
+// above its tokens becomes the holder's token (a re-acquire returns it), its
+// release keeps it, and the next grant exceeds it; a floor raised for an
+// owner that does not hold the key fails with ErrNotHeld.
+func testTokenFloor(t *testing.T, m driver.Driver, floor func(tok uint64) uint64) {
+	ctx := ctxT(t)
+	f := m.(driver.TokenFloor)
+	key := "floor/" + t.Name()
+	r := req(key, 10*time.Second)
+	l, err := m.TryAcquire(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := floor(l.Token)
+	if err := f.RaiseTokenFloor(ctx, l, fl); err != nil {
+		t.Fatalf("RaiseTokenFloor(%d) by the holder: %v", fl, err)
+	}
+	again, err := m.TryAcquire(ctx, r)
+	if err != nil || again.Token != fl {
+		t.Fatalf("re-acquire after RaiseTokenFloor(%d) = token %d, %v; want the floor", fl, again.Token, err)
+	}
+	if err := m.Release(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := m.TryAcquire(ctx, req(key, 10*time.Second))
+	if err != nil || l2.Token <= fl {
+		t.Fatalf("grant after the floor's hold was released = token %d, %v; want > %d", l2.Token, err, fl)
+	}
+	fl2 := floor(l2.Token)
+	if err := f.RaiseTokenFloor(ctx, driver.Lease{Key: key, Owner: owner(), Mode: driver.Exclusive}, fl2); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("RaiseTokenFloor by a non-holder: %v, want ErrNotHeld", err)
+	}
+	if err := m.Release(ctx, l2); err != nil {
+		t.Fatal(err)
+	}
+	sr := req(key, 10*time.Second)
+	sr.Mode = driver.Shared
+	l3, err := m.TryAcquire(ctx, sr)
+	if err != nil || l3.Token <= l2.Token {
+		t.Fatalf("grant after token %d = token %d, %v; want greater", l2.Token, l3.Token, err)
+	}
+	fl3 := floor(l3.Token)
+	if err := f.RaiseTokenFloor(ctx, l3, fl3); err != nil {
+		t.Fatalf("RaiseTokenFloor(%d) by a shared holder: %v", fl3, err)
+	}
+	if again, err = m.TryAcquire(ctx, sr); err != nil || again.Token != fl3 {
+		t.Fatalf("shared re-acquire after RaiseTokenFloor(%d) = token %d, %v; want the floor", fl3, again.Token, err)
+	}
+	if err := m.Release(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	l4, err := m.TryAcquire(ctx, req(key, 10*time.Second))
+	if err != nil || l4.Token <= fl3 {
+		t.Fatalf("grant after a shared hold with floor %d = token %d, %v; want greater", fl3, l4.Token, err)
+	}
+	_ = m.Release(ctx, l4)
+}
+
+func TestTokenFloorMem(t *testing.T) {
+	testTokenFloor(t, memdriver.New(), func(tok uint64) uint64 { return tok + 1000 })
+}
+
+// TestTokenFloorRedis: on Redis, whose tokens are the server's clock in
+// microseconds, a floor an hour ahead of the clock (another member's clock
+// running ahead) is kept until the clock passes it.
+func TestTokenFloorRedis(t *testing.T) {
+	addrs := poolAddrs(t, 1)
+	c := memberClient(addrs[0])
+	defer c.Close()
+	m, err := redisdriver.New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testTokenFloor(t, m, func(tok uint64) uint64 { return tok + uint64(time.Hour/time.Microsecond) })
+}
