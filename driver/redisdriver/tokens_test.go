@@ -160,7 +160,8 @@ func TestRefusedTakesNoToken(t *testing.T) {
 			// The queued entry goes away, as a giving-up waiter's does.
 			wantNotHeld(t, "Release of a waiter", d.Release(ctx, driver.Lease{Key: k, Owner: r.Owner, Mode: r.Mode}))
 		}
-		m := locker.NewMutex(d, k)
+		lc := locker.New(d)
+		m := lc.Mutex(k)
 		if m.TryLock() {
 			t.Fatal("TryLock of a held key succeeded")
 		}
@@ -169,6 +170,11 @@ func TestRefusedTakesNoToken(t *testing.T) {
 		cancel()
 		if err == nil {
 			t.Fatal("LockContext of a held key succeeded")
+		}
+		// The abandoned wait's queue entry is removed in the background;
+		// Close waits for that.
+		if err := lc.Close(ctx); err != nil {
+			t.Fatal(err)
 		}
 		if n := c.Exists(ctx, fenceKey(k)).Val(); n != 0 {
 			t.Fatalf("refused attempts wrote the token record (%q = %q)", fenceKey(k), c.Get(ctx, fenceKey(k)).Val())
