@@ -1,8 +1,8 @@
 // Package locker provides distributed locks with the shape of package
 // sync: Mutex, RWMutex and a reentrant mutex, shared by every process that
 // uses the same key on the same backend (Redis, etcd, ZooKeeper, SQL
-// databases, an in-process backend for tests, and more through package
-// driver).
+// databases, memcached, a quorum of independent servers, an in-process
+// backend for tests, and more through package driver).
 //
 //	drv, err := redisdriver.New(rdb, nil) // rdb: a go-redis client
 //	if err != nil {
@@ -166,11 +166,13 @@
 // acquire, refresh, release), plus optional capabilities discovered by
 // type assertion. Drivers in this module:
 //
-//	driver/memdriver    in-process backend for tests and demos, with fault hooks
-//	driver/redisdriver  Redis through go-redis v9 (standalone, Sentinel, Cluster)
-//	driver/etcddriver   etcd through its v3 client; token = create revision
-//	driver/zkdriver     ZooKeeper through go-zookeeper; token = czxid
-//	driver/sqldriver    PostgreSQL and MySQL/MariaDB through database/sql
+//	driver/memdriver       in-process backend for tests and demos, with fault hooks
+//	driver/redisdriver     Redis through go-redis v9 (standalone, Sentinel, Cluster)
+//	driver/etcddriver      etcd through its v3 client; token = create revision
+//	driver/zkdriver        ZooKeeper through go-zookeeper; token = czxid
+//	driver/sqldriver       PostgreSQL and MySQL/MariaDB through database/sql
+//	driver/memcachedriver  memcached through gomemcache (exclusive only)
+//	driver/quorumdriver    a majority of N independent drivers (Redlock)
 //
 // To write a driver, implement the interfaces in package driver and run
 // lockertest.TestDriver against it.
