@@ -129,14 +129,8 @@ func StartPrivate(extra ...string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memcachedtest: %w", err)
 	}
-	var lastErr error
-	for range 5 {
-		ports, err := proc.FreePorts(1)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		port := ports[0]
+	var s *Server
+	err = proc.StartOnFreePort(5, func(port int) error {
 		args := []string{
 			"-l", "127.0.0.1",
 			"-p", strconv.Itoa(port),
@@ -155,16 +149,14 @@ func StartPrivate(extra ...string) (*Server, error) {
 			args = append(args, "-u", name)
 		}
 		args = append(args, extra...)
-		s := newServer(bin, slices.Clip(args), dir, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		lastErr = s.Start()
-		if lastErr == nil {
-			return s, nil
-		}
-		// The port may have been taken between FreePorts and the bind:
-		// try another one.
+		s = newServer(bin, slices.Clip(args), dir, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		return s.Start()
+	})
+	if err == nil {
+		return s, nil
 	}
 	_ = os.RemoveAll(dir)
-	return nil, fmt.Errorf("memcachedtest: starting memcached: %w", lastErr)
+	return nil, fmt.Errorf("memcachedtest: starting memcached: %w", err)
 }
 
 // newServer returns the (not yet started) server that runs bin with args

@@ -86,6 +86,25 @@ func LogTail(path string, max int) string {
 	return string(b)
 }
 
+// StartOnFreePort calls start with a free loopback TCP port until it
+// returns nil, at most tries times, since another process may take the
+// port between FreePorts and the server's bind. It returns start's last
+// error.
+func StartOnFreePort(tries int, start func(port int) error) error {
+	var last error
+	for range tries {
+		ports, err := FreePorts(1)
+		if err != nil {
+			last = err
+			continue
+		}
+		if last = start(ports[0]); last == nil {
+			return nil
+		}
+	}
+	return last
+}
+
 // FreePorts returns n distinct loopback TCP ports that were free a moment
 // ago (someone else may take one before the caller binds it).
 func FreePorts(n int) ([]int, error) {

@@ -251,14 +251,8 @@ func startPrivate(pre, extra []string) (*Server, error) {
 		}
 		pre = append([]string{conf}, pre[1:]...)
 	}
-	var lastErr error
-	for range 5 {
-		ports, err := proc.FreePorts(1)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		port := ports[0]
+	var s *Server
+	err = proc.StartOnFreePort(5, func(port int) error {
 		args := append(append(slices.Clip(pre),
 			"--port", strconv.Itoa(port),
 			"--bind", "127.0.0.1",
@@ -272,16 +266,14 @@ func startPrivate(pre, extra []string) (*Server, error) {
 			// default 5s wait for other replicas.
 			"--repl-diskless-sync-delay", "0",
 		), extra...)
-		s := newServer(bin, args, dir, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		lastErr = s.Start()
-		if lastErr == nil {
-			return s, nil
-		}
-		// The port may have been taken between FreePorts and the bind:
-		// try another one.
+		s = newServer(bin, args, dir, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		return s.Start()
+	})
+	if err == nil {
+		return s, nil
 	}
 	_ = os.RemoveAll(dir)
-	return nil, fmt.Errorf("testserver: starting redis-server: %w", lastErr)
+	return nil, fmt.Errorf("testserver: starting redis-server: %w", err)
 }
 
 // newServer returns the (not yet started) server that runs bin with args

@@ -161,26 +161,20 @@ func StartPrivate() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zktest: %w", err)
 	}
-	var lastErr error
-	for range 5 {
-		ports, err := proc.FreePorts(1)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		cfg := config(dir, ports[0], "")
+	var s *Server
+	err = proc.StartOnFreePort(5, func(port int) error {
+		cfg := config(dir, port, "")
 		if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o600); err != nil {
-			lastErr = err
-			break
+			return err
 		}
-		s := newServer(net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), 0, dir, dir, java, jvmArgs(cp, filepath.Join(dir, "zoo.cfg")))
-		if lastErr = s.Start(); lastErr == nil {
-			return s, nil
-		}
-		// The port may have been taken between freePorts and the bind.
+		s = newServer(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), 0, dir, dir, java, jvmArgs(cp, filepath.Join(dir, "zoo.cfg")))
+		return s.Start()
+	})
+	if err == nil {
+		return s, nil
 	}
 	_ = os.RemoveAll(dir)
-	return nil, fmt.Errorf("zktest: starting zookeeper: %w", lastErr)
+	return nil, fmt.Errorf("zktest: starting zookeeper: %w", err)
 }
 
 // NewEnsemble starts an ensemble of n servers for tb and stops it at tb's
