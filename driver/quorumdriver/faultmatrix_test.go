@@ -3,7 +3,6 @@ package quorumdriver_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/testserver"
-	"github.com/redis/go-redis/v9"
 )
 
 // matrixTTL is the lease length of the fault matrix on the quorum.
@@ -54,21 +52,6 @@ func each(ss []*testserver.Server, f func(*testserver.Server) error) error {
 	return errors.Join(errs...)
 }
 
-// memberKeys returns the Redis keys of the holds and waiters of a lock on
-// one member (see redisdriver's common.lua): its exclusive hold, its
-// shared holds and its queue entries' expiries.
-func memberKeys(key string) []string {
-	b := redisdriver.DefaultPrefix + "{" + strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(key) + "}:"
-	return []string{b + "lock", b + "readers", b + "queue-exp"}
-}
-
-// residueScript counts the live records of KEYS on one member.
-var residueScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('EXISTS', KEYS[1]) + redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') + redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
-`)
-
 // TestFaultMatrix runs the fault matrix on a quorum of three redis-servers
 // of its own. A network fault applies to a client's connections to every
 // member, a server fault (pause, kill and restart) to every member: the
@@ -81,10 +64,15 @@ func TestFaultMatrix(t *testing.T) {
 		t.Skip("the fault matrix runs for about a minute; skipped with -short")
 	}
 	ss := privateServers(t, 3)
-	admins := make([]*redis.Client, len(ss))
+	admins := make([]*redisdriver.Driver, len(ss))
 	for i, s := range ss {
-		admins[i] = memberClient(s.Addr)
-		defer admins[i].Close()
+		c := memberClient(s.Addr)
+		defer c.Close()
+		d, err := redisdriver.New(c, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		admins[i] = d
 	}
 	faultmatrix.Run(t, faultmatrix.Target{
 		Name: "quorum-redis-3",
@@ -103,18 +91,19 @@ func TestFaultMatrix(t *testing.T) {
 		Revoke: func(ctx context.Context, key string) error {
 			var errs []error
 			for _, a := range admins {
-				errs = append(errs, a.Del(ctx, memberKeys(key)[:2]...).Err())
+				_, err := a.ForceRelease(ctx, key)
+				errs = append(errs, err)
 			}
 			return errors.Join(errs...)
 		},
 		Residue: func(ctx context.Context, key string) (int, error) {
 			n := 0
 			for _, a := range admins {
-				k, err := residueScript.Run(ctx, a, memberKeys(key)).Int()
+				st, err := a.Inspect(ctx, key)
 				if err != nil {
 					return 0, err
 				}
-				n += k
+				n += len(st.Holders) + st.Waiting
 			}
 			return n, nil
 		},

@@ -2,7 +2,6 @@ package redisdriver_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,23 +29,6 @@ func dialMatrix(addr string) (driver.Driver, func() error, error) {
 	return d, c.Close, nil
 }
 
-// matrixKeys returns the Redis keys that hold the holds and the waiters of
-// a lock with the default prefix: its exclusive hold, its shared holds
-// and its queue entries' expiries (see common.lua).
-func matrixKeys(key string) []string {
-	b := redisdriver.DefaultPrefix + "{" + strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(key) + "}:"
-	return []string{b + "lock", b + "readers", b + "queue-exp"}
-}
-
-// residueScript counts the live records of KEYS: the exclusive hold, and
-// the shared holds and queue entries that have not expired (their scores
-// are expiry times on the server's clock, in milliseconds).
-var residueScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('EXISTS', KEYS[1]) + redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') + redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
-`)
-
 // TestFaultMatrix runs the fault matrix on a redis-server of its own, with
 // every client behind a fault proxy. The server keeps nothing on disk, so
 // a kill and restart loses the holds; the tokens, taken from the server's
@@ -57,7 +39,10 @@ func TestFaultMatrix(t *testing.T) {
 		t.Skip("the fault matrix runs for about a minute; skipped with -short")
 	}
 	srv := testserver.PrivateRedis(t)
-	admin := newClient(t, srv.Addr)
+	admin, err := redisdriver.New(newClient(t, srv.Addr), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	faultmatrix.Run(t, faultmatrix.Target{
 		Name: "redis",
 		TTL:  matrixTTL,
@@ -68,10 +53,12 @@ func TestFaultMatrix(t *testing.T) {
 			Kill: srv.Kill, Restart: srv.Restart,
 		},
 		Revoke: func(ctx context.Context, key string) error {
-			return admin.Del(ctx, matrixKeys(key)[:2]...).Err()
+			_, err := admin.ForceRelease(ctx, key)
+			return err
 		},
 		Residue: func(ctx context.Context, key string) (int, error) {
-			return residueScript.Run(ctx, admin, matrixKeys(key)).Int()
+			st, err := admin.Inspect(ctx, key)
+			return len(st.Holders) + st.Waiting, err
 		},
 		IncreasingTokens: true,
 	})
