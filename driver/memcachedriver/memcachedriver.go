@@ -152,7 +152,7 @@ func ttlSeconds(ttl time.Duration) (int64, error) {
 // opError wraps err with the operation and key, and marks it Permanent
 // when no retry can cure it.
 func opError(op, key string, err error) error {
-	e := fmt.Errorf("memcachedriver: %s %q: %w", op, key, err)
+	e := fmt.Errorf("memcachedriver: %s %s: %w", op, driver.QuoteKey(key), err)
 	if !driver.IsPermanent(err) && isPermanent(err) {
 		return driver.Permanent(e)
 	}

@@ -19,20 +19,21 @@ var ErrNoTable = errors.New("lease table does not exist")
 // opError wraps err with the operation and key, and marks it Permanent
 // when no retry can cure it: among others when the *sql.DB is closed.
 func (d *Driver) opError(op, key string, err error) error {
+	q := driver.QuoteKey(key)
 	if missingTable(err) {
-		return driver.Permanent(fmt.Errorf("sqldriver: %s %q: table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",
-			op, key, d.table, ErrNoTable, err))
+		return driver.Permanent(fmt.Errorf("sqldriver: %s %s: table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",
+			op, q, d.table, ErrNoTable, err))
 	}
 	if answer(err) || driver.IsPermanent(err) {
-		return fmt.Errorf("sqldriver: %s %q: %w", op, key, err)
+		return fmt.Errorf("sqldriver: %s %s: %w", op, q, err)
 	}
 	if permanent(err) {
-		return driver.Permanent(fmt.Errorf("sqldriver: %s %q: %w", op, key, err))
+		return driver.Permanent(fmt.Errorf("sqldriver: %s %s: %w", op, q, err))
 	}
 	if dbClosed(d.db) {
-		return driver.Permanent(fmt.Errorf("sqldriver: %s %q: %w: %w", op, key, ErrClosed, err))
+		return driver.Permanent(fmt.Errorf("sqldriver: %s %s: %w: %w", op, q, ErrClosed, err))
 	}
-	return fmt.Errorf("sqldriver: %s %q: %w", op, key, err)
+	return fmt.Errorf("sqldriver: %s %s: %w", op, q, err)
 }
 
 // ErrClosed is wrapped, with the database/sql error, by the errors of a
