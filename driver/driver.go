@@ -67,6 +67,12 @@
 //     (Redis pub/sub, etcd and ZooKeeper watches). Without it, waiters poll
 //     TryAcquire with exponential backoff capped by the holder's remaining
 //     lease ([LockedError.Remaining]).
+//   - [Counter]: the driver grants counted Shared requests (a limit per
+//     key, a weight per request). Without it, locker.Semaphore returns an
+//     error wrapping errors.ErrUnsupported.
+//   - [ValueKeeper]: the driver keeps a value with each grant and reports
+//     it through [Inspector]. Without them, locker.Election returns an
+//     error wrapping errors.ErrUnsupported.
 //   - [Queuer]: the backend keeps a wait queue per key so that a waiter that
 //     has waited for a while is served before newcomers. Without it,
 //     waiters are served in FIFO order within one process only, and a
@@ -135,6 +141,19 @@ type Request struct {
 	Mode Mode
 	// TTL is the lease length, positive and within the driver's limits.
 	TTL time.Duration
+	// Limit, when positive, makes a Shared request counted: the key is a
+	// semaphore of Limit units and the request asks for Weight of them
+	// (see Counter). It is 0 for every other request, and for Exclusive
+	// ones always.
+	Limit int64
+	// Weight is the number of units a counted request takes, in
+	// [1, Limit]; 0 when Limit is 0.
+	Weight int64
+	// Value, when not empty, is published with the grant: Inspector
+	// reports it as Holder.Value (see ValueKeeper). It is at most
+	// MaxValueLen bytes of any content. Elections publish the leader's
+	// value this way.
+	Value string
 }
 
 // Lease is a grant of a key to an owner.
@@ -193,6 +212,46 @@ type Sharer interface {
 	// SupportsShared reports whether Mode Shared is available. A driver
 	// that wraps another may return false when the wrapped one lacks it.
 	SupportsShared() bool
+}
+
+// Counter is implemented by drivers that grant counted Shared requests
+// (Request.Limit > 0): package locker's Semaphore.
+//
+// A counted request for Weight units of a key is granted when no one holds
+// the key exclusively and the Weight of every live hold of the key plus
+// its own is at most Limit; on a driver that keeps a wait queue (Queuer,
+// Acquirer), only if every entry ahead of it in the queue is a Shared one
+// and their weights count against Limit too, so that a large request is
+// not overtaken by small ones. Every grant gets a token of its own, greater
+// than every token granted before for the key, as every grant does. An
+// idempotent re-acquire by a holder extends its lease with the weight it
+// was granted. A refusal wraps ErrLocked; its LockedError.Remaining is the
+// time until the first hold or queue entry in the way may expire.
+//
+// Every holder of a key must agree on Limit: a counted request whose Limit
+// differs from that of a live hold of the key (an uncounted Shared hold
+// has Limit 0), or of a queue entry where the driver keeps it, is refused
+// with an error wrapping a *LimitError, never granted. An uncounted Shared
+// request on a key with live counted holds is refused the same way.
+//
+// Without Counter, locker.Semaphore returns an error wrapping
+// errors.ErrUnsupported.
+type Counter interface {
+	// SupportsCounted reports whether counted requests are available. A
+	// driver that wraps another may return false when the wrapped one
+	// lacks them.
+	SupportsCounted() bool
+}
+
+// ValueKeeper is implemented by drivers that keep Request.Value with each
+// grant and report it through Inspector as Holder.Value, for as long as the
+// hold lives. An idempotent re-acquire keeps the value first granted.
+//
+// Without it (or without Inspector), locker.Election returns an error
+// wrapping errors.ErrUnsupported: nobody could read the leader's value.
+type ValueKeeper interface {
+	// SupportsValues reports whether values are kept.
+	SupportsValues() bool
 }
 
 // Notifier is implemented by drivers whose backend can tell waiters that a
@@ -352,6 +411,27 @@ func (e *LockedError) Error() string {
 // Is reports whether target is ErrLocked.
 func (e *LockedError) Is(target error) bool { return target == ErrLocked }
 
+// ErrLimitMismatch means a counted request's Limit differs from the limit
+// the key's live holders agreed on (see Counter).
+var ErrLimitMismatch = errors.New("limit differs from the key's holders'")
+
+// LimitError is the error a Counter returns for a request whose Limit
+// differs from that of the key's live holds. It matches ErrLimitMismatch
+// with errors.Is.
+type LimitError struct {
+	// Limit is the limit of the key's live holds: 0 for uncounted Shared
+	// holds, or when the driver does not know it.
+	Limit int64
+}
+
+// Error implements error.
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%v (theirs: %d)", ErrLimitMismatch, e.Limit)
+}
+
+// Is reports whether target is ErrLimitMismatch.
+func (e *LimitError) Is(target error) bool { return target == ErrLimitMismatch }
+
 // permanentError marks an error that no retry can cure.
 type permanentError struct{ err error }
 
@@ -377,6 +457,10 @@ func IsPermanent(err error) bool {
 // MaxKeyLen is the longest key, in bytes, that the front-end passes to a
 // driver (locker.MaxKeyLen is the same limit).
 const MaxKeyLen = 512
+
+// MaxValueLen is the longest Request.Value, in bytes, that the front-end
+// passes to a driver.
+const MaxValueLen = 4096
 
 // MaxQuotedKeyLen is how many bytes of a key QuoteKey quotes.
 const MaxQuotedKeyLen = 64

@@ -33,6 +33,8 @@ type KeyState struct {
 	// Mode is the mode of the holders; meaningful only when Holders is
 	// not empty.
 	Mode Mode
+	// Limit is the limit of the key's counted holds (see Counter), or 0.
+	Limit int64
 	// Holders are the live holds of the key, ordered by token.
 	Holders []Holder
 	// Fence is the highest token the backend has granted for the key, or
@@ -53,4 +55,10 @@ type Holder struct {
 	// Remaining is the time until the lease runs out unless renewed, as
 	// the backend sees it; 0 when the backend does not tell.
 	Remaining time.Duration
+	// Weight is the number of units a counted hold takes (see Counter),
+	// or 0 for an uncounted one.
+	Weight int64
+	// Value is the value published with the grant (see ValueKeeper), or
+	// empty.
+	Value string
 }
