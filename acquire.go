@@ -15,7 +15,11 @@ type lockOp struct {
 	op   string // for errors: "lock", "rlock", "trylock", …
 	key  string
 	mode driver.Mode
-	cfg  *config
+	// limit and weight make a Shared call counted (Semaphore); value is
+	// published with the grant (Election).
+	limit, weight int64
+	value         string
+	cfg           *config
 	try  bool    // one attempt, no waiting
 	hd   *handle // the handle that makes the call, or nil
 
@@ -35,8 +39,8 @@ func (o *lockOp) check(ctx context.Context, c *Client) error {
 			err = o.cfg.validate(c.drv)
 		}
 	}
-	if err == nil && o.mode == driver.Shared && !c.shared {
-		err = fmt.Errorf("shared mode: driver %T: %w", c.drv, errors.ErrUnsupported)
+	if err == nil {
+		err = o.checkCapabilities(c)
 	}
 	if err == nil {
 		err = ctx.Err()
@@ -45,6 +49,25 @@ func (o *lockOp) check(ctx context.Context, c *Client) error {
 		return opError(o.op, o.key, err)
 	}
 	return nil
+}
+
+// checkCapabilities reports an error wrapping errors.ErrUnsupported when
+// the call needs an optional capability the driver lacks.
+func (o *lockOp) checkCapabilities(c *Client) error {
+	switch {
+	case o.mode == driver.Shared && !c.shared:
+		return fmt.Errorf("shared mode: driver %T: %w", c.drv, errors.ErrUnsupported)
+	case o.limit > 0 && !c.counted:
+		return fmt.Errorf("counted shared mode (driver.Counter): driver %T: %w", c.drv, errors.ErrUnsupported)
+	case o.value != "" && !c.values:
+		return fmt.Errorf("published values (driver.ValueKeeper): driver %T: %w", c.drv, errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// place is the place the call takes in the key's gate.
+func (o *lockOp) place() place {
+	return place{mode: o.mode, weight: o.weight, limit: o.limit}
 }
 
 // acquire runs a lock call to the end: it returns a hold the watchdog
@@ -65,7 +88,7 @@ func (c *Client) acquire(ctx context.Context, o lockOp) (h *Hold, err error) {
 		return nil, err
 	}
 	start := time.Now()
-	g, adm, ok, err := c.enter(ctx, o.key, o.mode, o.try)
+	g, adm, ok, err := c.enter(ctx, o.key, o.place(), o.try)
 	if !ok {
 		if err != nil {
 			return nil, opError(o.op, o.key, err)
@@ -74,7 +97,7 @@ func (c *Client) acquire(ctx context.Context, o lockOp) (h *Hold, err error) {
 	}
 	h, err = o.contend(ctx, c, g, adm, start)
 	if h == nil {
-		c.exit(g, o.mode)
+		c.exit(g, o.place())
 		return nil, err
 	}
 	h.hd = o.hd
@@ -103,7 +126,8 @@ func (c *Client) acquire(ctx context.Context, o lockOp) (h *Hold, err error) {
 // of this process counts towards the fairness threshold.
 func (o *lockOp) contend(ctx context.Context, c *Client, g *gate, adm admission, start time.Time) (_ *Hold, err error) {
 	k := &contention{o: o, c: c, g: g, ctx: ctx, start: start,
-		req: driver.Request{Key: o.key, Owner: newOwner(), Mode: o.mode, TTL: o.cfg.ttl}}
+		req: driver.Request{Key: o.key, Owner: newOwner(), Mode: o.mode, TTL: o.cfg.ttl,
+			Limit: o.limit, Weight: o.weight, Value: o.value}}
 	if adm.sub != nil {
 		// A waiter before us in this process left its subscription:
 		// the key is contended, and if we have waited long enough we
@@ -218,7 +242,7 @@ func (k *contention) attempt() result {
 // took so long that the lease may already have run out is never returned:
 // the next attempt, by the same owner, extends it and keeps the token.
 func (k *contention) granted(l driver.Lease, sent time.Time) result {
-	h := newHold(k.c, k.g, k.o.cfg, l, sent)
+	h := newHold(k.c, k.g, k.o, l, sent)
 	if time.Now().Before(h.deadline) {
 		return over(h, nil)
 	}
@@ -359,7 +383,7 @@ func (o *lockOp) acquireQueued(ctx context.Context, c *Client, g *gate, req driv
 	if !l.Start.IsZero() {
 		// The driver knows when the lease began: no confirmation
 		// needed while it is valid.
-		if h := newHold(c, g, o.cfg, l, l.Start); time.Now().Before(h.deadline) {
+		if h := newHold(c, g, o, l, l.Start); time.Now().Before(h.deadline) {
 			return h, nil
 		}
 		l.Start = time.Time{}
@@ -368,7 +392,7 @@ func (o *lockOp) acquireQueued(ctx context.Context, c *Client, g *gate, req driv
 		sent := time.Now()
 		l2, err := c.drv.Refresh(ctx, l)
 		if err == nil {
-			h := newHold(c, g, o.cfg, l2, sent)
+			h := newHold(c, g, o, l2, sent)
 			if time.Now().Before(h.deadline) {
 				return h, nil
 			}

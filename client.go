@@ -33,13 +33,19 @@ type Client struct {
 	batcher  driver.BatchRefresher
 	acquirer driver.Acquirer
 	watcher  driver.LossWatcher
+	inspect  driver.Inspector
 	shared   bool
+	counted  bool // driver.Counter
+	values   bool // driver.ValueKeeper
 	opts     []Option // the client-wide defaults, applied before a handle's own
 
 	// ctx is cancelled by Close: lock calls waiting for a key, renewals
 	// and blocking driver calls made for the Client end with it.
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// bg counts the goroutines of Election.Observe; Close waits for them.
+	bg sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
@@ -65,8 +71,15 @@ func New(d driver.Driver, opts ...Option) *Client {
 	c.batcher, _ = d.(driver.BatchRefresher)
 	c.acquirer, _ = d.(driver.Acquirer)
 	c.watcher, _ = d.(driver.LossWatcher)
+	c.inspect, _ = d.(driver.Inspector)
 	if s, ok := d.(driver.Sharer); ok {
 		c.shared = s.SupportsShared()
+	}
+	if s, ok := d.(driver.Counter); ok {
+		c.counted = c.shared && s.SupportsCounted()
+	}
+	if s, ok := d.(driver.ValueKeeper); ok {
+		c.values = s.SupportsValues()
 	}
 	c.wd.c = c
 	return c
@@ -138,7 +151,12 @@ func (c *Client) Close(ctx context.Context) error {
 		errs = c.releaseAll(ctx, c.wd.close())
 	}
 	flights := c.wd.flightsDone()
-	for _, ch := range []<-chan struct{}{idle, flights} {
+	observers := make(chan struct{})
+	go func() {
+		c.bg.Wait() // they end with c.ctx, cancelled above
+		close(observers)
+	}()
+	for _, ch := range []<-chan struct{}{idle, flights, observers} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -225,6 +243,7 @@ type gate struct {
 	key     string
 	writers int // exclusive places taken: at most maxWriters
 	readers int
+	units   int64 // weight of the counted places among readers
 	queue   []*gateWaiter
 	refs    int
 	// sub is a subscription to key that a head of the line left for the
@@ -258,9 +277,9 @@ type admission struct {
 
 // admitLocked takes a place in mode m and returns its admission. c.mu is
 // held.
-func (g *gate) admitLocked(m driver.Mode) admission {
-	g.take(m)
-	a := admission{sub: g.sub, contended: m == driver.Exclusive && g.writers > 1}
+func (g *gate) admitLocked(p place) admission {
+	g.take(p)
+	a := admission{sub: g.sub, contended: p.mode == driver.Exclusive && g.writers > 1}
 	g.sub = nil
 	return a
 }
@@ -293,25 +312,35 @@ func (c *Client) leaveSub(g *gate, s driver.Subscription) {
 	}
 }
 
+// A place is what a lock call takes in a gate: its mode and, for a counted
+// Shared call (Semaphore), its weight and the limit it counts against.
+type place struct {
+	mode          driver.Mode
+	weight, limit int64
+}
+
 type gateWaiter struct {
-	mode    driver.Mode
+	place
 	ready   chan struct{}
 	granted bool
 	adm     admission // set when granted
 }
 
-// admits reports whether a place in mode m is free, given that up to
-// maxWriters exclusive places may be taken.
-func (g *gate) admits(m driver.Mode, maxWriters int) bool {
-	if m == driver.Shared {
-		return g.writers == 0
+// admits reports whether place p is free, given that up to maxWriters
+// exclusive places may be taken: counted places only while their weights
+// fit in the limit, so that this process does not ask the backend for
+// units it holds itself.
+func (g *gate) admits(p place, maxWriters int) bool {
+	if p.mode == driver.Shared {
+		return g.writers == 0 && (p.limit == 0 || g.units+p.weight <= p.limit)
 	}
 	return g.writers < maxWriters && g.readers == 0
 }
 
-func (g *gate) take(m driver.Mode) {
-	if m == driver.Shared {
+func (g *gate) take(p place) {
+	if p.mode == driver.Shared {
 		g.readers++
+		g.units += p.weight
 	} else {
 		g.writers++
 	}
@@ -319,11 +348,11 @@ func (g *gate) take(m driver.Mode) {
 
 // pump grants places to the waiters at the head of the queue.
 func (g *gate) pump(maxWriters int) {
-	for len(g.queue) > 0 && g.admits(g.queue[0].mode, maxWriters) {
+	for len(g.queue) > 0 && g.admits(g.queue[0].place, maxWriters) {
 		w := g.queue[0]
 		g.queue[0] = nil
 		g.queue = g.queue[1:]
-		w.adm = g.admitLocked(w.mode)
+		w.adm = g.admitLocked(w.place)
 		w.granted = true
 		close(w.ready)
 	}
@@ -333,7 +362,7 @@ func (g *gate) pump(maxWriters int) {
 // for a place and reports false when it is taken; it still waits for the
 // key's background cleanups, which end soon. It fails with ErrClosed once
 // c is closed.
-func (c *Client) enter(ctx context.Context, key string, m driver.Mode, try bool) (*gate, admission, bool, error) {
+func (c *Client) enter(ctx context.Context, key string, p place, try bool) (*gate, admission, bool, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -363,8 +392,8 @@ func (c *Client) enter(ctx context.Context, key string, m driver.Mode, try bool)
 	if try {
 		max = 1
 	}
-	if len(g.queue) == 0 && g.admits(m, max) {
-		a := g.admitLocked(m)
+	if len(g.queue) == 0 && g.admits(p, max) {
+		a := g.admitLocked(p)
 		c.mu.Unlock()
 		a.drainSub()
 		return g, a, true, nil
@@ -374,7 +403,7 @@ func (c *Client) enter(ctx context.Context, key string, m driver.Mode, try bool)
 		c.mu.Unlock()
 		return nil, admission{}, false, nil
 	}
-	w := &gateWaiter{mode: m, ready: make(chan struct{})}
+	w := &gateWaiter{place: p, ready: make(chan struct{})}
 	g.queue = append(g.queue, w)
 	c.mu.Unlock()
 
@@ -389,7 +418,7 @@ func (c *Client) enter(ctx context.Context, key string, m driver.Mode, try bool)
 		if w.adm.sub != nil {
 			c.leaveSub(g, w.adm.sub)
 		}
-		c.exit(g, m)
+		c.exit(g, p)
 		return nil, admission{}, false, err
 	}
 	for i, q := range g.queue {
@@ -418,11 +447,12 @@ func (c *Client) wait(ctx context.Context, ch <-chan struct{}) error {
 }
 
 // exit gives back a place taken by enter.
-func (c *Client) exit(g *gate, m driver.Mode) {
+func (c *Client) exit(g *gate, p place) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if m == driver.Shared {
+	if p.mode == driver.Shared {
 		g.readers--
+		g.units -= p.weight
 	} else {
 		g.writers--
 	}

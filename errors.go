@@ -37,12 +37,29 @@ var (
 	// ErrClosed means the Client was closed: lock calls through it fail
 	// with it, and the holds it ended by Close report it.
 	ErrClosed = errors.New("client closed")
+	// ErrInvalidWeight means a Semaphore was made with a size below 1, or
+	// asked for a weight outside [1, size].
+	ErrInvalidWeight = errors.New("invalid weight")
+	// ErrLimitMismatch means a Semaphore's size differs from the size
+	// that the key's holders in other handles or processes use: every
+	// user of a semaphore must agree on it. It is the same value as
+	// driver.ErrLimitMismatch; errors.As with *driver.LimitError tells
+	// the other size.
+	ErrLimitMismatch = driver.ErrLimitMismatch
+	// ErrInvalidValue means an Election's value is longer than
+	// driver.MaxValueLen bytes.
+	ErrInvalidValue = errors.New("invalid value")
+	// ErrNoLeader means an election has no leader: Election.Leader
+	// returns it.
+	ErrNoLeader = errors.New("no leader")
 )
 
 // An Error records the operation and key of a failed lock call, and the
 // error that caused it.
 type Error struct {
 	// Op is the operation: "lock", "trylock", "rlock", "tryrlock",
+	// "acquire" and "tryacquire" (Semaphore), "campaign", "leader" and
+	// "observe" (Election), "multilock" and "trymultilock" (MultiLock),
 	// "unlock", "runlock", "refresh", "release", "hold" (the state of a
 	// hold, from Err), "cleanup" (the background removal of what an
 	// abandoned call left), "renew" (a renewal of the watchdog) or "close".
@@ -98,7 +115,8 @@ func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
 // a bad key, TTL, option, driver or context, or a capability the driver
 // lacks.
 func isInputError(err error) bool {
-	for _, target := range []error{ErrInvalidKey, ErrInvalidTTL, ErrInvalidOption, ErrNilDriver, ErrNilContext, errors.ErrUnsupported} {
+	for _, target := range []error{ErrInvalidKey, ErrInvalidTTL, ErrInvalidOption, ErrNilDriver, ErrNilContext,
+		errors.ErrUnsupported, ErrInvalidWeight, ErrInvalidValue, ErrLimitMismatch} {
 		if errors.Is(err, target) {
 			return true
 		}

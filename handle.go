@@ -39,19 +39,26 @@ func (hd *handle) init(c *Client, key string, opts []Option) {
 // lock runs one lock call through the handle: it takes the handle's slot,
 // then the key. It returns nil and no error when a try finds either taken.
 func (hd *handle) lock(ctx context.Context, op string, mode driver.Mode, try bool) (*Hold, error) {
+	return hd.lockOp(ctx, lockOp{op: op, mode: mode, try: try})
+}
+
+// lockOp runs the lock call o through the handle, as lock does; the
+// handle fills in o's key, options and handle.
+func (hd *handle) lockOp(ctx context.Context, o lockOp) (*Hold, error) {
 	if ctx == nil {
-		return nil, opError(op, hd.key, ErrNilContext)
+		return nil, opError(o.op, hd.key, ErrNilContext)
 	}
-	ok, err := hd.slot.acquire(ctx, mode, try, hd.c.ctx.Done())
+	ok, err := hd.slot.acquire(ctx, o.mode, o.try, hd.c.ctx.Done())
 	if !ok {
 		if err != nil {
-			return nil, opError(op, hd.key, err)
+			return nil, opError(o.op, hd.key, err)
 		}
 		return nil, nil
 	}
-	h, err := hd.c.acquire(ctx, lockOp{op: op, key: hd.key, mode: mode, cfg: &hd.cfg, try: try, hd: hd})
+	o.key, o.cfg, o.hd = hd.key, &hd.cfg, hd
+	h, err := hd.c.acquire(ctx, o)
 	if h == nil {
-		hd.slot.release(mode)
+		hd.slot.release(o.mode)
 		return nil, err
 	}
 	return h, nil

@@ -33,6 +33,7 @@ type Hold struct {
 	cfg      *config
 	hd       *handle // the handle whose lock call made h, or nil
 	lease    driver.Lease
+	place    place // in the gate, given back when the hold ends
 	ttl      time.Duration
 	interval time.Duration
 	margin   time.Duration
@@ -59,7 +60,8 @@ type Hold struct {
 	onEnd     []func(error)
 }
 
-func newHold(c *Client, g *gate, cfg *config, l driver.Lease, sent time.Time) *Hold {
+func newHold(c *Client, g *gate, o *lockOp, l driver.Lease, sent time.Time) *Hold {
+	cfg := o.cfg
 	ttl := l.TTL
 	if ttl <= 0 {
 		ttl = cfg.ttl
@@ -75,6 +77,7 @@ func newHold(c *Client, g *gate, cfg *config, l driver.Lease, sent time.Time) *H
 		g:        g,
 		cfg:      cfg,
 		lease:    l,
+		place:    o.place(),
 		ttl:      ttl,
 		interval: cfg.renewInterval(ttl),
 		margin:   margin(ttl),
@@ -105,6 +108,10 @@ func (h *Hold) Token() Token { return Token(h.lease.Token) }
 
 // Shared reports whether h is a read hold (RWMutex.RAcquire, RLock).
 func (h *Hold) Shared() bool { return h.lease.Mode == driver.Shared }
+
+// Weight returns the number of permits h holds: its weight for a
+// Semaphore hold, 0 for others.
+func (h *Hold) Weight() int64 { return h.place.weight }
 
 // Done returns a channel that is closed when the hold ends: by Release (or
 // the Unlock of its handle), by loss, or by Client.Close.
@@ -288,7 +295,7 @@ func (h *Hold) end(s holdState, err error) bool {
 	}
 	h.mu.Unlock()
 	close(h.done)
-	h.c.exit(h.g, h.lease.Mode)
+	h.c.exit(h.g, h.place)
 	if h.hd != nil && err != nil {
 		h.hd.ended(h, err)
 	}

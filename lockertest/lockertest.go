@@ -205,6 +205,8 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "WatchLoss", testWatchLoss)
 		parallel(t, st, "TTLCheck", testTTLCheck)
 		parallel(t, st, "Inspect", testInspect)
+		parallel(t, st, "Counted", testCounted)
+		parallel(t, st, "Values", testValues)
 		parallel(t, st, "ClosedClient", testDriverClosedClient)
 		parallel(t, st, "Stalled", testDriverStalled)
 	})
@@ -218,6 +220,12 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "Close", testClientClose)
 		parallel(t, st, "Deadlines", testDeadlines)
 		parallel(t, st, "ClosedClient", testClosedClient)
+	})
+	t.Run("Recipes", func(t *testing.T) {
+		serial(t, st, "SemaphoreHammer", testSemaphoreHammer)
+		serial(t, st, "MultiLockHammer", testMultiLock)
+		parallel(t, st, "Semaphore", testSemaphore)
+		parallel(t, st, "Election", testElection)
 	})
 }
 

@@ -49,12 +49,16 @@ type hold struct {
 	token   uint64
 	ttl     time.Duration
 	expires time.Time
+	weight  int64  // units of a counted hold, 0 for others
+	value   string // the grant's Request.Value
 }
 
 // waiter is one entry of a key's wait queue.
 type waiter struct {
 	owner   string
 	mode    driver.Mode
+	limit   int64 // Request.Limit and Weight of a counted entry
+	weight  int64
 	ttl     time.Duration
 	expires time.Time
 	// pinned entries belong to an Acquire call that is waiting: they do
@@ -79,6 +83,9 @@ type keyState struct {
 	// mode is the mode of the holds; meaningful only while holders is
 	// not empty.
 	mode driver.Mode
+	// limit is the limit of the holds when they are counted Shared ones,
+	// 0 otherwise; meaningful only while holders is not empty.
+	limit int64
 	// holders maps owners to their holds: at most one when mode is
 	// Exclusive.
 	holders map[string]*hold
@@ -321,7 +328,7 @@ func (b *Backend) acquire(op string, req driver.Request, queued bool) (driver.Le
 	} else {
 		b.stats.TryAcquire++
 	}
-	if err := validate(req.Mode, req.TTL); err != nil {
+	if err := validateRequest(req); err != nil {
 		return driver.Lease{}, wrap(op, req.Key, err)
 	}
 	now := time.Now()
@@ -354,39 +361,24 @@ func (ks *keyState) grant(op string, req driver.Request, enqueue, pinned bool, n
 		return lease, nil
 	}
 
-	// What stands in the way: conflicting holds, then queue entries ahead.
-	var until time.Time
-	blocked := false
-	if len(ks.holders) > 0 && (req.Mode == driver.Exclusive || ks.mode == driver.Exclusive) {
-		blocked = true
-		for _, h := range ks.holders {
-			until = later(until, h.expires)
-		}
-	}
-	pos := ks.queuePos(req.Owner)
-	if len(ks.queue) > 0 && !ks.servable(pos, req.Mode) {
-		blocked = true
-		ahead := ks.queue
-		if pos >= 0 {
-			ahead = ks.queue[:pos]
-		}
-		for i := range ahead {
-			until = later(until, ahead[i].until(now))
-		}
+	if err := ks.checkLimit(req); err != nil {
+		return driver.Lease{}, wrap(op, req.Key, err)
 	}
 
+	// What stands in the way: conflicting holds, then queue entries ahead.
+	until, blocked := ks.inTheWay(req, now)
 	if !blocked {
 		ks.fence++
-		ks.holders[req.Owner] = &hold{token: ks.fence, ttl: req.TTL, expires: now.Add(req.TTL)}
-		ks.mode = req.Mode
+		ks.holders[req.Owner] = &hold{token: ks.fence, ttl: req.TTL, expires: now.Add(req.TTL), weight: req.Weight, value: req.Value}
+		ks.mode, ks.limit = req.Mode, req.Limit
 		ks.dequeue(req.Owner)
 		lease.Token = ks.fence
 		return lease, nil
 	}
 
 	if enqueue {
-		w := waiter{owner: req.Owner, mode: req.Mode, ttl: req.TTL, expires: now.Add(req.TTL), pinned: pinned}
-		if pos >= 0 {
+		w := waiter{owner: req.Owner, mode: req.Mode, limit: req.Limit, weight: req.Weight, ttl: req.TTL, expires: now.Add(req.TTL), pinned: pinned}
+		if pos := ks.queuePos(req.Owner); pos >= 0 {
 			w.pinned = w.pinned || ks.queue[pos].pinned
 			ks.queue[pos] = w
 		} else {
@@ -396,24 +388,78 @@ func (ks *keyState) grant(op string, req driver.Request, enqueue, pinned bool, n
 	return driver.Lease{}, wrap(op, req.Key, &driver.LockedError{Remaining: max(until.Sub(now), 0)})
 }
 
+// checkLimit refuses a Shared request whose limit differs from that of
+// the key's live holds or shared queue entries (driver.Counter).
+func (ks *keyState) checkLimit(req driver.Request) error {
+	if req.Mode != driver.Shared {
+		return nil
+	}
+	if len(ks.holders) > 0 && ks.mode == driver.Shared && ks.limit != req.Limit {
+		return &driver.LimitError{Limit: ks.limit}
+	}
+	for _, w := range ks.queue {
+		if w.mode == driver.Shared && w.owner != req.Owner && w.limit != req.Limit {
+			return &driver.LimitError{Limit: w.limit}
+		}
+	}
+	return nil
+}
+
+// inTheWay reports whether holds or queue entries ahead keep req from
+// being granted at now, and until when the last of them (the first, for a
+// counted request, which more units may let in) may live.
+func (ks *keyState) inTheWay(req driver.Request, now time.Time) (until time.Time, blocked bool) {
+	counted := req.Limit > 0
+	pick := later
+	if counted {
+		pick = sooner
+	}
+	held := int64(0)
+	for _, h := range ks.holders {
+		held += h.weight
+	}
+	if len(ks.holders) > 0 && (req.Mode == driver.Exclusive || ks.mode == driver.Exclusive ||
+		(counted && held+req.Weight > req.Limit)) {
+		blocked = true
+		for _, h := range ks.holders {
+			until = pick(until, h.expires)
+		}
+	}
+	pos := ks.queuePos(req.Owner)
+	if len(ks.queue) > 0 && !ks.servable(pos, req, held) {
+		blocked = true
+		ahead := ks.queue
+		if pos >= 0 {
+			ahead = ks.queue[:pos]
+		}
+		for i := range ahead {
+			until = pick(until, ahead[i].until(now))
+		}
+	}
+	return until, blocked
+}
+
 // servable reports whether the queue lets the owner at queue position pos
-// (-1: not queued) be granted the key in mode: it must be the head or, for
-// Shared, part of the run of shared entries at the head.
-func (ks *keyState) servable(pos int, mode driver.Mode) bool {
+// (-1: not queued) be granted the key for req: it must be the head or, for
+// Shared, part of the run of shared entries at the head, whose weights,
+// with held units held, fit in a counted request's limit.
+func (ks *keyState) servable(pos int, req driver.Request, held int64) bool {
 	switch {
 	case pos < 0:
 		return false
 	case pos == 0:
 		return true
-	case mode != driver.Shared:
+	case req.Mode != driver.Shared:
 		return false
 	}
+	units := held + req.Weight
 	for _, w := range ks.queue[:pos] {
 		if w.mode != driver.Shared {
 			return false
 		}
+		units += w.weight
 	}
-	return true
+	return req.Limit == 0 || units <= req.Limit
 }
 
 // refresh implements Refresh for one lease. b.mu must be held.
@@ -464,7 +510,7 @@ func (b *Backend) release(op string, l driver.Lease) error {
 func (b *Backend) wait(ctx context.Context, op string, req driver.Request) (driver.Lease, error) {
 	b.mu.Lock()
 	b.stats.Acquire++
-	if err := validate(req.Mode, req.TTL); err != nil {
+	if err := validateRequest(req); err != nil {
 		b.mu.Unlock()
 		return driver.Lease{}, wrap(op, req.Key, err)
 	}
@@ -481,7 +527,7 @@ func (b *Backend) wait(ctx context.Context, op string, req driver.Request) (driv
 		now := time.Now()
 		ks.sweep(now)
 		l, err := ks.grant(op, req, true, true, now)
-		if err == nil || errors.Is(err, errOtherMode) {
+		if err == nil || errors.Is(err, errOtherMode) || errors.Is(err, driver.ErrLimitMismatch) {
 			delete(ks.subs, s)
 			ks.dequeue(req.Owner)
 			b.mu.Unlock()
@@ -579,6 +625,14 @@ func (s *subscription) Close() error {
 	defer s.b.mu.Unlock()
 	delete(s.b.keys[s.key].subs, s)
 	return nil
+}
+
+// sooner returns the earlier of a and b, ignoring a zero a.
+func sooner(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func later(a, b time.Time) time.Time {

@@ -30,10 +30,11 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	ks.sweep(now)
 	st.Fence, st.Waiting = ks.fence, len(ks.queue)
 	if len(ks.holders) > 0 {
-		st.Mode = ks.mode
+		st.Mode, st.Limit = ks.mode, ks.limit
 	}
 	for owner, h := range ks.holders {
-		st.Holders = append(st.Holders, driver.Holder{Owner: owner, Token: h.token, Remaining: h.expires.Sub(now)})
+		st.Holders = append(st.Holders, driver.Holder{Owner: owner, Token: h.token,
+			Remaining: h.expires.Sub(now), Weight: h.weight, Value: h.value})
 	}
 	slices.SortFunc(st.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Token, b.Token) })
 	return st, nil

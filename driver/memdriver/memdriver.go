@@ -387,6 +387,17 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 // SupportsShared implements [driver.Sharer]: it returns true.
 func (d *Driver) SupportsShared() bool { return true }
 
+// SupportsCounted implements [driver.Counter]: it returns true.
+func (d *Driver) SupportsCounted() bool { return true }
+
+// SupportsValues implements [driver.ValueKeeper]: it returns true.
+func (d *Driver) SupportsValues() bool { return true }
+
+var (
+	_ driver.Counter     = (*Driver)(nil)
+	_ driver.ValueKeeper = (*Driver)(nil)
+)
+
 // TTLRange implements [driver.TTLLimiter]: it returns [MinTTL] and
 // [MaxTTL].
 func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
@@ -396,6 +407,29 @@ func validate(mode driver.Mode, ttl time.Duration) error {
 	if mode != driver.Exclusive && mode != driver.Shared {
 		return driver.Permanent(fmt.Errorf("unknown mode %v", mode))
 	}
+	return validateTTL(ttl)
+}
+
+// validateRequest checks what validate checks, and a request's count and
+// value.
+func validateRequest(req driver.Request) error {
+	if err := validate(req.Mode, req.TTL); err != nil {
+		return err
+	}
+	switch {
+	case req.Limit < 0 || (req.Limit > 0 && req.Mode != driver.Shared):
+		return driver.Permanent(fmt.Errorf("limit %d with mode %v", req.Limit, req.Mode))
+	case req.Limit > 0 && (req.Weight < 1 || req.Weight > req.Limit):
+		return driver.Permanent(fmt.Errorf("weight %d outside [1, %d]", req.Weight, req.Limit))
+	case req.Limit == 0 && req.Weight != 0:
+		return driver.Permanent(fmt.Errorf("weight %d without a limit", req.Weight))
+	case len(req.Value) > driver.MaxValueLen:
+		return driver.Permanent(fmt.Errorf("value of %d bytes, more than %d", len(req.Value), driver.MaxValueLen))
+	}
+	return nil
+}
+
+func validateTTL(ttl time.Duration) error {
 	if ttl < MinTTL || ttl > MaxTTL {
 		return driver.Permanent(fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL))
 	}

@@ -1,0 +1,219 @@
+package lockertest
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// counted returns a counted Shared request for w of limit units of key.
+func counted(key string, limit, w int64, ttl time.Duration) driver.Request {
+	r := req(key, driver.Shared, ttl)
+	r.Limit, r.Weight = limit, w
+	return r
+}
+
+// skipUnlessCounted skips the subtest unless the drivers grant counted
+// Shared requests.
+func (e *env) skipUnlessCounted() {
+	e.t.Helper()
+	c, ok := e.d.(driver.Counter)
+	e.skipUnless(ok, "Counter")
+	if !c.SupportsCounted() {
+		e.t.Skipf("driver %T implements driver.Counter, but SupportsCounted() is false", e.d)
+	}
+}
+
+// testCounted checks driver.Counter: counted holds share the key while
+// their weights fit in the limit, each grant has its own increasing token,
+// a request whose limit differs from the holders' is refused with a
+// *LimitError, exclusive requests conflict, and Inspect reports limit and
+// weights.
+func testCounted(e *env) {
+	e.skipUnlessCounted()
+	ds := e.drivers(3)
+	key := e.key("k")
+
+	r1 := counted(key, 4, 2, e.long)
+	l1, s1 := e.acquire(ds[0], r1)
+	r2 := counted(key, 4, 2, e.long)
+	l2, _ := e.acquire(ds[1], r2)
+	if l2.Token <= l1.Token {
+		e.t.Errorf("second counted grant has token %d after the first's %d; want strictly increasing tokens", l2.Token, l1.Token)
+	}
+	if l, _ := e.acquire(ds[0], r1); l.Token != l1.Token {
+		e.t.Errorf("counted re-acquire by the holder returned token %d; want %d", l.Token, l1.Token)
+	}
+	// Full: one more unit is refused, and so is an exclusive request.
+	e.expectLockedReq(ds[2], counted(key, 4, 1, e.long), s1, validTTL(r1, l1))
+	e.expectLocked(ds[2], key, driver.Exclusive, s1, validTTL(r1, l1))
+
+	// Another limit, or no limit, is a mismatch, never a grant.
+	for _, r := range []driver.Request{counted(key, 5, 1, e.long), req(key, driver.Shared, e.long)} {
+		e.expectMismatch(ds[2], r, 4)
+	}
+	if in, ok := e.d.(driver.Inspector); ok {
+		st := e.inspect(in, key)
+		var sum int64
+		for _, h := range st.Holders {
+			sum += h.Weight
+		}
+		if st.Mode != driver.Shared || st.Limit != 4 || len(st.Holders) != 2 || sum != 4 {
+			e.t.Errorf("Inspect of a key with two counted holds of 2 units of 4 = %+v; want Mode shared, Limit 4, 2 holders weighing 4 in all", st)
+		}
+	}
+
+	// Units given back are granted again, to the size of what is free.
+	e.release(ds[0], l1)
+	l3, _ := e.acquire(ds[2], counted(key, 4, 1, e.long))
+	if l3.Token <= l2.Token {
+		e.t.Errorf("counted grant after a release has token %d after %d; want strictly increasing tokens", l3.Token, l2.Token)
+	}
+	l4, s4 := e.acquire(ds[0], counted(key, 4, 1, e.long))
+	e.expectLockedReq(ds[2], counted(key, 4, 1, e.long), s4, e.long)
+	e.release(ds[1], l2)
+	e.release(ds[2], l3)
+	e.release(ds[0], l4)
+	e.expectFree(ds[0], key, driver.Exclusive, "after every counted hold was released")
+
+	// A key free again takes any limit.
+	l5, _ := e.acquire(ds[1], counted(key, 1, 1, e.long))
+	e.release(ds[1], l5)
+	testCountedQueue(e, ds)
+}
+
+// testCountedQueue checks that a counted request waiting in the backend's
+// queue (Queuer or Acquirer) is not overtaken by smaller ones that would
+// fit: no barging.
+func testCountedQueue(e *env, ds []driver.Driver) {
+	key := e.key("queue")
+	_, queuer := e.d.(driver.Queuer)
+	_, acquirer := e.d.(driver.Acquirer)
+	if !queuer && !acquirer {
+		e.t.Logf("driver %T keeps no wait queue (Queuer, Acquirer): barging not checked", e.d)
+		return
+	}
+	rh := counted(key, 4, 3, e.long)
+	lh, sh := e.acquire(ds[0], rh)
+	rw := counted(key, 4, 2, e.long)
+	var lw driver.Lease
+	var werr error
+	granted := make(chan struct{})
+	if queuer {
+		qw := ds[1].(driver.Queuer)
+		if _, err := qw.TryAcquireQueued(e.ctx, rw); !errors.Is(err, driver.ErrLocked) {
+			e.t.Fatalf("TryAcquireQueued(%s) with 3 of 4 units held: %v; want an error wrapping driver.ErrLocked", fmtReq(rw), err)
+		}
+		close(granted)
+	} else {
+		go func() {
+			defer close(granted)
+			lw, werr = ds[1].(driver.Acquirer).Acquire(e.ctx, rw)
+		}()
+		e.sleep(300 * time.Millisecond) // Acquire has queued by then
+	}
+	// One unit is free, but a request for 2 waits ahead: refused.
+	e.expectLockedReq(ds[2], counted(key, 4, 1, e.long), sh, e.long)
+	e.release(ds[0], lh)
+	<-granted
+	if queuer {
+		lw, werr = ds[1].(driver.Queuer).TryAcquireQueued(e.ctx, rw)
+	}
+	if werr != nil {
+		e.t.Fatalf("the queued request for 2 units after the holder of 3 released: %v; want a grant", werr)
+	}
+	if lw.Token <= lh.Token {
+		e.t.Errorf("queued counted grant has token %d after %d; want strictly increasing tokens", lw.Token, lh.Token)
+	}
+	// Two units are left for others.
+	l2, _ := e.acquire(ds[2], counted(key, 4, 2, e.long))
+	e.release(ds[2], l2)
+	e.release(ds[1], lw)
+}
+
+// expectLockedReq is expectLocked for any request.
+func (e *env) expectLockedReq(d driver.Driver, r driver.Request, validFrom time.Time, ttl time.Duration) {
+	e.t.Helper()
+	l, err := d.TryAcquire(e.ctx, r)
+	if err == nil {
+		defer d.Release(e.ctx, l)
+		if time.Since(validFrom) < ttl-guard(ttl) {
+			e.t.Errorf("TryAcquire(%s) succeeded (token %d) while the units it asks for were held", fmtReqCount(r), l.Token)
+		} else {
+			e.inconclusive("units were expected to be held, but the machine was too slow to check it in time")
+		}
+		return
+	}
+	if !errors.Is(err, driver.ErrLocked) {
+		e.t.Errorf("TryAcquire(%s): got error %v; want an error wrapping driver.ErrLocked", fmtReqCount(r), err)
+	}
+}
+
+// expectMismatch checks that r is refused with a *LimitError naming limit.
+func (e *env) expectMismatch(d driver.Driver, r driver.Request, limit int64) {
+	e.t.Helper()
+	l, err := d.TryAcquire(e.ctx, r)
+	if err == nil {
+		d.Release(e.ctx, l)
+		e.t.Errorf("TryAcquire(%s) on a key with counted holds of limit %d succeeded; want an error wrapping a *driver.LimitError", fmtReqCount(r), limit)
+		return
+	}
+	var le *driver.LimitError
+	if !errors.As(err, &le) || !errors.Is(err, driver.ErrLimitMismatch) || le.Limit != limit {
+		e.t.Errorf("TryAcquire(%s) on a key with counted holds of limit %d: %v; want an error wrapping *driver.LimitError{Limit: %d}", fmtReqCount(r), limit, err, limit)
+	}
+}
+
+func fmtReqCount(r driver.Request) string {
+	return fmt.Sprintf("%s (limit %d, weight %d)", fmtReq(r), r.Limit, r.Weight)
+}
+
+// testValues checks driver.ValueKeeper: the value of a grant, any bytes,
+// is reported by Inspect while the hold lives, kept by an idempotent
+// re-acquire, and gone with the hold.
+func testValues(e *env) {
+	v, ok := e.d.(driver.ValueKeeper)
+	e.skipUnless(ok && v.SupportsValues(), "ValueKeeper")
+	in, ok := e.d.(driver.Inspector)
+	e.skipUnless(ok, "Inspector")
+	ds := e.drivers(2)
+	key := e.key("k")
+
+	value := "leader-1\x00\xff\n{\"json\": true}"
+	r := req(key, driver.Exclusive, e.long)
+	r.Value = value
+	l, _ := e.acquire(ds[0], r)
+	if st := e.inspect(in, key); len(st.Holders) != 1 || st.Holders[0].Value != value {
+		e.t.Errorf("Inspect of a hold granted with value %q = %+v; want that value", value, st)
+	}
+	r2 := r
+	r2.Value = "other"
+	e.acquire(ds[0], r2)
+	if st := e.inspect(in, key); len(st.Holders) != 1 || st.Holders[0].Value != value {
+		e.t.Errorf("Inspect after a re-acquire with another value = %+v; want the first value %q", st, value)
+	}
+	e.release(ds[0], l)
+	if st := e.inspect(in, key); len(st.Holders) != 0 {
+		e.t.Errorf("Inspect after release = %+v; want no holders", st)
+	}
+
+	// The longest value, and a hold without one.
+	long := make([]byte, driver.MaxValueLen)
+	for i := range long {
+		long[i] = byte(i)
+	}
+	r3 := req(key, driver.Exclusive, e.long)
+	r3.Value = string(long)
+	l3, _ := e.acquire(ds[1], r3)
+	if st := e.inspect(in, key); len(st.Holders) != 1 || st.Holders[0].Value != r3.Value {
+		e.t.Errorf("Inspect of a hold granted with a value of %d bytes: value not reported whole", len(long))
+	}
+	e.release(ds[1], l3)
+	l4, _ := e.acquire(ds[1], req(key, driver.Exclusive, e.long))
+	if st := e.inspect(in, key); len(st.Holders) != 1 || st.Holders[0].Value != "" {
+		e.t.Errorf("Inspect of a hold granted without a value = %+v; want an empty value", st)
+	}
+	e.release(ds[1], l4)
+}
