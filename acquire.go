@@ -20,8 +20,8 @@ type lockOp struct {
 	limit, weight int64
 	value         string
 	cfg           *config
-	try  bool    // one attempt, no waiting
-	hd   *handle // the handle that makes the call, or nil
+	try           bool    // one attempt, no waiting
+	hd            *handle // the handle that makes the call, or nil
 
 	attempts int // requests sent for the key, for the Observer
 }

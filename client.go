@@ -35,8 +35,8 @@ type Client struct {
 	watcher  driver.LossWatcher
 	inspect  driver.Inspector
 	shared   bool
-	counted  bool // driver.Counter
-	values   bool // driver.ValueKeeper
+	counted  bool     // driver.Counter
+	values   bool     // driver.ValueKeeper
 	opts     []Option // the client-wide defaults, applied before a handle's own
 
 	// ctx is cancelled by Close: lock calls waiting for a key, renewals
