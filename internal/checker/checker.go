@@ -123,6 +123,44 @@ type Hold struct {
 	Acquired, Ended time.Duration // Lock returned; Unlock called or loss signalled
 	Paused          bool          // the test paused this client past its lease
 	Shared          bool          // a shared (read) hold: it may overlap other shared holds
+	Weight          int64         // the permits of a semaphore hold (see Permits), or 0
+}
+
+// Permits returns the violations among the semaphore holds hs (those with
+// a Weight): moments at which the holds whose clients believed they held
+// them weigh more than limit. Holds of paused clients are left out, as in
+// Holds: a fenced resource, not the belief, is what protects against them.
+func Permits(hs []Hold, limit int64) []error {
+	type event struct {
+		at    time.Duration
+		delta int64
+		h     Hold
+	}
+	var evs []event
+	for _, h := range hs {
+		if h.Weight == 0 || h.Paused {
+			continue
+		}
+		evs = append(evs, event{h.Acquired, h.Weight, h}, event{h.Ended, -h.Weight, h})
+	}
+	// Ends before beginnings at the same instant: a hold that ends when
+	// another begins does not overlap it.
+	slices.SortFunc(evs, func(a, b event) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.delta, b.delta)
+	})
+	var errs []error
+	var held int64
+	for _, ev := range evs {
+		held += ev.delta
+		if ev.delta > 0 && held > limit {
+			errs = append(errs, fmt.Errorf("%d permits of %d held at %v, when client %d token %d took %d",
+				held, limit, ev.at, ev.h.Client, ev.h.Token, ev.h.Weight))
+		}
+	}
+	return errs
 }
 
 // Holds returns the violations among hs: tokens granted twice, tokens out

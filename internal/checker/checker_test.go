@@ -152,3 +152,22 @@ func TestHoldsShared(t *testing.T) {
 		t.Fatalf("reader inside a writer's hold: %v", errs)
 	}
 }
+
+func TestPermits(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	ok := []checker.Hold{
+		{Client: 0, Token: 1, Acquired: ms(0), Ended: ms(10), Weight: 2, Shared: true},
+		{Client: 1, Token: 2, Acquired: ms(1), Ended: ms(5), Weight: 1, Shared: true},
+		{Client: 2, Token: 3, Acquired: ms(5), Ended: ms(9), Weight: 1, Shared: true}, // begins as token 2 ends
+		{Client: 3, Token: 4, Acquired: ms(2), Ended: ms(30), Weight: 3, Shared: true, Paused: true},
+		{Client: 4, Token: 5, Acquired: ms(10), Ended: ms(12), Weight: 3, Shared: true},
+	}
+	if errs := checker.Permits(ok, 3); len(errs) != 0 {
+		t.Errorf("Permits of a history within the limit = %v; want none", errs)
+	}
+	bad := append(ok, checker.Hold{Client: 5, Token: 6, Acquired: ms(4), Ended: ms(5), Weight: 1, Shared: true})
+	errs := checker.Permits(bad, 3)
+	if len(errs) != 1 {
+		t.Fatalf("Permits with 4 of 3 permits held from 4ms to 5ms = %v; want one violation", errs)
+	}
+}

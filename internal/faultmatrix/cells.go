@@ -39,6 +39,8 @@ var cells = []cell{
 	{name: "reentrant", modes: "F16", needs: always, run: reentrant},
 	{name: "rwmutex", modes: "F17", needs: always, run: rwmutex},
 	{name: "contention-faults", modes: "F2 F5 F6 F20 F22", needs: always, run: contentionFaults},
+	{name: "semaphore", modes: "F2 F5 F6 F20 F22", needs: always, run: semaphoreFaults},
+	{name: "election", modes: "F2 F5 F6 F20 F22", needs: always, run: electionFaults},
 	{name: "contention-processes", modes: "F15 F22", needs: needsChildren, run: contentionProcesses},
 }
 

@@ -73,6 +73,9 @@ type rec struct {
 	// violations counts the broken rules reported during the iteration.
 	violations int
 	skipped    string // why the iteration was skipped
+	// limit is the size of the semaphore whose permits the actors take,
+	// or 0.
+	limit int64
 }
 
 // holdRec is one hold as its client saw it.
@@ -80,6 +83,7 @@ type holdRec struct {
 	client       int
 	token        uint64
 	shared       bool
+	weight       int64 // permits of a semaphore hold
 	epoch        int
 	acquired     time.Duration // Lock returned
 	doneAt       time.Duration // the hold's Done channel closed; 0 before
@@ -144,6 +148,7 @@ type actor struct {
 	id     int
 	l      lockable
 	shared bool
+	weight int64 // the permits a semaphore actor takes, or 0
 }
 
 // held is a hold an actor got.
@@ -169,7 +174,7 @@ func (a *actor) lock(ctx context.Context) (*held, error) {
 	}
 	r := a.r
 	r.mu.Lock()
-	h := &holdRec{client: a.id, token: tok, shared: a.shared, epoch: r.epoch, acquired: ret}
+	h := &holdRec{client: a.id, token: tok, shared: a.shared, weight: a.weight, epoch: r.epoch, acquired: ret}
 	r.holds = append(r.holds, h)
 	if !a.shared {
 		r.addOpLocked(checker.Op{Client: a.id, Kind: checker.Acquire, Token: tok, OK: true, Call: call, Return: ret}, h.epoch)
@@ -294,7 +299,7 @@ func (r *rec) check(durable bool) []error {
 			errs = append(errs, fmt.Errorf("client %d token %d: hold neither unlocked nor lost by the end of the cell", h.client, h.token))
 			continue
 		}
-		ch := checker.Hold{Client: h.client, Token: h.token, Acquired: h.acquired, Ended: h.ended(), Paused: h.paused, Shared: h.shared}
+		ch := checker.Hold{Client: h.client, Token: h.token, Acquired: h.acquired, Ended: h.ended(), Paused: h.paused, Shared: h.shared, Weight: h.weight}
 		byEpoch[h.epoch] = append(byEpoch[h.epoch], ch)
 		all = append(all, ch)
 	}
@@ -303,6 +308,9 @@ func (r *rec) check(durable bool) []error {
 	}
 	for _, hs := range byEpoch {
 		errs = append(errs, checker.Holds(hs)...)
+		if r.limit > 0 {
+			errs = append(errs, checker.Permits(hs, r.limit)...)
+		}
 	}
 	opsByEpoch := map[int][]checker.Op{}
 	for i, op := range r.ops {
