@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
+	"github.com/go-locker/locker/internal/recipebench"
 )
 
 // BenchmarkMutexUncontended measures one lock+unlock pair on memdriver: the
@@ -74,4 +76,11 @@ func BenchmarkRWMutexRead(b *testing.B) {
 		rw.RLock()
 		rw.RUnlock()
 	}
+}
+
+// BenchmarkRecipes runs the recipes' benchmarks on memdriver; each driver
+// package runs them on its backend.
+func BenchmarkRecipes(b *testing.B) {
+	back := memdriver.NewBackend()
+	recipebench.Run(b, func(*testing.B) driver.Driver { return back.Driver() })
 }
