@@ -49,6 +49,34 @@
 //	defer h.Release(context.Background())
 //	return build(h.Context(), h.Token()) // stops if the hold is lost
 //
+// # Semaphores, elections and multi-locks
+//
+// Three recipes are built on holds, so their grants are leases renewed by
+// the watchdog, lost the same way, and fenced:
+//
+//   - Client.Semaphore(key, n): n permits, taken with a weight
+//     (golang.org/x/sync/semaphore's Acquire, TryAcquire and Release, or
+//     AcquireHold for the hold itself). Waiters are served in order without
+//     barging: a request for many permits is not overtaken by later
+//     requests for fewer. Every user of key must give the same n; another
+//     n fails with ErrLimitMismatch instead of oversubscribing. Needs a
+//     driver with driver.Counter.
+//   - Client.Election(key): Campaign(ctx, value) returns leadership as a
+//     hold whose token is the term, strictly greater than every earlier
+//     leader's; Resign, Leader and Observe. A leader whose lease cannot be
+//     renewed learns it before a successor can be elected. Needs
+//     driver.ValueKeeper and driver.Inspector.
+//   - Client.MultiLock(keys...): every key or none, locked in sorted order
+//     so that overlapping sets never deadlock; one MultiHold with a token
+//     per key, whose Done closes when any part ends. Works on every driver.
+//
+//	s := c.Semaphore("exports", 3)
+//	h, err := s.AcquireHold(ctx, 2) // 2 of the 3 permits
+//	...
+//	lead, err := c.Election("scheduler").Campaign(ctx, "node-a:8080")
+//	...
+//	mh, err := c.MultiLock("accounts/7", "accounts/9").Acquire(ctx)
+//
 // # Model
 //
 // A lock is a key on a backend. Locking it asks the backend, through a
@@ -183,7 +211,8 @@
 // the key and wraps the cause, so errors.Is and errors.As see through it to
 // the sentinels of this package (ErrInvalidKey, ErrInvalidTTL,
 // ErrInvalidOption, ErrNilDriver, ErrNilContext, ErrNotHeld, ErrLost,
-// ErrClosed, ErrReentryLimit, and ErrLocked from TryAcquire),
+// ErrClosed, ErrReentryLimit, ErrInvalidWeight, ErrLimitMismatch,
+// ErrInvalidValue, ErrNoLeader, and ErrLocked from TryAcquire),
 // errors.ErrUnsupported for a missing capability, the context's error, and
 // the backend's own error types (driver.IsPermanent tells a closed backend
 // client). Messages carry one "locker:" prefix and quote at most 64 bytes

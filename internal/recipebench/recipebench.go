@@ -34,7 +34,9 @@ func client(b *testing.B, d driver.Driver) *locker.Client {
 	return c
 }
 
-func key(b *testing.B) string { return fmt.Sprintf("recipebench/%s/%d", b.Name(), time.Now().UnixNano()) }
+func key(b *testing.B) string {
+	return fmt.Sprintf("recipebench/%s/%d", b.Name(), time.Now().UnixNano())
+}
 
 // mutexPair is an uncontended Acquire and Release of a Mutex: the
 // reference for permitPair.
