@@ -2,7 +2,6 @@ package lockertest
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -20,10 +19,7 @@ func counted(key string, limit, w int64, ttl time.Duration) driver.Request {
 func (e *env) skipUnlessCounted() {
 	e.t.Helper()
 	c, ok := e.d.(driver.Counter)
-	e.skipUnless(ok, "Counter")
-	if !c.SupportsCounted() {
-		e.t.Skipf("driver %T implements driver.Counter, but SupportsCounted() is false", e.d)
-	}
+	e.skipUnlessClaimed("Counter", ok, func() bool { return c.SupportsCounted() })
 }
 
 // testCounted checks driver.Counter: counted holds share the key while
@@ -133,41 +129,19 @@ func testCountedQueue(e *env, ds []driver.Driver) {
 	e.release(ds[1], lw)
 }
 
-// expectLockedReq is expectLocked for any request.
-func (e *env) expectLockedReq(d driver.Driver, r driver.Request, validFrom time.Time, ttl time.Duration) {
-	e.t.Helper()
-	l, err := d.TryAcquire(e.ctx, r)
-	if err == nil {
-		defer d.Release(e.ctx, l)
-		if time.Since(validFrom) < ttl-guard(ttl) {
-			e.t.Errorf("TryAcquire(%s) succeeded (token %d) while the units it asks for were held", fmtReqCount(r), l.Token)
-		} else {
-			e.inconclusive("units were expected to be held, but the machine was too slow to check it in time")
-		}
-		return
-	}
-	if !errors.Is(err, driver.ErrLocked) {
-		e.t.Errorf("TryAcquire(%s): got error %v; want an error wrapping driver.ErrLocked", fmtReqCount(r), err)
-	}
-}
-
 // expectMismatch checks that r is refused with a *LimitError naming limit.
 func (e *env) expectMismatch(d driver.Driver, r driver.Request, limit int64) {
 	e.t.Helper()
 	l, err := d.TryAcquire(e.ctx, r)
 	if err == nil {
 		d.Release(e.ctx, l)
-		e.t.Errorf("TryAcquire(%s) on a key with counted holds of limit %d succeeded; want an error wrapping a *driver.LimitError", fmtReqCount(r), limit)
+		e.t.Errorf("TryAcquire(%s) on a key with counted holds of limit %d succeeded; want an error wrapping a *driver.LimitError", fmtReq(r), limit)
 		return
 	}
 	var le *driver.LimitError
 	if !errors.As(err, &le) || !errors.Is(err, driver.ErrLimitMismatch) || le.Limit != limit {
-		e.t.Errorf("TryAcquire(%s) on a key with counted holds of limit %d: %v; want an error wrapping *driver.LimitError{Limit: %d}", fmtReqCount(r), limit, err, limit)
+		e.t.Errorf("TryAcquire(%s) on a key with counted holds of limit %d: %v; want an error wrapping *driver.LimitError{Limit: %d}", fmtReq(r), limit, err, limit)
 	}
-}
-
-func fmtReqCount(r driver.Request) string {
-	return fmt.Sprintf("%s (limit %d, weight %d)", fmtReq(r), r.Limit, r.Weight)
 }
 
 // testValues checks driver.ValueKeeper: the value of a grant, any bytes,

@@ -606,7 +606,12 @@ func (e *env) wantNotHeld(op string, err error) {
 // returned.
 func (e *env) expectLocked(d driver.Driver, key string, mode driver.Mode, validFrom time.Time, ttl time.Duration) error {
 	e.t.Helper()
-	r := req(key, mode, e.long)
+	return e.expectLockedReq(d, req(key, mode, e.long), validFrom, ttl)
+}
+
+// expectLockedReq is expectLocked for any request r.
+func (e *env) expectLockedReq(d driver.Driver, r driver.Request, validFrom time.Time, ttl time.Duration) error {
+	e.t.Helper()
 	l, err := d.TryAcquire(e.ctx, r)
 	if err == nil {
 		defer d.Release(e.ctx, l)
@@ -731,13 +736,24 @@ func (e *env) sharer() bool {
 func (e *env) skipUnlessShared() {
 	e.t.Helper()
 	s, ok := e.d.(driver.Sharer)
-	e.skipUnless(ok, "Sharer")
-	if !s.SupportsShared() {
-		e.t.Skipf("driver %T implements driver.Sharer, but SupportsShared() is false", e.d)
+	e.skipUnlessClaimed("Sharer", ok, func() bool { return s.SupportsShared() })
+}
+
+// skipUnlessClaimed skips the subtest unless the drivers implement the
+// optional interface iface (implemented) and its Supports method says
+// they support it.
+func (e *env) skipUnlessClaimed(iface string, implemented bool, supports func() bool) {
+	e.t.Helper()
+	e.skipUnless(implemented, iface)
+	if !supports() {
+		e.t.Skipf("driver %T implements driver.%s, but its Supports method returns false", e.d, iface)
 	}
 }
 
 func fmtReq(r driver.Request) string {
+	if r.Limit > 0 {
+		return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v, Limit: %d, Weight: %d}", r.Key, r.Owner, r.Mode, r.TTL, r.Limit, r.Weight)
+	}
 	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v}", r.Key, r.Owner, r.Mode, r.TTL)
 }
 
