@@ -159,7 +159,13 @@ func demoCutOff(w io.Writer, log *demoLog, backend *memdriver.Backend, guard *lo
 	if err := m2.UnlockContext(context.Background()); err != nil {
 		return err
 	}
-	return demoShutdown(w, log, backend, cfg)
+	if err := demoShutdown(w, log, backend, cfg); err != nil {
+		return err
+	}
+	if err := demoElection(w, log, backend, cfg); err != nil {
+		return err
+	}
+	return demoSemaphore(w, log, backend, cfg)
 }
 
 // demoShutdown shows a holder that shuts down: Client.Close releases its
@@ -196,4 +202,84 @@ func demoShutdown(w io.Writer, log *demoLog, backend *memdriver.Backend, cfg dem
 	}
 	log.printf("worker-4 acquired the lock, token %d, %v after the close (the TTL is %v)", h4.Token(), time.Since(closed).Round(time.Microsecond), cfg.ttl)
 	return h4.Release(context.Background())
+}
+
+// demoElection elects a leader, has the backend drop its lease, and shows
+// that the leader learns it before the next candidate is elected, with a
+// greater term.
+func demoElection(w io.Writer, log *demoLog, backend *memdriver.Backend, cfg demoConfig) error {
+	const election = "demo/scheduler"
+	fmt.Fprintf(w, "\nAn election: two workers campaign for %q; the leader's lease is dropped by the backend.\n\n", election)
+	ctx := context.Background()
+	c1 := locker.New(backend.Driver(), locker.WithTTL(cfg.ttl))
+	defer c1.Close(ctx)
+	c2 := locker.New(backend.Driver(), locker.WithTTL(cfg.ttl))
+	defer c2.Close(ctx)
+	lead, err := c1.Election(election).Campaign(ctx, "worker-1")
+	if err != nil {
+		return err
+	}
+	log.printf("worker-1 elected, term %d", lead.Token())
+	next := make(chan *locker.Hold, 1)
+	go func() {
+		h, err := c2.Election(election).Campaign(ctx, "worker-2")
+		if err != nil {
+			close(next)
+			return
+		}
+		next <- h
+	}()
+	time.Sleep(cfg.work)
+	backend.Expire(election)
+	<-lead.Done()
+	log.printf("worker-1 learns it no longer leads: %v", lead.Err())
+	h2, ok := <-next
+	if !ok {
+		return errors.New("worker-2 was not elected")
+	}
+	l, err := c1.Election(election).Leader(ctx)
+	if err != nil {
+		return err
+	}
+	log.printf("worker-2 elected, term %d; Leader() = %q, term %d", h2.Token(), l.Value, l.Term)
+	return h2.Release(ctx)
+}
+
+// demoSemaphore has four workers share a semaphore of two permits: at most
+// two work at once, each with a permit's own fencing token.
+func demoSemaphore(w io.Writer, log *demoLog, backend *memdriver.Backend, cfg demoConfig) error {
+	const pool, size, workers = "demo/exports", 2, 4
+	fmt.Fprintf(w, "\nA semaphore: %d workers share %d permits of %q.\n\n", workers, size, pool)
+	ctx := context.Background()
+	var mu sync.Mutex
+	busy, most := 0, 0
+	errs := make(chan error, workers)
+	for i := 1; i <= workers; i++ {
+		go func() {
+			c := locker.New(backend.Driver(), locker.WithTTL(cfg.ttl))
+			defer c.Close(ctx)
+			h, err := c.Semaphore(pool, size).AcquireHold(ctx, 1)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			busy++
+			most = max(most, busy)
+			log.printf("worker-%d got a permit, token %d (%d of %d in use)", i, h.Token(), busy, size)
+			mu.Unlock()
+			time.Sleep(cfg.work)
+			mu.Lock()
+			busy--
+			mu.Unlock()
+			errs <- h.Release(ctx)
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	log.printf("at most %d of the %d workers held a permit at once", most, workers)
+	return nil
 }

@@ -44,7 +44,8 @@ func TestDemo(t *testing.T) {
 	if code := run([]string{"demo", "-workers", "3", "-rounds", "2", "-ttl", "300ms", "-work", "5ms"}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
 	}
-	for _, want := range []string{"acquired the lock, token 1", "6 acquisitions", "learned it lost the lock", "rejected", "before worker-2 held the lock", "worker-3 closed its client", "worker-4 acquired the lock"} {
+	for _, want := range []string{"acquired the lock, token 1", "6 acquisitions", "learned it lost the lock", "rejected", "before worker-2 held the lock", "worker-3 closed its client", "worker-4 acquired the lock",
+		"worker-1 learns it no longer leads", "worker-2 elected, term 2", "held a permit at once"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
