@@ -333,7 +333,7 @@ func lastRange(rs []*etcdserverpb.ResponseOp) []*mvccpb.KeyValue {
 	if len(rs) == 0 {
 		return nil
 	}
-	return rs[len(rs)-1].GetResponseRange().Kvs
+	return rs[len(rs)-1].GetResponseRange().GetKvs()
 }
 
 // withdraw deletes the entry that a refused attempt put, unless it is to
