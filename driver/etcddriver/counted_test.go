@@ -476,3 +476,57 @@ func TestValues(t *testing.T) {
 		t.Errorf("after ForceRelease: %+v", st)
 	}
 }
+
+// TestCountedRoundTrips counts the requests of counted attempts: a grant
+// is one transaction; a refusal is that transaction and the Delete of the
+// entry it put, and a refusal right after another is one read.
+func TestCountedRoundTrips(t *testing.T) {
+	c, rc := countingClient(t)
+	d := newDriverOn(t, c, nil)
+	ctx := ctxT(t)
+	key := uniqueKey(t, "sem")
+	// Three leases in the pool, proved moments ago.
+	var warm []driver.Lease
+	for range 3 {
+		warm = append(warm, mustAcquire(t, d, creq(key, owner(), 4, 1)))
+	}
+	for _, l := range warm {
+		if err := d.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := func(what string, want map[string]int, f func()) {
+		t.Helper()
+		rc.reset()
+		f()
+		got := nonZero(rc.reset())
+		delete(got, "keep-alive") // a pooled lease proved over a tenth of its TTL ago needs one
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %v; want %v (and keep-alives)", what, got, want)
+				return
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("%s: %v; want %v (and keep-alives)", what, got, want)
+		}
+	}
+	var a, b driver.Lease
+	step("a grant of a free key", map[string]int{"Txn": 1}, func() { a = mustAcquire(t, d, creq(key, owner(), 4, 2)) })
+	step("a grant beside a holder", map[string]int{"Txn": 1}, func() { b = mustAcquire(t, d, creq(key, owner(), 4, 1)) })
+	refused := func() {
+		if _, err := d.TryAcquire(ctx, creq(key, owner(), 4, 2)); !errors.Is(err, driver.ErrLocked) {
+			t.Fatalf("TryAcquire of 2 beside 3 of 4: %v", err)
+		}
+	}
+	step("a refusal", map[string]int{"Txn": 1, "DeleteRange": 1}, refused)
+	step("a refusal after a refusal", map[string]int{"Range": 1}, refused)
+	step("a release", map[string]int{"DeleteRange": 1}, func() {
+		if err := d.Release(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := d.Release(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+}
