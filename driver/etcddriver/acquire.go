@@ -47,6 +47,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 	if err != nil {
 		return driver.Lease{}, err
 	}
+	if err := checkRequest(req); err != nil {
+		return driver.Lease{}, err
+	}
 	base := d.base(req.Key)
 	w := d.watch(base)
 	defer w.release()
@@ -86,12 +89,12 @@ func (d *Driver) join(ctx context.Context, req driver.Request, base string, ttl 
 		// a third of its TTL after it was last known alive (at once for
 		// an idle lease that has aged).
 		var isNew bool
-		e, isNew, _, err = d.entryFor(ctx, req.Owner, base, req.Mode, ttl)
+		e, isNew, _, err = d.entryFor(ctx, req, base, ttl)
 		if err != nil {
 			return entry{}, 0, false, err
 		}
 		wt.setKey(e.key)
-		token, done, err = d.enqueue(ctx, req.Mode, req.Owner, base, e.key, e, isNew, wt)
+		token, done, err = d.enqueue(ctx, req, base, e, isNew, wt)
 		if err != nil && attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
 			d.forget(req.Owner, e.key)
 			continue // the lease ended: start over with a new one
@@ -201,7 +204,7 @@ func (q *queueWait) check(ctx context.Context) (_ driver.Lease, done bool, _ err
 // reread reads the queue again after the key's watch was re-created, and
 // arms the waiter anew; a failed read is retried later (see queueWait).
 func (q *queueWait) reread(ctx context.Context) (_ driver.Lease, done bool, _ error) {
-	token, granted, err := q.d.enqueue(ctx, q.req.Mode, q.req.Owner, q.base, q.e.key, q.e, false, q.wt)
+	token, granted, err := q.d.enqueue(ctx, q.req, q.base, q.e, false, q.wt)
 	switch {
 	case errors.Is(err, errEntryLost):
 		return driver.Lease{}, true, err
@@ -280,17 +283,20 @@ func (d *Driver) retryDelay(owner, k string) time.Duration {
 	return min(time.Duration(e.ttl)*time.Second/10, max(time.Until(e.deadline)/2, 10*time.Millisecond))
 }
 
-// enqueue puts (or keeps) k, the entry of mode m on lease e.lease, in the
-// queue below base, in one transaction that also reads the older
-// conflicting entries, and arms wt with them. done reports that none is
-// left: the entry is granted with token.
-func (d *Driver) enqueue(ctx context.Context, m driver.Mode, owner, base, k string, e entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
-	cs, ce := conflictRange(base, m)
-	put := clientv3.OpPut(k, d.entryValue(owner), clientv3.WithLease(e.lease))
+// enqueue puts (or keeps) e, the entry of req, in the queue below base,
+// in one transaction that also reads the entries it must look at (see
+// conflictRange), and arms wt with the older ones. done reports that the
+// entry is granted, with token; an entry whose limit disagrees with an
+// older one's fails with an error wrapping a *driver.LimitError.
+func (d *Driver) enqueue(ctx context.Context, req driver.Request, base string, e entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
+	k := e.key
+	cs, ce := conflictRange(base, keyDir(k))
+	v := d.entryValue(req)
+	put := clientv3.OpPut(k, v, clientv3.WithLease(e.lease))
 	all := clientv3.OpGet(cs, clientv3.WithRange(ce))
 	var resp *clientv3.TxnResponse
 	if isNew {
-		// Known not to exist (see tryOnce): put it, and read the rest.
+		// Known not to exist (see tryUncounted): put it, and read the rest.
 		resp, err = d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(put, all).Commit()
 	} else {
 		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
@@ -308,26 +314,32 @@ func (d *Driver) enqueue(ctx context.Context, m driver.Mode, owner, base, k stri
 	}
 	var own *mvccpb.KeyValue
 	if isNew {
-		own = &mvccpb.KeyValue{CreateRevision: resp.Header.Revision}
-	} else if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, owner) {
+		own = &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), CreateRevision: resp.Header.Revision}
+	} else if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, req.Owner) {
 		own = kvs[0]
 	} else {
 		return 0, false, errEntryLost
 	}
-	allKvs := resp.Responses[len(resp.Responses)-1].GetResponseRange().Kvs
-	var lower map[string]string
-	for _, kv := range allKvs {
-		if kv.CreateRevision < own.CreateRevision {
-			if lower == nil {
-				lower = make(map[string]string)
-			}
-			lower[string(kv.Key)] = entrySentinel(d.prefix, kv.Key, kv.Value)
-		}
-	}
-	if len(lower) == 0 {
+	allKvs := lastRange(resp.Responses)
+	c := classOf(own)
+	switch ok, err := admit(c, own.CreateRevision, allKvs); {
+	case err != nil:
+		return 0, false, err
+	case ok:
 		return own.CreateRevision, true, nil
 	}
-	wt.arm(resp.Header.Revision, own.CreateRevision, lower)
+	lower := make(map[string]lowerEntry)
+	for _, kv := range allKvs {
+		if kv.CreateRevision < own.CreateRevision {
+			o := classOf(kv)
+			lower[string(kv.Key)] = lowerEntry{
+				sentinel: entrySentinel(d.prefix, kv.Key, kv.Value),
+				weight:   o.weight,
+				block:    c.dir != counted || o.dir == writers,
+			}
+		}
+	}
+	wt.arm(resp.Header.Revision, own.CreateRevision, c, lower)
 	return own.CreateRevision, false, nil
 }
 
@@ -358,20 +370,28 @@ func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) 
 }
 
 // A waiter is Acquire's listener on the key's watch: it tracks the older
-// conflicting entries that are still there, and its own entry.
+// entries that are still there, and its own entry.
 type waiter struct {
 	signal chan struct{} // poked on every change
 
 	mu     sync.Mutex
 	key    string // the waiter's own entry
 	armed  bool
-	rev    int64             // deletions at or before rev are already accounted for
-	token  int64             // the own entry's create revision
-	lower  map[string]string // older conflicting entries -> their leases' sentinels
-	last   string            // the sentinel of the lower entry deleted last
-	early  []delEvent        // deletions seen before arm
-	gone   bool              // the own entry was deleted
-	resets bool              // the watch was re-created since arm
+	rev    int64                 // deletions at or before rev are already accounted for
+	token  int64                 // the own entry's create revision
+	own    class                 // the own entry's class
+	lower  map[string]lowerEntry // older entries it must look at
+	last   string                // the sentinel of the lower entry deleted last
+	early  []delEvent            // deletions seen before arm
+	gone   bool                  // the own entry was deleted
+	resets bool                  // the watch was re-created since arm
+}
+
+// A lowerEntry is an older entry a waiter looks at.
+type lowerEntry struct {
+	sentinel string // its lease's sentinel
+	weight   int64  // its weight, for a counted waiter
+	block    bool   // it conflicts: the waiter waits until it is gone
 }
 
 type delEvent struct {
@@ -425,17 +445,17 @@ func (wt *waiter) apply(key string, rev int64) {
 		}
 		return
 	}
-	if sentinel, ok := wt.lower[key]; ok {
-		wt.last = sentinel
+	if le, ok := wt.lower[key]; ok {
+		wt.last = le.sentinel
 		delete(wt.lower, key)
 	}
 }
 
-// arm starts tracking lower, the older conflicting entries seen at
-// revision rev by the entry with create revision token.
-func (wt *waiter) arm(rev, token int64, lower map[string]string) {
+// arm starts tracking lower, the older entries seen at revision rev by
+// the entry of class own with create revision token.
+func (wt *waiter) arm(rev, token int64, own class, lower map[string]lowerEntry) {
 	wt.mu.Lock()
-	wt.armed, wt.rev, wt.token, wt.lower, wt.resets = true, rev, token, lower, false
+	wt.armed, wt.rev, wt.token, wt.own, wt.lower, wt.resets = true, rev, token, own, lower, false
 	for _, ev := range wt.early {
 		wt.apply(ev.key, ev.rev)
 	}
@@ -444,9 +464,25 @@ func (wt *waiter) arm(rev, token int64, lower map[string]string) {
 	wt.poke()
 }
 
+// fits reports whether the older entries left let the own entry be
+// granted (see admit); wt.mu is held. As entries only leave, a counted
+// waiter is woken by any of them, not only by its predecessor.
+func (wt *waiter) fits() bool {
+	if wt.own.dir != counted {
+		return len(wt.lower) == 0
+	}
+	var sum int64
+	for _, le := range wt.lower {
+		if le.block || le.weight > wt.own.limit-sum {
+			return false
+		}
+		sum += le.weight
+	}
+	return wt.own.weight <= wt.own.limit-sum
+}
+
 // state reports the waiter's state: its own entry is gone, the watch was
-// re-created, or no older conflicting entry is left (with the entry's
-// token).
+// re-created, or it may be granted (with the entry's token).
 func (wt *waiter) state() (gone, reset bool, token int64, granted bool) {
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
@@ -455,7 +491,7 @@ func (wt *waiter) state() (gone, reset bool, token int64, granted bool) {
 		wt.armed = false
 		return wt.gone, true, 0, false
 	}
-	return wt.gone, false, wt.token, wt.armed && len(wt.lower) == 0
+	return wt.gone, false, wt.token, wt.armed && wt.fits()
 }
 
 // lastLeft returns the sentinel of the older entry whose deletion

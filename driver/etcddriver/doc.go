@@ -6,9 +6,11 @@
 //	m := locker.NewMutex(d, "orders/42", locker.WithTTL(15*time.Second))
 //
 // The driver implements [driver.Driver] and the optional [driver.Sharer]
-// (RWMutex), [driver.Acquirer] (a fair queue in create-revision order),
+// (RWMutex), [driver.Counter] (Semaphore), [driver.ValueKeeper] (Election),
+// [driver.Acquirer] (a fair queue in create-revision order),
 // [driver.Queuer], [driver.Notifier], [driver.LossWatcher],
-// [driver.BatchRefresher], [driver.TTLLimiter] and [driver.TTLChecker].
+// [driver.BatchRefresher], [driver.Inspector], [driver.TTLLimiter] and
+// [driver.TTLChecker].
 //
 // # Data layout
 //
@@ -20,16 +22,40 @@
 //
 //	locker/orders%2F42/w/<lease>    an exclusive entry (holder or waiter)
 //	locker/orders%2F42/r/<lease>    a shared entry (holder or waiter)
+//	locker/orders%2F42/s/<lease>    a counted shared entry (a semaphore's)
 //	locker/%leases/<driver>/<lease> the sentinel of a lease of the driver's
 //
 // Every hold and every waiter is one entry: a key attached to an etcd lease
 // of its own, named by that lease's ID (16 hex digits), whose value is
 // "<driver>/<owner>" (the ID of the Driver that made it, 16 hex digits, and
-// the owner). An entry is granted when no conflicting entry (any entry for
-// an exclusive one, an exclusive one for a shared one) has a lower create
-// revision. A free key is granted at once, in the transaction that puts the
-// entry. "%leases" cannot be a lock's escaped key, which has '%' only in
-// "%25" and "%2F".
+// the owner) or, for a counted entry or one with a value (Request.Value),
+//
+//	<driver>/<owner> NUL <limit> "," <weight> NUL <value>
+//
+// with the limit and the weight in decimal (0 and 0 for an uncounted
+// entry) and the value's bytes, whatever they are, to the end. Owners have
+// no NUL. The entries of package locker's mutexes keep the short form.
+// "%leases" cannot be a lock's escaped key, which has '%' only in "%25"
+// and "%2F".
+//
+// One rule decides every grant, in create-revision order: an exclusive
+// entry is granted when no entry has a lower create revision; a shared one
+// when every entry with a lower create revision is shared and, for a
+// counted one (Request.Limit > 0), their weights and its own add up to at
+// most its limit. Granted entries are thus always the first ones, and
+// waiters are served first come, first served: a waiter of 3 units on a
+// semaphore of 4 is not overtaken by newcomers of 1 unit, who count its
+// weight although it does not hold yet. A free key is granted at once, in
+// the transaction that puts the entry.
+//
+// Shared entries must agree on the limit (an uncounted one has limit 0):
+// a request that disagrees with an older entry's limit fails with an
+// error wrapping a *[driver.LimitError] that names the older limit, and
+// the entry it may have put is deleted, so it never holds or waits.
+// An exclusive entry conflicts with counted ones like with any other.
+// As "s/" sorts between "r/" and "w/", an uncounted shared entry reads the
+// counted and exclusive entries in one range, and a counted one reads all
+// the lock's entries.
 //
 // Entry keys name the lease rather than the owner on purpose: the driver
 // keeps idle leases for reuse, so a key locked over and over reuses a few
@@ -78,8 +104,17 @@
 //     new owner first counts the conflicting entries with a linearizable
 //     read, so that a refused attempt under contention costs a read, not a
 //     Raft write.
+//   - TryAcquire of a counted request: one transaction that puts the
+//     entry (If the lock has no entry, Then put it, Else put it and read
+//     all the lock's entries), then the rule above on what it read;
+//     refused, one Delete of the entry. After a refusal, the next new
+//     owner's attempt first reads the entries (a linearizable read) and
+//     writes nothing if it would be refused. A re-acquire keeps the
+//     entry, with its weight and value. (A refusal's
+//     LockedError.Remaining is 0, unknown, on every path: reading the
+//     leases in the way would cost another round trip.)
 //   - TryAcquireQueued: as TryAcquire; refused, it leaves the entry in
-//     the queue.
+//     the queue (unless the limits disagree).
 //   - Acquire: one transaction that puts the entry (granting at once if
 //     nothing conflicts) and reads the older conflicting entries; then it
 //     waits, on the key's watch, until each of them is deleted. No request
@@ -89,6 +124,9 @@
 //   - RefreshBatch: one read-only transaction per 100 leases, all
 //     concurrent, and all keep-alives at once on the stream: about one round
 //     trip per batch.
+//   - Inspect: one range read of the lock's entries (holders are the
+//     first ones the rule grants, with their weights and values), and one
+//     TimeToLive per holder.
 //   - Release: one Delete of the entry (with the previous value, when the
 //     driver did not grant the entry itself); the lease goes back to the
 //     pool.
@@ -108,10 +146,13 @@
 // client are served first come, first served; a run of shared entries is
 // served together, and a new reader queues behind a waiting writer, so a
 // stream of readers cannot starve a writer. The waiter reads the older
-// conflicting entries once, in the transaction that queues it; as new
+// entries that concern it once, in the transaction that queues it; as new
 // entries always get higher revisions, that set only shrinks, and the
-// waiter is granted as soon as the watch has reported each of them deleted,
-// without reading again.
+// waiter is granted as soon as the watch has reported enough of them
+// deleted, without reading again: each of them for an uncounted waiter,
+// and for a counted one, every exclusive one and enough weight that its
+// own fits (so any older entry's leaving may grant it, not only its
+// predecessor's).
 //
 // Each Driver watches a lock's key range with one etcd watch, shared by its
 // waiters and subscriptions of that key, and kept a few seconds after its

@@ -3,7 +3,6 @@ package etcddriver
 import (
 	"context"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -13,11 +12,13 @@ import (
 
 // Inspect implements driver.Inspector: one linearizable range read of the
 // lock's entries, then one TimeToLive per holder for its remaining TTL.
-// Holders are the entries granted by create-revision order (an exclusive
+// Holders are the entries granted in create-revision order (an exclusive
 // entry at the head, or the shared entries before the first exclusive
-// one); the other entries are waiters. Fence is the largest holder token:
-// etcd's tokens are revisions of the whole cluster, with no counter per
-// key.
+// one, as many counted ones as their limit admits); the other entries are
+// waiters. Each holder's weight and value are those of its entry, and
+// Limit is that of the counted holders. Fence is the largest holder
+// token: etcd's tokens are revisions of the whole cluster, with no counter
+// per key.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	const op = "inspect"
 	if err := d.begin(ctx); err != nil {
@@ -29,7 +30,8 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	}
 	st := driver.KeyState{Waiting: len(waiters)}
 	for _, kv := range holders {
-		h := driver.Holder{Owner: valueOwner(kv.Value), Token: uint64(kv.CreateRevision)}
+		m := parseValue(kv.Value)
+		h := driver.Holder{Owner: m.owner, Token: uint64(kv.CreateRevision), Value: m.value}
 		if kv.Lease != 0 {
 			ttl, err := d.leases.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
 			if err != nil {
@@ -37,39 +39,29 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 			}
 			h.Remaining = time.Duration(max(ttl.TTL, 0)) * time.Second
 		}
-		st.Holders = append(st.Holders, h)
-		st.Fence = max(st.Fence, h.Token)
-		if strings.HasPrefix(string(kv.Key), d.base(key)+readers) {
+		switch keyDir(kv.Key) {
+		case counted:
+			st.Mode, st.Limit, h.Weight = driver.Shared, m.limit, m.weight
+		case readers:
 			st.Mode = driver.Shared
 		}
+		st.Holders = append(st.Holders, h)
+		st.Fence = max(st.Fence, h.Token)
 	}
 	return st, nil
 }
 
 // entries reads the entries of key's lock and splits them into holders and
-// waiters, each in create-revision order.
+// waiters (see grantedPrefix), each in create-revision order.
 func (d *Driver) entries(ctx context.Context, key string) (holders, waiters []*mvccpb.KeyValue, err error) {
-	base := d.base(key)
-	resp, err := d.kv.Get(ctx, base, clientv3.WithPrefix())
+	resp, err := d.kv.Get(ctx, d.base(key), clientv3.WithPrefix())
 	if err != nil {
 		return nil, nil, err
 	}
 	kvs := resp.Kvs
 	sort.Slice(kvs, func(i, j int) bool { return kvs[i].CreateRevision < kvs[j].CreateRevision })
-	for i, kv := range kvs {
-		shared := strings.HasPrefix(string(kv.Key), base+readers)
-		if len(waiters) == 0 && (shared || i == 0) {
-			holders = append(holders, kv)
-			if !shared {
-				waiters = kvs[i+1:]
-				break
-			}
-			continue
-		}
-		waiters = kvs[i:]
-		break
-	}
-	return holders, waiters, nil
+	n := grantedPrefix(kvs)
+	return kvs[:n], kvs[n:], nil
 }
 
 // ForceRelease implements driver.Inspector: it deletes the entry of every

@@ -1,6 +1,7 @@
 package etcddriver
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 
@@ -10,19 +11,22 @@ import (
 
 // Entry keys of one lock, below its base "<prefix><escaped key>/":
 //
+//	r/<lease>  an uncounted shared entry (a reader: holder or waiter)
+//	s/<lease>  a counted shared entry (a semaphore permit: holder or waiter)
 //	w/<lease>  an exclusive entry (a writer: holder or waiter)
-//	r/<lease>  a shared entry (a reader: holder or waiter)
 //
 // where <lease> is the entry's lease ID in 16 hex digits, and the value is
-// "<driver id>/<owner>": the ID of the Driver that made it (which names its
-// lease's sentinel, see loss.go) and the owner. A lease carries one entry at a time, so the key is unique
-// among live entries; and as the driver reuses its idle leases, a key
-// locked over and over reuses a few etcd keys instead of leaving a new
-// tombstone in etcd's index with every hold (which every range read of the
-// lock would walk until the next compaction).
+// described at entryValue. A lease carries one entry at a time, so the
+// key is unique among live entries; and as the driver reuses its idle
+// leases, a key locked over and over reuses a few etcd keys instead of
+// leaving a new tombstone in etcd's index with every hold (which every
+// range read of the lock would walk until the next compaction). "s/" sorts
+// between "r/" and "w/", so that the entries an uncounted shared entry
+// must look at (counted and exclusive ones) are one range.
 const (
-	writers = "w/"
 	readers = "r/"
+	counted = "s/"
+	writers = "w/"
 )
 
 // escapeKey escapes '%' and '/' in key as %25 and %2F. The result never
@@ -83,7 +87,7 @@ func lockBase(prefix, key string) string {
 	return prefix + escapeKey(key) + "/"
 }
 
-// modeDir returns the sub-prefix of entries in mode m.
+// modeDir returns the sub-prefix of uncounted entries in mode m.
 func modeDir(m driver.Mode) string {
 	if m == driver.Shared {
 		return readers
@@ -91,48 +95,126 @@ func modeDir(m driver.Mode) string {
 	return writers
 }
 
-// entryKey returns the key of the entry in mode m on lease below base.
-func entryKey(base string, m driver.Mode, lease clientv3.LeaseID) string {
+// reqDir returns the sub-prefix of the entries of req: counted for a
+// counted Shared request (Limit > 0).
+func reqDir(req driver.Request) string {
+	if req.Limit > 0 && req.Mode == driver.Shared {
+		return counted
+	}
+	return modeDir(req.Mode)
+}
+
+// keyDir returns the sub-prefix (readers, counted or writers) of the entry
+// key k, whose last 18 bytes are "<dir><16 hex digits>".
+func keyDir[S ~string | ~[]byte](k S) string {
+	if len(k) < 18 {
+		return ""
+	}
+	return string(k[len(k)-18 : len(k)-16])
+}
+
+// entryKey returns the key of the entry in dir on lease below base.
+func entryKey(base, dir string, lease clientv3.LeaseID) string {
 	const hex = "0123456789abcdef"
 	var b [16]byte
 	for i := range b {
 		b[i] = hex[uint64(lease)>>(60-4*i)&0xf]
 	}
-	return base + modeDir(m) + string(b[:])
+	return base + dir + string(b[:])
 }
 
 // conflictRange returns the range [start, end) of the entries that an
-// entry in mode m waits for: every entry of the lock for Exclusive, the
-// exclusive entries for Shared.
-func conflictRange(base string, m driver.Mode) (start, end string) {
-	if m == driver.Shared {
-		start = base + writers
-	} else {
-		start = base
+// entry in dir must look at to be granted: every entry of the lock for an
+// exclusive or a counted one, the counted and exclusive ones for an
+// uncounted shared one.
+func conflictRange(base, dir string) (start, end string) {
+	if dir == readers {
+		return base + counted, clientv3.GetPrefixRangeEnd(base + writers)
 	}
-	return start, clientv3.GetPrefixRangeEnd(start)
+	return base, clientv3.GetPrefixRangeEnd(base)
 }
 
-// entryValue returns the value of an entry of owner made by the driver.
-func (d *Driver) entryValue(owner string) string { return d.id + "/" + owner }
+// An entry's value is
+//
+//	<driver id>/<owner>
+//
+// for an entry with neither a limit nor a value (the exclusive and
+// uncounted shared entries of package locker's mutexes), and
+//
+//	<driver id>/<owner> NUL <limit> "," <weight> NUL <value>
+//
+// otherwise: the limit and the weight in decimal (both 0 for an uncounted
+// entry), and the request's value, any bytes, to the end. The driver ID is
+// 16 hex digits and names the lease's sentinel (see loss.go); owners have
+// no NUL (package locker makes them of 32 hex digits).
+const valueSep = 0
+
+// entryValue returns the value of the entry of req made by the driver.
+func (d *Driver) entryValue(req driver.Request) string {
+	if req.Limit == 0 && req.Value == "" {
+		return d.id + "/" + req.Owner
+	}
+	var b strings.Builder
+	b.Grow(len(d.id) + len(req.Owner) + len(req.Value) + 24)
+	b.WriteString(d.id)
+	b.WriteByte('/')
+	b.WriteString(req.Owner)
+	b.WriteByte(valueSep)
+	b.WriteString(strconv.FormatInt(req.Limit, 10))
+	b.WriteByte(',')
+	b.WriteString(strconv.FormatInt(req.Weight, 10))
+	b.WriteByte(valueSep)
+	b.WriteString(req.Value)
+	return b.String()
+}
+
+// entryMeta is what an entry's value says besides its driver.
+type entryMeta struct {
+	owner         string
+	limit, weight int64
+	value         string
+}
+
+// parseValue parses an entry's value (see entryValue). A malformed limit
+// or weight reads as 0.
+func parseValue(v []byte) entryMeta {
+	i := bytes.IndexByte(v, '/')
+	if i < 0 {
+		return entryMeta{}
+	}
+	rest := v[i+1:]
+	j := bytes.IndexByte(rest, valueSep)
+	if j < 0 {
+		return entryMeta{owner: string(rest)}
+	}
+	m := entryMeta{owner: string(rest[:j])}
+	rest = rest[j+1:]
+	if j = bytes.IndexByte(rest, valueSep); j < 0 {
+		return m
+	}
+	lw, val := rest[:j], rest[j+1:]
+	if c := bytes.IndexByte(lw, ','); c >= 0 {
+		m.limit, _ = strconv.ParseInt(string(lw[:c]), 10, 64)
+		m.weight, _ = strconv.ParseInt(string(lw[c+1:]), 10, 64)
+	}
+	m.value = string(val)
+	return m
+}
 
 // valueOwner returns the owner in an entry's value.
-func valueOwner(v []byte) string {
-	for i, c := range v {
-		if c == '/' {
-			return string(v[i+1:])
-		}
-	}
-	return ""
-}
+func valueOwner(v []byte) string { return parseValue(v).owner }
 
 // isOwner reports whether an entry's value names owner.
 func isOwner(v []byte, owner string) bool {
-	i := 0
-	for i < len(v) && v[i] != '/' {
-		i++
+	i := bytes.IndexByte(v, '/')
+	if i < 0 {
+		return false
 	}
-	return i < len(v) && string(v[i+1:]) == owner
+	rest := v[i+1:]
+	if j := bytes.IndexByte(rest, valueSep); j >= 0 {
+		rest = rest[:j]
+	}
+	return string(rest) == owner
 }
 
 // entrySentinel returns the sentinel key of the lease of the entry k with

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -54,19 +56,21 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 	if err != nil {
 		return driver.Lease{}, err
 	}
+	if err := checkRequest(req); err != nil {
+		return driver.Lease{}, err
+	}
 	base := d.base(req.Key)
 	if _, known := d.entryOf(req.Owner, base, req.Mode); !known && !queued && d.isHot(base) {
 		// The key was refused recently: look before writing. A refused
 		// look costs a linearizable read instead of a Raft write, and
 		// leaves nothing behind.
-		cs, ce := conflictRange(base, req.Mode)
-		resp, err := d.kv.Get(ctx, cs, clientv3.WithRange(ce), clientv3.WithCountOnly())
+		refusal, err := d.look(ctx, req, base)
 		if err != nil {
 			return driver.Lease{}, err
 		}
-		if resp.Count > 0 {
+		if refusal != nil {
 			d.setHot(base, true)
-			return driver.Lease{}, &driver.LockedError{}
+			return driver.Lease{}, refusal
 		}
 		d.setHot(base, false)
 	}
@@ -111,34 +115,71 @@ func (d *Driver) setHot(base string, hot bool) {
 	d.hot[base] = time.Now()
 }
 
-// entryFor returns the entry owner has in mode m below base, or a new one
-// on a lease of ttl seconds from the pool (fresh false: its life must be
-// proved by a keep-alive) or granted now (fresh true). A new entry is
-// remembered before it is put, so that a retry or a Release finds it: the
-// driver expects all calls for one owner to go through it, as package
+// look reads the entries that req would have to look at and returns its
+// refusal (a *driver.LockedError or a *driver.LimitError) if a new entry
+// of req would not be granted now, or nil.
+func (d *Driver) look(ctx context.Context, req driver.Request, base string) (refusal, err error) {
+	c := reqClass(req)
+	cs, ce := conflictRange(base, c.dir)
+	if c.dir == writers {
+		resp, err := d.kv.Get(ctx, cs, clientv3.WithRange(ce), clientv3.WithCountOnly())
+		if err != nil {
+			return nil, err
+		}
+		if resp.Count > 0 {
+			return &driver.LockedError{}, nil
+		}
+		return nil, nil
+	}
+	resp, err := d.kv.Get(ctx, cs, clientv3.WithRange(ce))
+	if err != nil {
+		return nil, err
+	}
+	switch ok, lerr := admit(c, math.MaxInt64, resp.Kvs); {
+	case lerr != nil:
+		return lerr, nil
+	case !ok:
+		return &driver.LockedError{}, nil
+	}
+	return nil, nil
+}
+
+// entryFor returns the entry req.Owner has in req's mode below base, or a
+// new one on a lease of ttl seconds from the pool (fresh false: its life
+// must be proved by a keep-alive) or granted now (fresh true). A new entry
+// is remembered before it is put, so that a retry or a Release finds it:
+// the driver expects all calls for one owner to go through it, as package
 // locker makes them.
-func (d *Driver) entryFor(ctx context.Context, owner, base string, m driver.Mode, ttl int64) (e entry, isNew, fresh bool, err error) {
-	if e, ok := d.entryOf(owner, base, m); ok {
+func (d *Driver) entryFor(ctx context.Context, req driver.Request, base string, ttl int64) (e entry, isNew, fresh bool, err error) {
+	if e, ok := d.entryOf(req.Owner, base, req.Mode); ok {
 		return e, false, false, nil
 	}
 	id, deadline, fresh, err := d.takeLease(ctx, ttl)
 	if err != nil {
 		return entry{}, false, false, err
 	}
-	e = entry{key: entryKey(base, m, id), base: base, mode: m, lease: id, ttl: ttl, deadline: deadline}
-	d.remember(owner, e)
+	e = entry{key: entryKey(base, reqDir(req), id), base: base, mode: req.Mode, lease: id, ttl: ttl, deadline: deadline}
+	d.remember(req.Owner, e)
 	return e, true, fresh, nil
+}
+
+// An attempt is the outcome of one acquiring transaction.
+type attempt struct {
+	granted bool
+	token   int64 // the entry's create revision, when it has one
+	kept    bool  // req.Owner has an entry after the transaction
+	created bool  // the transaction put it
+	refusal error // when not granted: a *driver.LockedError or an error wrapping a *driver.LimitError
 }
 
 // tryOnce makes one attempt. retry reports that the attempt failed
 // because an idle lease had vanished, so that a new attempt (with a new
 // lease) may succeed.
 func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, ttl int64, queued bool) (_ driver.Lease, retry bool, _ error) {
-	e, isNew, fresh, err := d.entryFor(ctx, req.Owner, base, req.Mode, ttl)
+	e, isNew, fresh, err := d.entryFor(ctx, req, base, ttl)
 	if err != nil {
 		return driver.Lease{}, false, err
 	}
-	k := e.key
 	// The keep-alive goes out with the transaction: it proves that the
 	// lease lives ttl from now (an idle lease from the pool), or renews the
 	// owner's existing entry. An idle lease proved moments ago (by the
@@ -149,60 +190,182 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 	if !fresh && !proved {
 		ka = d.keepAlive(e.lease)
 	}
-	cs, ce := conflictRange(base, req.Mode)
-	put := clientv3.OpPut(k, d.entryValue(req.Owner), clientv3.WithLease(e.lease))
-	var resp *clientv3.TxnResponse
-	if isNew {
-		// The entry's key is that of an idle lease of the driver's, so it
-		// is known not to exist: the transaction needs no reads. Refused,
-		// a queued attempt puts the entry at the end of the queue, behind
-		// the conflicting entries.
-		var els []clientv3.Op
-		if queued {
-			els = []clientv3.Op{put}
-		}
-		resp, err = d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+	var a attempt
+	if reqDir(req) == counted {
+		a, err = d.tryCounted(ctx, req, base, e, isNew)
 	} else {
-		// The owner's entry may exist: keep it (renewing its lease, see
-		// the keep-alive above) and read whether it is at the head.
-		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-		els := make([]clientv3.Op, 0, 3)
-		if queued {
-			els = append(els, clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil))
-		}
-		els = append(els, clientv3.OpGet(k), firstOp(cs, ce))
-		resp, err = d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+		a, err = d.tryUncounted(ctx, req, base, e, isNew, queued)
+	}
+	if err == nil {
+		err = d.withdraw(ctx, req.Owner, e.key, &a, queued)
 	}
 	if err != nil {
 		if errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
 			// The lease ended (an idle one from the pool, or the
 			// owner's entry's, whose entry went with it): start over
 			// with a new lease.
-			d.forget(req.Owner, k)
+			d.forget(req.Owner, e.key)
 			return driver.Lease{}, true, err
 		}
 		return driver.Lease{}, false, err
 	}
-	granted, token, own := false, int64(0), (*mvccpb.KeyValue)(nil)
+	l, err := d.settle(ctx, req, e, ka, proved, ttl, a)
+	return l, false, err
+}
+
+// tryUncounted is the transaction of an exclusive or uncounted shared
+// attempt: If(no conflicting entry) Then(put the entry).
+func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base string, e entry, isNew, queued bool) (attempt, error) {
+	k, dir := e.key, reqDir(req)
+	cs, ce := conflictRange(base, dir)
+	put := clientv3.OpPut(k, d.entryValue(req), clientv3.WithLease(e.lease))
+	var resp *clientv3.TxnResponse
+	var err error
+	if isNew {
+		// The entry's key is that of an idle lease of the driver's, so it
+		// is known not to exist: the transaction needs no reads. Refused,
+		// a queued attempt puts the entry at the end of the queue, behind
+		// the conflicting entries; a shared one reads the oldest counted
+		// entry, whose limit it disagrees with.
+		var els []clientv3.Op
+		if queued {
+			els = append(els, put)
+		}
+		if dir == readers {
+			els = append(els, firstOp(base+counted, clientv3.GetPrefixRangeEnd(base+counted), false))
+		}
+		resp, err = d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+	} else {
+		// The owner's entry may exist: keep it (renewing its lease, see
+		// the keep-alive in tryOnce) and read whether it is at the head.
+		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		els := make([]clientv3.Op, 0, 3)
+		if queued {
+			els = append(els, clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil))
+		}
+		els = append(els, clientv3.OpGet(k), firstOp(cs, ce, dir == writers))
+		resp, err = d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+	}
+	if err != nil {
+		return attempt{}, err
+	}
+	if resp.Succeeded {
+		return attempt{granted: true, token: resp.Header.Revision, kept: true, created: true}, nil
+	}
+	a := attempt{refusal: &driver.LockedError{}}
+	rs := resp.Responses
 	switch {
-	case resp.Succeeded:
-		granted, token = true, resp.Header.Revision
-	case isNew && queued:
-		// Queued behind older conflicting entries.
-		own = &mvccpb.KeyValue{Key: []byte(k), CreateRevision: resp.Header.Revision, Lease: int64(e.lease)}
-		token = own.CreateRevision
-	case !isNew:
-		rs := resp.Responses[len(resp.Responses)-2:]
-		if kvs := rs[0].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, req.Owner) {
-			own = kvs[0]
-			token = own.CreateRevision
-			granted = isHead(req.Mode, own, rs[1].GetResponseRange().Kvs)
+	case isNew:
+		a.kept, a.created = queued, queued
+		a.token = resp.Header.Revision
+		if kvs := lastRange(rs); dir == readers && len(kvs) > 0 {
+			a.refusal = mismatch(class{dir: readers}, classOf(kvs[0]))
+		}
+	default:
+		a.created = queued && rs[0].GetResponseTxn().Succeeded
+		own := rs[len(rs)-2].GetResponseRange().Kvs
+		if len(own) == 0 || !isOwner(own[0].Value, req.Owner) {
+			return a, nil
+		}
+		a.kept, a.token = true, own[0].CreateRevision
+		ok, lerr := admit(classOf(own[0]), a.token, lastRange(rs))
+		a.granted = ok && lerr == nil
+		if lerr != nil {
+			a.refusal = lerr
 		}
 	}
-	if !resp.Succeeded && own == nil {
+	return a, nil
+}
+
+// tryCounted is the transaction of a counted attempt: it puts the entry
+// (unless req.Owner has one) and reads the lock's entries, and the grant
+// is decided by admit; a free lock is granted at once. A refused entry is
+// deleted again by withdraw, unless it queues.
+func (d *Driver) tryCounted(ctx context.Context, req driver.Request, base string, e entry, isNew bool) (attempt, error) {
+	k := e.key
+	cs, ce := conflictRange(base, counted)
+	v := d.entryValue(req)
+	put := clientv3.OpPut(k, v, clientv3.WithLease(e.lease))
+	all := clientv3.OpGet(cs, clientv3.WithRange(ce))
+	a := attempt{refusal: &driver.LockedError{}}
+	var own *mvccpb.KeyValue
+	var rs []*etcdserverpb.ResponseOp
+	if isNew {
+		resp, err := d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(put, all).Commit()
+		if err != nil {
+			return attempt{}, err
+		}
+		if resp.Succeeded {
+			return attempt{granted: true, token: resp.Header.Revision, kept: true, created: true}, nil
+		}
+		own, rs, a.created = &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), CreateRevision: resp.Header.Revision}, resp.Responses, true
+	} else {
+		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(
+			clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil),
+			clientv3.OpGet(k),
+			all,
+		).Commit()
+		if err != nil {
+			return attempt{}, err
+		}
+		if resp.Succeeded {
+			return attempt{granted: true, token: resp.Header.Revision, kept: true, created: true}, nil
+		}
+		rs, a.created = resp.Responses, resp.Responses[0].GetResponseTxn().Succeeded
+		kvs := rs[1].GetResponseRange().Kvs
+		if len(kvs) == 0 || !isOwner(kvs[0].Value, req.Owner) {
+			return a, nil
+		}
+		own = kvs[0]
+	}
+	a.kept, a.token = true, own.CreateRevision
+	ok, lerr := admit(classOf(own), own.CreateRevision, lastRange(rs))
+	a.granted = ok && lerr == nil
+	if lerr != nil {
+		a.refusal = lerr
+	}
+	return a, nil
+}
+
+// lastRange returns the entries read by the last operation of rs.
+func lastRange(rs []*etcdserverpb.ResponseOp) []*mvccpb.KeyValue {
+	if len(rs) == 0 {
+		return nil
+	}
+	return rs[len(rs)-1].GetResponseRange().GetKvs()
+}
+
+// withdraw deletes the entry that a refused attempt put, unless it is to
+// wait in the queue: a queued attempt keeps it, except when the limits
+// disagree, as they will for as long as the older entries live.
+func (d *Driver) withdraw(ctx context.Context, owner, k string, a *attempt, queued bool) error {
+	if a.granted || !a.created {
+		return nil
+	}
+	var lerr *driver.LimitError
+	if queued && !errors.As(a.refusal, &lerr) {
+		return nil
+	}
+	if _, err := d.kv.Delete(ctx, k); err != nil {
+		// The entry may still be there: its lease must not go back to
+		// the pool. The front-end's Release removes the entry.
+		d.forget(owner, k)
+		return err
+	}
+	a.kept = false
+	return nil
+}
+
+// settle completes an attempt a on entry e: a refused attempt that left no
+// entry returns e's lease to the pool; otherwise the keep-alive ka, when
+// sent, must confirm the lease before the grant is returned.
+func (d *Driver) settle(ctx context.Context, req driver.Request, e entry, ka *kaCall, proved bool, ttl int64, a attempt) (driver.Lease, error) {
+	k := e.key
+	if !a.kept {
 		// Refused, and no entry of req.Owner: nothing to keep.
 		d.dropEntry(req.Owner, k, e, ka)
-		return driver.Lease{}, false, &driver.LockedError{}
+		return driver.Lease{}, a.refusal
 	}
 	// req.Owner has an entry now: make sure its lease lives ttl from the
 	// start of this call, as a grant needs and a queue entry's renewal
@@ -210,24 +373,24 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 	if ka != nil {
 		left, err := ka.result(ctx)
 		if err != nil {
-			return driver.Lease{}, false, err
+			return driver.Lease{}, err
 		}
 		if left <= 0 {
 			d.forget(req.Owner, k)
-			return driver.Lease{}, false, errLeaseGone
+			return driver.Lease{}, errLeaseGone
 		}
 		ttl = left
 		d.confirm(req.Owner, k, ka.sent, 0)
 	}
-	if !granted {
-		return driver.Lease{}, false, &driver.LockedError{}
+	if !a.granted {
+		return driver.Lease{}, a.refusal
 	}
-	d.confirm(req.Owner, k, time.Time{}, token)
-	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: time.Duration(ttl) * time.Second}
+	d.confirm(req.Owner, k, time.Time{}, a.token)
+	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(a.token), TTL: time.Duration(ttl) * time.Second}
 	if proved {
 		l.Start = e.deadline.Add(-l.TTL)
 	}
-	return l, false, nil
+	return l, nil
 }
 
 // provedWindow is how old the last proof of an idle lease (a keep-alive's
@@ -256,9 +419,14 @@ func (d *Driver) dropEntry(owner, k string, e entry, ka *kaCall) {
 	d.putLease(e.lease, e.ttl, deadline)
 }
 
-// firstOp returns the Get of the oldest entry in [start, end).
-func firstOp(start, end string) clientv3.Op {
-	return clientv3.OpGet(start, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+// firstOp returns the Get of the oldest entry in [start, end), without
+// its value when keysOnly.
+func firstOp(start, end string, keysOnly bool) clientv3.Op {
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)}
+	if keysOnly {
+		opts = append(opts, clientv3.WithKeysOnly())
+	}
+	return clientv3.OpGet(start, opts...)
 }
 
 // freeCmp holds when [start, end) has no key.
@@ -266,14 +434,23 @@ func freeCmp(start, end string) clientv3.Cmp {
 	return clientv3.Compare(clientv3.Version(start), "=", 0).WithRange(end)
 }
 
-// isHead reports whether own, an entry in mode m, is granted: no
-// conflicting entry is older. first is the oldest conflicting entry, if
-// any (for Exclusive, possibly own itself).
-func isHead(m driver.Mode, own *mvccpb.KeyValue, first []*mvccpb.KeyValue) bool {
-	if len(first) == 0 {
-		return true
+// headOp returns the read that decides whether the entry k of the lock at
+// base is granted (see atHead): the oldest conflicting entry, or all the
+// entries for a counted one.
+func headOp(base, k string) clientv3.Op {
+	dir := keyDir(k)
+	cs, ce := conflictRange(base, dir)
+	if dir == counted {
+		return clientv3.OpGet(cs, clientv3.WithRange(ce))
 	}
-	return first[0].CreateRevision >= own.CreateRevision
+	return firstOp(cs, ce, dir == writers)
+}
+
+// atHead reports whether own is granted, given read, the reply to its
+// headOp.
+func atHead(own *mvccpb.KeyValue, read []*mvccpb.KeyValue) bool {
+	ok, err := admit(classOf(own), own.CreateRevision, read)
+	return ok && err == nil
 }
 
 // locate finds l's entry: its key from the driver's records, or, for an
@@ -295,7 +472,13 @@ func (d *Driver) locate(ctx context.Context, l driver.Lease) (e entry, known boo
 
 // find reads the entry of owner in mode m below base, or nil.
 func (d *Driver) find(ctx context.Context, base string, m driver.Mode, owner string) (*mvccpb.KeyValue, error) {
-	resp, err := d.kv.Get(ctx, base+modeDir(m), clientv3.WithPrefix())
+	start := base + modeDir(m)
+	end := clientv3.GetPrefixRangeEnd(start)
+	if m == driver.Shared {
+		// Uncounted and counted shared entries: "r/" and "s/".
+		end = clientv3.GetPrefixRangeEnd(base + counted)
+	}
+	resp, err := d.kv.Get(ctx, start, clientv3.WithRange(end))
 	if err != nil {
 		return nil, err
 	}
@@ -338,15 +521,14 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 	switch {
 	case k == "":
 	case l.Token == 0:
-		cs, ce := conflictRange(d.base(l.Key), l.Mode)
-		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), firstOp(cs, ce)).Commit()
+		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), headOp(d.base(l.Key), k)).Commit()
 		if err != nil {
 			return err
 		}
 		own = nil
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			own = kvs[0]
-			head = isHead(l.Mode, own, resp.Responses[1].GetResponseRange().Kvs)
+			head = atHead(own, resp.Responses[1].GetResponseRange().Kvs)
 		}
 	case known && e.pred != "":
 		if own, err = d.afterPred(ctx, l, k, e.pred); err != nil {
@@ -495,8 +677,7 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 			for _, i := range idx {
 				ops = append(ops, clientv3.OpGet(keys[i]))
 				if ls[i].Token == 0 {
-					cs, ce := conflictRange(d.base(ls[i].Key), ls[i].Mode)
-					ops = append(ops, firstOp(cs, ce))
+					ops = append(ops, headOp(d.base(ls[i].Key), keys[i]))
 				}
 			}
 			resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
@@ -510,7 +691,7 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 				if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
 					owns[i] = kvs[0]
 					if ls[i].Token == 0 {
-						heads[i] = isHead(ls[i].Mode, kvs[0], resp.Responses[j+1].GetResponseRange().Kvs)
+						heads[i] = atHead(kvs[0], resp.Responses[j+1].GetResponseRange().Kvs)
 					}
 				}
 				j += opsFor(ls[i])

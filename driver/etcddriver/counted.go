@@ -1,0 +1,133 @@
+package etcddriver
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/go-locker/locker/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// SupportsCounted reports true: the driver grants counted Shared requests
+// (driver.Counter), natively in create-revision order (see the package
+// documentation).
+func (d *Driver) SupportsCounted() bool { return true }
+
+// SupportsValues reports true: the driver keeps Request.Value in the
+// entry of each grant and Inspect reports it (driver.ValueKeeper).
+func (d *Driver) SupportsValues() bool { return true }
+
+var (
+	_ driver.Counter     = (*Driver)(nil)
+	_ driver.ValueKeeper = (*Driver)(nil)
+)
+
+// checkRequest rejects a request that the front-end would never make: a
+// bad limit or weight, or a value that is too long.
+func checkRequest(req driver.Request) error {
+	switch {
+	case req.Limit < 0:
+		return permanentf("limit %d is negative", req.Limit)
+	case req.Limit == 0 && req.Weight != 0:
+		return permanentf("weight %d without a limit", req.Weight)
+	case req.Limit > 0 && req.Mode != driver.Shared:
+		return permanentf("a limit (%d) on a %s request", req.Limit, req.Mode)
+	case req.Limit > 0 && (req.Weight < 1 || req.Weight > req.Limit):
+		return permanentf("weight %d outside [1, %d]", req.Weight, req.Limit)
+	case len(req.Value) > driver.MaxValueLen:
+		return permanentf("value of %d bytes, over %d", len(req.Value), driver.MaxValueLen)
+	}
+	return nil
+}
+
+// A class is what the grant rules need of an entry or a request: its
+// sub-prefix (readers, counted or writers) and, for a counted one, its
+// limit and weight.
+type class struct {
+	dir           string
+	limit, weight int64
+}
+
+// classOf returns the class of the entry kv.
+func classOf(kv *mvccpb.KeyValue) class {
+	c := class{dir: keyDir(kv.Key)}
+	if c.dir == counted {
+		m := parseValue(kv.Value)
+		c.limit, c.weight = m.limit, m.weight
+	}
+	return c
+}
+
+// reqClass returns the class of req's entry.
+func reqClass(req driver.Request) class {
+	c := class{dir: reqDir(req)}
+	if c.dir == counted {
+		c.limit, c.weight = req.Limit, req.Weight
+	}
+	return c
+}
+
+// mismatch returns the *driver.LimitError that an entry of class c gets
+// from an older entry of class o, or nil: shared entries must agree on the
+// limit, an uncounted one having limit 0. Exclusive entries agree with
+// everyone (they conflict instead).
+func mismatch(c, o class) error {
+	if c.dir == writers || o.dir == writers || c.limit == o.limit {
+		return nil
+	}
+	return fmt.Errorf("limit %d: %w", c.limit, &driver.LimitError{Limit: o.limit})
+}
+
+// admit decides whether an entry of class c with create revision rev is
+// granted, given kvs, entries of the lock in any order of which it looks
+// at those older than rev (pass math.MaxInt64 for an entry yet to be put,
+// which will be the newest). The rule, the same for every class:
+//
+//   - an exclusive entry is granted when no entry is older;
+//   - a shared one when every older entry is shared and, for a counted
+//     one, their weights and its own add up to at most its limit.
+//
+// Older shared entries that disagree on the limit make it fail with a
+// *driver.LimitError instead (see mismatch). Granted entries are therefore
+// always a prefix of the lock's entries in create-revision order, and a
+// large request is not overtaken by small ones: whoever comes later
+// counts it.
+func admit(c class, rev int64, kvs []*mvccpb.KeyValue) (bool, error) {
+	blocked := false
+	var sum int64
+	for _, kv := range kvs {
+		if kv.CreateRevision >= rev {
+			continue
+		}
+		if c.dir == writers {
+			blocked = true
+			continue
+		}
+		o := classOf(kv)
+		if err := mismatch(c, o); err != nil {
+			return false, err
+		}
+		switch {
+		case o.dir == writers:
+			blocked = true
+		case c.dir == counted:
+			if o.weight > c.limit-sum {
+				blocked = true // also keeps sum from overflowing
+			} else {
+				sum += o.weight
+			}
+		}
+	}
+	return !blocked && c.weight <= c.limit-sum, nil
+}
+
+// grantedPrefix returns how many of kvs, the entries of a lock in
+// create-revision order, are granted (see admit).
+func grantedPrefix(kvs []*mvccpb.KeyValue) int {
+	for i, kv := range kvs {
+		if ok, err := admit(classOf(kv), math.MaxInt64, kvs[:i]); !ok || err != nil {
+			return i
+		}
+	}
+	return len(kvs)
+}
