@@ -40,7 +40,7 @@ func lockNodes(t testing.TB, conn *zk.Conn, key string) []string {
 func nodeOf(t testing.TB, conn *zk.Conn, key, owner string) string {
 	t.Helper()
 	for _, n := range lockNodes(t, conn, key) {
-		if strings.HasPrefix(n, "_c_"+owner+"-") {
+		if strings.HasPrefix(n, "_c_"+owner+"-") || strings.HasPrefix(n, "_c_"+owner+".") {
 			return zkdriver.DefaultRoot + "/" + key + "/" + n
 		}
 	}
