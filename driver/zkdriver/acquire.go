@@ -15,7 +15,8 @@ import (
 // watching only the node it waits for (Curator's recipe, no herd): an
 // exclusive node waits for the node just before it, a shared one for the
 // closest exclusive node before it. When that node is deleted and it was
-// the only one blocking, the wait ends without another round trip.
+// the only one blocking, the wait ends without another round trip. A
+// counted node waits as aimCounted describes.
 //
 // While it waits Acquire rewrites its own node every third of the TTL, so
 // that the node behind it does not take it for dead, and it deletes the

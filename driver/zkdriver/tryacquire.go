@@ -13,7 +13,10 @@ import (
 // TryAcquire implements driver.Driver. It creates the owner's lock node
 // (one round trip when the key is free) and keeps it if the node is first
 // in the key's queue (Exclusive) or has no exclusive node before it
-// (Shared); otherwise it deletes it again and returns a *driver.LockedError.
+// (Shared), and, for a counted request, the weights of the nodes before it
+// and its own fit in the limit; otherwise it deletes it again and returns
+// a *driver.LockedError (a *driver.LimitError when a node before it has
+// another limit).
 // While a key is contended it lists the queue first and creates no node
 // when the key is taken. A second TryAcquire by the holder refreshes the
 // lease and returns the same token; a TryAcquire after one whose reply was
