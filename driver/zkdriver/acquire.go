@@ -16,7 +16,7 @@ import (
 // exclusive node waits for the node just before it, a shared one for the
 // closest exclusive node before it. When that node is deleted and it was
 // the only one blocking, the wait ends without another round trip. A
-// counted node waits as aimCounted describes.
+// counted node waits as the package documentation says (Semaphores).
 //
 // While it waits Acquire rewrites its own node every third of the TTL, so
 // that the node behind it does not take it for dead, and it deletes the

@@ -138,12 +138,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	}
 	d.nodes[nk] = n
 	d.mu.Unlock()
-	var prefix string
-	if req.Limit > 0 {
-		prefix = parent + "/" + nodePrefix(req.Owner, req.Mode, req.Limit, req.Weight)
-	} else {
-		prefix = parent + "/" + protectedPrefix + req.Owner + modeInfix(req.Mode)
-	}
+	prefix := createPath(parent, req)
 	data := encodeData(req.TTL, req.Value)
 	var r createResult
 	var err error
@@ -190,6 +185,15 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		return nil, createResult{}, errorf(op, req.Key, err)
 	}
 	return n, r, nil
+}
+
+// createPath returns the path req's node is created with: its name but
+// the sequence number, under parent.
+func createPath(parent string, req driver.Request) string {
+	if req.Limit > 0 {
+		return parent + "/" + nodePrefix(req.Owner, req.Mode, req.Limit, req.Weight)
+	}
+	return parent + "/" + protectedPrefix + req.Owner + modeInfix(req.Mode)
 }
 
 // createNode sends the create multi. It runs without a context.
