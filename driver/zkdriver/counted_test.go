@@ -104,40 +104,10 @@ func TestCountedFIFO(t *testing.T) {
 	ds := []*zkdriver.Driver{newDriver(t), newDriver(t), newDriver(t), newDriver(t), newDriver(t)}
 	key := plainKey("semfifo")
 	a := mustAcquire(t, ds[0], counted(key, owner(), 4, 2))
-	type grant struct {
-		name string
-		l    driver.Lease
-	}
-	grants := make(chan grant, 3)
-	wait := func(name string, d *zkdriver.Driver, r driver.Request) {
-		go func() {
-			l, err := d.Acquire(ctxT(t), r)
-			if err != nil {
-				t.Errorf("Acquire %s: %v", name, err)
-			}
-			grants <- grant{name, l}
-		}()
-		waitFor(t, 10*time.Second, name+"'s node", func() bool { return nodeOf(t, ds[0].Conn(), key, r.Owner) != "" })
-	}
-	expectNone := func() {
-		t.Helper()
-		select {
-		case g := <-grants:
-			t.Fatalf("%s granted out of turn", g.name)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	next := func() grant {
-		t.Helper()
-		select {
-		case g := <-grants:
-			return g
-		case <-time.After(10 * time.Second):
-			t.Fatal("no grant")
-		}
-		panic("unreachable")
-	}
-	wait("b", ds[1], counted(key, owner(), 4, 3)) // 2+3 > 4: waits
+	w := newWaiters(t)
+	const b, d, e = 1, 3, 4 // the waiters' drivers
+	next, expectNone := w.next, w.none
+	w.queue(b, ds[b], ds[0].Conn(), counted(key, owner(), 4, 3)) // 2+3 > 4: waits
 	// 2+1 would fit, but b is first.
 	for i := range 3 {
 		_, err := ds[2].TryAcquire(ctxT(t), counted(key, owner(), 4, 1))
@@ -145,8 +115,8 @@ func TestCountedFIFO(t *testing.T) {
 			t.Fatalf("TryAcquire %d of weight 1 behind b: %v; want ErrLocked", i, err)
 		}
 	}
-	wait("d", ds[3], counted(key, owner(), 4, 1))
-	wait("e", ds[4], counted(key, owner(), 4, 2))
+	w.queue(d, ds[d], ds[0].Conn(), counted(key, owner(), 4, 1))
+	w.queue(e, ds[e], ds[0].Conn(), counted(key, owner(), 4, 2))
 	expectNone()
 	if st := inspect(t, ds[0], key); len(st.Holders) != 1 || st.Waiting != 3 || st.Limit != 4 || st.Holders[0].Weight != 2 {
 		t.Fatalf("state with a waiting: %+v", st)
@@ -156,26 +126,26 @@ func TestCountedFIFO(t *testing.T) {
 	}
 	// b (3) and d (1) fit together; e (2) waits for b.
 	g1, g2 := next(), next()
-	if g1.name > g2.name {
+	if g1.i > g2.i {
 		g1, g2 = g2, g1
 	}
-	if g1.name != "b" || g2.name != "d" {
-		t.Fatalf("granted %s and %s; want b and d", g1.name, g2.name)
+	if g1.i != b || g2.i != d {
+		t.Fatalf("granted %d and %d; want b (%d) and d (%d)", g1.i, g2.i, b, d)
 	}
 	if g1.l.Token >= g2.l.Token {
 		t.Errorf("b's token %d not below d's %d", g1.l.Token, g2.l.Token)
 	}
 	expectNone()
-	if err := ds[1].Release(ctxT(t), g1.l); err != nil {
+	if err := ds[b].Release(ctxT(t), g1.l); err != nil {
 		t.Fatal(err)
 	}
-	e := next()
-	if e.name != "e" {
-		t.Fatalf("granted %s; want e", e.name)
+	ge := next()
+	if ge.i != e {
+		t.Fatalf("granted %d; want e (%d)", ge.i, e)
 	}
 	// e took d for a waiter; it must have learnt of d's grant from d, not
 	// by deleting d's node when its lease ran out.
-	if _, err := ds[3].Refresh(ctxT(t), g2.l); err != nil {
+	if _, err := ds[d].Refresh(ctxT(t), g2.l); err != nil {
 		t.Fatalf("d's hold after e's grant: %v", err)
 	}
 	st := inspect(t, ds[0], key)
@@ -185,7 +155,7 @@ func TestCountedFIFO(t *testing.T) {
 	for _, l := range []struct {
 		d *zkdriver.Driver
 		l driver.Lease
-	}{{ds[3], g2.l}, {ds[4], e.l}} {
+	}{{ds[d], g2.l}, {ds[e], ge.l}} {
 		if err := l.d.Release(ctxT(t), l.l); err != nil {
 			t.Fatal(err)
 		}
@@ -354,15 +324,7 @@ func TestValues(t *testing.T) {
 	// A waiter's value, through its rewrites while it waits.
 	w := req(key, owner(), driver.Exclusive, 10*time.Second)
 	w.Value = strings.Repeat("w", driver.MaxValueLen)
-	got := make(chan driver.Lease, 1)
-	go func() {
-		l, err := b.Acquire(ctxT(t), w)
-		if err != nil {
-			t.Errorf("Acquire: %v", err)
-		}
-		got <- l
-	}()
-	waitFor(t, 10*time.Second, "the waiter's node", func() bool { return nodeOf(t, a.Conn(), key, w.Owner) != "" })
+	got := acquireBehind(t, b, a.Conn(), w)
 	if err := a.Release(ctxT(t), l); err != nil {
 		t.Fatal(err)
 	}
