@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
+	"github.com/go-locker/locker/internal/zktest"
 )
 
 // counted returns a counted Shared request for weight units of key's limit.
@@ -352,4 +353,62 @@ func TestValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("both released")
+}
+
+// TestCountedNoHerd checks with the server's own watch list (wchp) that
+// counted waiters watch one lock node each (the head of the waiters the
+// first node, each other waiter the one before it) and that at most two
+// of them watch the key's children; then that all of them are served.
+func TestCountedNoHerd(t *testing.T) {
+	srv := server(t)
+	if srv.External() {
+		t.Skip("needs the four-letter word wchp")
+	}
+	const waiters = 6
+	holder := newDriver(t)
+	key := plainKey("semherd")
+	hl := mustAcquire(t, holder, counted(key, owner(), 2, 2))
+	w := newWaiters(t)
+	ds := make([]*zkdriver.Driver, waiters)
+	for i := range ds {
+		ds[i] = newDriver(t)
+		w.queue(i, ds[i], holder.Conn(), counted(key, owner(), 2, 1))
+	}
+	parent := zkdriver.DefaultRoot + "/" + key
+	var watched map[string]int
+	waitFor(t, 10*time.Second, "the waiters' watches", func() bool {
+		out, err := zktest.FourLetter(srv.Addr, "wchp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		watched = map[string]int{}
+		path, total := "", 0
+		for _, line := range strings.Split(out, "\n") {
+			switch {
+			case strings.HasPrefix(line, "/"):
+				path = line
+			case strings.HasPrefix(strings.TrimSpace(line), "0x") && strings.HasPrefix(path, parent+"/"):
+				watched[path]++
+				total++
+			case strings.HasPrefix(strings.TrimSpace(line), "0x") && path == parent:
+				watched[path]++
+			}
+		}
+		return total == waiters
+	})
+	for p, n := range watched {
+		if n > 2 || (p != parent && n > 1) {
+			t.Errorf("%s has %d watchers", p, n)
+		}
+	}
+	if err := holder.Release(ctxT(t), hl); err != nil {
+		t.Fatal(err)
+	}
+	for range waiters {
+		g := w.next()
+		if err := ds[g.i].Release(ctxT(t), g.l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "no nodes", func() bool { return len(lockNodes(t, holder.Conn(), key)) == 0 })
 }
