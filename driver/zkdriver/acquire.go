@@ -15,7 +15,8 @@ import (
 // watching only the node it waits for (Curator's recipe, no herd): an
 // exclusive node waits for the node just before it, a shared one for the
 // closest exclusive node before it. When that node is deleted and it was
-// the only one blocking, the wait ends without another round trip.
+// the only one blocking, the wait ends without another round trip. A
+// counted node waits as the package documentation says (Semaphores).
 //
 // While it waits Acquire rewrites its own node every third of the TTL, so
 // that the node behind it does not take it for dead, and it deletes the
@@ -92,7 +93,7 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known qu
 	w := &queueWait{
 		d: d, ctx: ctx, n: n, req: req, st: st,
 		parent: parent, path: path, name: path[len(parent)+1:], ttl: ttl,
-		known: known, gone: gone, list: true,
+		known: known, gone: gone, list: true, wantKids: req.Limit > 0,
 		keepAlive: time.NewTimer(max(time.Until(written.Add(ttl/3)), 0)),
 		expiry:    time.NewTimer(time.Hour),
 	}
@@ -151,6 +152,12 @@ type queueWait struct {
 	seenAt   time.Time
 	pprev    string // the blocking node before pred, if any
 	pprevCh  <-chan zk.Event
+
+	// A counted node (see aimCounted) at the head of the waiters watches
+	// the key's children.
+	head     bool            // every node before n is granted
+	wantKids bool            // list with a watch on the children
+	kidsCh   <-chan zk.Event // the watch, while head
 }
 
 // waitResult is what a part of a queueWait's step found.
@@ -196,11 +203,17 @@ func (w *queueWait) relist() (waitResult, error) {
 			q = nil
 		}
 	}
+	var kids <-chan zk.Event
 	if q == nil {
 		unknown = 0
-		names, err := call(w.ctx, func() ([]string, error) {
+		watch := w.req.Limit > 0 && w.wantKids
+		got, err := call(w.ctx, func() (kidsResult, error) {
+			if watch {
+				names, _, ch, err := w.d.conn.ChildrenW(w.parent)
+				return kidsResult{names, ch}, err
+			}
 			names, _, err := w.d.conn.Children(w.parent)
-			return names, err
+			return kidsResult{names: names}, err
 		}, nil)
 		if errors.Is(err, zk.ErrNoNode) {
 			return 0, errNodeGone
@@ -209,7 +222,7 @@ func (w *queueWait) relist() (waitResult, error) {
 			return waitAgain, w.pause(err)
 		}
 		w.ok()
-		q = parseQueue(names)
+		q, kids = parseQueue(got.names), got.ch
 	}
 	w.list = false
 	i := q.index(w.name)
@@ -219,11 +232,62 @@ func (w *queueWait) relist() (waitResult, error) {
 	if mine := q.ofOwner(w.req.Owner); len(mine) > 1 {
 		return waitAgain, w.dropOthers(mine)
 	}
-	b := q.blockers(i, w.req.Mode)
-	if len(b) == 0 {
+	granted, lerr := q.judge(i, w.req.Mode, w.req.Limit, w.req.Weight)
+	if lerr != nil {
+		return 0, lerr
+	}
+	if granted {
+		if w.req.Limit > 0 && i < len(q)-1 {
+			// Tell a waiter behind that took n for a waiter (see
+			// aimCounted).
+			if err := w.keep(); err != nil {
+				return 0, err
+			}
+		}
 		return waitGranted, nil
 	}
-	w.aim(b, unknown)
+	if w.req.Limit > 0 {
+		return w.aimCounted(q, i, kids)
+	}
+	w.aim(q.blockers(i, w.req.Mode), unknown)
+	return waitOn, nil
+}
+
+// kidsResult carries the results of a Children or ChildrenW through call.
+type kidsResult struct {
+	names []string
+	ch    <-chan zk.Event
+}
+
+// aimCounted aims the wait of a counted node n, at index i of q and not
+// granted. Any node before n that goes may let it in (holds are released
+// in any order), and n is granted only once every node before it is: so
+// while a node before it waits, n watches the node just before it (pred),
+// whose owner rewrites it on being granted (and every third of its TTL)
+// and deletes it on giving up, and n lists the queue again when it
+// changes. Once every node before n is granted, n is the head of the
+// waiters: it watches the key's children (kids) and, to time its lease,
+// the first node. A release thus wakes the head waiter only, and a grant
+// the waiter just behind, not the whole queue.
+func (w *queueWait) aimCounted(q queue, i int, kids <-chan zk.Event) (waitResult, error) {
+	head := q.held() == i
+	if head && kids == nil {
+		// Listed without a watch (or from TryAcquire's snapshot): list
+		// again with one.
+		w.wantKids, w.list = true, true
+		return waitAgain, nil
+	}
+	w.head, w.wantKids, w.kidsCh = head, head, nil
+	p := q[i-1]
+	if head {
+		p, w.kidsCh = q[0], kids
+	}
+	if p := w.parent + "/" + p.name; p != w.pred {
+		w.pred, w.predCh, w.seenZxid = p, nil, 0
+		w.expiry.Stop()
+	}
+	w.only, w.sure = false, true
+	w.pprev, w.pprevCh = "", nil
 	return waitOn, nil
 }
 
@@ -322,6 +386,9 @@ func (w *queueWait) await() (waitResult, error) {
 		if ev.Type != zk.EventNodeDataChanged {
 			w.list = true // gone, or the watch dropped: look again
 		}
+	case <-w.kidsCh:
+		w.kidsCh = nil
+		w.list = true
 	case <-w.expiry.C:
 		return w.reclaimPred()
 	case <-w.keepAlive.C:
@@ -343,7 +410,11 @@ func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
 		}
 		w.list = true
 	case zk.EventNodeDataChanged:
-		// Rewritten: read it again (and restart its lease).
+		// Rewritten: read it again (and restart its lease). A counted
+		// node's waiting pred may have been granted: look at the queue.
+		if w.req.Limit > 0 && !w.head {
+			w.list = true
+		}
 	default:
 		// The watch was dropped (session expired, or the connection
 		// closed): look again.
@@ -383,7 +454,7 @@ func (w *queueWait) reclaimPred() (waitResult, error) {
 // keep rewrites n's node; it returns an error when the node is gone.
 func (w *queueWait) keep() error {
 	sent := time.Now()
-	st, err := w.d.write(w.ctx, w.path, w.ttl)
+	st, err := w.d.write(w.ctx, w.path, w.ttl, w.n.value)
 	switch {
 	case err == nil:
 		w.d.mu.Lock()

@@ -12,7 +12,8 @@
 //	m := locker.NewMutex(d, "orders/42")
 //
 // The driver implements [driver.Driver] and the optional [driver.Sharer],
-// [driver.Acquirer], [driver.LossWatcher], [driver.BatchRefresher] and
+// [driver.Counter], [driver.ValueKeeper], [driver.Acquirer],
+// [driver.LossWatcher], [driver.BatchRefresher], [driver.Inspector] and
 // [driver.TTLLimiter]. It does not implement [driver.Notifier] or
 // [driver.Queuer]: with Acquirer the front-end waits in ZooKeeper's own
 // queue instead.
@@ -45,6 +46,7 @@
 //	/locker/orders%2F42                       the key's node: a container
 //	/locker/orders%2F42/_c_<owner>-w-0000000007   an exclusive hold or waiter
 //	/locker/orders%2F42/_c_<owner>-r-0000000008   a shared one
+//	/locker/orders%2F42/_c_<owner>.4.3-r-0000000009   a counted one: limit 4, weight 3
 //
 // The key's node name is the key with every byte outside ASCII letters,
 // digits and -._~!$&'()*+,;=:@ written %XX, a leading '.' written %2E and
@@ -58,8 +60,18 @@
 // A lock node is ephemeral (it lives as long as the session that created
 // it) and sequential; its name starts with "_c_" and the owner, the
 // front-end's 128-bit random hold id, like Curator's protected nodes, and
-// names its mode: w for exclusive, r for shared. Its data is the lease
-// length in milliseconds.
+// names its mode: w for exclusive, r for shared. A counted shared node (a
+// semaphore's, see below) carries the key's limit and its own weight in its
+// name, after the owner and a dot each, so that one listing of the queue
+// tells every node's place, mode, limit and weight; owners never contain a
+// dot, and a parser that reads the owner up to the first '-' still sees
+// a shared node. A node's data is the lease length in decimal
+// milliseconds, followed, when the request had a Value, by a newline and
+// the value's bytes (driver.MaxValueLen at most). Every rewrite of the
+// node (refresh, re-acquire, a waiter's keep-alive) writes the same value
+// again: a hold keeps the value it was granted with, and the value goes
+// with the node. Inspect reports it as Holder.Value, with each holder's
+// Weight and the key's Limit.
 //
 // Options.ACL applies to every node the driver creates. The default,
 // zk.WorldACL(zk.PermAll), lets any client of the ensemble delete lock
@@ -72,7 +84,8 @@
 // # Queue and fairness
 //
 // A node is granted when nothing before it in its key's queue blocks it:
-// every node blocks an exclusive node, exclusive nodes block a shared one.
+// every node blocks an exclusive node, exclusive nodes block a shared one
+// (for counted ones, see Semaphores below).
 // So holds are served in arrival order (sequence number), consecutive
 // readers together, and a reader that arrives after a waiting writer waits
 // for it: writers are never starved.
@@ -88,6 +101,38 @@
 // was the last node in its way, and it takes the lock on the deletion
 // event without another round trip. Each node thus has at most two
 // watchers among exclusive waiters.
+//
+// # Semaphores: counted requests
+//
+// A Shared request with a Limit (driver.Counter) takes Weight units of its
+// key's Limit, in the same queue. A counted node is granted when every
+// node before it, holder or waiter, is a shared node of the same limit and
+// their weights plus its own add up to at most the limit. A waiter is thus
+// never overtaken: a newcomer of weight 1 waits behind a waiter of weight
+// 3 even where it alone would fit, by TryAcquire (refused) as by Acquire
+// (queued), and the holds are the run of nodes at the head of the queue
+// whose weights fit. TryAcquire costs what it costs for other modes (one
+// round trip on a free key); an idempotent re-acquire keeps the node, its
+// token and its weight.
+//
+// Every shared node before a request must have the request's limit (an
+// uncounted shared node has limit 0): if one does not, the request is
+// refused with an error wrapping a *driver.LimitError naming that node's
+// limit, and its node, if it made one, is deleted; it is never granted.
+// Exclusive nodes have no limit: they exclude counted ones, and the
+// reverse, as they exclude other shared ones. Since the first node of two
+// with different limits is in every later node's listing, two nodes of
+// different limits are never both granted; two such requests that arrive
+// together may both be refused.
+//
+// A counted waiter cannot tell which holder will go first, as holds are
+// released in any order: the waiter at the head of the waiters (every node
+// before it granted) watches the key's children and lists the queue again
+// when they change, and times the first node's lease; each waiter behind
+// it watches only the node just before it, which, once granted, rewrites
+// its node if nodes follow it (one round trip), so that the waiter behind
+// looks at the queue again. A release thus wakes the head waiter only,
+// and a grant the waiter just behind it.
 //
 // # Leases on ZooKeeper
 //
@@ -193,7 +238,8 @@
 // since TryAcquire's listing (one), reads the two nodes it watches (two),
 // and lists the queue once more when the farther one goes (one). The
 // handoff itself, from the holder's delete to the next holder's Lock
-// returning, takes no round trip. BENCHMARKS.md (at the repository's root)
+// returning, takes no round trip (for a counted waiter, one listing: see
+// below). BENCHMARKS.md (at the repository's root)
 // has the measured counts and timings, side by side with go-zookeeper's
 // zk.Lock.
 //

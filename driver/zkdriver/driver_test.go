@@ -40,7 +40,7 @@ func lockNodes(t testing.TB, conn *zk.Conn, key string) []string {
 func nodeOf(t testing.TB, conn *zk.Conn, key, owner string) string {
 	t.Helper()
 	for _, n := range lockNodes(t, conn, key) {
-		if strings.HasPrefix(n, "_c_"+owner+"-") {
+		if strings.HasPrefix(n, "_c_"+owner+"-") || strings.HasPrefix(n, "_c_"+owner+".") {
 			return zkdriver.DefaultRoot + "/" + key + "/" + n
 		}
 	}
@@ -70,15 +70,7 @@ func TestTokenIsCzxid(t *testing.T) {
 	}
 	// Through the queue: Acquire waits, then gets a larger czxid.
 	rb := req(key, owner(), driver.Exclusive, 5*time.Second)
-	got := make(chan driver.Lease, 1)
-	go func() {
-		l, err := b.Acquire(ctxT(t), rb)
-		if err != nil {
-			t.Errorf("Acquire: %v", err)
-		}
-		got <- l
-	}()
-	waitFor(t, 10*time.Second, "b's node", func() bool { return nodeOf(t, a.Conn(), key, rb.Owner) != "" })
+	got := acquireBehind(t, b, a.Conn(), rb)
 	if err := a.Release(ctxT(t), la); err != nil {
 		t.Fatal(err)
 	}
@@ -576,40 +568,11 @@ func TestFIFO(t *testing.T) {
 	key := plainKey("fifo")
 	first := mustAcquire(t, ds[0], req(key, owner(), driver.Exclusive, 10*time.Second))
 	modes := []driver.Mode{driver.Shared, driver.Shared, driver.Exclusive, driver.Shared}
-	type grant struct {
-		i int
-		l driver.Lease
-	}
-	grants := make(chan grant, len(modes))
+	ws := newWaiters(t)
 	for i, m := range modes {
-		r := req(key, owner(), m, 10*time.Second)
-		go func() {
-			l, err := ds[i+1].Acquire(ctxT(t), r)
-			if err != nil {
-				t.Errorf("Acquire %d: %v", i, err)
-			}
-			grants <- grant{i, l}
-		}()
-		waitFor(t, 10*time.Second, "the node", func() bool { return nodeOf(t, ds[0].Conn(), key, r.Owner) != "" })
+		ws.queue(i, ds[i+1], ds[0].Conn(), req(key, owner(), m, 10*time.Second))
 	}
-	expectNone := func() {
-		t.Helper()
-		select {
-		case g := <-grants:
-			t.Fatalf("waiter %d (%v) granted out of turn", g.i, modes[g.i])
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	next := func() grant {
-		t.Helper()
-		select {
-		case g := <-grants:
-			return g
-		case <-time.After(10 * time.Second):
-			t.Fatal("no grant")
-		}
-		panic("unreachable")
-	}
+	next, expectNone := ws.next, ws.none
 	expectNone()
 	if err := ds[0].Release(ctxT(t), first); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,5 @@
 package zkdriver
 
-import "github.com/go-locker/locker/driver"
-
 // ParentPath returns the path of key's node under root, as a Driver with
 // Options.Root root names it.
 func ParentPath(root, key string) string { return (&Driver{root: root}).parentPath(key) }
@@ -21,13 +19,8 @@ func LockNodes(children []string) []string {
 // the first exclusive one.
 func HolderNodes(children []string) []string {
 	var names []string
-	for _, c := range parseQueue(children) {
-		if c.mode == driver.Exclusive {
-			if len(names) == 0 {
-				names = append(names, c.name)
-			}
-			break
-		}
+	q := parseQueue(children)
+	for _, c := range q[:q.held()] {
 		names = append(names, c.name)
 	}
 	return names

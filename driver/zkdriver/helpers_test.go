@@ -101,3 +101,64 @@ func mustAcquire(t testing.TB, d driver.Driver, r driver.Request) driver.Lease {
 // conformanceSession is the session timeout of the conformance suite's
 // connections: its longest leases are this long.
 const conformanceSession = 10 * time.Second
+
+// acquireBehind starts d.Acquire(r) in a goroutine, waits until its node
+// is in the queue (as conn sees it), and returns the channel that receives
+// the lease (the zero Lease if Acquire failed, which fails t).
+func acquireBehind(t *testing.T, d *zkdriver.Driver, conn *zk.Conn, r driver.Request) <-chan driver.Lease {
+	t.Helper()
+	got := make(chan driver.Lease, 1)
+	go func() {
+		l, err := d.Acquire(ctxT(t), r)
+		if err != nil {
+			t.Errorf("Acquire %.8s…: %v", r.Owner, err)
+		}
+		got <- l
+	}()
+	waitFor(t, 10*time.Second, "the waiter's node", func() bool { return nodeOf(t, conn, r.Key, r.Owner) != "" })
+	return got
+}
+
+// grant is a lease that the waiter numbered i got.
+type grant struct {
+	i int
+	l driver.Lease
+}
+
+// waiters collects the grants of Acquires queued in turn.
+type waiters struct {
+	t  *testing.T
+	ch chan grant
+}
+
+func newWaiters(t *testing.T) *waiters { return &waiters{t, make(chan grant, 16)} }
+
+// queue starts waiter i's Acquire of r on d, and waits until its node is
+// in the queue (as conn sees it).
+func (w *waiters) queue(i int, d *zkdriver.Driver, conn *zk.Conn, r driver.Request) {
+	w.t.Helper()
+	got := acquireBehind(w.t, d, conn, r)
+	go func() { w.ch <- grant{i, <-got} }()
+}
+
+// none checks that no waiter is granted for a while.
+func (w *waiters) none() {
+	w.t.Helper()
+	select {
+	case g := <-w.ch:
+		w.t.Fatalf("waiter %d granted out of turn", g.i)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// next returns the next grant.
+func (w *waiters) next() grant {
+	w.t.Helper()
+	select {
+	case g := <-w.ch:
+		return g
+	case <-time.After(10 * time.Second):
+		w.t.Fatal("no grant")
+	}
+	panic("unreachable")
+}

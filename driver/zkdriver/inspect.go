@@ -12,8 +12,9 @@ import (
 // Inspect implements driver.Inspector: it lists the key's queue (one
 // round trip) and reads each holder's node (one per holder). Holders are
 // the nodes granted in sequence order (an exclusive node at the head, or
-// the shared nodes before the first exclusive one); the other nodes are
-// waiters. A holder's token is its node's czxid, and Fence the largest of
+// the shared nodes before the first exclusive one, or the counted ones
+// whose weights fit in the limit); the other nodes are waiters. Limit and
+// each holder's Weight come from the node names, Value from the data. A holder's token is its node's czxid, and Fence the largest of
 // them: ZooKeeper's zxids are the ensemble's, with no counter per key.
 // Remaining is the node's TTL less the time since its last write by the
 // server's clock (mtime) as read on this machine's: an estimate, as
@@ -40,14 +41,14 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 		if err != nil {
 			return driver.KeyState{}, errorf(op, key, err)
 		}
-		h := driver.Holder{Owner: c.owner, Token: uint64(got.st.Czxid)}
+		h := driver.Holder{Owner: c.owner, Token: uint64(got.st.Czxid), Weight: c.weight, Value: decodeValue(got.data)}
 		if ttl, ok := decodeTTL(got.data); ok {
 			written := time.UnixMilli(got.st.Mtime)
 			h.Remaining = max(ttl-time.Since(written), 0)
 		}
 		st.Holders = append(st.Holders, h)
 		st.Fence = max(st.Fence, h.Token)
-		st.Mode = c.mode
+		st.Mode, st.Limit = c.mode, c.limit
 	}
 	return st, nil
 }
@@ -66,13 +67,7 @@ func (d *Driver) holders(ctx context.Context, parent string) ([]child, int, erro
 		return nil, 0, err
 	}
 	q := parseQueue(got.names)
-	n := 0
-	for n < len(q) && len(q.blockers(n, q[n].mode)) == 0 {
-		n++
-		if q[n-1].mode == driver.Exclusive {
-			break
-		}
-	}
+	n := q.held()
 	return q[:n], len(q) - n, nil
 }
 

@@ -1,6 +1,7 @@
 package zkdriver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -120,7 +121,12 @@ func unhex(c byte) int {
 // prefix and the owner (the front-end's 128-bit random hold id) make it a
 // protected node in the sense of Curator, found again by its owner after a
 // create whose reply was lost; mode is 'w' (exclusive) or 'r' (shared);
-// seq is the ten-digit sequence number ZooKeeper appends.
+// seq is the ten-digit sequence number ZooKeeper appends. A counted shared
+// node (a semaphore's) is "_c_<owner>.<limit>.<weight>-r-<seq>": the
+// owner, the key's limit and the node's weight in decimal, separated by
+// dots, which owners never contain, so that a parser that reads the owner
+// up to the first '-' (as earlier versions of this driver did) still sees
+// a shared node.
 const protectedPrefix = "_c_"
 
 // maxOwnerLen bounds an owner's length; owners are made of ASCII letters
@@ -145,9 +151,22 @@ func checkOwner(owner string) error {
 }
 
 // nodePrefix returns the name of owner's lock node in mode, without the
-// sequence number.
-func nodePrefix(owner string, m driver.Mode) string {
+// sequence number; limit and weight are a counted node's (0 for others).
+func nodePrefix(owner string, m driver.Mode, limit, weight int64) string {
+	if limit > 0 {
+		return protectedPrefix + owner + countInfix(limit, weight) + modeInfix(m)
+	}
 	return protectedPrefix + owner + modeInfix(m)
+}
+
+// countInfix returns what follows the owner in a counted node's name.
+func countInfix(limit, weight int64) string {
+	b := make([]byte, 0, 42)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, limit, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, weight, 10)
+	return string(b)
 }
 
 // modeInfix returns what follows the owner in a lock node's name.
@@ -164,6 +183,8 @@ type child struct {
 	owner string
 	mode  driver.Mode
 	seq   int64
+	// limit and weight are a counted node's; 0 for the others.
+	limit, weight int64
 }
 
 // parseChild parses a lock node name. It reports false for names of other
@@ -186,6 +207,21 @@ func parseChild(name string) (child, bool) {
 	default:
 		return child{}, false
 	}
+	if j := strings.IndexByte(c.owner, '.'); j >= 0 {
+		lim, wt, ok := strings.Cut(c.owner[j+1:], ".")
+		if !ok || j == 0 || c.mode != driver.Shared {
+			return child{}, false
+		}
+		c.owner = c.owner[:j]
+		c.limit, ok = parseCount(lim)
+		if !ok {
+			return child{}, false
+		}
+		c.weight, ok = parseCount(wt)
+		if !ok || c.weight > c.limit {
+			return child{}, false
+		}
+	}
 	seq, err := strconv.ParseInt(rest[i+3:], 10, 32)
 	if err != nil {
 		return child{}, false
@@ -194,21 +230,57 @@ func parseChild(name string) (child, bool) {
 	return c, true
 }
 
-// encodeTTL returns a node's data: its lease length in whole milliseconds,
-// rounded up so that others never think it shorter than it is.
-func encodeTTL(ttl time.Duration) []byte {
-	ms := (ttl + time.Millisecond - 1) / time.Millisecond
-	return strconv.AppendInt(make([]byte, 0, 12), int64(ms), 10)
+// parseCount parses a positive limit or weight as countInfix writes it.
+func parseCount(s string) (int64, bool) {
+	if s == "" || s[0] < '1' || s[0] > '9' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
 
-// decodeTTL parses a node's data; it reports false for data the driver did
-// not write.
+// encodeTTL returns a node's data without a value: its lease length in
+// whole milliseconds, rounded up so that others never think it shorter
+// than it is.
+func encodeTTL(ttl time.Duration) []byte { return encodeData(ttl, "") }
+
+// encodeData returns a node's data: its lease length (see encodeTTL) and,
+// when value is not empty, a newline and the value published with the
+// hold (any bytes).
+func encodeData(ttl time.Duration, value string) []byte {
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	b := strconv.AppendInt(make([]byte, 0, 12+len(value)), int64(ms), 10)
+	if value != "" {
+		b = append(b, '\n')
+		b = append(b, value...)
+	}
+	return b
+}
+
+// decodeTTL parses the lease length of a node's data; it reports false for
+// data the driver did not write.
 func decodeTTL(data []byte) (time.Duration, bool) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		data = data[:i]
+	}
 	ms, err := strconv.ParseInt(string(data), 10, 64)
 	if err != nil || ms <= 0 || ms > int64(maxDataTTL/time.Millisecond) {
 		return 0, false
 	}
 	return time.Duration(ms) * time.Millisecond, true
+}
+
+// decodeValue returns the value in a node's data, or "".
+func decodeValue(data []byte) string {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return string(data[i+1:])
+	}
+	return ""
 }
 
 const maxDataTTL = 1000 * 24 * time.Hour

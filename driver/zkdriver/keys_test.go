@@ -1,6 +1,7 @@
 package zkdriver
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -119,7 +120,7 @@ func TestParseChild(t *testing.T) {
 	owner := strings.Repeat("ab", 16)
 	for _, m := range []driver.Mode{driver.Exclusive, driver.Shared} {
 		for _, seq := range []string{"0000000000", "0000000042", "2147483647", "-2147483648"} {
-			name := nodePrefix(owner, m) + seq
+			name := nodePrefix(owner, m, 0, 0) + seq
 			c, ok := parseChild(name)
 			if !ok || c.owner != owner || c.mode != m || c.name != name {
 				t.Errorf("parseChild(%q) = %+v, %v", name, c, ok)
@@ -129,7 +130,19 @@ func TestParseChild(t *testing.T) {
 			}
 		}
 	}
-	for _, bad := range []string{"", "x", "_c_", "_c_abc", "_c_abc-x-0000000001", "_c_abc-w0000000001", "_c_-w-0000000001", "_c_abc-w-", "_c_abc-w-12x", "lock-0000000001"} {
+	for _, lw := range [][2]int64{{1, 1}, {4, 3}, {math.MaxInt64, math.MaxInt64}} {
+		name := nodePrefix(owner, driver.Shared, lw[0], lw[1]) + "0000000042"
+		c, ok := parseChild(name)
+		if !ok || c.owner != owner || c.mode != driver.Shared || c.limit != lw[0] || c.weight != lw[1] || c.seq != 42 {
+			t.Errorf("parseChild(%q) = %+v, %v", name, c, ok)
+		}
+		if why := validName(name); why != "" {
+			t.Errorf("node name %q: %s", name, why)
+		}
+	}
+	for _, bad := range []string{"", "x", "_c_", "_c_abc", "_c_abc-x-0000000001", "_c_abc-w0000000001", "_c_-w-0000000001", "_c_abc-w-", "_c_abc-w-12x", "lock-0000000001",
+		"_c_abc.4.3-w-0000000001", "_c_abc.4-r-0000000001", "_c_abc.4.5-r-0000000001", "_c_abc.0.0-r-0000000001", "_c_abc.04.3-r-0000000001",
+		"_c_abc.4.+3-r-0000000001", "_c_.4.3-r-0000000001", "_c_abc.4.3.2-r-0000000001", "_c_abc.99999999999999999999.1-r-0000000001"} {
 		if c, ok := parseChild(bad); ok {
 			t.Errorf("parseChild(%q) = %+v; want rejected", bad, c)
 		}
@@ -139,10 +152,10 @@ func TestParseChild(t *testing.T) {
 func TestQueueOrder(t *testing.T) {
 	o := strings.Repeat("1", 32)
 	names := []string{
-		nodePrefix(o, driver.Shared) + "0000000010",
-		nodePrefix(o, driver.Exclusive) + "0000000002",
+		nodePrefix(o, driver.Shared, 0, 0) + "0000000010",
+		nodePrefix(o, driver.Exclusive, 0, 0) + "0000000002",
 		"foreign-node",
-		nodePrefix(o, driver.Shared) + "0000000007",
+		nodePrefix(o, driver.Shared, 0, 0) + "0000000007",
 	}
 	q := parseQueue(names)
 	if len(q) != 3 || q[0].seq != 2 || q[1].seq != 7 || q[2].seq != 10 {
@@ -153,6 +166,55 @@ func TestQueueOrder(t *testing.T) {
 	}
 	if b := q.blockers(2, driver.Exclusive); len(b) != 2 {
 		t.Errorf("a writer at the end is blocked by %+v; want both", b)
+	}
+}
+
+// TestJudge checks the grant rule on queues of exclusive, shared and
+// counted nodes.
+func TestJudge(t *testing.T) {
+	o := strings.Repeat("2", 32)
+	x := func(seq string) string { return nodePrefix(o, driver.Exclusive, 0, 0) + seq }
+	r := func(seq string) string { return nodePrefix(o, driver.Shared, 0, 0) + seq }
+	c := func(limit, weight int64, seq string) string { return nodePrefix(o, driver.Shared, limit, weight) + seq }
+	type verdict struct {
+		granted bool
+		limit   int64 // of the LimitError, or -1 for none
+	}
+	for _, tc := range []struct {
+		names         []string
+		mode          driver.Mode
+		limit, weight int64
+		want          verdict
+		held          int
+	}{
+		{nil, driver.Shared, 4, 4, verdict{true, -1}, 0},
+		{[]string{c(4, 2, "1"), c(4, 1, "2")}, driver.Shared, 4, 1, verdict{true, -1}, 2},
+		{[]string{c(4, 2, "1"), c(4, 1, "2")}, driver.Shared, 4, 2, verdict{false, -1}, 2},
+		// A waiter of weight 3 is not overtaken by one of weight 1.
+		{[]string{c(4, 2, "1"), c(4, 3, "2")}, driver.Shared, 4, 1, verdict{false, -1}, 1},
+		{[]string{c(4, 1, "1"), x("2")}, driver.Shared, 4, 1, verdict{false, -1}, 1},
+		{[]string{x("1")}, driver.Shared, 4, 1, verdict{false, -1}, 1},
+		{[]string{c(4, 1, "1")}, driver.Exclusive, 0, 0, verdict{false, -1}, 1},
+		{[]string{c(4, 1, "1")}, driver.Shared, 5, 1, verdict{false, 4}, 1},
+		{[]string{c(4, 1, "1")}, driver.Shared, 0, 0, verdict{false, 4}, 1},
+		{[]string{r("1")}, driver.Shared, 4, 1, verdict{false, 0}, 1},
+		{[]string{x("1"), r("2")}, driver.Shared, 4, 1, verdict{false, 0}, 1},
+		{[]string{c(4, 1, "1"), c(5, 1, "2")}, driver.Shared, 4, 1, verdict{false, 5}, 1},
+		{[]string{r("1"), r("2")}, driver.Shared, 0, 0, verdict{true, -1}, 2},
+		{[]string{c(math.MaxInt64, math.MaxInt64-1, "1"), c(math.MaxInt64, math.MaxInt64-1, "2")}, driver.Shared, math.MaxInt64, 1, verdict{false, -1}, 1},
+	} {
+		q := parseQueue(tc.names)
+		ok, lerr := q.judge(len(q), tc.mode, tc.limit, tc.weight)
+		got := verdict{ok, -1}
+		if lerr != nil {
+			got.limit = lerr.Limit
+		}
+		if got != tc.want {
+			t.Errorf("%v: judge(%v, limit %d, weight %d) = %+v; want %+v", tc.names, tc.mode, tc.limit, tc.weight, got, tc.want)
+		}
+		if h := q.held(); h != tc.held {
+			t.Errorf("%v: held() = %d; want %d", tc.names, h, tc.held)
+		}
 	}
 }
 
@@ -195,7 +257,16 @@ func TestTTLData(t *testing.T) {
 			t.Errorf("decodeTTL(%q) = %v, %v; want at least %v", got, back, ok, tc.ttl)
 		}
 	}
-	for _, bad := range []string{"", "x", "-1", "0", "1e3"} {
+	for _, v := range []string{"", "leader\n\x00\xff", strings.Repeat("v", driver.MaxValueLen)} {
+		data := encodeData(1500*time.Millisecond, v)
+		if ttl, ok := decodeTTL(data); !ok || ttl != 1500*time.Millisecond {
+			t.Errorf("decodeTTL(%q) = %v, %v; want 1.5s", data, ttl, ok)
+		}
+		if got := decodeValue(data); got != v {
+			t.Errorf("decodeValue(%q) = %q; want %q", data, got, v)
+		}
+	}
+	for _, bad := range []string{"", "x", "-1", "0", "1e3", "\nvalue"} {
 		if _, ok := decodeTTL([]byte(bad)); ok {
 			t.Errorf("decodeTTL(%q) accepted", bad)
 		}

@@ -48,6 +48,55 @@ func (q queue) blockers(end int, m driver.Mode) []child {
 	return b
 }
 
+// judge returns whether q grants the node at index i (i == len(q) for a
+// request not in the queue yet) in mode m, with limit and weight (those of
+// a counted Shared node, 0 for the others): an exclusive node when it is
+// first, a shared one when no exclusive node is before it and, for a
+// counted one, when the weights of the nodes before it and its own add up
+// to at most limit. Every shared node before it must have its limit (0 for
+// uncounted ones): lerr names the first one that does not, and the node
+// must then be refused, never granted.
+func (q queue) judge(i int, m driver.Mode, limit, weight int64) (granted bool, lerr *driver.LimitError) {
+	granted = i == 0 || m != driver.Exclusive
+	sum := weight
+	for _, c := range q[:i] {
+		switch {
+		case m == driver.Exclusive:
+			return false, nil
+		case c.mode == driver.Exclusive:
+			granted = false
+		case c.limit != limit:
+			return false, &driver.LimitError{Limit: c.limit}
+		case limit > 0:
+			if sum > limit-c.weight {
+				granted = false
+			} else {
+				sum += c.weight
+			}
+		}
+	}
+	return granted, nil
+}
+
+// held returns how many nodes at the head of q are granted: the holds.
+// The others wait.
+func (q queue) held() int {
+	for j, c := range q {
+		if ok, _ := q.judge(j, c.mode, c.limit, c.weight); !ok {
+			return j
+		}
+	}
+	return len(q)
+}
+
+// inWay reports whether q[0] is one of the nodes that keep the node at
+// index i > 0 (in mode m, with limit) from being granted, if it is not
+// granted: every node before it is for an exclusive or counted node,
+// exclusive ones for others.
+func (q queue) inWay(i int, m driver.Mode, limit int64) bool {
+	return i > 0 && (m == driver.Exclusive || limit > 0 || q[0].mode == driver.Exclusive)
+}
+
 // ofOwner returns the nodes of owner in q.
 func (q queue) ofOwner(owner string) []child {
 	var r []child
@@ -81,7 +130,7 @@ type createResult struct {
 // unknown when the create may have been applied.
 func (d *Driver) create(ctx context.Context, op string, req driver.Request, parent string) (*node, createResult, error) {
 	nk := nodeKey{req.Key, req.Owner}
-	n := &node{key: req.Key, owner: req.Owner, mode: req.Mode, parent: parent, ttl: req.TTL}
+	n := &node{key: req.Key, owner: req.Owner, mode: req.Mode, parent: parent, ttl: req.TTL, limit: req.Limit, weight: req.Weight, value: req.Value}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -89,8 +138,8 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	}
 	d.nodes[nk] = n
 	d.mu.Unlock()
-	prefix := parent + "/" + protectedPrefix + req.Owner + modeInfix(req.Mode)
-	data := encodeTTL(req.TTL)
+	prefix := createPath(parent, req)
+	data := encodeData(req.TTL, req.Value)
 	var r createResult
 	var err error
 	for attempt := 0; ; attempt++ {
@@ -136,6 +185,15 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		return nil, createResult{}, errorf(op, req.Key, err)
 	}
 	return n, r, nil
+}
+
+// createPath returns the path req's node is created with: its name but
+// the sequence number, under parent.
+func createPath(parent string, req driver.Request) string {
+	if req.Limit > 0 {
+		return parent + "/" + nodePrefix(req.Owner, req.Mode, req.Limit, req.Weight)
+	}
+	return parent + "/" + protectedPrefix + req.Owner + modeInfix(req.Mode)
 }
 
 // createNode sends the create multi. It runs without a context.
@@ -308,11 +366,11 @@ func (d *Driver) forget(n *node) {
 // errNotOurs means a node found by its name belongs to another session.
 var errNotOurs = errors.New("zkdriver: node of another session")
 
-// write refreshes the node at path: its data is the lease length, and the
-// returned stat its czxid. It fails with errNotOurs if the node does not
-// belong to the connection's current session.
-func (d *Driver) write(ctx context.Context, path string, ttl time.Duration) (*zk.Stat, error) {
-	data := encodeTTL(ttl)
+// write refreshes the node at path: its data is the lease length and the
+// value, and the returned stat its czxid. It fails with errNotOurs if the
+// node does not belong to the connection's current session.
+func (d *Driver) write(ctx context.Context, path string, ttl time.Duration, value string) (*zk.Stat, error) {
+	data := encodeData(ttl, value)
 	st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, -1) }, nil)
 	if err != nil {
 		return nil, err

@@ -54,7 +54,7 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	path := n.path
 	d.mu.Unlock()
 	sent := time.Now()
-	st, err := d.write(ctx, path, ttl)
+	st, err := d.write(ctx, path, ttl, n.value)
 	if err == nil && st.Czxid != n.czxid {
 		err = errNotOurs
 	}
@@ -159,11 +159,11 @@ func (d *Driver) recheck(ctx context.Context, op string, n *node, ttl time.Durat
 		old = n.ttl
 	}
 	sent := time.Now()
-	st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, encodeTTL(ttl), got.st.Version) }, nil)
+	st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, encodeData(ttl, n.value), got.st.Version) }, nil)
 	switch {
 	case errors.Is(err, zk.ErrBadVersion):
 		// Rewritten again meanwhile: alive. Write it once more.
-		st, err = d.write(ctx, path, ttl)
+		st, err = d.write(ctx, path, ttl, n.value)
 		if err != nil {
 			return failed(err)
 		}
@@ -245,7 +245,7 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		chunk := items[:min(len(items), maxMulti)]
 		ops := make([]any, len(chunk))
 		for j, it := range chunk {
-			ops[j] = &zk.SetDataRequest{Path: it.path, Data: encodeTTL(it.ttl), Version: -1}
+			ops[j] = &zk.SetDataRequest{Path: it.path, Data: encodeData(it.ttl, it.n.value), Version: -1}
 		}
 		sent := time.Now()
 		res, err := call(ctx, func() ([]zk.MultiResponse, error) { return d.conn.Multi(ops...) }, nil)
@@ -336,7 +336,7 @@ func (d *Driver) refreshByName(ctx context.Context, op string, l driver.Lease) (
 	if c == nil {
 		return notHeld("no such hold")
 	}
-	if len(q.blockers(q.index(c.name), c.mode)) > 0 {
+	if ok, _ := q.judge(q.index(c.name), c.mode, c.limit, c.weight); !ok {
 		return notHeld("queued, not granted")
 	}
 	path := parent + "/" + c.name
@@ -362,7 +362,8 @@ func (d *Driver) refreshByName(ctx context.Context, op string, l driver.Lease) (
 		if ttl <= 0 {
 			ttl = old
 		}
-		st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, encodeTTL(ttl), got.st.Version) }, nil)
+		data := encodeData(ttl, decodeValue(got.data))
+		st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, got.st.Version) }, nil)
 		switch {
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // refreshed meanwhile: look again

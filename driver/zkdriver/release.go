@@ -95,7 +95,7 @@ func (d *Driver) releaseByName(ctx context.Context, op string, l driver.Lease) e
 		p := parent + "/" + c.name
 		version := int32(-1)
 		match := false
-		if c.mode == l.Mode && len(q.blockers(q.index(c.name), c.mode)) == 0 {
+		if ok, _ := q.judge(q.index(c.name), c.mode, c.limit, c.weight); ok && c.mode == l.Mode {
 			got, err := call(ctx, func() (getResult, error) {
 				data, st, err := d.conn.Get(p)
 				return getResult{data, st}, err

@@ -13,7 +13,10 @@ import (
 // TryAcquire implements driver.Driver. It creates the owner's lock node
 // (one round trip when the key is free) and keeps it if the node is first
 // in the key's queue (Exclusive) or has no exclusive node before it
-// (Shared); otherwise it deletes it again and returns a *driver.LockedError.
+// (Shared), and, for a counted request, the weights of the nodes before it
+// and its own fit in the limit; otherwise it deletes it again and returns
+// a *driver.LockedError (a *driver.LimitError when a node before it has
+// another limit).
 // While a key is contended it lists the queue first and creates no node
 // when the key is taken. A second TryAcquire by the holder refreshes the
 // lease and returns the same token; a TryAcquire after one whose reply was
@@ -72,28 +75,32 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 	}
 	q := parseQueue(got.names)
 	d.snapshot(nodeKey{req.Key, req.Owner}, q, got.st.Cversion, 0)
-	b := q.blockers(len(q), req.Mode)
-	if len(b) == 0 {
-		return nil
-	}
 	if len(q.ofOwner(req.Owner)) > 0 {
 		return nil // ours: reconciled by the create path
 	}
-	first := q[0]
-	if first.name != b[0].name {
+	granted, lerr := q.judge(len(q), req.Mode, req.Limit, req.Weight)
+	if lerr != nil {
+		return errorf(op, req.Key, lerr)
+	}
+	if granted {
+		return nil
+	}
+	if !q.inWay(len(q), req.Mode, req.Limit) {
 		// A shared first node; the exclusive one behind it waits.
 		d.markHot(req.Key)
 		return &driver.LockedError{}
 	}
-	gone, remaining, err := d.reclaim(ctx, parent, first)
+	gone, remaining, err := d.reclaim(ctx, parent, q[0])
 	if err != nil {
 		if ctx.Err() != nil {
 			return errorf(op, req.Key, ctx.Err())
 		}
 		return nil
 	}
-	if gone && len(b) == 1 {
-		return nil
+	if gone {
+		if ok, _ := q[1:].judge(len(q)-1, req.Mode, req.Limit, req.Weight); ok {
+			return nil
+		}
 	}
 	d.markHot(req.Key)
 	return &driver.LockedError{Remaining: remaining}
@@ -126,16 +133,28 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 	if mine := q.ofOwner(req.Owner); len(mine) > 1 {
 		return d.adoptOldest(ctx, op, n, req, q, mine)
 	}
-	b := q.blockers(i, req.Mode)
+	granted, lerr := q.judge(i, req.Mode, n.limit, n.weight)
+	if lerr != nil {
+		// Never granted: drop the node (in the background if that fails).
+		if err := d.dropNode(ctx, n); err != nil && ctx.Err() == nil {
+			return driver.Lease{}, fail(op, req.Key, err)
+		}
+		return driver.Lease{}, errorf(op, req.Key, lerr)
+	}
 	var remaining time.Duration
-	if len(b) > 0 && q[0].name == b[0].name {
+	if !granted && q.inWay(i, req.Mode, n.limit) {
 		gone, rem, err := d.reclaim(ctx, n.parent, q[0])
 		if err == nil && gone {
-			b = b[1:]
+			granted, _ = q[1:].judge(i-1, req.Mode, n.limit, n.weight)
 		}
 		remaining = rem
 	}
-	if len(b) == 0 {
+	if granted {
+		if n.limit > 0 && i < len(q)-1 {
+			if err := d.announce(ctx, n); err != nil {
+				return driver.Lease{}, errorf(op, req.Key, err)
+			}
+		}
 		return d.grant(n, false), nil
 	}
 	d.markHot(req.Key)
@@ -222,7 +241,7 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 	// Refresh the node: this proves it exists in our session and gives
 	// its czxid.
 	sent := time.Now()
-	st, err := d.write(ctx, path, req.TTL)
+	st, err := d.write(ctx, path, req.TTL, n.value)
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, errNotOurs) {
 		d.forget(n)
 		return driver.Lease{}, false, nil
@@ -245,4 +264,28 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 	// A queue place or a found node: granted only if first.
 	l, err := d.settle(ctx, op, n, req)
 	return l, true, err
+}
+
+// announce rewrites n, a counted node just granted with nodes behind it
+// in the queue: a waiter behind that saw n before it was granted may be
+// watching it (see queueWait.aimCounted), and lists the queue again when
+// it changes. The write renews the lease too. It fails when the node is
+// gone; other failures leave the waiter to learn of the grant at n's next
+// renewal.
+func (d *Driver) announce(ctx context.Context, n *node) error {
+	d.mu.Lock()
+	path, ttl := n.path, n.ttl
+	d.mu.Unlock()
+	sent := time.Now()
+	st, err := d.write(ctx, path, ttl, n.value)
+	switch {
+	case err == nil:
+		d.mu.Lock()
+		n.written, n.mzxid = sent, st.Mzxid
+		d.mu.Unlock()
+	case errors.Is(err, zk.ErrNoNode), errors.Is(err, errNotOurs):
+		d.forget(n)
+		return errNodeGone
+	}
+	return nil
 }

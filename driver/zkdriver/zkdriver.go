@@ -64,6 +64,8 @@ var (
 	_ driver.LossWatcher    = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
 	_ driver.TTLLimiter     = (*Driver)(nil)
+	_ driver.Counter        = (*Driver)(nil)
+	_ driver.ValueKeeper    = (*Driver)(nil)
 )
 
 // nodeKey identifies a lock node of this driver: one per key and owner.
@@ -85,6 +87,9 @@ type node struct {
 	fresh      bool          // granted by Acquire and not refreshed since
 	lost       error         // the session ended: the node is gone
 	watches    []*lossWatch
+
+	limit, weight int64  // a counted node's, else 0
+	value         string // published with the hold, in the node's data
 }
 
 // New returns a Driver that uses conn, whose session sess follows: conn
@@ -209,6 +214,14 @@ func (d *Driver) Close() error {
 // SupportsShared reports true: the driver grants Mode Shared.
 func (d *Driver) SupportsShared() bool { return true }
 
+// SupportsCounted reports true: the driver grants counted Shared requests
+// (semaphores; see the package documentation).
+func (d *Driver) SupportsCounted() bool { return true }
+
+// SupportsValues reports true: the driver keeps Request.Value in the lock
+// node's data, and Inspect reports it.
+func (d *Driver) SupportsValues() bool { return true }
+
 // TTLRange reports MinTTL and the session timeout negotiated for the
 // current session: a lease must not outlive the session that keeps its
 // node. Before the first session is established it reports the timeout
@@ -318,6 +331,30 @@ func (d *Driver) checkRequest(op string, req driver.Request) error {
 	}
 	if err := checkTTL(req.TTL, d.sess.Timeout()); err != nil {
 		return errorf(op, req.Key, err)
+	}
+	if err := checkCount(req); err != nil {
+		return driver.Permanent(errorf(op, req.Key, err))
+	}
+	if len(req.Value) > driver.MaxValueLen {
+		return driver.Permanent(errorf(op, req.Key, fmt.Errorf("value of %d bytes exceeds driver.MaxValueLen (%d)", len(req.Value), driver.MaxValueLen)))
+	}
+	return nil
+}
+
+// checkCount validates a request's Limit and Weight: both 0, or a Shared
+// request with 1 ≤ Weight ≤ Limit.
+func checkCount(req driver.Request) error {
+	switch {
+	case req.Limit == 0 && req.Weight == 0:
+		return nil
+	case req.Limit < 0:
+		return fmt.Errorf("negative limit %d", req.Limit)
+	case req.Limit == 0:
+		return fmt.Errorf("weight %d without a limit", req.Weight)
+	case req.Mode != driver.Shared:
+		return fmt.Errorf("limit %d on a %v request: only shared requests are counted", req.Limit, req.Mode)
+	case req.Weight < 1 || req.Weight > req.Limit:
+		return fmt.Errorf("weight %d outside [1, limit %d]", req.Weight, req.Limit)
 	}
 	return nil
 }
