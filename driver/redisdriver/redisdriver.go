@@ -307,6 +307,8 @@ var (
 	_ driver.Queuer         = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
 	_ driver.TTLLimiter     = (*Driver)(nil)
+	_ driver.Counter        = (*Driver)(nil)
+	_ driver.ValueKeeper    = (*Driver)(nil)
 )
 
 // New returns a Driver that uses client. opts may be nil. The driver does
@@ -362,6 +364,14 @@ func contextBound(client redis.UniversalClient) bool {
 
 // SupportsShared reports true: the driver grants Mode Shared.
 func (d *Driver) SupportsShared() bool { return true }
+
+// SupportsCounted reports true: the driver grants counted Shared requests
+// (Request.Limit > 0, up to 2^53).
+func (d *Driver) SupportsCounted() bool { return true }
+
+// SupportsValues reports true: the driver keeps Request.Value with each
+// grant, and Inspect reports it.
+func (d *Driver) SupportsValues() bool { return true }
 
 // TTLRange reports MinTTL and MaxTTL.
 func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
