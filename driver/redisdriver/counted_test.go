@@ -365,7 +365,11 @@ func TestValues(t *testing.T) {
 		if _, err := d.Refresh(ctx, lx); err != nil {
 			t.Fatal(err)
 		}
-		wantValues("exclusive, after re-acquire and refresh", map[string]string{x: bin})
+		if err := d.RaiseTokenFloor(ctx, lx, lx.Token+1000); err != nil {
+			t.Fatal(err)
+		}
+		lx.Token += 1000
+		wantValues("exclusive, after re-acquire, refresh and a raised floor", map[string]string{x: bin})
 
 		// Queued with a value: the handoff keeps it.
 		q := owner()
@@ -404,10 +408,15 @@ func TestValues(t *testing.T) {
 		if _, err := d.Refresh(ctx, l3); err != nil {
 			t.Fatal(err)
 		}
+		// A raised token floor (quorumdriver) keeps weight and value.
+		if err := d.RaiseTokenFloor(ctx, l3, l3.Token+1000); err != nil {
+			t.Fatal(err)
+		}
 		wantValues("counted", map[string]string{s3: bin})
-		if st := inspect(t, d, k); st.Holders[0].Weight != 2 || st.Limit != 2 {
+		if st := inspect(t, d, k); st.Holders[0].Weight != 2 || st.Limit != 2 || st.Holders[0].Token != l3.Token+1000 {
 			t.Fatalf("Inspect = %+v", st)
 		}
+		l3.Token += 1000
 		if err := d.Release(ctx, l3); err != nil {
 			t.Fatal(err)
 		}

@@ -74,8 +74,9 @@ return n
 
 // Inspect implements driver.Inspector in one round trip. It reads the
 // exclusive hold, the shared holds (dropping the expired ones, as every
-// operation does), the fence counter, and the live entries of the wait
-// queue. Remaining times are the server's.
+// operation does) with their weights, values and limit, the fence
+// counter, and the live entries of the wait queue. Remaining times are
+// the server's.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	const op = "inspect"
 	if err := ctx.Err(); err != nil {
