@@ -13,7 +13,6 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/go-locker/locker/internal/testserver"
-	"github.com/redis/go-redis/v9"
 )
 
 // counted returns a counted Shared request for weight units of limit.
@@ -433,12 +432,7 @@ func TestValues(t *testing.T) {
 // another hash slot than its declared key's (CROSSSLOT).
 func TestCountedCluster(t *testing.T) {
 	srv := testserver.RedisCluster(t)
-	newCluster := func() *redis.ClusterClient {
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	d, d2 := newDriver(t, newCluster()), newDriver(t, newCluster())
+	d, d2 := newDriver(t, newClusterClient(t, srv.Addr)), newDriver(t, newClusterClient(t, srv.Addr))
 	ctx := ctxT(t)
 	for _, k := range []string{"sem/1", "}x{", "ключ"} {
 		k = uniqueKey(t, "") + k

@@ -76,22 +76,10 @@ func BenchmarkServerTime(b *testing.B) {
 				}
 				defer func() { _ = d.Release(ctx, l) }()
 			}
-			l, err := d.TryAcquire(ctx, r) // warm up: scripts loaded
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := d.Release(ctx, l); err != nil {
-				b.Fatal(err)
-			}
+			acquireRelease(b, d, r) // warm up: scripts loaded
 			calls0, usec0 := evalshaStats(b, c)
 			for b.Loop() {
-				l, err := d.TryAcquire(ctx, r)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := d.Release(ctx, l); err != nil {
-					b.Fatal(err)
-				}
+				acquireRelease(b, d, r)
 			}
 			calls, usec := evalshaStats(b, c)
 			if calls-calls0 < int64(2*b.N) {
