@@ -1,12 +1,16 @@
 -- acquire: TryAcquire and TryAcquireQueued.
 -- ARGV: 1 owner, 2 mode ('x' exclusive, 's' shared) followed by 'q' to join
---       the wait queue when not granted, 3 ttl ms.
+--       the wait queue when not granted, then by 'd' when ARGV[4] is
+--       given, 3 ttl ms, 4 (optional) the request's data (see common.lua).
 -- Reply: token (> 0) granted, or extended for the holding owner;
---        -1 - remaining ms (< 0) not granted (remaining 0: unknown).
+--        -1 - remaining ms (< 0) not granted (remaining 0: unknown);
+--        {limit} not granted: a shared request whose limit differs from
+--        that of the key's live shared holds or shared queue entries.
 
 local owner, shared, queued = ARGV[1], string.sub(ARGV[2], 1, 1) == 's', string.sub(ARGV[2], 2, 2) == 'q'
 local ttl_ms = ARGV[3]
 local ttl = tonumber(ttl_ms)
+local data = ARGV[4] or ''
 
 -- Without shared holds nor queue entries, which is the uncontended case,
 -- there is nothing to purge, no queue to respect and no clock to read.
@@ -28,7 +32,7 @@ local blocked, remaining = false, 0
 -- The holder itself: extend, same token.
 local v = redis.call('GET', LOCK)
 if v then
-	local tok, o, flagged = parse_hold(v)
+	local tok, o, flagged, hdata = parse_hold(v)
 	if o == owner and not shared then
 		redis.call('PEXPIRE', LOCK, ttl_ms)
 		if busy then
@@ -39,17 +43,17 @@ if v then
 	blocked, remaining = true, redis.call('PTTL', LOCK)
 	if not flagged and remaining > 0 then
 		-- Someone waits now: the release must wake them.
-		redis.call('SET', LOCK, tok .. 'w:' .. o, 'PX', remaining)
+		redis.call('SET', LOCK, tok .. 'w:' .. o .. hdata, 'PX', remaining)
 	end
 elseif busy and shared then
 	-- The holder itself, shared: extend, same token. (Without busy there
 	-- is no shared hold to extend or, below, to wait for.)
-	local tok = redis.call('HGET', TOKENS, owner)
-	if tok and redis.call('ZSCORE', READERS, owner) then
+	local t = redis.call('HGET', TOKENS, owner)
+	if t and redis.call('ZSCORE', READERS, owner) then
 		redis.call('ZADD', READERS, int(clock() + ttl), owner)
 		settle_readers(clock())
 		leave_queue(owner)
-		return token_reply(tok)
+		return token_reply((split_token(t)))
 	end
 elseif busy then
 	local ms = readers_remaining(clock())
@@ -58,10 +62,69 @@ elseif busy then
 	end
 end
 
--- The wait queue: while it has live entries, only its head, or for a shared
--- request a run of shared entries at its head, may be granted. Remaining
--- then also covers the entries ahead, whose expiry nobody announces.
-if busy and redis.call('ZCARD', QUEUE) > 0 then
+-- Every live shared hold and shared queue entry has the same limit (see
+-- common.lua): a shared request with another is refused.
+local weight, limit = data_counts(data)
+if busy and shared then
+	local theirs = key_limit()
+	if theirs and theirs ~= limit then
+		return {theirs}
+	end
+end
+
+if limit > 0 then
+	-- A counted request: the weights of the live shared holds and of the
+	-- queue entries ahead, all shared, and its own must fit the limit.
+	-- Remaining is the first expiry among what is in the way.
+	local units, soonest = weight, nil
+	if blocked then
+		soonest = remaining
+	end
+	if busy and redis.call('ZCARD', QUEUE) > 0 then
+		local now = clock()
+		local r = redis.call('ZRANK', QUEUE, owner)
+		local ahead = {}
+		if not r then
+			-- A newcomer waits behind the whole queue.
+			blocked = true
+			ahead = redis.call('ZRANGE', QUEUE, 0, -1, 'WITHSCORES')
+		elseif r > 0 then
+			ahead = redis.call('ZRANGE', QUEUE, 0, r - 1, 'WITHSCORES')
+		end
+		for i = 1, #ahead, 2 do
+			if tonumber(ahead[i + 1]) % 2 == 0 then
+				blocked = true
+			else
+				local w = data_counts(redis.call('HGET', QDATA, ahead[i]) or '')
+				units = units + w
+			end
+			local e = tonumber(redis.call('ZSCORE', QEXP, ahead[i]) or '0')
+			if not soonest or e - now < soonest then
+				soonest = e - now
+			end
+		end
+	end
+	if busy and redis.call('EXISTS', READERS) == 1 then
+		local held = readers_units()
+		if held + units > limit then
+			blocked = true
+			local first = redis.call('ZRANGE', READERS, 0, 0, 'WITHSCORES')
+			local ms = tonumber(first[2]) - clock()
+			if not soonest or ms < soonest then
+				soonest = ms
+			end
+		end
+	elseif units > limit then
+		blocked = true
+	end
+	if blocked then
+		remaining = soonest or 0
+	end
+elseif busy and redis.call('ZCARD', QUEUE) > 0 then
+	-- The wait queue: while it has live entries, only its head, or for a
+	-- shared request a run of shared entries at its head, may be granted.
+	-- Remaining then also covers the entries ahead, whose expiry nobody
+	-- announces.
 	local now = clock()
 	local r = redis.call('ZRANK', QUEUE, owner)
 	local ok = r == 0
@@ -117,6 +180,9 @@ if blocked then
 		end
 		redis.call('ZADD', QUEUE, int(seq * 2 + m), owner)
 		redis.call('ZADD', QEXP, int(now + ttl), owner)
+		if not s and data ~= '' then
+			redis.call('HSET', QDATA, owner, data)
+		end
 		local last = redis.call('ZRANGE', QEXP, -1, -1, 'WITHSCORES')
 		local ms = tonumber(last[2]) - now
 		if ms < 1 then
@@ -124,6 +190,7 @@ if blocked then
 		end
 		redis.call('PEXPIRE', QUEUE, int(ms))
 		redis.call('PEXPIRE', QEXP, int(ms))
+		redis.call('PEXPIRE', QDATA, int(ms))
 	end
 	if remaining < 0 then
 		remaining = 0
@@ -135,7 +202,7 @@ end
 local tok = next_token()
 if shared then
 	redis.call('ZADD', READERS, int(clock() + ttl), owner)
-	redis.call('HSET', TOKENS, owner, int(tok))
+	redis.call('HSET', TOKENS, owner, int(tok) .. data)
 	settle_readers(clock())
 else
 	-- Granted while others may wait (readers or a queue were there):
@@ -144,7 +211,7 @@ else
 	if busy then
 		flag = 'w'
 	end
-	redis.call('SET', LOCK, int(tok) .. flag .. ':' .. owner, 'PX', ttl_ms)
+	redis.call('SET', LOCK, int(tok) .. flag .. ':' .. owner .. data, 'PX', ttl_ms)
 end
 if busy then
 	leave_queue(owner)

@@ -26,16 +26,21 @@ func benchDriver(b *testing.B) driver.Driver {
 // pair: two round trips.
 func BenchmarkAcquireRelease(b *testing.B) {
 	d := benchDriver(b)
-	ctx := context.Background()
 	r := driver.Request{Key: "bench/acquire-release", Owner: owner(), TTL: 10 * time.Second}
 	for b.Loop() {
-		l, err := d.TryAcquire(ctx, r)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := d.Release(ctx, l); err != nil {
-			b.Fatal(err)
-		}
+		acquireRelease(b, d, r)
+	}
+}
+
+// acquireRelease acquires r and releases it.
+func acquireRelease(b *testing.B, d driver.Driver, r driver.Request) {
+	ctx := context.Background()
+	l, err := d.TryAcquire(ctx, r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := d.Release(ctx, l); err != nil {
+		b.Fatal(err)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/internal/testserver"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestCluster runs the driver over a ClusterClient against a one-node
@@ -14,14 +13,8 @@ import (
 // (CROSSSLOT), so it checks that each lock's keys share one slot.
 func TestCluster(t *testing.T) {
 	srv := testserver.RedisCluster(t)
-	newCluster := func() *redis.ClusterClient {
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	c := newCluster()
-	d := newDriver(t, c)
-	waiter := newDriver(t, newCluster())
+	d := newDriver(t, newClusterClient(t, srv.Addr))
+	waiter := newDriver(t, newClusterClient(t, srv.Addr))
 	ctx := ctxT(t)
 	defer wantNoDispatcher(t)
 

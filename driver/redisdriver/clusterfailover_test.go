@@ -75,12 +75,7 @@ func clusterFailover(t *testing.T, replicas int, lag, strict bool) {
 	t.Cleanup(func() { waitGoroutinesGone(t, "internal/pool.(*ConnPool).tryDial", 5*time.Second) })
 	victim, victimReplica := cl.Masters[1], cl.Replicas[1]
 	lo, hi := 16384/3, 2*16384/3-1 // Masters[1]'s slots
-	newCluster := func() *redis.ClusterClient {
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = c.Close() })
-		return c
-	}
-	hc, pc := newCluster(), newCluster()
+	hc, pc := newClusterClient(t, cl.Addrs()...), newClusterClient(t, cl.Addrs()...)
 	holder := ackedDriver(t, hc, replicas, time.Second)
 	poller := newDriver(t, pc)
 	// Load the clients' slot maps before the faults.

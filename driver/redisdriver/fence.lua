@@ -27,7 +27,7 @@ if not shared then
 	if not v then
 		return 0
 	end
-	local tok, o, flagged = parse_hold(v)
+	local tok, o, flagged, data = parse_hold(v)
 	if o ~= owner then
 		return 0
 	end
@@ -36,7 +36,7 @@ if not shared then
 		if flagged then
 			w = 'w'
 		end
-		redis.call('SET', LOCK, int(floor) .. w .. ':' .. owner, 'KEEPTTL')
+		redis.call('SET', LOCK, int(floor) .. w .. ':' .. owner .. data, 'KEEPTTL')
 	end
 	raise()
 	return 1
@@ -46,12 +46,13 @@ if not redis.call('ZSCORE', READERS, owner) then
 	return 0
 end
 purge_readers(now_ms())
-local tok = redis.call('HGET', TOKENS, owner)
-if not tok or not redis.call('ZSCORE', READERS, owner) then
+local t = redis.call('HGET', TOKENS, owner)
+if not t or not redis.call('ZSCORE', READERS, owner) then
 	return 0
 end
+local tok, data = split_token(t)
 if tonumber(tok) < floor then
-	redis.call('HSET', TOKENS, owner, int(floor))
+	redis.call('HSET', TOKENS, owner, int(floor) .. data)
 end
 raise()
 return 1

@@ -71,6 +71,15 @@ func newClient(t *testing.T, addr string) *redis.Client {
 	return c
 }
 
+// newClusterClient returns a ClusterClient of the cluster whose nodes
+// include addrs, closed at t's cleanup.
+func newClusterClient(t *testing.T, addrs ...string) *redis.ClusterClient {
+	t.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func newDriver(t *testing.T, c redis.UniversalClient) *redisdriver.Driver {
 	t.Helper()
 	d, err := redisdriver.New(c, nil)

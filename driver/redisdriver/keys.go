@@ -7,13 +7,14 @@ import (
 
 // Suffixes of the keys of one lock, after "<prefix>{<tag>}:".
 const (
-	suffixLock     = "lock"
-	suffixFence    = "fence"
-	suffixReaders  = "readers"
-	suffixTokens   = "tokens"
-	suffixQueue    = "queue"
-	suffixQueueExp = "queue-exp"
-	suffixChannel  = "released"
+	suffixLock      = "lock"
+	suffixFence     = "fence"
+	suffixReaders   = "readers"
+	suffixTokens    = "tokens"
+	suffixQueue     = "queue"
+	suffixQueueExp  = "queue-exp"
+	suffixQueueData = "queue-data"
+	suffixChannel   = "released"
 )
 
 // hashTag returns the cluster hash tag of key: key with '%', '{' and '}'
@@ -52,7 +53,7 @@ func (d *Driver) base(key string) string {
 }
 
 // keys returns the Redis keys of a lock, which the scripts derive from its
-// base (common.lua names them LOCK, FENCE, READERS, TOKENS, QUEUE and QEXP,
+// base (common.lua names them LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP and QDATA,
 // in this order; the tests check that both agree).
 func (d *Driver) keys(key string) []string {
 	b := d.base(key)
@@ -63,6 +64,7 @@ func (d *Driver) keys(key string) []string {
 		b + suffixTokens,
 		b + suffixQueue,
 		b + suffixQueueExp,
+		b + suffixQueueData,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -29,6 +30,10 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
+	data, err := dataArg(req)
+	if err != nil {
+		return driver.Lease{}, opError(op, req.Key, err)
+	}
 	var sent time.Time
 	if queued {
 		mode = queuedArg(req.Mode)
@@ -42,7 +47,12 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		// fails, the front-end's Release forgets the owner.
 		sent = d.queueing(req.Owner)
 	}
-	args := acquireScript.args(d.base(req.Key), req.Owner, mode, ms)
+	var args []any
+	if data == "" {
+		args = acquireScript.args(d.base(req.Key), req.Owner, mode, ms)
+	} else {
+		args = acquireScript.args(d.base(req.Key), req.Owner, dataMode(mode), ms, data)
+	}
 	var res any
 	var ackErr error
 	if d.replicas > 0 {
@@ -52,6 +62,15 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	}
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
+	}
+	if a, ok := res.([]any); ok {
+		// A shared request whose limit differs from the key's.
+		if n, ok := a[0].(int64); len(a) == 1 && ok && n >= 0 {
+			if queued {
+				d.queued1(req.Owner, false, sent)
+			}
+			return driver.Lease{}, opError(op, req.Key, &driver.LimitError{Limit: n})
+		}
 	}
 	tok, remaining, err := tokenReply(res)
 	if err != nil {
@@ -233,6 +252,46 @@ func queuedArg(m driver.Mode) any {
 		return "sq"
 	}
 	return "xq"
+}
+
+// maxLimit is the largest Request.Limit the scripts count exactly: Lua's
+// numbers are doubles.
+const maxLimit = 1 << 53
+
+// dataArg checks the counted and value fields of req and returns the data
+// the scripts keep with the grant (see common.lua): "" for an uncounted
+// request without a value, else ":<weight>:<limit>:<value>".
+func dataArg(req driver.Request) (string, error) {
+	switch {
+	case req.Limit < 0 || req.Limit > maxLimit:
+		return "", driver.Permanent(fmt.Errorf("limit %d outside [0, %d]", req.Limit, int64(maxLimit)))
+	case req.Limit > 0 && req.Mode != driver.Shared:
+		return "", driver.Permanent(fmt.Errorf("limit %d on a %v request: only shared requests are counted", req.Limit, req.Mode))
+	case req.Limit > 0 && (req.Weight < 1 || req.Weight > req.Limit):
+		return "", driver.Permanent(fmt.Errorf("weight %d outside [1, %d]", req.Weight, req.Limit))
+	case req.Limit == 0 && req.Weight != 0:
+		return "", driver.Permanent(fmt.Errorf("weight %d on an uncounted request", req.Weight))
+	case len(req.Value) > driver.MaxValueLen:
+		return "", driver.Permanent(fmt.Errorf("value of %d bytes, more than %d", len(req.Value), driver.MaxValueLen))
+	case req.Limit == 0 && req.Value == "":
+		return "", nil
+	}
+	return ":" + strconv.FormatInt(req.Weight, 10) + ":" + strconv.FormatInt(req.Limit, 10) + ":" + req.Value, nil
+}
+
+// dataMode turns mode, from modeArg or queuedArg, into that of a request
+// with data, which the acquire script's fast path leaves to the full
+// script.
+func dataMode(mode any) any {
+	switch mode {
+	case "x":
+		return "xd"
+	case "s":
+		return "sd"
+	case "xq":
+		return "xqd"
+	}
+	return "sqd"
 }
 
 // checkArgs encodes m and checks ttl, truncating it to milliseconds.

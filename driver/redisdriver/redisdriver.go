@@ -6,8 +6,9 @@
 //	d, err := redisdriver.New(rdb, nil)
 //
 // The driver implements [driver.Driver] and the optional [driver.Sharer],
-// [driver.Notifier], [driver.Queuer], [driver.BatchRefresher] and
-// [driver.TTLLimiter].
+// [driver.Counter], [driver.ValueKeeper], [driver.Notifier],
+// [driver.Queuer], [driver.BatchRefresher], [driver.TTLLimiter],
+// [driver.Inspector] and [driver.TokenFloor].
 //
 // # Data layout
 //
@@ -18,20 +19,30 @@
 // and never yields an empty tag. With the default prefix "locker:", lock
 // key "orders/42" uses:
 //
-//	locker:{orders/42}:lock      STRING "<token>:<owner>", PX = TTL: the exclusive hold
-//	locker:{orders/42}:fence     STRING the last token granted, until the clock passes it
-//	locker:{orders/42}:readers   ZSET owner -> expiry in ms of Redis TIME: shared holds
-//	locker:{orders/42}:tokens    HASH owner -> token of each shared hold
-//	locker:{orders/42}:queue     ZSET owner -> arrival order and mode: the wait queue
-//	locker:{orders/42}:queue-exp ZSET owner -> expiry in ms of Redis TIME: queue entries
-//	locker:{orders/42}:released  pub/sub channel, published on release
+//	locker:{orders/42}:lock       STRING "<token>:<owner><data>", PX = TTL: the exclusive hold
+//	locker:{orders/42}:fence      STRING the last token granted, until the clock passes it
+//	locker:{orders/42}:readers    ZSET owner -> expiry in ms of Redis TIME: shared holds
+//	locker:{orders/42}:tokens     HASH owner -> "<token><data>" of each shared hold
+//	locker:{orders/42}:queue      ZSET owner -> arrival order and mode: the wait queue
+//	locker:{orders/42}:queue-exp  ZSET owner -> expiry in ms of Redis TIME: queue entries
+//	locker:{orders/42}:queue-data HASH owner -> "<data>" of queue entries that have some
+//	locker:{orders/42}:released   pub/sub channel, published on release
+//
+// <data> is what a grant keeps besides its token and owner: nothing for an
+// uncounted request without a value (so the layout of plain locks is
+// unchanged), else ":<weight>:<limit>:<value>", with weight and limit 0
+// for an uncounted request and the value's bytes as they are, last. A hold
+// keeps the data of the request that got it; a queue entry keeps that of
+// the request that made it, and a handoff copies it into the hold. So a
+// value and a weight are stored inside their hold and go with it (its
+// release, expiry or forced release): no key is ever left for them.
 //
 // The scripts get one key, the lock's base "<prefix>{<tag>}:" (here
 // "locker:{orders/42}:"), which is never a key itself, and derive the
 // names above from it by appending their suffix. All carry the hash tag of
 // the base and so live in its hash slot: Redis Cluster routes the script by
 // the base and lets it use the undeclared keys of that slot. Passing one
-// key rather than seven keeps each call small.
+// key rather than eight keeps each call small.
 //
 // The queue's score is 2*arrival+mode, so that the queue keeps arrival
 // order and tells shared entries from exclusive ones. Each shared holder
@@ -56,7 +67,7 @@
 //     or refuses when the wait queue has live entries and the owner is not
 //     its head (nor, for Shared, in the run of shared entries at its head),
 //     with the remaining life of the entries ahead; or grants the key with
-//     a new token, INCR of the fence counter, and removes the owner's queue
+//     a new token (see Tokens), and removes the owner's queue
 //     entry. TryAcquireQueued, when refused, appends the owner to the queue
 //     (or keeps its place) with an entry that expires after req.TTL.
 //     A refused request flags the exclusive hold that refused it (a "w"
@@ -84,6 +95,36 @@
 //     too when it drops expired queue entries, since the waiters behind
 //     them may now proceed. refresh and release of a shared hold read the
 //     clock only when the owner is among the readers.
+//
+// # Semaphores and values
+//
+// A counted request (Request.Limit > 0, Mode Shared) is a shared hold that
+// takes Request.Weight units of the key's limit. The acquire script grants
+// it, in the same round trip as any request, when no one holds the key
+// exclusively, the weights of the live shared holds plus its own are at
+// most the limit, and the wait queue allows it: a request that is not in
+// the queue waits behind a non-empty queue, and a queued one is granted
+// only if every entry ahead of it is shared and their weights count
+// against the limit too, so that a large request is not overtaken by
+// small ones. Its LockedError.Remaining is the time until the first of
+// what is in its way (the exclusive hold, the first shared hold to
+// expire when the units are short, the entries ahead) may expire.
+//
+// The live shared holds and shared queue entries of a key all have the
+// same limit: a shared request whose limit differs from theirs (uncounted
+// ones have limit 0) is refused with a [driver.LimitError] that names
+// theirs, and neither granted nor queued. The release of a counted hold
+// hands the freed units over to the head of the queue, to the run of
+// shared entries at its head as far as they fit; the first entry that
+// does not fit ends the run. Each grant has a token of its own; a holder's
+// re-acquire keeps its weight, value and token.
+//
+// A value (Request.Value, at most [driver.MaxValueLen] bytes of any
+// content) is stored with the grant, exclusive or shared, and
+// [Driver.Inspect] reports it, with the weights and the limit. An
+// exclusive request with a value skips the acquire fast path, and its
+// release the release fast path; both still take one round trip. Limits
+// above 2^53, which Lua's numbers do not count exactly, are refused.
 //
 // # Round trips
 //
@@ -307,6 +348,8 @@ var (
 	_ driver.Queuer         = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
 	_ driver.TTLLimiter     = (*Driver)(nil)
+	_ driver.Counter        = (*Driver)(nil)
+	_ driver.ValueKeeper    = (*Driver)(nil)
 )
 
 // New returns a Driver that uses client. opts may be nil. The driver does
@@ -362,6 +405,14 @@ func contextBound(client redis.UniversalClient) bool {
 
 // SupportsShared reports true: the driver grants Mode Shared.
 func (d *Driver) SupportsShared() bool { return true }
+
+// SupportsCounted reports true: the driver grants counted Shared requests
+// (Request.Limit > 0, up to 2^53).
+func (d *Driver) SupportsCounted() bool { return true }
+
+// SupportsValues reports true: the driver keeps Request.Value with each
+// grant, and Inspect reports it.
+func (d *Driver) SupportsValues() bool { return true }
 
 // TTLRange reports MinTTL and MaxTTL.
 func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }

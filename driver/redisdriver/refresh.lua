@@ -24,8 +24,9 @@ if not redis.call('ZSCORE', READERS, owner) then
 end
 local now = now_ms()
 purge_readers(now)
-local tok = redis.call('HGET', TOKENS, owner)
-if not tok or not redis.call('ZSCORE', READERS, owner) or (want ~= '0' and tok ~= want) then
+local t = redis.call('HGET', TOKENS, owner)
+local tok = split_token(t or '')
+if not t or not redis.call('ZSCORE', READERS, owner) or (want ~= '0' and tok ~= want) then
 	return -1
 end
 redis.call('ZADD', READERS, int(now + tonumber(ttl_ms)), owner)

@@ -2,6 +2,7 @@ package redisdriver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -234,8 +235,8 @@ func TestTokensAcrossRestart(t *testing.T) {
 }
 
 // TestNoKeysLeft locks and releases 10,000 distinct keys, a tenth of them
-// contended (refused, queued and shared requests too), on a server of its
-// own: one TTL after the last release, the server holds as many keys as
+// contended (refused, queued and shared requests too, counted ones and
+// values, handed over with their data), on a server of its own: one TTL after the last release, the server holds as many keys as
 // before (none per key ever locked).
 func TestNoKeysLeft(t *testing.T) {
 	if testing.Short() {
@@ -257,10 +258,28 @@ func TestNoKeysLeft(t *testing.T) {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
 				k := fmt.Sprintf("many/%d", i)
-				l, err := d.TryAcquire(ctx, req(k, owner(), driver.Mode(i%2), ttl))
+				r := req(k, owner(), driver.Mode(i%2), ttl)
+				if i%3 == 0 {
+					r.Value = "value of " + k
+				}
+				if i%4 == 1 {
+					r.Limit, r.Weight = 2, 2
+				}
+				l, err := d.TryAcquire(ctx, r)
 				if err != nil {
 					t.Error(err)
 					return
+				}
+				var waiter *driver.Lease
+				if i%12 == 9 {
+					// A counted waiter with a value: the release hands
+					// the units over to it, data and all.
+					w := counted(k, owner(), 2, 1, ttl)
+					w.Value = "waiter"
+					if _, err := d.TryAcquireQueued(ctx, w); !errors.Is(err, driver.ErrLocked) {
+						t.Errorf("counted waiter on full %q: %v", k, err)
+					}
+					waiter = &driver.Lease{Key: k, Owner: w.Owner, Mode: driver.Shared}
 				}
 				if i%10 == 0 {
 					o := owner()
@@ -277,6 +296,11 @@ func TestNoKeysLeft(t *testing.T) {
 				if err := d.Release(ctx, l); err != nil {
 					t.Error(err)
 					return
+				}
+				if waiter != nil {
+					if err := d.Release(ctx, *waiter); err != nil {
+						t.Errorf("release of the handed-over waiter of %q: %v", k, err)
+					}
 				}
 			}
 		})

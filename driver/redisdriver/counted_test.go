@@ -1,0 +1,464 @@
+package redisdriver_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/testserver"
+)
+
+// counted returns a counted Shared request for weight units of limit.
+func counted(key, owner string, limit, weight int64, ttl time.Duration) driver.Request {
+	return driver.Request{Key: key, Owner: owner, Mode: driver.Shared, TTL: ttl, Limit: limit, Weight: weight}
+}
+
+// wantLimit fails t unless err wraps a *driver.LimitError whose Limit is
+// theirs, and is neither ErrLocked nor permanent.
+func wantLimit(t *testing.T, what string, err error, theirs int64) {
+	t.Helper()
+	var le *driver.LimitError
+	if !errors.Is(err, driver.ErrLimitMismatch) || !errors.As(err, &le) {
+		t.Fatalf("%s: err = %v, want a *LimitError", what, err)
+	}
+	if le.Limit != theirs || errors.Is(err, driver.ErrLocked) || driver.IsPermanent(err) {
+		t.Fatalf("%s: err = %v (Limit %d), want a transient LimitError with Limit %d", what, err, le.Limit, theirs)
+	}
+}
+
+func inspect(t *testing.T, d *redisdriver.Driver, k string) driver.KeyState {
+	t.Helper()
+	st, err := d.Inspect(ctxT(t), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// weights returns the weights of st's holders by owner, and their sum.
+func weights(st driver.KeyState) (map[string]int64, int64) {
+	m := make(map[string]int64)
+	var sum int64
+	for _, h := range st.Holders {
+		m[h.Owner] = h.Weight
+		sum += h.Weight
+	}
+	return m, sum
+}
+
+// TestCounted: counted grants within the limit, refusals beyond it (with
+// the remaining time of the first hold that may free units), idempotent
+// re-acquire keeping the weight, limit mismatches both ways, and what
+// Inspect reports.
+func TestCounted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		d := newDriver(t, b.client(t))
+		k := uniqueKey(t, "k")
+		a, bb, c, x := owner(), owner(), owner(), owner()
+
+		la := mustAcquire(t, d, counted(k, a, 4, 2, 3*time.Second))
+		lb := mustAcquire(t, d, counted(k, bb, 4, 2, 8*time.Second))
+		if lb.Token <= la.Token {
+			t.Fatalf("tokens %d then %d, want increasing", la.Token, lb.Token)
+		}
+		_, err := d.TryAcquire(ctx, counted(k, c, 4, 1, time.Second))
+		if rem := lockedRemaining(t, err); rem <= 0 || rem > 3*time.Second {
+			t.Fatalf("Remaining = %v, want that of the first hold to expire (<= 3s)", rem)
+		}
+		_, err = d.TryAcquire(ctx, req(k, x, driver.Exclusive, time.Second))
+		lockedRemaining(t, err)
+
+		// The holder again, even asking for another weight: same token,
+		// same weight.
+		again, err := d.TryAcquire(ctx, counted(k, a, 4, 1, 3*time.Second))
+		if err != nil || again.Token != la.Token {
+			t.Fatalf("re-acquire = %+v, %v; want token %d", again, err, la.Token)
+		}
+		st := inspect(t, d, k)
+		ws, sum := weights(st)
+		if st.Mode != driver.Shared || st.Limit != 4 || len(st.Holders) != 2 || ws[a] != 2 || ws[bb] != 2 || sum != 4 {
+			t.Fatalf("Inspect = %+v, want limit 4, %s and %s of weight 2", st, a, bb)
+		}
+
+		// Everyone must agree on the limit.
+		_, err = d.TryAcquire(ctx, counted(k, c, 5, 1, time.Second))
+		wantLimit(t, "another limit", err, 4)
+		_, err = d.TryAcquireQueued(ctx, counted(k, c, 3, 1, time.Second))
+		wantLimit(t, "another limit, queued", err, 4)
+		_, err = d.TryAcquire(ctx, req(k, c, driver.Shared, time.Second))
+		wantLimit(t, "uncounted on counted holds", err, 4)
+		if st := inspect(t, d, k); st.Waiting != 0 {
+			t.Fatalf("a refused limit joined the queue: %+v", st)
+		}
+
+		if err := d.Release(ctx, la); err != nil {
+			t.Fatal(err)
+		}
+		lc := mustAcquire(t, d, counted(k, c, 4, 1, time.Second))
+		if lc.Token <= lb.Token {
+			t.Fatalf("token %d after %d", lc.Token, lb.Token)
+		}
+		lc2 := mustAcquire(t, d, counted(k, owner(), 4, 1, time.Second))
+		for _, l := range []driver.Lease{lb, lc, lc2} {
+			if err := d.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := inspect(t, d, k); len(st.Holders) != 0 || st.Limit != 0 {
+			t.Fatalf("Inspect after the releases = %+v", st)
+		}
+
+		// Uncounted shared holds refuse counted requests (limit 0), and
+		// a new limit is free once nobody holds.
+		lr := mustAcquire(t, d, req(k, owner(), driver.Shared, time.Second))
+		_, err = d.TryAcquire(ctx, counted(k, c, 4, 1, time.Second))
+		wantLimit(t, "counted on uncounted holds", err, 0)
+		if err := d.Release(ctx, lr); err != nil {
+			t.Fatal(err)
+		}
+		l7 := mustAcquire(t, d, counted(k, c, 7, 7, time.Second))
+		if err := d.Release(ctx, l7); err != nil {
+			t.Fatal(err)
+		}
+
+		// Requests the front-end never sends are refused for good.
+		for _, r := range []driver.Request{
+			{Key: k, Owner: c, Mode: driver.Exclusive, TTL: time.Second, Limit: 2, Weight: 1},
+			counted(k, c, 2, 3, time.Second),
+			counted(k, c, 2, 0, time.Second),
+			counted(k, c, -1, 0, time.Second),
+			{Key: k, Owner: c, Mode: driver.Shared, TTL: time.Second, Value: strings.Repeat("v", driver.MaxValueLen+1)},
+		} {
+			if _, err := d.TryAcquire(ctx, r); !driver.IsPermanent(err) {
+				t.Errorf("TryAcquire(limit %d, weight %d, %d-byte value, %v) = %v, want a permanent error", r.Limit, r.Weight, len(r.Value), r.Mode, err)
+			}
+		}
+	})
+}
+
+// TestCountedQueue: a queued request of weight 3 on a limit of 4 is not
+// overtaken by newcomers of weight 1, queued through other drivers, and
+// releases hand the units over to the head of the queue as far as they
+// fit.
+func TestCountedQueue(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		d1, d2, d3 := newDriver(t, b.client(t)), newDriver(t, b.client(t)), newDriver(t, b.client(t))
+		k := uniqueKey(t, "k")
+		h1, h2, big, small, late := owner(), owner(), owner(), owner(), owner()
+		const limit, ttl = 4, 5 * time.Second
+
+		lh1 := mustAcquire(t, d1, counted(k, h1, limit, 1, ttl))
+		lh2 := mustAcquire(t, d1, counted(k, h2, limit, 1, ttl))
+		s2 := subscribe(t, d2, k)
+		defer s2.Close()
+		_, err := d2.TryAcquireQueued(ctx, counted(k, big, limit, 3, ttl))
+		lockedRemaining(t, err) // 2 + 3 > 4
+		// Weight 1 would fit, but big is ahead.
+		_, err = d3.TryAcquireQueued(ctx, counted(k, small, limit, 1, ttl))
+		lockedRemaining(t, err)
+		_, err = d3.TryAcquire(ctx, counted(k, late, limit, 1, ttl))
+		lockedRemaining(t, err)
+		_, err = d3.TryAcquireQueued(ctx, counted(k, small, limit, 1, ttl))
+		lockedRemaining(t, err)
+		if st := inspect(t, d1, k); st.Waiting != 2 || len(st.Holders) != 2 {
+			t.Fatalf("Inspect = %+v, want 2 holders and 2 waiting", st)
+		}
+		// A queue entry has a limit too.
+		_, err = d1.TryAcquireQueued(ctx, counted(k, late, 5, 1, ttl))
+		wantLimit(t, "another limit than the holders' and the queue's", err, limit)
+
+		// h1's release leaves 3 units: the head takes them at once.
+		if err := d1.Release(ctx, lh1); err != nil {
+			t.Fatal(err)
+		}
+		wantWake(t, "handoff to big", s2)
+		lbig, err := d2.TryAcquireQueued(ctx, counted(k, big, limit, 3, ttl))
+		if err != nil {
+			t.Fatalf("head after the release: %v", err)
+		}
+		if lbig.Token <= lh2.Token {
+			t.Fatalf("token %d after %d", lbig.Token, lh2.Token)
+		}
+		st := inspect(t, d1, k)
+		ws, sum := weights(st)
+		if st.Limit != limit || sum != 4 || ws[big] != 3 || ws[h2] != 1 || st.Waiting != 1 {
+			t.Fatalf("Inspect = %+v, want h2 (1) and big (3), small waiting", st)
+		}
+		_, err = d3.TryAcquireQueued(ctx, counted(k, small, limit, 1, ttl))
+		lockedRemaining(t, err) // full
+
+		if err := d1.Release(ctx, lh2); err != nil {
+			t.Fatal(err)
+		}
+		lsmall, err := d3.TryAcquireQueued(ctx, counted(k, small, limit, 1, ttl))
+		if err != nil {
+			t.Fatalf("small after h2's release: %v", err)
+		}
+		for _, l := range []driver.Lease{lbig, lsmall} {
+			if err := d1.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := inspect(t, d1, k); len(st.Holders) != 0 || st.Waiting != 0 {
+			t.Fatalf("Inspect after the releases = %+v", st)
+		}
+
+		// Behind an exclusive holder, a queued counted entry sets the
+		// limit for newcomers, and the release hands the key over to the
+		// run of counted entries that fit.
+		lx := mustAcquire(t, d1, req(k, owner(), driver.Exclusive, ttl))
+		q1, q2, q3 := owner(), owner(), owner()
+		for _, r := range []driver.Request{counted(k, q1, 3, 2, ttl), counted(k, q2, 3, 1, ttl), counted(k, q3, 3, 1, ttl)} {
+			_, err := d2.TryAcquireQueued(ctx, r)
+			lockedRemaining(t, err)
+		}
+		_, err = d3.TryAcquireQueued(ctx, counted(k, late, 4, 1, ttl))
+		wantLimit(t, "another limit than the queue's", err, 3)
+		_, err = d3.TryAcquireQueued(ctx, req(k, late, driver.Shared, ttl))
+		wantLimit(t, "uncounted behind a counted queue", err, 3)
+		if err := d1.Release(ctx, lx); err != nil {
+			t.Fatal(err)
+		}
+		st = inspect(t, d1, k)
+		if ws, sum := weights(st); st.Limit != 3 || sum != 3 || ws[q1] != 2 || ws[q2] != 1 || st.Waiting != 1 {
+			t.Fatalf("Inspect after the handoff = %+v, want q1 (2) and q2 (1), q3 waiting", st)
+		}
+		for _, o := range []string{q1, q2, q3} {
+			if err := d2.Release(ctx, driver.Lease{Key: k, Owner: o, Mode: driver.Shared}); err != nil && o != q3 {
+				t.Fatal(err)
+			}
+		}
+		if b.real {
+			waitNoKeys(t, b.client(t), k, 2*time.Second)
+		}
+	})
+}
+
+// TestCountedConcurrent has goroutines on several drivers take random
+// weights of one key's limit through TryAcquireQueued, as the front-end
+// waits: the units held, by an in-test counter and by Inspect, never
+// exceed the limit, and every request is served.
+func TestCountedConcurrent(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if !b.real && testing.Short() {
+			t.Skip("-short")
+		}
+		ctx := ctxT(t)
+		ds := []*redisdriver.Driver{newDriver(t, b.client(t)), newDriver(t, b.client(t)), newDriver(t, b.client(t))}
+		k := uniqueKey(t, "k")
+		const limit, workers, rounds = 5, 8, 12
+		var held, peak atomic.Int64
+		var wg sync.WaitGroup
+		for w := range workers {
+			d := ds[w%len(ds)]
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(w), 42))
+				for range rounds {
+					r := counted(k, owner(), limit, 1+rng.Int64N(limit), 10*time.Second)
+					l, err := waitCounted(ctx, d, r)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n := held.Add(r.Weight)
+					if n > limit {
+						t.Errorf("%d units held, limit %d", n, limit)
+					}
+					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+					}
+					if rng.IntN(3) == 0 {
+						st, err := d.Inspect(ctx, k)
+						if err != nil {
+							t.Error(err)
+						} else if _, sum := weights(st); sum > limit || st.Limit != limit {
+							t.Errorf("Inspect: %d units held, limit %d: %+v", sum, st.Limit, st)
+						}
+					}
+					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+					held.Add(-r.Weight)
+					if err := d.Release(ctx, l); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("%d grants, at most %d of %d units held at once", workers*rounds, peak.Load(), limit)
+		if st := inspect(t, ds[0], k); len(st.Holders) != 0 || st.Waiting != 0 {
+			t.Fatalf("Inspect at the end = %+v", st)
+		}
+	})
+}
+
+// waitCounted waits for r as the front-end does, queued: TryAcquireQueued
+// again on each wake or after a short pause.
+func waitCounted(ctx context.Context, d *redisdriver.Driver, r driver.Request) (driver.Lease, error) {
+	s, err := d.Subscribe(ctx, r.Key)
+	if err != nil {
+		return driver.Lease{}, err
+	}
+	defer s.Close()
+	for {
+		l, err := d.TryAcquireQueued(ctx, r)
+		if !errors.Is(err, driver.ErrLocked) {
+			return l, err
+		}
+		select {
+		case <-s.C():
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return driver.Lease{}, ctx.Err()
+		}
+	}
+}
+
+// TestValues: a value of any bytes, up to MaxValueLen, is kept with each
+// grant (exclusive, shared, counted, handed over from the queue), the
+// first one through re-acquires and refreshes, and goes with the hold.
+func TestValues(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		c := b.client(t)
+		d := newDriver(t, c)
+		k := uniqueKey(t, "k")
+		bin := "a:b\x00c\nd:" + strings.Repeat("\xff", 7)
+		long := strings.Repeat("0123456789abcdef", driver.MaxValueLen/16)
+		wantValues := func(what string, want map[string]string) {
+			t.Helper()
+			st := inspect(t, d, k)
+			got := make(map[string]string)
+			for _, h := range st.Holders {
+				got[h.Owner] = h.Value
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s: holders %+v, want %d", what, st.Holders, len(want))
+			}
+			for o, v := range want {
+				if got[o] != v {
+					t.Fatalf("%s: value of %s = %q, want %q", what, o, got[o], v)
+				}
+			}
+		}
+
+		// Exclusive, on a free key (not the fast path, which keeps no
+		// value).
+		x := owner()
+		rx := req(k, x, driver.Exclusive, 5*time.Second)
+		rx.Value = bin
+		lx := mustAcquire(t, d, rx)
+		wantValues("exclusive", map[string]string{x: bin})
+		rx.Value = "second"
+		if l, err := d.TryAcquire(ctx, rx); err != nil || l.Token != lx.Token {
+			t.Fatalf("re-acquire = %+v, %v", l, err)
+		}
+		if _, err := d.Refresh(ctx, lx); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.RaiseTokenFloor(ctx, lx, lx.Token+1000); err != nil {
+			t.Fatal(err)
+		}
+		lx.Token += 1000
+		wantValues("exclusive, after re-acquire, refresh and a raised floor", map[string]string{x: bin})
+
+		// Queued with a value: the handoff keeps it.
+		q := owner()
+		rq := req(k, q, driver.Exclusive, 5*time.Second)
+		rq.Value = long
+		_, err := d.TryAcquireQueued(ctx, rq)
+		lockedRemaining(t, err)
+		if err := d.Release(ctx, lx); err != nil {
+			t.Fatal(err)
+		}
+		wantValues("handed over", map[string]string{q: long})
+		lq, err := d.TryAcquireQueued(ctx, rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Release(ctx, lq); err != nil {
+			t.Fatal(err)
+		}
+		wantValues("released", nil)
+
+		// Shared and counted holds, with and without values.
+		s1, s2, s3 := owner(), owner(), owner()
+		r1 := req(k, s1, driver.Shared, 5*time.Second)
+		r1.Value = "one"
+		l1 := mustAcquire(t, d, r1)
+		l2 := mustAcquire(t, d, req(k, s2, driver.Shared, 5*time.Second))
+		wantValues("shared", map[string]string{s1: "one", s2: ""})
+		for _, l := range []driver.Lease{l1, l2} {
+			if err := d.Release(ctx, l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r3 := counted(k, s3, 2, 2, 5*time.Second)
+		r3.Value = bin
+		l3 := mustAcquire(t, d, r3)
+		if _, err := d.Refresh(ctx, l3); err != nil {
+			t.Fatal(err)
+		}
+		// A raised token floor (quorumdriver) keeps weight and value.
+		if err := d.RaiseTokenFloor(ctx, l3, l3.Token+1000); err != nil {
+			t.Fatal(err)
+		}
+		wantValues("counted", map[string]string{s3: bin})
+		if st := inspect(t, d, k); st.Holders[0].Weight != 2 || st.Limit != 2 || st.Holders[0].Token != l3.Token+1000 {
+			t.Fatalf("Inspect = %+v", st)
+		}
+		l3.Token += 1000
+		if err := d.Release(ctx, l3); err != nil {
+			t.Fatal(err)
+		}
+		wantValues("all released", nil)
+		if b.real {
+			// Values live in the holds' own keys: nothing is left.
+			waitNoKeys(t, c, k, 2*time.Second)
+		}
+	})
+}
+
+// TestCountedCluster runs counted, queued and valued requests on a
+// one-node Redis Cluster, which refuses a script that touches keys of
+// another hash slot than its declared key's (CROSSSLOT).
+func TestCountedCluster(t *testing.T) {
+	srv := testserver.RedisCluster(t)
+	d, d2 := newDriver(t, newClusterClient(t, srv.Addr)), newDriver(t, newClusterClient(t, srv.Addr))
+	ctx := ctxT(t)
+	for _, k := range []string{"sem/1", "}x{", "ключ"} {
+		k = uniqueKey(t, "") + k
+		a, q := owner(), owner()
+		ra := counted(k, a, 3, 2, 5*time.Second)
+		ra.Value = "a"
+		la := mustAcquire(t, d, ra)
+		rq := counted(k, q, 3, 2, 5*time.Second)
+		rq.Value = "q"
+		_, err := d2.TryAcquireQueued(ctx, rq)
+		lockedRemaining(t, err)
+		_, err = d2.TryAcquire(ctx, counted(k, owner(), 4, 1, time.Second))
+		wantLimit(t, "cluster", err, 3)
+		if err := d.Release(ctx, la); err != nil {
+			t.Fatal(err)
+		}
+		lq, err := d2.TryAcquireQueued(ctx, rq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := inspect(t, d, k)
+		if len(st.Holders) != 1 || st.Holders[0].Value != "q" || st.Holders[0].Weight != 2 || st.Limit != 3 {
+			t.Fatalf("Inspect = %+v", st)
+		}
+		if err := d2.Release(ctx, lq); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
