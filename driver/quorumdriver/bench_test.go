@@ -86,7 +86,9 @@ func BenchmarkFloor(b *testing.B) {
 		return c.SetArgs(ctx, key, val, redis.SetArgs{Mode: "NX", TTL: 10 * time.Second}).Err()
 	}
 	del := func(ctx context.Context, c *redis.Client) error { return c.Del(ctx, key).Err() }
-	wb := func(ctx context.Context, c *redis.Client) error { return c.Set(ctx, key+"-wb", val, 10*time.Second).Err() }
+	wb := func(ctx context.Context, c *redis.Client) error {
+		return c.Set(ctx, key+"-wb", val, 10*time.Second).Err()
+	}
 	fan := func(ctx context.Context, cs []*redis.Client, f func(context.Context, *redis.Client) error) error {
 		var wg sync.WaitGroup
 		errs := make([]error, len(cs))
