@@ -153,3 +153,76 @@ func TestTokenFloorRedis(t *testing.T) {
 	}
 	testTokenFloor(t, m, func(tok uint64) uint64 { return tok + uint64(time.Hour/time.Microsecond) })
 }
+
+// TestWriteBackWhileMemberAnswers: when a majority grants while another
+// member has yet to answer, its token is written back to that majority at
+// once, while the call waits for the last member. Member 2 is blocked
+// until its member timeout (2s); member 0's counter runs far ahead, so
+// member 1 takes member 0's token, long before the call returns.
+func TestWriteBackWhileMemberAnswers(t *testing.T) {
+	const timeout = 2 * time.Second
+	ctx := ctxT(t)
+	bs := newBackends(3)
+	ms := make([]driver.Driver, len(bs))
+	mds := make([]*memdriver.Driver, len(bs))
+	for i, b := range bs {
+		mds[i] = b.Driver()
+		ms[i] = mds[i]
+	}
+	d, err := quorumdriver.New(ms, &quorumdriver.Options{MemberTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "early"
+	r0 := req(key, time.Second)
+	l0, err := mds[0].TryAcquire(ctx, r0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mds[0].RaiseTokenFloor(ctx, l0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := mds[0].Release(ctx, driver.Lease{Key: key, Owner: r0.Owner, Mode: driver.Exclusive}); err != nil {
+		t.Fatal(err)
+	}
+	mds[2].Block()
+	r := req(key, 10*time.Second)
+	type reply struct {
+		l   driver.Lease
+		err error
+	}
+	done := make(chan reply, 1)
+	start := time.Now()
+	go func() {
+		l, err := d.TryAcquire(ctx, r)
+		done <- reply{l, err}
+	}()
+	// Member 1 takes the token while member 2 has not answered: a
+	// re-acquire there by the same owner returns it.
+	var early uint64
+	for time.Since(start) < timeout*3/4 {
+		if l, err := mds[1].TryAcquire(ctx, r); err == nil && l.Token > 1000 {
+			early = l.Token
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rep := <-done
+	waited := time.Since(start)
+	mds[2].Unblock()
+	if rep.err != nil {
+		t.Fatal(rep.err)
+	}
+	if early == 0 {
+		t.Fatalf("member 1 did not take a token above 1000 in the first %v of the call", timeout*3/4)
+	}
+	if rep.l.Token != early {
+		t.Fatalf("grant's token %d, member 1 took %d", rep.l.Token, early)
+	}
+	if waited < timeout {
+		t.Fatalf("TryAcquire returned after %v, before the blocked member's timeout (%v)", waited, timeout)
+	}
+	if err := d.Release(ctx, rep.l); err != nil {
+		t.Fatal(err)
+	}
+}
