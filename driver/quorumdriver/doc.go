@@ -20,10 +20,8 @@
 // Every call goes to every member at once, with the same owner string (the
 // front-end's, unique per hold), and waits for all replies, each bounded by
 // a member timeout ([Options.MemberTimeout]; by default TTL/10, at least
-// 25ms, at most TTL/3) counted from the moment the round of requests
-// starts: a member that is down or black-holed costs a call that timeout,
-// not the TTL. TryAcquire starts the token write-back (see Tokens) as soon
-// as a majority granted, before the last replies are in.
+// 25ms, at most TTL/3): a member that is down or black-holed costs a call
+// that timeout, not the TTL.
 //
 //   - TryAcquire (and TryAcquireQueued) grants the key when a majority
 //     granted it and took the grant's token (see Tokens) within the
@@ -79,22 +77,14 @@
 // Each member has its own token counter (for Redis, its clock), so the
 // maximum of a majority's tokens is not monotonic by itself: two
 // majorities may share only a member whose counter is behind. The grant's
-// token T is the maximum of the tokens granted by its granting majority
-// M: the first members to grant, as soon as they make a majority while
-// some member has yet to answer, or else every member that granted. Before
+// token T is the maximum of the tokens its majority granted, and before
 // the grant is reported T is written back ([driver.TokenFloor]) to members
-// of M that granted a lower one, as many as it takes to make a majority
-// (then to the others, if some of those failed): the member's hold takes
-// T as its token, and every token the member grants later exceeds T. The
-// grant is reported only when a majority W holds T this way (the members
-// whose own token was T, and those whose write-back returned nil, which
-// they do only while the owner still holds the key there). When M is the
-// first majority, its write-back starts at once, while the other members'
-// replies are on their way (the call still waits for them, so that it
-// never leaves a request behind); if one of its write-backs fails, M
-// becomes every member that granted, with the maximum of their tokens.
-// Any M is a majority of members that granted the grant's owner, which is
-// all the argument below needs of it.
+// that granted a lower one, as many as it takes to make a majority (then
+// to the others, if some of those failed): the member's hold takes T as
+// its token, and every token the member grants later exceeds T. The grant
+// is reported only when a majority W holds T this way (the members whose
+// own token was T, and those whose write-back returned nil, which they do
+// only while the owner still holds the key there).
 //
 // Why tokens increase. Let G1 be a grant with token T1 and confirming
 // majority W, and G2 a later grant of the key to another owner, with

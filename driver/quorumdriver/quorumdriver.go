@@ -224,15 +224,6 @@ type result[T any] struct {
 	err error
 }
 
-// memberContext returns the context of a round of member requests: ctx,
-// ended timeout from now unless ctx ends sooner.
-func memberContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timeout {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, timeout)
-}
-
 // fanOut calls f for each member index in idx, all in parallel, under one
 // context that ends timeout from now (or with ctx, if that is sooner),
 // and returns when all have returned. The last call runs in the calling
@@ -242,8 +233,12 @@ func fanOut[T any](ctx context.Context, timeout time.Duration, idx []int, f func
 	if len(idx) == 0 {
 		return rs
 	}
-	mctx, cancel := memberContext(ctx, timeout)
-	defer cancel()
+	mctx := ctx
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+		var cancel context.CancelFunc
+		mctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	var wg sync.WaitGroup
 	last := len(idx) - 1
 	for j, i := range idx[:last] {
@@ -332,62 +327,39 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	timeout := d.memberTimeout(req.TTL)
 	drift := Drift(req.TTL)
 	start := time.Now()
-	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
-	// tokens[i] is the token that member i's hold has: the one it granted,
-	// or the one written back to it; 0 when it did not grant.
-	tokens := make([]uint64, len(d.members))
-	raise := func(ctx context.Context, i int, token uint64) error {
-		err := d.floors[i].RaiseTokenFloor(ctx, l, token)
-		if err == nil {
-			tokens[i] = token
-		}
-		return err
-	}
+	rs := fanOut(ctx, timeout, d.all, f)
+
+	rs = d.settleSplit(ctx, req, start, timeout, rs, f)
+
 	var t tally
-	rs, early := d.firstMajority(ctx, timeout, f, tokens, raise)
-	if early == nil {
-		rs = d.settleSplit(ctx, req, start, timeout, rs, f)
-	}
 	var granted []int
+	var token uint64
 	for i, r := range rs {
 		if r.err != nil {
 			t.add(i, r.err)
 			continue
 		}
 		granted = append(granted, i)
-		tokens[i] = max(tokens[i], r.v.Token)
-	}
-	if early != nil {
-		t.add(early.member, fmt.Errorf("raise token floor: %w", early.err))
+		token = max(token, r.v.Token)
 	}
 	var why error
 	if len(granted) >= d.quorum {
-		// The token of the majority that firstMajority confirmed, or else
-		// the maximum of every grant, written back to the members that
-		// hold a lower one: to as few members as a majority takes, then,
-		// if some failed, to the others.
-		var token uint64
-		for _, i := range granted {
-			token = max(token, tokens[i])
-		}
+		// Write the token back to the members that granted a lower one.
 		var low []int
-		confirmed := 0
-		if early != nil && early.confirmed {
-			token, confirmed = early.token, d.quorum
-		} else {
-			for _, i := range granted {
-				if tokens[i] < token {
-					low = append(low, i)
-				} else {
-					confirmed++
-				}
+		for _, i := range granted {
+			if rs[i].v.Token < token {
+				low = append(low, i)
 			}
 		}
+		// A majority must hold the token: write it back to as few members
+		// as that takes, then, if some failed, to the others.
+		l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
+		confirmed := len(granted) - len(low)
 		for len(low) > 0 && confirmed < d.quorum && ctx.Err() == nil {
 			batch := low[:min(d.quorum-confirmed, len(low))]
 			low = low[len(batch):]
 			wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
-				return struct{}{}, raise(ctx, i, token)
+				return struct{}{}, d.floors[i].RaiseTokenFloor(ctx, l, token)
 			})
 			for j, r := range wb {
 				if r.err == nil {
@@ -411,8 +383,9 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	// Not granted: give back what was granted, unless ctx is done (the
 	// front-end then releases in the background).
 	if len(granted) > 0 && ctx.Err() == nil {
+		rl := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
 		fanOut(ctx, timeout, granted, func(ctx context.Context, i int) (struct{}, error) {
-			return struct{}{}, d.members[i].Release(ctx, l)
+			return struct{}{}, d.members[i].Release(ctx, rl)
 		})
 	}
 	if why == nil && t.locked > 0 {
@@ -422,71 +395,6 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 		why = fmt.Errorf("%w: %d of %d members granted", ErrTooFewMembers, len(granted), len(d.members))
 	}
 	return driver.Lease{}, d.failure(ctx, op, req.Key, &t, why)
-}
-
-// earlyGrant is what firstMajority did when a majority granted before
-// every member had answered.
-type earlyGrant struct {
-	token     uint64 // the maximum of the first majority's tokens
-	confirmed bool   // every member of that majority holds token
-	member    int    // when not confirmed: the member whose write-back failed
-	err       error  // and its error
-}
-
-// firstMajority asks every member at once, each in a goroutine of its
-// own, and returns their replies once all have answered. When the first
-// majority of grants comes in while other members are still to answer,
-// it writes the maximum of that majority's tokens back to the members of
-// the majority that granted a lower one at once, in the calling
-// goroutine, while the others' replies are on their way, and reports it
-// in the second result; that majority is then the grant's majority (see
-// Tokens in the package doc).
-func (d *Driver) firstMajority(ctx context.Context, timeout time.Duration, f func(context.Context, int) (driver.Lease, error),
-	tokens []uint64, raise func(context.Context, int, uint64) error) ([]result[driver.Lease], *earlyGrant) {
-	n := len(d.members)
-	if d.quorum == n {
-		// Every member must grant: nothing to overlap.
-		return fanOut(ctx, timeout, d.all, f), nil
-	}
-	mctx, cancel := memberContext(ctx, timeout)
-	defer cancel()
-	rs := make([]result[driver.Lease], n)
-	done := make(chan int, n)
-	for i := range n {
-		go func() {
-			v, err := f(mctx, i)
-			rs[i] = result[driver.Lease]{v, err}
-			done <- i
-		}()
-	}
-	var first []int
-	answered := 0
-	for answered < n && len(first) < d.quorum {
-		i := <-done
-		answered++
-		if rs[i].err == nil {
-			first = append(first, i)
-		}
-	}
-	var early *earlyGrant
-	if len(first) == d.quorum && answered < n {
-		early = &earlyGrant{confirmed: true}
-		for _, i := range first {
-			early.token = max(early.token, rs[i].v.Token)
-		}
-		for _, i := range first {
-			if rs[i].v.Token < early.token {
-				if err := raise(mctx, i, early.token); err != nil {
-					early.confirmed, early.member, early.err = false, i, err
-					break
-				}
-			}
-		}
-	}
-	for ; answered < n; answered++ {
-		<-done
-	}
-	return rs, early
 }
 
 // Refresh implements driver.Driver: it renews the lease on every member, in
