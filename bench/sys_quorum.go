@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -30,7 +33,98 @@ func quorumSystems() []*system {
 			desc: "go-redsync/redsync v4 over the same 3 redis-servers (one pool each: Redlock), WithRetryDelay(10ms), WithTries(1000), expiry 10s",
 			open: openRedsyncQuorum,
 		},
+		{
+			name: "raw quorum 3", server: "redis", kind: kindRaw, clients: 4,
+			desc: "the floor of a fenced quorum pair, no locking logic in the client: SET key token NX PX 10000 on the 3 servers in parallel, then one EVALSHA on one of them (a stand-in for the token write-back: GET the key, SET a fence key), then EVALSHA compare-and-delete on the 3 in parallel; parallel requests in goroutines, as quorumdriver and redsync make them; an attempt with fewer than 2 grants releases them and retries at once",
+			open: func(e *env, n int) (*instance, error) { return openRawQuorum(e, n, true) },
+		},
+		{
+			name: "raw quorum 3 no write-back", server: "redis", kind: kindRaw, clients: 4,
+			desc: "raw quorum 3 without the write-back: two waits per pair, as Redlock without fencing tokens needs",
+			open: func(e *env, n int) (*instance, error) { return openRawQuorum(e, n, false) },
+		},
 	}
+}
+
+// rawFloor stands in for quorumdriver's token write-back: one script on
+// one member that checks the hold and writes a fence key.
+var rawFloor = redis.NewScript(`if redis.call("GET", KEYS[1]) == ARGV[1] then redis.call("SET", KEYS[1] .. ":fence", ARGV[1], "PX", 10000) return 1 end return 0`)
+
+// rawQuorumHandle is the raw quorum lock of one goroutine: its clients,
+// one per member.
+type rawQuorumHandle struct {
+	cs        []*redis.Client
+	key       string
+	token     string
+	writeBack bool
+	errs      []error
+}
+
+// fan runs f on every member, in parallel (the last in the calling
+// goroutine), and returns how many succeeded.
+func (h *rawQuorumHandle) fan(f func(c *redis.Client) error) int {
+	var wg sync.WaitGroup
+	last := len(h.cs) - 1
+	for i, c := range h.cs[:last] {
+		wg.Go(func() { h.errs[i] = f(c) })
+	}
+	h.errs[last] = f(h.cs[last])
+	wg.Wait()
+	ok := 0
+	for _, err := range h.errs {
+		if err == nil {
+			ok++
+		}
+	}
+	return ok
+}
+
+var errRawRefused = errors.New("refused")
+
+func (h *rawQuorumHandle) Lock(ctx context.Context) error {
+	h.token = strconv.FormatUint(rawSeq.Add(1), 36)
+	for {
+		ok := h.fan(func(c *redis.Client) error {
+			set, err := c.SetNX(ctx, h.key, h.token, peerTTL).Result()
+			if err == nil && !set {
+				err = errRawRefused
+			}
+			return err
+		})
+		if ok >= len(h.cs)/2+1 {
+			if !h.writeBack {
+				return nil
+			}
+			return rawFloor.Run(ctx, h.cs[0], []string{h.key}, h.token).Err()
+		}
+		if err := h.Unlock(ctx); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (h *rawQuorumHandle) Unlock(ctx context.Context) error {
+	if h.fan(func(c *redis.Client) error { return rawRelease.Run(ctx, c, []string{h.key}, h.token).Err() }) < len(h.cs) {
+		return errors.Join(h.errs...)
+	}
+	return nil
+}
+
+func openRawQuorum(e *env, n int, writeBack bool) (*instance, error) {
+	addrs, stopServers, err := quorumServers(e)
+	if err != nil {
+		return nil, err
+	}
+	cs, closeClients := quorumClients(e, n, addrs)
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return &rawQuorumHandle{cs: cs[i], key: key, writeBack: writeBack, errs: make([]error, len(cs[i]))}, nil
+		},
+		close: func() { closeClients(); stopServers() },
+	}, nil
 }
 
 // quorumServers starts the members that the bench's redis-server lacks and

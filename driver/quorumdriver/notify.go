@@ -51,7 +51,7 @@ func (d *Driver) subscribe(ctx context.Context, key string) (driver.Subscription
 	if err := ctx.Err(); err != nil {
 		return nil, wrapErr(op, key, err)
 	}
-	rs := fanOut(ctx, d.memberTimeout(0), d.all(), func(ctx context.Context, i int) (driver.Subscription, error) {
+	rs := fanOut(ctx, d.memberTimeout(0), d.all, func(ctx context.Context, i int) (driver.Subscription, error) {
 		return d.members[i].(driver.Notifier).Subscribe(ctx, key)
 	})
 	var t tally

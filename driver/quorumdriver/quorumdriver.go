@@ -62,6 +62,7 @@ type Options struct {
 // implements driver.Notifier and driver.Queuer when every member does.
 type Driver struct {
 	members []driver.Driver
+	all     []int // the indexes of every member, read only
 	floors  []driver.TokenFloor
 	quorum  int
 	opts    Options
@@ -136,6 +137,7 @@ func newDriver(members []driver.Driver, opts *Options) (*Driver, error) {
 	}
 	d := &Driver{
 		members: append([]driver.Driver(nil), members...),
+		all:     make([]int, len(members)),
 		floors:  make([]driver.TokenFloor, len(members)),
 		quorum:  len(members)/2 + 1,
 		shared:  true,
@@ -157,6 +159,7 @@ func newDriver(members []driver.Driver, opts *Options) (*Driver, error) {
 			return nil, fmt.Errorf("quorumdriver: member %d (%T): %w", i, m, ErrNoTokenFloor)
 		}
 		d.floors[i] = f
+		d.all[i] = i
 		s, ok := m.(driver.Sharer)
 		d.shared = d.shared && ok && s.SupportsShared()
 		if l, ok := m.(driver.TTLLimiter); ok {
@@ -221,35 +224,33 @@ type result[T any] struct {
 	err error
 }
 
-// fanOut calls f for each member index in idx, all in parallel, each with
-// a context bounded by timeout, and returns when all have returned. The
-// last call runs in the calling goroutine.
+// fanOut calls f for each member index in idx, all in parallel, under one
+// context that ends timeout from now (or with ctx, if that is sooner),
+// and returns when all have returned. The last call runs in the calling
+// goroutine, so a call to one member spawns no goroutine.
 func fanOut[T any](ctx context.Context, timeout time.Duration, idx []int, f func(ctx context.Context, i int) (T, error)) []result[T] {
 	rs := make([]result[T], len(idx))
-	call := func(j int) {
-		mctx, cancel := context.WithTimeout(ctx, timeout)
+	if len(idx) == 0 {
+		return rs
+	}
+	mctx := ctx
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+		var cancel context.CancelFunc
+		mctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
-		v, err := f(mctx, idx[j])
-		rs[j] = result[T]{v, err}
 	}
 	var wg sync.WaitGroup
-	for j := range len(idx) - 1 {
-		wg.Go(func() { call(j) })
+	last := len(idx) - 1
+	for j, i := range idx[:last] {
+		wg.Go(func() {
+			v, err := f(mctx, i)
+			rs[j] = result[T]{v, err}
+		})
 	}
-	if len(idx) > 0 {
-		call(len(idx) - 1)
-	}
+	v, err := f(mctx, idx[last])
+	rs[last] = result[T]{v, err}
 	wg.Wait()
 	return rs
-}
-
-// all returns the indexes of every member.
-func (d *Driver) all() []int {
-	idx := make([]int, len(d.members))
-	for i := range idx {
-		idx[i] = i
-	}
-	return idx
 }
 
 // tally sorts member errors: how many were ErrNotHeld or ErrLocked, how
@@ -326,7 +327,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	timeout := d.memberTimeout(req.TTL)
 	drift := Drift(req.TTL)
 	start := time.Now()
-	rs := fanOut(ctx, timeout, d.all(), f)
+	rs := fanOut(ctx, timeout, d.all, f)
 
 	rs = d.settleSplit(ctx, req, start, timeout, rs, f)
 
@@ -408,7 +409,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	start := time.Now()
 	ml := l
 	ml.Token, ml.Start = 0, time.Time{} // members' tokens differ; the owner is unique per hold
-	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all(), func(ctx context.Context, i int) (driver.Lease, error) {
+	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (driver.Lease, error) {
 		return d.members[i].Refresh(ctx, ml)
 	})
 	var t tally
@@ -445,7 +446,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	}
 	ml := l
 	ml.Token, ml.Start = 0, time.Time{}
-	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all(), func(ctx context.Context, i int) (struct{}, error) {
+	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (struct{}, error) {
 		return struct{}{}, d.members[i].Release(ctx, ml)
 	})
 	var t tally

@@ -18,7 +18,7 @@ import (
 // poolAddrs returns the addresses of the first n servers of the shared
 // pool, skipping t (or failing it, with LOCKER_REQUIRE_SERVERS=1) when
 // there is none.
-func poolAddrs(t *testing.T, n int) []string {
+func poolAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	if pool == nil {
 		testserver.SkipOrFail(t, poolErr)
