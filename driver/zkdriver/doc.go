@@ -38,6 +38,14 @@
 // ends with it; one deletes a node left by a call whose context ended; when
 // a session ends, one calls the LossWatcher functions.
 //
+// go-zookeeper v1.0.4, the newest release, has a data race on a
+// connection's last seen zxid after a reconnect while watches are set,
+// which go test -race reports. This repository builds against a copy with
+// that one fix, through a replace directive in its go.mod (see
+// third_party/go-zookeeper/zk/README.md); a replace applies only in the
+// main module, so a program that imports this package gets the unpatched
+// release unless its own go.mod has the same replace.
+//
 // # Nodes
 //
 // With the default root /locker, lock key "orders/42" uses:
