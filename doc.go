@@ -61,23 +61,23 @@
 //     requests for fewer. Every user of key must give the same n; another
 //     n fails with ErrLimitMismatch instead of oversubscribing. Needs a
 //     driver with driver.Counter.
-//
 //   - Client.Election(key): Campaign(ctx, value) returns leadership as a
 //     hold whose token is the term, strictly greater than every earlier
 //     leader's; Resign, Leader and Observe. A leader whose lease cannot be
 //     renewed learns it before a successor can be elected. Needs
 //     driver.ValueKeeper and driver.Inspector.
-//
 //   - Client.MultiLock(keys...): every key or none, locked in sorted order
 //     so that overlapping sets never deadlock; one MultiHold with a token
 //     per key, whose Done closes when any part ends. Works on every driver.
 //
-//     s := c.Semaphore("exports", 3)
-//     h, err := s.AcquireHold(ctx, 2) // 2 of the 3 permits
-//     ...
-//     lead, err := c.Election("scheduler").Campaign(ctx, "node-a:8080")
-//     ...
-//     mh, err := c.MultiLock("accounts/7", "accounts/9").Acquire(ctx)
+// For example:
+//
+//	s := c.Semaphore("exports", 3)
+//	h, err := s.AcquireHold(ctx, 2) // 2 of the 3 permits
+//	...
+//	lead, err := c.Election("scheduler").Campaign(ctx, "node-a:8080")
+//	...
+//	mh, err := c.MultiLock("accounts/7", "accounts/9").Acquire(ctx)
 //
 // # Model
 //
