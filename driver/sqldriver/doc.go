@@ -84,8 +84,8 @@
 // table without the columns lim, weight and val. CreateTable adds them to
 // such a table (under the same lock as the CREATE TABLE, and only when one
 // is missing, so that every process may still call it at startup). In
-// your own migrations, on PostgreSQL (11 or later adds the columns without
-// rewriting the table):
+// your own migrations, run the statement [UpgradeDDL] returns; on
+// PostgreSQL (11 or later adds the columns without rewriting the table):
 //
 //	ALTER TABLE "locker_leases"
 //		ADD COLUMN IF NOT EXISTS lim bigint NOT NULL DEFAULT 0,

@@ -419,3 +419,31 @@ func DDL(dialect Dialect, table string) (string, error) {
 	}
 	return newQueries(dialect, quoted).create, nil
 }
+
+// UpgradeDDL returns the ALTER TABLE that adds to a table created by an
+// older version of the package the columns of counted holds and values
+// (see "Upgrading the table" in the package documentation), for the
+// user's own migrations. On PostgreSQL it adds each column only if it does
+// not exist; on MySQL, which has no such clause, run it once (CreateTable
+// adds only the missing columns).
+func UpgradeDDL(dialect Dialect, table string) (string, error) {
+	if table == "" {
+		table = DefaultTable
+	}
+	if dialect != PostgreSQL && dialect != MySQL {
+		return "", fmt.Errorf("sqldriver: UpgradeDDL needs PostgreSQL or MySQL, not %v", dialect)
+	}
+	quoted, err := quoteTable(dialect, table)
+	if err != nil {
+		return "", err
+	}
+	q := newQueries(dialect, quoted)
+	if dialect == PostgreSQL {
+		return q.upgrade, nil
+	}
+	adds := make([]string, len(q.columns))
+	for i, c := range q.columns {
+		adds[i] = "ADD COLUMN " + c[0] + " " + c[1]
+	}
+	return "ALTER TABLE " + quoted + " " + strings.Join(adds, ", "), nil
+}

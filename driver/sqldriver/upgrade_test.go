@@ -40,8 +40,14 @@ func oldDDL(b backend, table string) string {
 // wrapping ErrOldTable; that eight concurrent CreateTable calls all
 // succeed and add the columns; that the old hold is then seen (uncounted,
 // no value) and keeps the key; and that counted holds and values work on
-// the upgraded table, which a further CreateTable leaves as it is.
+// the upgraded table, which a further CreateTable leaves as it is. The
+// same, with the statement of UpgradeDDL run as a migration would.
 func TestUpgradeFromOldSchema(t *testing.T) {
+	t.Run("CreateTable", func(t *testing.T) { testUpgrade(t, false) })
+	t.Run("UpgradeDDL", func(t *testing.T) { testUpgrade(t, true) })
+}
+
+func testUpgrade(t *testing.T, viaMigration bool) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		const table = "locker_upgrade_test"
 		opts := &sqldriver.Options{Table: table}
@@ -73,25 +79,39 @@ func TestUpgradeFromOldSchema(t *testing.T) {
 			t.Fatalf("TryAcquire on the old table: %v; want a permanent error wrapping ErrOldTable", err)
 		}
 
-		const callers = 8
-		errs := make([]error, callers)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i := range callers {
-			db := b.db(t)
-			if err := db.PingContext(ctx); err != nil {
+		if viaMigration {
+			dialect := sqldriver.PostgreSQL
+			if b.name == "mariadb" {
+				dialect = sqldriver.MySQL
+			}
+			up, err := sqldriver.UpgradeDDL(dialect, table)
+			if err != nil {
 				t.Fatal(err)
 			}
-			wg.Go(func() {
-				<-start
-				errs[i] = sqldriver.CreateTable(ctxT(t), db, opts)
-			})
-		}
-		close(start)
-		wg.Wait()
-		for i, err := range errs {
-			if err != nil {
-				t.Errorf("CreateTable %d of %d on the old table: %v", i+1, callers, err)
+			if _, err := admin.ExecContext(ctx, up); err != nil {
+				t.Fatalf("%s: %v", up, err)
+			}
+		} else {
+			const callers = 8
+			errs := make([]error, callers)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range callers {
+				db := b.db(t)
+				if err := db.PingContext(ctx); err != nil {
+					t.Fatal(err)
+				}
+				wg.Go(func() {
+					<-start
+					errs[i] = sqldriver.CreateTable(ctxT(t), db, opts)
+				})
+			}
+			close(start)
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("CreateTable %d of %d on the old table: %v", i+1, callers, err)
+				}
 			}
 		}
 
