@@ -124,10 +124,7 @@ func TestDDLDocumented(t *testing.T) {
 func TestDialect(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		db := b.db(t)
-		want := sqldriver.PostgreSQL
-		if b.name == "mariadb" {
-			want = sqldriver.MySQL
-		}
+		want := b.dialect()
 		p, err := sqldriver.NewPolling(db, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -407,17 +407,8 @@ func (d *Driver) tableExists(ctx context.Context) bool {
 // table name (DefaultTable when empty), for use in the user's own
 // migrations.
 func DDL(dialect Dialect, table string) (string, error) {
-	if table == "" {
-		table = DefaultTable
-	}
-	if dialect != PostgreSQL && dialect != MySQL {
-		return "", fmt.Errorf("sqldriver: DDL needs PostgreSQL or MySQL, not %v", dialect)
-	}
-	quoted, err := quoteTable(dialect, table)
-	if err != nil {
-		return "", err
-	}
-	return newQueries(dialect, quoted).create, nil
+	q, err := statements("DDL", dialect, table)
+	return q.create, err
 }
 
 // UpgradeDDL returns the ALTER TABLE that adds to a table created by an
@@ -427,23 +418,29 @@ func DDL(dialect Dialect, table string) (string, error) {
 // not exist; on MySQL, which has no such clause, run it once (CreateTable
 // adds only the missing columns).
 func UpgradeDDL(dialect Dialect, table string) (string, error) {
-	if table == "" {
-		table = DefaultTable
-	}
-	if dialect != PostgreSQL && dialect != MySQL {
-		return "", fmt.Errorf("sqldriver: UpgradeDDL needs PostgreSQL or MySQL, not %v", dialect)
-	}
-	quoted, err := quoteTable(dialect, table)
-	if err != nil {
-		return "", err
-	}
-	q := newQueries(dialect, quoted)
-	if dialect == PostgreSQL {
-		return q.upgrade, nil
+	q, err := statements("UpgradeDDL", dialect, table)
+	if err != nil || dialect == PostgreSQL {
+		return q.upgrade, err
 	}
 	adds := make([]string, len(q.columns))
 	for i, c := range q.columns {
 		adds[i] = "ADD COLUMN " + c[0] + " " + c[1]
 	}
-	return "ALTER TABLE " + quoted + " " + strings.Join(adds, ", "), nil
+	return "ALTER TABLE " + q.table + " " + strings.Join(adds, ", "), nil
+}
+
+// statements returns the statements of dialect and table (DefaultTable
+// when empty) for fn, DDL or UpgradeDDL.
+func statements(fn string, dialect Dialect, table string) (queries, error) {
+	if table == "" {
+		table = DefaultTable
+	}
+	if dialect != PostgreSQL && dialect != MySQL {
+		return queries{}, fmt.Errorf("sqldriver: %s needs PostgreSQL or MySQL, not %v", fn, dialect)
+	}
+	quoted, err := quoteTable(dialect, table)
+	if err != nil {
+		return queries{}, err
+	}
+	return newQueries(dialect, quoted), nil
 }

@@ -80,11 +80,7 @@ func testUpgrade(t *testing.T, viaMigration bool) {
 		}
 
 		if viaMigration {
-			dialect := sqldriver.PostgreSQL
-			if b.name == "mariadb" {
-				dialect = sqldriver.MySQL
-			}
-			up, err := sqldriver.UpgradeDDL(dialect, table)
+			up, err := sqldriver.UpgradeDDL(b.dialect(), table)
 			if err != nil {
 				t.Fatal(err)
 			}
