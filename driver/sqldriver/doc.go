@@ -99,6 +99,9 @@
 //		ADD COLUMN weight bigint NOT NULL DEFAULT 0,
 //		ADD COLUMN val varbinary(4096) NULL
 //
+// The ALTER TABLE holds up the table's other statements while it runs,
+// which is a moment: PostgreSQL 11 and later, MariaDB 10.3 and later and
+// MySQL 8.0.12 and later add such columns without copying the table.
 // This version on a table that lacks them fails with an error wrapping
 // [ErrOldTable], marked [driver.Permanent]. The older versions keep
 // working on the upgraded table (their rows take the defaults: uncounted,
