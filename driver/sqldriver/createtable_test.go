@@ -257,11 +257,7 @@ func TestCreateTableBesideRawDDL(t *testing.T) {
 			t.Skip("external server: the test creates and drops databases")
 		}
 		admin := b.db(t)
-		dialect := sqldriver.PostgreSQL
-		if b.name == "mariadb" {
-			dialect = sqldriver.MySQL
-		}
-		ddl, err := sqldriver.DDL(dialect, "")
+		ddl, err := sqldriver.DDL(b.dialect(), "")
 		if err != nil {
 			t.Fatal(err)
 		}

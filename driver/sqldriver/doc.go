@@ -33,6 +33,9 @@
 //		mode    smallint NOT NULL,
 //		token   bigint NOT NULL,
 //		expires timestamptz,
+//		lim     bigint NOT NULL DEFAULT 0,
+//		weight  bigint NOT NULL DEFAULT 0,
+//		val     bytea,
 //		PRIMARY KEY (name, owner)
 //	)
 //
@@ -44,6 +47,9 @@
 //		mode    tinyint NOT NULL,
 //		token   bigint NOT NULL,
 //		expires datetime(6) NULL,
+//		lim     bigint NOT NULL DEFAULT 0,
+//		weight  bigint NOT NULL DEFAULT 0,
+//		val     varbinary(4096) NULL,
 //		PRIMARY KEY (name, owner)
 //	) ENGINE=InnoDB
 //
@@ -59,6 +65,9 @@
 //	mode 1  exclusive hold, mode 2 shared hold: token is the hold's fencing token
 //	mode 3  queued exclusive waiter, mode 4 queued shared waiter: token is its place in line
 //	expires the end of the hold or queue entry, by the database's clock
+//	lim     the limit of a counted shared hold or queue entry (a semaphore's units), else 0
+//	weight  the units a counted hold or queue entry takes, else 0
+//	val     the value published with a hold (Request.Value), NULL when empty
 //
 // A hold is live while expires is later than the database's clock
 // (statement_timestamp() on PostgreSQL, UTC_TIMESTAMP(6) on MySQL); the
@@ -68,6 +77,36 @@
 // key creates again. Rows remain only for keys that are held or waited
 // for, and for holds and queue entries that expired without a release,
 // until the key's next acquire or release.
+//
+// # Upgrading the table
+//
+// Versions of this package before counted holds and values created the
+// table without the columns lim, weight and val. CreateTable adds them to
+// such a table (under the same lock as the CREATE TABLE, and only when one
+// is missing, so that every process may still call it at startup). In
+// your own migrations, run the statement [UpgradeDDL] returns; on
+// PostgreSQL (11 or later adds the columns without rewriting the table):
+//
+//	ALTER TABLE "locker_leases"
+//		ADD COLUMN IF NOT EXISTS lim bigint NOT NULL DEFAULT 0,
+//		ADD COLUMN IF NOT EXISTS weight bigint NOT NULL DEFAULT 0,
+//		ADD COLUMN IF NOT EXISTS val bytea
+//
+// and on MySQL and MariaDB (MySQL has no ADD COLUMN IF NOT EXISTS):
+//
+//	ALTER TABLE `locker_leases`
+//		ADD COLUMN lim bigint NOT NULL DEFAULT 0,
+//		ADD COLUMN weight bigint NOT NULL DEFAULT 0,
+//		ADD COLUMN val varbinary(4096) NULL
+//
+// The ALTER TABLE holds up the table's other statements while it runs,
+// which is a moment: PostgreSQL 11 and later, MariaDB 10.3 and later and
+// MySQL 8.0.12 and later add such columns without copying the table.
+// This version on a table that lacks them fails with an error wrapping
+// [ErrOldTable], marked [driver.Permanent]. The older versions keep
+// working on the upgraded table (their rows take the defaults: uncounted,
+// no value), but they know nothing of limits: do not let them take shared
+// holds of a key that this version uses as a semaphore.
 //
 // # Operations
 //
@@ -170,6 +209,37 @@
 // queue, or to a run of readers at its head, so that a waiting writer is
 // not starved by a stream of readers, and a waiter in one process is not
 // overtaken by a newcomer in another.
+//
+// # Counted holds and values
+//
+// The driver implements [driver.Counter] and [driver.ValueKeeper]. A
+// counted shared request (Request.Limit > 0, for locker.Semaphore) is a
+// shared hold whose row also records the key's limit (lim) and the units
+// it takes (weight). The acquire's transaction, serialised with the key's
+// other acquires as above, grants it when no other owner holds the key
+// exclusively, when the weights of the key's live holds plus its own are
+// at most its limit, and when the wait queue lets it: a newcomer waits
+// behind any live queue entry, and a queued request is served only if
+// every entry ahead of it is shared and their weights, added to the
+// holds' and its own, still fit in the limit, so that a large request is
+// not overtaken by small ones. A refusal's [driver.LockedError] reports
+// the time until the first hold or queue entry in its way may expire (the
+// last, for an uncounted request). Queue entries record their limit and
+// weight too. Every live shared hold and shared queue entry of a key must
+// have the same limit (0 for uncounted shared holds): a shared request
+// whose limit differs is refused with an error wrapping a
+// [*driver.LimitError] that carries theirs, and writes nothing but the
+// purge of expired rows. An exclusive request is not concerned by limits:
+// it waits for every holder, counted or not. Grants of counted requests
+// take tokens as every grant does.
+//
+// Every grant stores Request.Value (at most [driver.MaxValueLen] bytes,
+// any content) in val, a binary column; [Driver.Inspect] reports it as
+// Holder.Value, with Holder.Weight and KeyState.Limit. A re-acquire by the
+// holder extends its row and keeps the weight, value and token of the
+// grant. The value goes with the hold's row: a released key keeps no row,
+// as before. Inspect reads the values in a statement of its own;
+// acquires never read them back.
 //
 // # Waiting
 //

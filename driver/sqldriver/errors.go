@@ -16,6 +16,12 @@ import (
 // documentation.
 var ErrNoTable = errors.New("lease table does not exist")
 
+// ErrOldTable is wrapped by the errors of a driver whose lease table was
+// created by an older version of the package and lacks the columns of
+// this one. Upgrade it with CreateTable or the ALTER TABLE in the package
+// documentation.
+var ErrOldTable = errors.New("lease table lacks the columns of this version")
+
 // opError wraps err with the operation and key, and marks it Permanent
 // when no retry can cure it: among others when the *sql.DB is closed.
 func (d *Driver) opError(op, key string, err error) error {
@@ -23,6 +29,10 @@ func (d *Driver) opError(op, key string, err error) error {
 	if missingTable(err) {
 		return driver.Permanent(fmt.Errorf("sqldriver: %s %s: table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",
 			op, q, d.table, ErrNoTable, err))
+	}
+	if missingColumn(err) {
+		return driver.Permanent(fmt.Errorf("sqldriver: %s %s: table %s: %w (upgrade it with sqldriver.CreateTable or the ALTER TABLE in the package documentation): %w",
+			op, q, d.table, ErrOldTable, err))
 	}
 	if answer(err) || driver.IsPermanent(err) {
 		return fmt.Errorf("sqldriver: %s %s: %w", op, q, err)
@@ -52,9 +62,10 @@ var ErrClosed = errors.New("the *sql.DB is closed")
 var errDBClosed = errors.New("sql: database is closed")
 
 // answer reports an error that is the backend's answer, not a failure:
-// the key is held, or the lease is not.
+// the key is held, the lease is not, or the key's holders have another
+// limit.
 func answer(err error) bool {
-	return errors.Is(err, driver.ErrLocked) || errors.Is(err, driver.ErrNotHeld)
+	return errors.Is(err, driver.ErrLocked) || errors.Is(err, driver.ErrNotHeld) || errors.Is(err, driver.ErrLimitMismatch)
 }
 
 // done is a context that has ended: with it, DB.Conn checks whether the
@@ -85,6 +96,16 @@ func missingTable(err error) bool {
 		return me.Number == 1146 // ER_NO_SUCH_TABLE
 	}
 	return false
+}
+
+// missingColumn reports whether err says that a column does not exist.
+func missingColumn(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "42703" // undefined_column
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1054 // ER_BAD_FIELD_ERROR
 }
 
 // permanent reports whether err is a database error that no retry of the

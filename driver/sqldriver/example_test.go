@@ -62,6 +62,9 @@ func ExampleDDL() {
 	// 	mode    tinyint NOT NULL,
 	// 	token   bigint NOT NULL,
 	// 	expires datetime(6) NULL,
+	// 	lim     bigint NOT NULL DEFAULT 0,
+	// 	weight  bigint NOT NULL DEFAULT 0,
+	// 	val     varbinary(4096) NULL,
 	// 	PRIMARY KEY (name, owner)
 	// ) ENGINE=InnoDB
 }

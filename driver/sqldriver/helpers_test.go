@@ -48,6 +48,14 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 	}
 }
 
+// dialect returns b's SQL dialect.
+func (b backend) dialect() sqldriver.Dialect {
+	if b.name == "mariadb" {
+		return sqldriver.MySQL
+	}
+	return sqldriver.PostgreSQL
+}
+
 // plainPostgres is PostgreSQL through a database/sql driver that the
 // package does not know as pgx's: it takes the portable path (a
 // database/sql transaction per acquire, no LISTEN), as with lib/pq.

@@ -3,7 +3,6 @@ package sqldriver
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"slices"
 	"time"
 
@@ -13,7 +12,8 @@ import (
 var _ driver.Inspector = (*Driver)(nil)
 
 // Inspect implements driver.Inspector with one read of the lock's rows:
-// the live holds (with the time they have left by the database's clock),
+// the live holds (with the time they have left by the database's clock,
+// their weights and values, and the limit of counted ones),
 // the highest token among the key's rows (Fence: no counter is kept once a
 // key is released, so a free key's Fence is 0) and the live wait-queue
 // entries (Waiting).
@@ -25,36 +25,33 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	var st driver.KeyState
 	err := retryEnded(func() error {
 		st = driver.KeyState{}
-		rows, err := d.db.QueryContext(ctx, d.q.rows, key)
+		rows, err := d.db.QueryContext(ctx, d.q.state, key)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var owner string
-			var mode int
-			var token int64
-			var left sql.NullInt64
-			if err := rows.Scan(&owner, &mode, &token, &left); err != nil {
+			var r row
+			var value []byte
+			if err := rows.Scan(&r.owner, &r.mode, &r.token, &r.left, &r.limit, &r.weight, &value); err != nil {
 				return err
 			}
-			if mode != modeClock {
-				// No counter is kept: the highest token of the
-				// key's rows is the last one handed out.
-				st.Fence = max(st.Fence, uint64(max(token, 0)))
-			}
+			// No counter is kept: the highest token of the key's rows
+			// is the last one handed out.
+			st.Fence = max(st.Fence, uint64(max(r.token, 0)))
 			switch {
-			case mode == modeClock || mode == modeAnchor:
-			case !left.Valid || left.Int64 <= 0:
+			case r.mode == modeAnchor:
+			case !r.live():
 				// expired: the next acquire deletes it
-			case mode == modeExclusive || mode == modeShared:
+			case r.mode == modeExclusive || r.mode == modeShared:
 				st.Mode = driver.Exclusive
-				if mode == modeShared {
+				if r.mode == modeShared {
 					st.Mode = driver.Shared
+					st.Limit = r.limit
 				}
-				st.Holders = append(st.Holders, driver.Holder{Owner: owner, Token: uint64(max(token, 0)),
-					Remaining: time.Duration(left.Int64) * time.Microsecond})
-			case mode == modeQueuedExclusive || mode == modeQueuedShared:
+				st.Holders = append(st.Holders, driver.Holder{Owner: r.owner, Token: uint64(max(r.token, 0)),
+					Remaining: time.Duration(r.left.Int64) * time.Microsecond, Weight: r.weight, Value: string(value)})
+			case r.mode == modeQueuedExclusive || r.mode == modeQueuedShared:
 				st.Waiting++
 			}
 		}

@@ -72,7 +72,12 @@ func (d *NotifyDriver) stopIfIdle(h *hub) {
 	}
 }
 
-var _ driver.Notifier = (*NotifyDriver)(nil)
+var (
+	_ driver.Notifier    = (*NotifyDriver)(nil)
+	_ driver.Counter     = (*NotifyDriver)(nil)
+	_ driver.ValueKeeper = (*NotifyDriver)(nil)
+	_ driver.Inspector   = (*NotifyDriver)(nil)
+)
 
 // channel returns the notification channel of the driver's table:
 // "locker:" followed by the table name, or by a hash of it when that

@@ -25,19 +25,32 @@ func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driv
 
 // row is one row of a lock, as read by queries.rows.
 type row struct {
-	owner string
-	mode  int
-	token int64
-	left  sql.NullInt64 // µs left by the database's clock; NULL for an anchor and the clock
+	owner  string
+	mode   int
+	token  int64
+	left   sql.NullInt64 // µs left by the database's clock; NULL for an anchor and the clock
+	limit  int64         // the limit of a counted shared hold or queue entry, or 0
+	weight int64         // its weight, or 0
 }
 
 func (r *row) live() bool { return r.left.Valid && r.left.Int64 > 0 }
+
+// attempt is one acquire, as decide judges it.
+type attempt struct {
+	key, owner    string
+	mode          int   // modeExclusive or modeShared
+	us            int64 // TTL in µs
+	queued        bool  // TryAcquireQueued
+	limit, weight int64 // of a counted request, or 0
+	value         []byte
+}
 
 // verdict is what acquireTx decided.
 type verdict struct {
 	token  int64
 	locked bool
-	left   int64 // µs the conflicting holds and queue entries ahead may last
+	left   int64              // µs the holds and queue entries in the way may last
+	limit  *driver.LimitError // refused: the key's holders have another limit
 }
 
 func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
@@ -45,26 +58,28 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	if err := ctx.Err(); err != nil {
 		return driver.Lease{}, d.opError(op, req.Key, err)
 	}
-	mode, us, err := checkArgs(req.Mode, req.TTL)
+	a, err := checkRequest(req, queued)
 	if err != nil {
 		return driver.Lease{}, d.opError(op, req.Key, err)
 	}
 	var v verdict
 	if d.pipeline {
 		err = retryEnded(func() (err error) {
-			v, err = d.acquirePipelined(ctx, req.Key, req.Owner, mode, us, queued)
+			v, err = d.acquirePipelined(ctx, a)
 			return err
 		})
 	} else {
 		err = d.inTx(ctx, func(tx *sql.Tx) (err error) {
-			v, err = d.acquireTx(ctx, tx, req.Key, req.Owner, mode, us, queued)
+			v, err = d.acquireTx(ctx, tx, a)
 			return err
 		})
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		return driver.Lease{}, d.opError(op, req.Key, err)
-	}
-	if v.locked {
+	case v.limit != nil:
+		return driver.Lease{}, d.opError(op, req.Key, v.limit)
+	case v.locked:
 		return driver.Lease{}, d.opError(op, req.Key,
 			&driver.LockedError{Remaining: time.Duration(max(v.left, 0)) * time.Microsecond})
 	}
@@ -73,26 +88,53 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		Owner: req.Owner,
 		Mode:  req.Mode,
 		Token: uint64(v.token),
-		TTL:   time.Duration(us) * time.Microsecond,
+		TTL:   time.Duration(a.us) * time.Microsecond,
 	}, nil
+}
+
+// checkRequest checks what the front-end should already have checked,
+// and returns the attempt of req.
+func checkRequest(req driver.Request, queued bool) (attempt, error) {
+	mode, us, err := checkArgs(req.Mode, req.TTL)
+	if err != nil {
+		return attempt{}, err
+	}
+	switch {
+	case req.Limit < 0 || (req.Limit > 0 && req.Mode != driver.Shared):
+		err = fmt.Errorf("limit %d in mode %v", req.Limit, req.Mode)
+	case req.Limit > 0 && (req.Weight < 1 || req.Weight > req.Limit):
+		err = fmt.Errorf("weight %d not in [1, %d]", req.Weight, req.Limit)
+	case req.Limit == 0 && req.Weight != 0:
+		err = fmt.Errorf("weight %d of an uncounted request", req.Weight)
+	case len(req.Value) > driver.MaxValueLen:
+		err = fmt.Errorf("value of %d bytes, over %d", len(req.Value), driver.MaxValueLen)
+	}
+	if err != nil {
+		return attempt{}, driver.Permanent(err)
+	}
+	a := attempt{key: req.Key, owner: req.Owner, mode: mode, us: us, queued: queued, limit: req.Limit, weight: req.Weight}
+	if req.Value != "" {
+		a.value = []byte(req.Value) // bytea, varbinary: stored byte for byte
+	}
+	return a, nil
 }
 
 // acquireTx is the transaction of acquire: it serialises with the other
 // acquires of key (see queries.lock), reads the lock's rows, and carries
 // out what decide makes of them.
-func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, key, owner string, mode int, us int64, queued bool) (verdict, error) {
-	if err := d.lockKey(ctx, tx, key); err != nil {
+func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, a attempt) (verdict, error) {
+	if err := d.lockKey(ctx, tx, a.key); err != nil {
 		return verdict{}, err
 	}
 	// Read after the lock, in a statement of its own: its snapshot (READ
 	// COMMITTED on PostgreSQL; on MySQL the first consistent read of the
 	// transaction) and its clock are taken once the lock is held, so it
 	// sees every grant and queue entry committed before.
-	rows, err := d.readRows(ctx, tx, key)
+	rows, err := d.readRows(ctx, tx, a.key)
 	if err != nil {
 		return verdict{}, err
 	}
-	v, stmts := d.decide(rows, key, owner, mode, us, queued)
+	v, stmts := d.decide(rows, a)
 	for _, st := range stmts {
 		res, err := tx.ExecContext(ctx, st.query, st.args...)
 		if err != nil {
@@ -115,26 +157,24 @@ type stmt struct {
 }
 
 // decide judges, by the database's clock as the rows report it, whether
-// owner is granted key in mode (modeExclusive or modeShared), extends its
-// own hold, or waits, queued or not; it returns the verdict and the
-// statements that carry it out, in the acquire's transaction.
-func (d *Driver) decide(rows []row, key, owner string, mode int, us int64, queued bool) (verdict, []stmt) {
+// a.owner is granted a.key, extends its own hold, or waits, queued or not,
+// or is refused because its limit differs from the key's holders'; it
+// returns the verdict and the statements that carry it out, in the
+// acquire's transaction.
+func (d *Driver) decide(rows []row, a attempt) (verdict, []stmt) {
 	var (
 		last      int64 // the greatest token among the rows
 		clock     int64 // the database's clock, µs since the Unix epoch
-		mine      *row
+		mine      *row  // the owner's live queue entry
+		holds     []*row
 		queue     []*row
 		dead      bool // expired rows to purge
 		deadQueue bool // among them queue entries: the waiters behind may proceed
 		v         verdict
 		stmts     []stmt
 	)
-	block := func(left int64) {
-		v.locked = true
-		v.left = max(v.left, left)
-	}
 	extend := func(mode int) stmt {
-		return stmt{query: d.q.extend, args: []any{mode, us, key, owner}, one: true}
+		return stmt{query: d.q.extend, args: []any{mode, a.us, a.key, a.owner}, one: true}
 	}
 	for i := range rows {
 		r := &rows[i]
@@ -149,66 +189,129 @@ func (d *Driver) decide(rows []row, key, owner string, mode int, us int64, queue
 			// PostgreSQL it is the counter row of an older version of
 			// the package, which the clock has overtaken: purged.
 			dead = dead || d.dialect == PostgreSQL
-			continue
 		case !r.live():
 			dead = true
 			deadQueue = deadQueue || r.mode >= modeQueuedExclusive
-			continue
-		case r.owner == owner:
-			mine = r
-		}
-		switch r.mode {
-		case modeExclusive, modeShared:
-			if r.owner == owner && r.mode == mode {
-				// The holder itself: extend, same token.
-				return verdict{token: r.token}, []stmt{extend(mode)}
+		case r.mode == modeExclusive || r.mode == modeShared:
+			if r.owner == a.owner && r.mode == a.mode {
+				// The holder itself: extend, same token, weight and
+				// value.
+				return verdict{token: r.token}, []stmt{extend(a.mode)}
 			}
-			if r.owner == owner || mode == modeExclusive || r.mode == modeExclusive {
-				block(r.left.Int64)
-			}
-		case modeQueuedExclusive, modeQueuedShared:
+			// Another owner's hold, or the owner's own in the other
+			// mode: in the way unless both are shared.
+			holds = append(holds, r)
+		case r.mode == modeQueuedExclusive || r.mode == modeQueuedShared:
 			queue = append(queue, r)
-		}
-	}
-	// The wait queue: while it has live entries, only its head, or for a
-	// shared request a run of shared entries at its head, may be granted.
-	slices.SortFunc(queue, func(a, b *row) int { return cmpInt(a.token, b.token) })
-	rank := slices.IndexFunc(queue, func(r *row) bool { return r.owner == owner })
-	if len(queue) > 0 && rank != 0 {
-		ahead := queue
-		if rank > 0 {
-			ahead = queue[:rank]
-		}
-		if rank < 0 || mode == modeExclusive || slices.ContainsFunc(ahead, func(r *row) bool { return r.mode == modeQueuedExclusive }) {
-			for _, r := range ahead {
-				block(r.left.Int64)
+			if r.owner == a.owner {
+				mine = r
 			}
 		}
 	}
 	if dead {
-		stmts = append(stmts, stmt{query: d.q.purge, args: []any{key}})
+		stmts = append(stmts, stmt{query: d.q.purge, args: []any{a.key}})
 		if deadQueue && d.q.notify != "" {
 			// The waiters behind the expired entries may proceed.
-			stmts = append(stmts, stmt{query: d.q.notify, args: []any{d.channel(), key}})
+			stmts = append(stmts, stmt{query: d.q.notify, args: []any{d.channel(), a.key}})
+		}
+	}
+	// Every shared holder and shared waiter agrees on the limit (0:
+	// uncounted).
+	if a.mode == modeShared {
+		for _, r := range holds {
+			if r.mode == modeShared && r.limit != a.limit {
+				return verdict{limit: &driver.LimitError{Limit: r.limit}}, stmts
+			}
+		}
+		for _, r := range queue {
+			if r.mode == modeQueuedShared && r.owner != a.owner && r.limit != a.limit {
+				return verdict{limit: &driver.LimitError{Limit: r.limit}}, stmts
+			}
+		}
+	}
+	// What is in the way: the holds, then the queue entries ahead. A
+	// counted request waits for the first of them to expire, which may
+	// free enough units; any other for the last.
+	counted := a.limit > 0
+	block := func(left int64) {
+		switch {
+		case !v.locked:
+			v.left = left
+		case counted:
+			v.left = min(v.left, left)
+		default:
+			v.left = max(v.left, left)
+		}
+		v.locked = true
+	}
+	used := int64(0) // units of the shared holds
+	conflict := false
+	for _, r := range holds {
+		used += r.weight
+		conflict = conflict || a.mode == modeExclusive || r.mode == modeExclusive
+	}
+	if conflict || (counted && used+a.weight > a.limit) {
+		for _, r := range holds {
+			block(r.left.Int64)
+		}
+	}
+	// The wait queue: while it has live entries, only its head, or for a
+	// shared request a run of shared entries at its head (within the
+	// limit, with theirs, for a counted one), may be granted.
+	slices.SortFunc(queue, func(a, b *row) int { return cmpInt(a.token, b.token) })
+	rank := slices.IndexFunc(queue, func(r *row) bool { return r.owner == a.owner })
+	if len(queue) > 0 && !servable(queue, rank, a, used) {
+		ahead := queue
+		if rank > 0 {
+			ahead = queue[:rank]
+		}
+		for _, r := range ahead {
+			block(r.left.Int64)
 		}
 	}
 	if v.locked {
-		if !queued {
+		if !a.queued {
 			return v, stmts
 		}
-		qmode := mode + modeQueuedExclusive - modeExclusive
-		if mine != nil && mine.mode >= modeQueuedExclusive {
+		qmode := a.mode + modeQueuedExclusive - modeExclusive
+		if mine != nil {
 			// Keep the place in the queue; renew the entry.
 			return v, append(stmts, extend(qmode))
 		}
 		// Join the queue, with an arrival number drawn as tokens are.
 		n := nextToken(last, clock)
-		return v, append(stmts, stmt{query: d.q.grant, args: []any{key, owner, qmode, n, us}})
+		return v, append(stmts, stmt{query: d.q.grant, args: []any{a.key, a.owner, qmode, n, a.us, a.limit, a.weight, nil}})
 	}
 	// Grant: the next token. The owner's row becomes the hold, whatever it
 	// was (a queue entry or an expired hold).
 	tok := nextToken(last, clock)
-	return verdict{token: tok}, append(stmts, stmt{query: d.q.grant, args: []any{key, owner, mode, tok, us}})
+	return verdict{token: tok}, append(stmts, stmt{query: d.q.grant,
+		args: []any{a.key, a.owner, a.mode, tok, a.us, a.limit, a.weight, a.value}})
+}
+
+// servable reports whether the wait queue (live entries by arrival) lets
+// the attempt of the owner at position rank (-1: not queued) be granted:
+// it must be the head or, for a shared request, in the run of shared
+// entries at the head, whose weights, with the used units of the holds,
+// fit in a counted request's limit, so that a large request is not
+// overtaken by small ones.
+func servable(queue []*row, rank int, a attempt, used int64) bool {
+	switch {
+	case rank < 0:
+		return false
+	case rank == 0:
+		return true
+	case a.mode != modeShared:
+		return false
+	}
+	units := used + a.weight
+	for _, r := range queue[:rank] {
+		if r.mode != modeQueuedShared {
+			return false
+		}
+		units += r.weight
+	}
+	return a.limit == 0 || units <= a.limit
 }
 
 // nextToken returns the token of a grant (or the arrival number of a
@@ -263,7 +366,7 @@ func collectRows(rs resultRows) ([]row, error) {
 	var rows []row
 	for rs.Next() {
 		var r row
-		if err := rs.Scan(&r.owner, &r.mode, &r.token, &r.left); err != nil {
+		if err := rs.Scan(&r.owner, &r.mode, &r.token, &r.left, &r.limit, &r.weight); err != nil {
 			return nil, err
 		}
 		rows = append(rows, r)

@@ -88,7 +88,8 @@ func TestMissingTable(t *testing.T) {
 }
 
 // TestDDLDocumented checks that the package documentation shows the DDL
-// that CreateTable runs, for both dialects.
+// that CreateTable runs, and the upgrade from an older table (UpgradeDDL),
+// for both dialects.
 func TestDDLDocumented(t *testing.T) {
 	src, err := os.ReadFile("doc.go")
 	if err != nil {
@@ -103,6 +104,16 @@ func TestDDLDocumented(t *testing.T) {
 		if !strings.Contains(doc, strings.Join(strings.Fields(ddl), " ")) {
 			t.Errorf("doc.go does not show the %v DDL:\n%s", d, ddl)
 		}
+		up, err := sqldriver.UpgradeDDL(d, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(doc, strings.Join(strings.Fields(up), " ")) {
+			t.Errorf("doc.go does not show the %v upgrade:\n%s", d, up)
+		}
+	}
+	if _, err := sqldriver.UpgradeDDL(sqldriver.Detect, ""); err == nil {
+		t.Error("UpgradeDDL(Detect) succeeded")
 	}
 	if _, err := sqldriver.DDL(sqldriver.Detect, ""); err == nil {
 		t.Error("DDL(Detect) succeeded")
@@ -113,10 +124,7 @@ func TestDDLDocumented(t *testing.T) {
 func TestDialect(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		db := b.db(t)
-		want := sqldriver.PostgreSQL
-		if b.name == "mariadb" {
-			want = sqldriver.MySQL
-		}
+		want := b.dialect()
 		p, err := sqldriver.NewPolling(db, nil)
 		if err != nil {
 			t.Fatal(err)

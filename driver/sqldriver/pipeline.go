@@ -21,9 +21,9 @@ import (
 // every commit made before the lock was granted.
 //
 // A connection on which anything failed is discarded (see onPgxConn).
-func (d *Driver) acquirePipelined(ctx context.Context, key, owner string, mode int, us int64, queued bool) (v verdict, err error) {
+func (d *Driver) acquirePipelined(ctx context.Context, a attempt) (v verdict, err error) {
 	err = d.onPgxConn(ctx, func(pc *pgx.Conn) (err error) {
-		v, err = d.pipelined(ctx, pc, key, owner, mode, us, queued)
+		v, err = d.pipelined(ctx, pc, a)
 		return err
 	})
 	return v, err
@@ -56,11 +56,11 @@ func (d *Driver) onPgxConn(ctx context.Context, f func(pc *pgx.Conn) error) erro
 	return rawErr
 }
 
-func (d *Driver) pipelined(ctx context.Context, pc *pgx.Conn, key, owner string, mode int, us int64, queued bool) (verdict, error) {
+func (d *Driver) pipelined(ctx context.Context, pc *pgx.Conn, a attempt) (verdict, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(d.q.lock, lockID(key))
-	b.Queue(d.q.rows, key)
+	b.Queue(d.q.lock, lockID(a.key))
+	b.Queue(d.q.rows, a.key)
 	br := pc.SendBatch(ctx, b)
 	var rows []row
 	_, err := br.Exec()
@@ -74,7 +74,7 @@ func (d *Driver) pipelined(ctx context.Context, pc *pgx.Conn, key, owner string,
 		return verdict{}, err
 	}
 
-	v, stmts := d.decide(rows, key, owner, mode, us, queued)
+	v, stmts := d.decide(rows, a)
 	b = &pgx.Batch{}
 	for _, st := range stmts {
 		b.Queue(st.query, st.args...)

@@ -30,12 +30,22 @@ type queries struct {
 	// row exists and creates it otherwise; either way it takes the
 	// record's exclusive lock until the transaction ends.
 	lock string
-	// rows reads every row of a lock (name): owner, mode, token and the
+	// upgrade adds the columns of counted holds and values to a table
+	// created by an older version of the package (PostgreSQL; on MySQL
+	// see columns).
+	upgrade string
+	// columns are the columns that upgrade adds: name and definition.
+	columns [][2]string
+	// rows reads every row of a lock (name): owner, mode, token, the
 	// microseconds left by the database's clock (NULL for an anchor),
-	// followed by a pseudo-row ('', modeClock, the clock in µs since the
-	// Unix epoch, NULL).
+	// limit and weight, followed by a pseudo-row ('', modeClock, the
+	// clock in µs since the Unix epoch, NULL, 0, 0).
 	rows string
-	// grant upserts the owner's row (name, owner, mode, token, ttl µs).
+	// state reads every row of a lock (name) for Inspect: owner, mode,
+	// token, µs left, limit, weight and value.
+	state string
+	// grant upserts the owner's row (name, owner, mode, token, ttl µs,
+	// limit, weight, value).
 	grant string
 	// extend renews the owner's row (mode, ttl µs, name, owner).
 	extend string
@@ -77,13 +87,18 @@ func newQueries(d Dialect, table string) queries {
 	clock := "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000 AS bigint)"
 	after := "statement_timestamp() + CAST(? AS bigint) * interval '1 microsecond'"
 	left := "CAST(EXTRACT(EPOCH FROM (expires - statement_timestamp())) * 1000000 AS bigint)"
-	upsert := "ON CONFLICT (name, owner) DO UPDATE SET mode = EXCLUDED.mode, token = EXCLUDED.token, expires = EXCLUDED.expires"
+	upsert := "ON CONFLICT (name, owner) DO UPDATE SET mode = EXCLUDED.mode, token = EXCLUDED.token, expires = EXCLUDED.expires," +
+		" lim = EXCLUDED.lim, weight = EXCLUDED.weight, val = EXCLUDED.val"
+	columns := [][2]string{{"lim", "bigint NOT NULL DEFAULT 0"}, {"weight", "bigint NOT NULL DEFAULT 0"}, {"val", "bytea"}}
 	create := `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name    text COLLATE "C" NOT NULL,
 	owner   text COLLATE "C" NOT NULL,
 	mode    smallint NOT NULL,
 	token   bigint NOT NULL,
 	expires timestamptz,
+	lim     bigint NOT NULL DEFAULT 0,
+	weight  bigint NOT NULL DEFAULT 0,
+	val     bytea,
 	PRIMARY KEY (name, owner)
 )`
 	if d == MySQL {
@@ -91,13 +106,18 @@ func newQueries(d Dialect, table string) queries {
 		clock = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 		after = "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
 		left = "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)"
-		upsert = "ON DUPLICATE KEY UPDATE mode = VALUES(mode), token = VALUES(token), expires = VALUES(expires)"
+		upsert = "ON DUPLICATE KEY UPDATE mode = VALUES(mode), token = VALUES(token), expires = VALUES(expires)," +
+			" lim = VALUES(lim), weight = VALUES(weight), val = VALUES(val)"
+		columns[2][1] = "varbinary(4096) NULL"
 		create = "CREATE TABLE IF NOT EXISTS " + table + ` (
 	name    varbinary(512) NOT NULL,
 	owner   varbinary(64) NOT NULL,
 	mode    tinyint NOT NULL,
 	token   bigint NOT NULL,
 	expires datetime(6) NULL,
+	lim     bigint NOT NULL DEFAULT 0,
+	weight  bigint NOT NULL DEFAULT 0,
+	val     varbinary(4096) NULL,
 	PRIMARY KEY (name, owner)
 ) ENGINE=InnoDB`
 	}
@@ -111,9 +131,11 @@ func newQueries(d Dialect, table string) queries {
 		table:   table,
 		now:     now,
 		lock:    "INSERT INTO " + table + " (name, owner, mode, token) VALUES (?, '', 0, 0) ON DUPLICATE KEY UPDATE mode = mode",
-		rows: "SELECT owner, mode, token, " + left + " FROM " + table + " WHERE name = ?" +
-			" UNION ALL SELECT '', -1, " + clock + ", NULL",
-		grant:    "INSERT INTO " + table + " (name, owner, mode, token, expires) VALUES (?, ?, ?, ?, " + after + ") " + upsert,
+		columns: columns,
+		rows: "SELECT owner, mode, token, " + left + ", lim, weight FROM " + table + " WHERE name = ?" +
+			" UNION ALL SELECT '', -1, " + clock + ", NULL, 0, 0",
+		state:    "SELECT owner, mode, token, " + left + ", lim, weight, val FROM " + table + " WHERE name = ?",
+		grant:    "INSERT INTO " + table + " (name, owner, mode, token, expires, lim, weight, val) VALUES (?, ?, ?, ?, " + after + ", ?, ?, ?) " + upsert,
 		extend:   "UPDATE " + table + " SET mode = ?, expires = " + after + " WHERE name = ? AND owner = ?",
 		purge:    "DELETE FROM " + table + " WHERE name = ? AND owner <> '' AND expires <= " + now,
 		refresh:  "UPDATE " + table + " SET expires = " + after + " WHERE name = ? AND owner = ? AND " + live,
@@ -123,6 +145,11 @@ func newQueries(d Dialect, table string) queries {
 		unanchor: "DELETE FROM " + table + " WHERE name = ? AND owner = ''",
 	}
 	if d == PostgreSQL {
+		adds := make([]string, len(columns))
+		for i, c := range columns {
+			adds[i] = "ADD COLUMN IF NOT EXISTS " + c[0] + " " + c[1]
+		}
+		q.upgrade = "ALTER TABLE " + table + " " + strings.Join(adds, ", ")
 		q.lock = "SELECT pg_advisory_xact_lock(?)"
 		q.purge = "DELETE FROM " + table + " WHERE name = ? AND (owner = '' OR expires <= " + now + ")"
 		q.refresh += " RETURNING token"
@@ -137,7 +164,7 @@ func newQueries(d Dialect, table string) queries {
 			" AS b(name, owner, mode, token, ttl)" +
 			" WHERE t.name = b.name AND t.owner = b.owner AND t.mode = b.mode AND (b.token = 0 OR t.token = b.token)" +
 			" AND t.expires > " + now + " RETURNING t.name, t.owner"
-		for _, s := range []*string{&q.lock, &q.rows, &q.grant, &q.extend, &q.purge, &q.refresh, &q.token,
+		for _, s := range []*string{&q.lock, &q.rows, &q.state, &q.grant, &q.extend, &q.purge, &q.refresh, &q.token,
 			&q.leave, &q.release, &q.notify, &q.batch} {
 			*s = numbered(*s)
 		}

@@ -73,8 +73,9 @@ type Options struct {
 }
 
 // Driver is a locker driver over a database/sql database. It implements
-// driver.Driver, driver.Sharer, driver.Queuer, driver.BatchRefresher and
-// driver.TTLLimiter. It is safe for concurrent use. Create it with New,
+// driver.Driver, driver.Sharer, driver.Counter, driver.ValueKeeper,
+// driver.Queuer, driver.BatchRefresher, driver.TTLLimiter and
+// driver.Inspector. It is safe for concurrent use. Create it with New,
 // which wraps it in a *NotifyDriver on PostgreSQL.
 type Driver struct {
 	db      *sql.DB
@@ -89,6 +90,8 @@ type Driver struct {
 var (
 	_ driver.Driver         = (*Driver)(nil)
 	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Counter        = (*Driver)(nil)
+	_ driver.ValueKeeper    = (*Driver)(nil)
 	_ driver.Queuer         = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
 	_ driver.TTLLimiter     = (*Driver)(nil)
@@ -188,12 +191,24 @@ func (d *Driver) Table() string { return d.table }
 // SupportsShared reports true: the driver grants Mode Shared.
 func (d *Driver) SupportsShared() bool { return true }
 
+// SupportsCounted reports true: the driver grants counted Shared requests
+// (semaphores; see "Counted holds and values" in the package
+// documentation).
+func (d *Driver) SupportsCounted() bool { return true }
+
+// SupportsValues reports true: the driver keeps each grant's value and
+// Inspect reports it.
+func (d *Driver) SupportsValues() bool { return true }
+
 // TTLRange reports MinTTL and MaxTTL.
 func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
 
 // CreateTable creates the lease table if it does not exist, with the DDL
-// shown in the package documentation. Call it at startup or from a
-// migration; the driver never creates the table itself.
+// shown in the package documentation, and upgrades a table created by an
+// older version of the package: it adds the columns lim, weight and val
+// when they are missing (see "Upgrading the table" in the package
+// documentation). Call it at startup or from a migration; the driver never
+// creates or alters the table itself.
 //
 // It is safe to call from any number of processes at once, on the same
 // database: the calls serialise on the database, so that one creates the
@@ -203,11 +218,12 @@ func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
 // single 64-bit keys that acquires lock (CREATE TABLE IF NOT EXISTS alone
 // races with itself there and fails with a duplicate key in pg_type). On
 // MySQL it holds GET_LOCK('locker.CreateTable') on a connection of its own
-// around the statement, and releases it, or discards the connection, before
-// it returns. Should the statement still report that the table, or its
-// row type, already exists (created meanwhile by a migration that does not
-// take the lock), CreateTable checks that the table is there and returns
-// nil.
+// around the statements, and releases it, or discards the connection,
+// before it returns. The upgrade runs under the same lock, and only when a
+// column is missing. Should the statement still report that the table, or
+// its row type, already exists (created meanwhile by a migration that does
+// not take the lock), CreateTable checks that the table is there and
+// returns nil.
 func CreateTable(ctx context.Context, db *sql.DB, opts *Options) error {
 	d, err := NewPolling(db, opts)
 	if err != nil {
@@ -218,8 +234,10 @@ func CreateTable(ctx context.Context, db *sql.DB, opts *Options) error {
 			if _, err := tx.ExecContext(ctx, createLockPG); err != nil {
 				return err
 			}
-			_, err := tx.ExecContext(ctx, d.q.create)
-			return err
+			if _, err := tx.ExecContext(ctx, d.q.create); err != nil {
+				return err
+			}
+			return d.upgradePG(ctx, tx)
 		})
 	} else {
 		err = d.createMySQL(ctx)
@@ -269,11 +287,88 @@ func (d *Driver) createMySQL(ctx context.Context) error {
 		return err
 	}
 	_, err = conn.ExecContext(ctx, d.q.create)
+	if err == nil {
+		err = d.upgradeMySQL(ctx, conn)
+	}
 	var released sql.NullInt64
 	if rerr := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", createLockMySQL).Scan(&released); rerr != nil || released.Int64 != 1 {
 		discard(conn)
 	}
 	return err
+}
+
+// upgradePG adds the columns that a table created by an older version of
+// the package lacks, in CreateTable's transaction. The ALTER TABLE, which
+// waits for every transaction on the table and holds up the others while
+// it runs, is sent only when pg_attribute says a column is missing.
+func (d *Driver) upgradePG(ctx context.Context, tx *sql.Tx) error {
+	names := make([]string, len(d.q.columns))
+	for i, c := range d.q.columns {
+		names[i] = "'" + c[0] + "'" // the package's own names, never input
+	}
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass($1)"+
+		" AND attname IN ("+strings.Join(names, ", ")+") AND attnum > 0 AND NOT attisdropped", d.q.table).Scan(&n)
+	if err != nil || n == len(names) {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, d.q.upgrade)
+	return err
+}
+
+// upgradeMySQL adds the columns that a table created by an older version
+// of the package lacks, in one ALTER TABLE (MySQL has no ADD COLUMN IF NOT
+// EXISTS; CreateTable's named lock keeps its callers from racing). A
+// column added meanwhile by a migration that does not take the lock fails
+// the ALTER TABLE with a duplicate column; the columns are then read
+// again.
+func (d *Driver) upgradeMySQL(ctx context.Context, conn *sql.Conn) error {
+	missing, err := d.missingColumnsMySQL(ctx, conn)
+	if err != nil || len(missing) == 0 {
+		return err
+	}
+	_, err = conn.ExecContext(ctx, "ALTER TABLE "+d.q.table+" "+strings.Join(missing, ", "))
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1060 { // ER_DUP_FIELDNAME
+		if again, aerr := d.missingColumnsMySQL(ctx, conn); aerr == nil && len(again) == 0 {
+			return nil
+		}
+	}
+	return err
+}
+
+// missingColumnsMySQL returns the "ADD COLUMN" clauses of the columns the
+// table lacks.
+func (d *Driver) missingColumnsMySQL(ctx context.Context, conn *sql.Conn) ([]string, error) {
+	var schema any // the connection's database
+	name := d.table
+	if db, t, ok := strings.Cut(d.table, "."); ok {
+		schema, name = db, t
+	}
+	rs, err := conn.QueryContext(ctx, "SELECT column_name FROM information_schema.columns"+
+		" WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?", schema, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	have := map[string]bool{}
+	for rs.Next() {
+		var c string
+		if err := rs.Scan(&c); err != nil {
+			return nil, err
+		}
+		have[strings.ToLower(c)] = true
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, c := range d.q.columns {
+		if !have[c[0]] {
+			missing = append(missing, "ADD COLUMN "+c[0]+" "+c[1])
+		}
+	}
+	return missing, nil
 }
 
 // discard closes conn's session instead of returning it to the pool.
@@ -312,15 +407,40 @@ func (d *Driver) tableExists(ctx context.Context) bool {
 // table name (DefaultTable when empty), for use in the user's own
 // migrations.
 func DDL(dialect Dialect, table string) (string, error) {
+	q, err := statements("DDL", dialect, table)
+	return q.create, err
+}
+
+// UpgradeDDL returns the ALTER TABLE that adds to a table created by an
+// older version of the package the columns of counted holds and values
+// (see "Upgrading the table" in the package documentation), for the
+// user's own migrations. On PostgreSQL it adds each column only if it does
+// not exist; on MySQL, which has no such clause, run it once (CreateTable
+// adds only the missing columns).
+func UpgradeDDL(dialect Dialect, table string) (string, error) {
+	q, err := statements("UpgradeDDL", dialect, table)
+	if err != nil || dialect == PostgreSQL {
+		return q.upgrade, err
+	}
+	adds := make([]string, len(q.columns))
+	for i, c := range q.columns {
+		adds[i] = "ADD COLUMN " + c[0] + " " + c[1]
+	}
+	return "ALTER TABLE " + q.table + " " + strings.Join(adds, ", "), nil
+}
+
+// statements returns the statements of dialect and table (DefaultTable
+// when empty) for fn, DDL or UpgradeDDL.
+func statements(fn string, dialect Dialect, table string) (queries, error) {
 	if table == "" {
 		table = DefaultTable
 	}
 	if dialect != PostgreSQL && dialect != MySQL {
-		return "", fmt.Errorf("sqldriver: DDL needs PostgreSQL or MySQL, not %v", dialect)
+		return queries{}, fmt.Errorf("sqldriver: %s needs PostgreSQL or MySQL, not %v", fn, dialect)
 	}
 	quoted, err := quoteTable(dialect, table)
 	if err != nil {
-		return "", err
+		return queries{}, err
 	}
-	return newQueries(dialect, quoted).create, nil
+	return newQueries(dialect, quoted), nil
 }
