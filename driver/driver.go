@@ -234,6 +234,7 @@ type Sharer interface {
 // with an error wrapping a *LimitError, never granted. An uncounted Shared
 // request on a key with live counted holds is refused the same way.
 //
+// CheckCount checks a request's Limit, Weight and Value before any I/O.
 // Without Counter, locker.Semaphore returns an error wrapping
 // errors.ErrUnsupported.
 type Counter interface {

@@ -24,21 +24,7 @@ var (
 
 // checkRequest rejects a request that the front-end would never make: a
 // bad limit or weight, or a value that is too long.
-func checkRequest(req driver.Request) error {
-	switch {
-	case req.Limit < 0:
-		return permanentf("limit %d is negative", req.Limit)
-	case req.Limit == 0 && req.Weight != 0:
-		return permanentf("weight %d without a limit", req.Weight)
-	case req.Limit > 0 && req.Mode != driver.Shared:
-		return permanentf("a limit (%d) on a %s request", req.Limit, req.Mode)
-	case req.Limit > 0 && (req.Weight < 1 || req.Weight > req.Limit):
-		return permanentf("weight %d outside [1, %d]", req.Weight, req.Limit)
-	case len(req.Value) > driver.MaxValueLen:
-		return permanentf("value of %d bytes, over %d", len(req.Value), driver.MaxValueLen)
-	}
-	return nil
-}
+func checkRequest(req driver.Request) error { return driver.CheckCount(req) }
 
 // A class is what the grant rules need of an entry or a request: its
 // sub-prefix (readers, counted or writers) and, for a counted one, its

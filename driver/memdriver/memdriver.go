@@ -416,17 +416,7 @@ func validateRequest(req driver.Request) error {
 	if err := validate(req.Mode, req.TTL); err != nil {
 		return err
 	}
-	switch {
-	case req.Limit < 0 || (req.Limit > 0 && req.Mode != driver.Shared):
-		return driver.Permanent(fmt.Errorf("limit %d with mode %v", req.Limit, req.Mode))
-	case req.Limit > 0 && (req.Weight < 1 || req.Weight > req.Limit):
-		return driver.Permanent(fmt.Errorf("weight %d outside [1, %d]", req.Weight, req.Limit))
-	case req.Limit == 0 && req.Weight != 0:
-		return driver.Permanent(fmt.Errorf("weight %d without a limit", req.Weight))
-	case len(req.Value) > driver.MaxValueLen:
-		return driver.Permanent(fmt.Errorf("value of %d bytes, more than %d", len(req.Value), driver.MaxValueLen))
-	}
-	return nil
+	return driver.CheckCount(req)
 }
 
 func validateTTL(ttl time.Duration) error {

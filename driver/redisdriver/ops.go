@@ -262,17 +262,12 @@ const maxLimit = 1 << 53
 // the scripts keep with the grant (see common.lua): "" for an uncounted
 // request without a value, else ":<weight>:<limit>:<value>".
 func dataArg(req driver.Request) (string, error) {
+	if err := driver.CheckCount(req); err != nil {
+		return "", err
+	}
 	switch {
-	case req.Limit < 0 || req.Limit > maxLimit:
-		return "", driver.Permanent(fmt.Errorf("limit %d outside [0, %d]", req.Limit, int64(maxLimit)))
-	case req.Limit > 0 && req.Mode != driver.Shared:
-		return "", driver.Permanent(fmt.Errorf("limit %d on a %v request: only shared requests are counted", req.Limit, req.Mode))
-	case req.Limit > 0 && (req.Weight < 1 || req.Weight > req.Limit):
-		return "", driver.Permanent(fmt.Errorf("weight %d outside [1, %d]", req.Weight, req.Limit))
-	case req.Limit == 0 && req.Weight != 0:
-		return "", driver.Permanent(fmt.Errorf("weight %d on an uncounted request", req.Weight))
-	case len(req.Value) > driver.MaxValueLen:
-		return "", driver.Permanent(fmt.Errorf("value of %d bytes, more than %d", len(req.Value), driver.MaxValueLen))
+	case req.Limit > maxLimit:
+		return "", driver.Permanent(fmt.Errorf("limit %d over %d, the largest Lua counts exactly", req.Limit, int64(maxLimit)))
 	case req.Limit == 0 && req.Value == "":
 		return "", nil
 	}

@@ -99,18 +99,8 @@ func checkRequest(req driver.Request, queued bool) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
 	}
-	switch {
-	case req.Limit < 0 || (req.Limit > 0 && req.Mode != driver.Shared):
-		err = fmt.Errorf("limit %d in mode %v", req.Limit, req.Mode)
-	case req.Limit > 0 && (req.Weight < 1 || req.Weight > req.Limit):
-		err = fmt.Errorf("weight %d not in [1, %d]", req.Weight, req.Limit)
-	case req.Limit == 0 && req.Weight != 0:
-		err = fmt.Errorf("weight %d of an uncounted request", req.Weight)
-	case len(req.Value) > driver.MaxValueLen:
-		err = fmt.Errorf("value of %d bytes, over %d", len(req.Value), driver.MaxValueLen)
-	}
-	if err != nil {
-		return attempt{}, driver.Permanent(err)
+	if err := driver.CheckCount(req); err != nil {
+		return attempt{}, err
 	}
 	a := attempt{key: req.Key, owner: req.Owner, mode: mode, us: us, queued: queued, limit: req.Limit, weight: req.Weight}
 	if req.Value != "" {

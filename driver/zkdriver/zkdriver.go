@@ -332,29 +332,8 @@ func (d *Driver) checkRequest(op string, req driver.Request) error {
 	if err := checkTTL(req.TTL, d.sess.Timeout()); err != nil {
 		return errorf(op, req.Key, err)
 	}
-	if err := checkCount(req); err != nil {
+	if err := driver.CheckCount(req); err != nil {
 		return driver.Permanent(errorf(op, req.Key, err))
-	}
-	if len(req.Value) > driver.MaxValueLen {
-		return driver.Permanent(errorf(op, req.Key, fmt.Errorf("value of %d bytes exceeds driver.MaxValueLen (%d)", len(req.Value), driver.MaxValueLen)))
-	}
-	return nil
-}
-
-// checkCount validates a request's Limit and Weight: both 0, or a Shared
-// request with 1 ≤ Weight ≤ Limit.
-func checkCount(req driver.Request) error {
-	switch {
-	case req.Limit == 0 && req.Weight == 0:
-		return nil
-	case req.Limit < 0:
-		return fmt.Errorf("negative limit %d", req.Limit)
-	case req.Limit == 0:
-		return fmt.Errorf("weight %d without a limit", req.Weight)
-	case req.Mode != driver.Shared:
-		return fmt.Errorf("limit %d on a %v request: only shared requests are counted", req.Limit, req.Mode)
-	case req.Weight < 1 || req.Weight > req.Limit:
-		return fmt.Errorf("weight %d outside [1, limit %d]", req.Weight, req.Limit)
 	}
 	return nil
 }
