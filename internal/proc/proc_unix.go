@@ -5,24 +5,65 @@ package proc
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// signalStop stops p and, where /proc tells, waits until every thread of p
-// has stopped: kill(2) returns before the signal has taken effect, and a
-// thread running on another CPU may still answer a request sent right
-// after it (seen as "a paused server answered" on a loaded machine).
-func signalStop(p *os.Process) error {
-	if err := p.Signal(syscall.SIGSTOP); err != nil {
-		return err
+// setGroup puts cmd in a process group of its own.
+func setGroup(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
-	return waitStopped(p.Pid, 5*time.Second)
+	cmd.SysProcAttr.Setpgid = true
 }
 
-func signalCont(p *os.Process) error { return p.Signal(syscall.SIGCONT) }
+// signal sends sig to p or, for a group, to p's process group and every
+// descendant of p (in groups of their own or not). It returns the error
+// of the signal to p or its group.
+func (p *Process) signal(sig syscall.Signal) error {
+	pid := p.cmd.Process.Pid
+	if !p.group {
+		return p.cmd.Process.Signal(sig)
+	}
+	// The descendants first: once the group's signal has killed pid,
+	// they are no longer its children.
+	kids := descendants(pid)
+	err := syscall.Kill(-pid, sig)
+	for _, c := range kids {
+		_ = syscall.Kill(c, sig)
+	}
+	return err
+}
+
+// stop stops p (SIGSTOP) and, where /proc tells, waits until every thread
+// of p (and of its descendants, for a group) has stopped: kill(2) returns
+// before the signal has taken effect, and a thread running on another CPU
+// may still answer a request sent right after it (seen as "a paused
+// server answered" on a loaded machine).
+func (p *Process) stop() error {
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	pids := []int{p.cmd.Process.Pid}
+	if p.group {
+		pids = append(pids, descendants(pids[0])...)
+	}
+	for _, pid := range pids {
+		if err := waitStopped(pid, 5*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cont continues p (SIGCONT).
+func (p *Process) cont() error { return p.signal(syscall.SIGCONT) }
+
+// kill sends SIGKILL to p (to every process of a group).
+func (p *Process) kill() { _ = p.signal(syscall.SIGKILL) }
 
 // waitStopped waits until every thread of pid is in state T (stopped),
 // polling /proc. Without /proc it returns at once.
