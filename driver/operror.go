@@ -14,8 +14,8 @@ type OpError struct {
 	// Driver names the driver's package ("redisdriver"); it prefixes the
 	// message.
 	Driver string
-	// Op is the operation: "acquire", "try-acquire", "refresh",
-	// "release", "subscribe", "inspect", and so on.
+	// Op is the operation: "acquire", "refresh", "release",
+	// "subscribe", "inspect", "force-release", and so on.
 	Op string
 	// Key is the lock's key, as the front-end passed it.
 	Key string
