@@ -1,7 +1,8 @@
 // Package proc runs the server processes of tests (redis-server, ZooKeeper's
 // JVM, an etcd server in a process of its own): it starts them so that they
 // die with the test binary, and pauses (SIGSTOP), resumes (SIGCONT), kills
-// (SIGKILL) and restarts them by PID. It also holds what every server
+// (SIGKILL) and restarts them by PID, with every process of a server that
+// forks workers (StartGroup). It also holds what every server
 // package of the tests needs: free loopback ports and the
 // LOCKER_REQUIRE_SERVERS switch.
 package proc

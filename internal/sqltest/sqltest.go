@@ -11,11 +11,13 @@
 //
 // Both wait until the server accepts connections, return a [Server] whose
 // DSN opens its database with pgx's database/sql driver ("pgx") or
-// go-sql-driver/mysql ("mysql"), and stop it by PID in [Server.Close].
-// [Server.Crash] kills the server (SIGKILL) and [Server.Restart] starts it
-// again on the same port and data directory, as after a crash: committed
-// data survives. [Server.Pause] and [Server.Resume] stop and continue it
-// (SIGSTOP, SIGCONT), with every process of PostgreSQL's.
+// go-sql-driver/mysql ("mysql"); [Server.Close] shuts the server down
+// cleanly. Its process is controlled through package proc, in a process
+// group of its own: [Server.Crash] kills the server (SIGKILL) and
+// [Server.Restart] starts it again on the same port and data directory,
+// as after a crash: committed data survives. [Server.Pause] and
+// [Server.Resume] stop and continue it (SIGSTOP, SIGCONT), with every
+// process of PostgreSQL's.
 //
 // LOCKER_POSTGRES_DSN and LOCKER_MYSQL_DSN name external servers to use
 // instead; process controls then return an error wrapping
