@@ -346,6 +346,10 @@ func (s *Server) signal(op string, sig func(*Process) error, stopped bool) error
 		return err
 	}
 	if err := sig(p); err != nil {
+		if stopped {
+			// Do not leave a server half paused.
+			_ = p.cont()
+		}
 		return fmt.Errorf("%s: %s: %w", s.cfg.Pkg, op, err)
 	}
 	s.stopped = stopped

@@ -2,7 +2,6 @@ package proc
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,58 +178,6 @@ func TestExternal(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestGroup starts a shell with two children, one in a session (and group)
-// of its own as PostgreSQL's backends are, and checks that a group's Pause
-// stops them all and its Kill ends them all.
-func TestGroup(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("descendants are read from /proc")
-	}
-	for _, bin := range []string{"sh", "sleep", "setsid"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("no %s binary", bin)
-		}
-	}
-	p, err := StartGroup(exec.Command("sh", "-c", "sleep 60 & setsid sleep 60 & wait"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Kill()
-	var kids []int
-	for deadline := time.Now().Add(10 * time.Second); len(kids) < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("descendants %v, want 2", kids)
-		}
-		kids = descendants(p.PID())
-	}
-	if err := p.stop(); err != nil {
-		t.Fatal(err)
-	}
-	for _, pid := range append([]int{p.PID()}, kids...) {
-		if st := state(t, pid); st != "T" {
-			t.Errorf("process %d in state %q after stop, want T", pid, st)
-		}
-	}
-	if err := p.cont(); err != nil {
-		t.Fatal(err)
-	}
-	p.Kill()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		alive := 0
-		for _, pid := range kids {
-			if n, _ := runningThreads(fmt.Sprintf("/proc/%d/task", pid)); n > 0 {
-				alive++
-			}
-		}
-		if alive == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d descendants alive after Kill", alive)
-		}
 	}
 }
 
