@@ -8,20 +8,28 @@ import (
 	"time"
 )
 
-// TestGroup starts a shell with two children, one in a session (and group)
-// of its own as PostgreSQL's backends are, and checks that a group's Pause
-// stops them all and its Kill ends them all.
-func TestGroup(t *testing.T) {
+// shellGroup runs script with sh in a group (StartGroup) until the end of
+// t; it skips t without sh, sleep and setsid.
+func shellGroup(t *testing.T, script string) *Process {
+	t.Helper()
 	for _, bin := range []string{"sh", "sleep", "setsid"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("no %s binary", bin)
 		}
 	}
-	p, err := StartGroup(exec.Command("sh", "-c", "sleep 60 & setsid sleep 60 & wait"))
+	p, err := StartGroup(exec.Command("sh", "-c", script))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Kill()
+	t.Cleanup(p.Kill)
+	return p
+}
+
+// TestGroup starts a shell with two children, one in a session (and group)
+// of its own as PostgreSQL's backends are, and checks that a group's Pause
+// stops them all and its Kill ends them all.
+func TestGroup(t *testing.T) {
+	p := shellGroup(t, "sleep 60 & setsid sleep 60 & wait")
 	var kids []int
 	for deadline := time.Now().Add(10 * time.Second); len(kids) < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -62,16 +70,7 @@ func TestGroup(t *testing.T) {
 // its backends: every Pause must stop them all, the children forked just
 // before it included.
 func TestGroupForking(t *testing.T) {
-	for _, bin := range []string{"sh", "sleep", "setsid"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("no %s binary", bin)
-		}
-	}
-	p, err := StartGroup(exec.Command("sh", "-c", "while :; do setsid sleep 2 & sleep 0.005; done"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Kill()
+	p := shellGroup(t, "while :; do setsid sleep 2 & sleep 0.005; done")
 	for i := range 20 {
 		if err := p.stop(); err != nil {
 			for _, pid := range append([]int{p.PID()}, descendants(p.PID())...) {
