@@ -138,16 +138,56 @@ func allManySystems() []*manySystem {
 // run starts the servers, runs the selected cells and returns the report.
 func run(cfg config, log io.Writer) (*report, error) {
 	started := time.Now()
+	e := newEnv(cfg)
+	rep := newReport(cfg)
+	defer e.stopServers()
+	if err := e.startServers(rep); err != nil {
+		return nil, err
+	}
+	defer e.stopOnInterrupt(log)()
+	if e.zk != nil {
+		// The JVM compiles ZooKeeper's hot paths only after a while.
+		if err := warmZK(e, 10*cfg.warmup); err != nil {
+			return nil, fmt.Errorf("warming up ZooKeeper: %w", err)
+		}
+	}
+	rep.systems = e.selectedSystems()
+	rep.sleep, rep.work = calibrate(cfg.cs)
+	for _, srv := range []string{"redis", "etcd", "zk", "mem"} {
+		group := ofServer(rep.systems, srv)
+		if len(group) == 0 {
+			continue
+		}
+		if cfg.cells["u"] {
+			runUncontendedCells(e, rep, log, srv, group)
+		}
+		if cfg.cells["p"] {
+			runParallelCells(e, rep, log, group)
+		}
+		if cfg.cells["c"] {
+			runContendedCells(e, rep, log, group)
+		}
+	}
+	if cfg.cells["many"] {
+		runManyCells(e, rep, log)
+	}
+	rep.elapsed = time.Since(started)
+	rep.goVersion = runtime.Version()
+	return rep, nil
+}
+
+// newEnv returns the environment of a run, without servers yet.
+func newEnv(cfg config) *env {
 	e := &env{cfg: cfg, trips: map[string]*counter{"redis": {}, "zk": {}, "etcd": {}}}
 	e.rpcs = &rpcCounter{opCounter{trips: e.trips["etcd"]}}
 	e.zkOps = &opCounter{trips: e.trips["zk"]}
-	rep := newReport(cfg)
-	stopAll := func() {
-		e.redis.stop()
-		e.zk.stop()
-		e.etcd.stop()
-	}
-	defer stopAll()
+	return e
+}
+
+// startServers starts the selected servers, noting in rep those that are
+// not installed (an error with LOCKER_REQUIRE_SERVERS=1) and the versions
+// of the others. The caller stops them with stopServers, on error too.
+func (e *env) startServers(rep *report) error {
 	starters := []struct {
 		name  string
 		start func() (*server, error)
@@ -158,7 +198,7 @@ func run(cfg config, log io.Writer) (*report, error) {
 		{"zk", startZK, &e.zk},
 	}
 	for _, st := range starters {
-		if !cfg.servers[st.name] {
+		if !e.cfg.servers[st.name] {
 			continue
 		}
 		s, err := st.start()
@@ -167,154 +207,179 @@ func run(cfg config, log io.Writer) (*report, error) {
 				rep.notef("%s skipped: %v", st.name, err)
 				continue
 			}
-			return nil, err
+			return err
 		}
 		*st.dst = s
 		rep.servers[st.name] = serverVersion(st.name, s)
 	}
-	// Interrupted from here on: stop the servers and remove their directories first.
+	return nil
+}
+
+// stopServers stops the servers that run.
+func (e *env) stopServers() {
+	e.redis.stop()
+	e.zk.stop()
+	e.etcd.stop()
+}
+
+// stopOnInterrupt makes an interrupt (SIGINT, SIGTERM) stop the servers,
+// removing their directories, before the process exits, until the
+// returned function is called.
+func (e *env) stopOnInterrupt(log io.Writer) (cancel func()) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
 	done := make(chan struct{})
-	defer close(done)
 	go func() {
 		select {
 		case s := <-sig:
 			fmt.Fprintf(log, "bench: %v: stopping the servers\n", s)
-			stopAll()
+			e.stopServers()
 			os.Exit(130)
 		case <-done:
 		}
 	}()
-	if e.zk != nil {
-		// The JVM compiles ZooKeeper's hot paths only after a while.
-		if err := warmZK(e, 10*cfg.warmup); err != nil {
-			return nil, fmt.Errorf("warming up ZooKeeper: %w", err)
-		}
+	return func() {
+		signal.Stop(sig)
+		close(done)
 	}
-	available := func(server string) bool {
-		return cfg.servers[server] && (server == "mem" || e.srv(server) != nil)
-	}
-	selected := func(label string) bool { return cfg.only == nil || cfg.only.MatchString(label) }
+}
 
+// available reports whether the systems of server can run: it is selected
+// and, but for the in-memory one, started.
+func (e *env) available(server string) bool {
+	return e.cfg.servers[server] && (server == "mem" || e.srv(server) != nil)
+}
+
+// selected reports whether -only selects the system labelled label.
+func (e *env) selected(label string) bool {
+	return e.cfg.only == nil || e.cfg.only.MatchString(label)
+}
+
+// selectedSystems returns the systems to run, in table order.
+func (e *env) selectedSystems() []*system {
 	var systems []*system
 	for _, s := range allSystems() {
-		if available(s.server) && selected(s.label()) {
+		if e.available(s.server) && e.selected(s.label()) {
 			systems = append(systems, s)
 		}
 	}
-	rep.systems = systems
-	rep.sleep, rep.work = calibrate(cfg.cs)
-	servers := []string{"redis", "etcd", "zk", "mem"}
-	for _, srv := range servers {
-		var group []*system
-		for _, s := range systems {
-			if s.server == srv {
-				group = append(group, s)
-			}
+	return systems
+}
+
+// ofServer returns the systems of server.
+func ofServer(systems []*system, server string) []*system {
+	var group []*system
+	for _, s := range systems {
+		if s.server == server {
+			group = append(group, s)
 		}
-		if len(group) == 0 {
+	}
+	return group
+}
+
+// inRound returns the systems in the order of round: every other round
+// reverses it, so that no system always runs right after the same
+// neighbour, and a burst of load on the machine does not fall on one
+// system only.
+func inRound[T any](systems []T, round int) []T {
+	order := slices.Clone(systems)
+	if round%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
+}
+
+// runUncontendedCells measures the uncontended cell of the group of
+// systems of server srv, in cfg.rounds interleaved rounds.
+func runUncontendedCells(e *env, rep *report, log io.Writer, srv string, group []*system) {
+	cfg := e.cfg
+	fmt.Fprintf(log, "%s: uncontended, %d rounds\n", srv, cfg.rounds)
+	var us []*uncontended
+	for _, s := range group {
+		if s.contendedOnly {
 			continue
 		}
-		if cfg.cells["u"] {
-			fmt.Fprintf(log, "%s: uncontended, %d rounds\n", srv, cfg.rounds)
-			var us []*uncontended
-			for _, s := range group {
-				if s.contendedOnly {
-					continue
-				}
-				u, err := prepareUncontended(e, s)
-				if err != nil {
-					rep.failf(s, "uncontended", err)
-					continue
-				}
-				us = append(us, u)
-			}
-			for round := range cfg.rounds {
-				// Alternate the order so that no system always runs
-				// right after the same neighbour.
-				order := slices.Clone(us)
-				if round%2 == 1 {
-					slices.Reverse(order)
-				}
-				for _, u := range order {
-					u.measure(e, cfg.dur/time.Duration(cfg.rounds))
-				}
-			}
-			for _, u := range us {
-				u.inst.close()
-				rep.unc[u.s] = &u.r
-			}
+		u, err := prepareUncontended(e, s)
+		if err != nil {
+			rep.failf(s, "uncontended", err)
+			continue
 		}
-		// The parallel and contended cells run in rounds too, the order
-		// reversed every round, so that a burst of load on the machine
-		// does not fall on one system only.
-		for round := range cfg.crounds {
-			order := slices.Clone(group)
-			if round%2 == 1 {
-				slices.Reverse(order)
-			}
-			if !cfg.cells["p"] {
-				break
-			}
-			for _, s := range order {
-				if s.contendedOnly {
-					continue
-				}
-				fmt.Fprintf(log, "%s: parallel %d (round %d)\n", s.label(), cfg.parallel, round+1)
-				r, err := runParallel(e, s, cfg.parallel, cfg.dur/time.Duration(cfg.crounds))
-				if err != nil {
-					rep.failf(s, "parallel", err)
-					continue
-				}
-				if old := rep.par[s]; old != nil {
-					old.merge(r)
-				} else {
-					rep.par[s] = r
-				}
-			}
-		}
-		if cfg.cells["c"] {
-			for _, n := range cfg.ns {
-				for round := range cfg.crounds {
-					order := slices.Clone(group)
-					if round%2 == 1 {
-						slices.Reverse(order)
-					}
-					for _, s := range order {
-						fmt.Fprintf(log, "%s: contended %d (round %d)\n", s.label(), n, round+1)
-						r, err := runContended(e, s, n, cfg.cs, cfg.cdur/time.Duration(cfg.crounds))
-						if err != nil {
-							rep.failf(s, fmt.Sprintf("contended %d", n), err)
-							continue
-						}
-						if old := rep.contended(s, n); old != nil {
-							old.merge(r)
-						} else {
-							rep.con[s] = append(rep.con[s], r)
-						}
-					}
-				}
-			}
+		us = append(us, u)
+	}
+	for round := range cfg.rounds {
+		for _, u := range inRound(us, round) {
+			u.measure(e, cfg.dur/time.Duration(cfg.rounds))
 		}
 	}
-	if cfg.cells["many"] {
-		for _, s := range allManySystems() {
-			if !available(s.server) || !selected(s.server+" / "+s.name) {
+	for _, u := range us {
+		u.inst.close()
+		rep.unc[u.s] = &u.r
+	}
+}
+
+// runParallelCells measures the parallel cell of a group, in cfg.crounds
+// interleaved rounds whose results merge.
+func runParallelCells(e *env, rep *report, log io.Writer, group []*system) {
+	cfg := e.cfg
+	for round := range cfg.crounds {
+		for _, s := range inRound(group, round) {
+			if s.contendedOnly {
 				continue
 			}
-			n := cfg.many
-			if s.server != "redis" {
-				n = cfg.manyOther
+			fmt.Fprintf(log, "%s: parallel %d (round %d)\n", s.label(), cfg.parallel, round+1)
+			r, err := runParallel(e, s, cfg.parallel, cfg.dur/time.Duration(cfg.crounds))
+			if err != nil {
+				rep.failf(s, "parallel", err)
+				continue
 			}
-			fmt.Fprintf(log, "%s / %s: many locks (%d)\n", s.server, s.name, n)
-			rep.many = append(rep.many, runMany(e, s, n, cfg.periods, cfg.manyTTL))
+			if old := rep.par[s]; old != nil {
+				old.merge(r)
+			} else {
+				rep.par[s] = r
+			}
 		}
 	}
-	rep.elapsed = time.Since(started)
-	rep.goVersion = runtime.Version()
-	return rep, nil
+}
+
+// runContendedCells measures the contended cells of a group, one for each
+// number of goroutines, in cfg.crounds interleaved rounds whose results
+// merge.
+func runContendedCells(e *env, rep *report, log io.Writer, group []*system) {
+	cfg := e.cfg
+	for _, n := range cfg.ns {
+		for round := range cfg.crounds {
+			for _, s := range inRound(group, round) {
+				fmt.Fprintf(log, "%s: contended %d (round %d)\n", s.label(), n, round+1)
+				r, err := runContended(e, s, n, cfg.cs, cfg.cdur/time.Duration(cfg.crounds))
+				if err != nil {
+					rep.failf(s, fmt.Sprintf("contended %d", n), err)
+					continue
+				}
+				if old := rep.contended(s, n); old != nil {
+					old.merge(r)
+				} else {
+					rep.con[s] = append(rep.con[s], r)
+				}
+			}
+		}
+	}
+}
+
+// runManyCells runs the many-locks cell of every selected system that has
+// one.
+func runManyCells(e *env, rep *report, log io.Writer) {
+	cfg := e.cfg
+	for _, s := range allManySystems() {
+		if !e.available(s.server) || !e.selected(s.server+" / "+s.name) {
+			continue
+		}
+		n := cfg.many
+		if s.server != "redis" {
+			n = cfg.manyOther
+		}
+		fmt.Fprintf(log, "%s / %s: many locks (%d)\n", s.server, s.name, n)
+		rep.many = append(rep.many, runMany(e, s, n, cfg.periods, cfg.manyTTL))
+	}
 }
 
 // serverVersion describes a running server.

@@ -120,119 +120,151 @@ func testMutexHammer(e *env) {
 // fairness across processes is not promised and the wait is only logged).
 func testRWMutexHammer(e *env) {
 	e.skipUnlessShared()
-	const clients, readers, writers, writes = 3, 6, 2, 5
-	const starved = 5 * time.Second
+	const clients, readers, writers = 3, 6, 2
 	_, fair := e.d.(driver.Queuer)
 	ds := e.drivers(clients)
-	key := e.key("k")
-	var (
-		counter                    int // guarded by the lock under test
-		inReaders, inWriters, peak atomic.Int32
-		reads                      atomic.Int64
-		longestWait                atomic.Int64
-	)
+	h := &rwHammer{e: e, key: e.key("k"), fair: fair, stopReaders: make(chan struct{}),
+		deadline: time.Now().Add(hammerTime + rwStarved)}
 	opts := []locker.Option{locker.WithTTL(e.long), locker.WithErrorHandler(func(err error) {
 		e.errorf("RWMutex error handler: %v", err)
 	})}
-	stopReaders := make(chan struct{})
-	deadline := time.Now().Add(hammerTime + starved)
-
-	reader := func(rw *locker.RWMutex) {
-		for i := 0; ; i++ {
-			select {
-			case <-stopReaders:
-				return
-			case <-e.ctx.Done():
-				return
-			default:
-			}
-			if time.Now().After(deadline) {
-				return
-			}
-			switch i % 3 {
-			case 0:
-				rw.RLock()
-			case 1:
-				if err := rw.RLockContext(e.ctx); err != nil {
-					if e.ctx.Err() == nil {
-						e.errorf("RWMutex.RLockContext: %v", err)
-					}
-					return
-				}
-			case 2:
-				if !rw.TryRLock() {
-					continue
-				}
-			}
-			n := inReaders.Add(1)
-			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-			}
-			if w := inWriters.Load(); w != 0 {
-				e.errorf("a reader holds %q together with %d writers", key, w)
-			}
-			if counter < 0 { // a read the race detector orders after the writers' writes
-				e.errorf("counter = %d", counter)
-			}
-			reads.Add(1)
-			time.Sleep(2 * time.Millisecond)
-			inReaders.Add(-1)
-			if i%2 == 0 {
-				rw.RUnlock()
-			} else if err := rw.RUnlockContext(e.ctx); err != nil {
-				e.errorf("RWMutex.RUnlockContext: %v", err)
-			}
-		}
-	}
-	writer := func(rw *locker.RWMutex) {
-		for range writes {
-			if !e.sleep(5 * time.Millisecond) {
-				return
-			}
-			start := time.Now()
-			ctx, cancel := context.WithTimeout(e.ctx, starved)
-			err := rw.LockContext(ctx)
-			cancel()
-			wait := time.Since(start)
-			for w := longestWait.Load(); int64(wait) > w && !longestWait.CompareAndSwap(w, int64(wait)); w = longestWait.Load() {
-			}
-			if err != nil {
-				switch {
-				case e.ctx.Err() != nil:
-				case fair && errors.Is(err, context.DeadlineExceeded):
-					e.errorf("a writer waited %v for %q behind a stream of readers on a driver.Queuer; want it served", starved, key)
-				case errors.Is(err, context.DeadlineExceeded):
-					e.t.Logf("a writer waited %v for %q behind a stream of readers (no driver.Queuer, so not a failure)", starved, key)
-				default:
-					e.errorf("RWMutex.LockContext: %v", err)
-				}
-				return
-			}
-			if w, r := inWriters.Add(1), inReaders.Load(); w != 1 || r != 0 {
-				e.errorf("a writer holds %q together with %d writers and %d readers", key, w-1, r)
-			}
-			counter++
-			inWriters.Add(-1)
-			rw.Unlock()
-		}
-	}
-
 	var rg, wg sync.WaitGroup
 	for i := range readers {
-		rw := locker.NewRWMutex(ds[i%clients], key, opts...)
-		rg.Go(func() { reader(rw) })
+		rw := locker.NewRWMutex(ds[i%clients], h.key, opts...)
+		rg.Go(func() { h.reader(rw) })
 	}
 	for i := range writers {
-		rw := locker.NewRWMutex(ds[(i+1)%clients], key, opts...)
-		wg.Go(func() { writer(rw) })
+		rw := locker.NewRWMutex(ds[(i+1)%clients], h.key, opts...)
+		wg.Go(func() { h.writer(rw) })
 	}
 	wg.Wait()
-	close(stopReaders)
+	close(h.stopReaders)
 	rg.Wait()
-	e.t.Logf("%d reads, %d writes, at most %d readers at once, longest writer wait %v", reads.Load(), counter, peak.Load(), time.Duration(longestWait.Load()))
-	if peak.Load() < 2 {
+	e.t.Logf("%d reads, %d writes, at most %d readers at once, longest writer wait %v", h.reads.Load(), h.counter, h.peak.Load(), time.Duration(h.longestWait.Load()))
+	if h.peak.Load() < 2 {
 		e.t.Logf("note: readers never overlapped; shared mode was not exercised under load")
 	}
-	e.expectFree(ds[0], key, driver.Exclusive, "after every RWMutex was unlocked")
+	e.expectFree(ds[0], h.key, driver.Exclusive, "after every RWMutex was unlocked")
+}
+
+// rwStarved is how long a writer of testRWMutexHammer may wait.
+const rwStarved = 5 * time.Second
+
+// rwHammer is the state that the readers and writers of testRWMutexHammer
+// share.
+type rwHammer struct {
+	e           *env
+	key         string
+	fair        bool          // the driver is a driver.Queuer: a starved writer fails the test
+	stopReaders chan struct{} // closed when the writers are done
+	deadline    time.Time     // the readers stop by then in any case
+
+	counter              int // guarded by the lock under test
+	inReaders, inWriters atomic.Int32
+	peak                 atomic.Int64 // most readers at once
+	reads                atomic.Int64
+	longestWait          atomic.Int64 // of a writer, in nanoseconds
+}
+
+// storeMax makes a at least v.
+func storeMax(a *atomic.Int64, v int64) {
+	for old := a.Load(); v > old && !a.CompareAndSwap(old, v); old = a.Load() {
+	}
+}
+
+// running reports whether the readers go on.
+func (h *rwHammer) running() bool {
+	select {
+	case <-h.stopReaders:
+		return false
+	case <-h.e.ctx.Done():
+		return false
+	default:
+		return time.Now().Before(h.deadline)
+	}
+}
+
+// reader read-locks the key in turn with RLock, RLockContext and
+// TryRLock, until the writers are done.
+func (h *rwHammer) reader(rw *locker.RWMutex) {
+	for i := 0; h.running(); i++ {
+		switch i % 3 {
+		case 0:
+			rw.RLock()
+		case 1:
+			if err := rw.RLockContext(h.e.ctx); err != nil {
+				if h.e.ctx.Err() == nil {
+					h.e.errorf("RWMutex.RLockContext: %v", err)
+				}
+				return
+			}
+		case 2:
+			if !rw.TryRLock() {
+				continue
+			}
+		}
+		h.read()
+		if i%2 == 0 {
+			rw.RUnlock()
+		} else if err := rw.RUnlockContext(h.e.ctx); err != nil {
+			h.e.errorf("RWMutex.RUnlockContext: %v", err)
+		}
+	}
+}
+
+// read is a reader's critical section: no writer may hold the key.
+func (h *rwHammer) read() {
+	n := h.inReaders.Add(1)
+	storeMax(&h.peak, int64(n))
+	if w := h.inWriters.Load(); w != 0 {
+		h.e.errorf("a reader holds %q together with %d writers", h.key, w)
+	}
+	if h.counter < 0 { // a read the race detector orders after the writers' writes
+		h.e.errorf("counter = %d", h.counter)
+	}
+	h.reads.Add(1)
+	time.Sleep(2 * time.Millisecond)
+	h.inReaders.Add(-1)
+}
+
+// writer write-locks the key a few times, each time within rwStarved.
+func (h *rwHammer) writer(rw *locker.RWMutex) {
+	const writes = 5
+	for range writes {
+		if !h.e.sleep(5*time.Millisecond) || !h.write(rw) {
+			return
+		}
+	}
+}
+
+// write locks rw, waiting at most rwStarved, and increments the counter
+// alone. It reports whether the writer goes on.
+func (h *rwHammer) write(rw *locker.RWMutex) bool {
+	e := h.e
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(e.ctx, rwStarved)
+	err := rw.LockContext(ctx)
+	cancel()
+	storeMax(&h.longestWait, int64(time.Since(start)))
+	if err != nil {
+		switch {
+		case e.ctx.Err() != nil:
+		case h.fair && errors.Is(err, context.DeadlineExceeded):
+			e.errorf("a writer waited %v for %q behind a stream of readers on a driver.Queuer; want it served", rwStarved, h.key)
+		case errors.Is(err, context.DeadlineExceeded):
+			e.t.Logf("a writer waited %v for %q behind a stream of readers (no driver.Queuer, so not a failure)", rwStarved, h.key)
+		default:
+			e.errorf("RWMutex.LockContext: %v", err)
+		}
+		return false
+	}
+	if w, r := h.inWriters.Add(1), h.inReaders.Load(); w != 1 || r != 0 {
+		e.errorf("a writer holds %q together with %d writers and %d readers", h.key, w-1, r)
+	}
+	h.counter++
+	h.inWriters.Add(-1)
+	rw.Unlock()
+	return true
 }
 
 // testMutexBasics checks that a Mutex hold is a driver hold: other

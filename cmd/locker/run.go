@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -107,28 +108,15 @@ func runCmd(args []string, stderr io.Writer) int {
 	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var waitSig os.Signal
-	waiting := make(chan struct{})
-	go func() {
-		select {
-		case s := <-sigs:
-			waitSig = s
-			cancel()
-		case <-waiting:
-		}
-	}()
+	waitSig := cancelOnSignal(sigs, cancel)
 
 	be, err := openBackend(ctx, cfg.url)
 	if err != nil {
-		close(waiting)
+		waitSig()
 		return fail(backendExit(err), err)
 	}
 	defer be.close()
-	level := slog.LevelError + 1 // quiet unless -v
-	if cfg.verbose {
-		level = slog.LevelDebug
-	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	logger := newLogger(stderr, cfg.verbose)
 	c := locker.New(be.drv, locker.WithTTL(cfg.ttl), locker.WithLogger(logger))
 	defer func() {
 		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -136,24 +124,10 @@ func runCmd(args []string, stderr io.Writer) int {
 		ccancel()
 	}()
 
-	actx := ctx
-	if cfg.wait > 0 {
-		var acancel context.CancelFunc
-		actx, acancel = context.WithTimeout(ctx, cfg.wait)
-		defer acancel()
-	}
-	h, release, err := acquire(actx, c, cfg)
-	close(waiting)
-	switch {
-	case err == nil:
-	case errors.Is(err, locker.ErrLocked):
-		return fail(exitBusy, fmt.Errorf("%q is held", cfg.key))
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return fail(exitBusy, fmt.Errorf("%q still held after %v", cfg.key, cfg.wait))
-	case waitSig != nil:
-		return fail(128+sigNum(waitSig), fmt.Errorf("%v while waiting for %q", waitSig, cfg.key))
-	default:
-		return fail(exitBackend, err)
+	h, release, err := acquireWithin(ctx, c, cfg)
+	if sig := waitSig(); err != nil {
+		code, err := acquireFailure(ctx, cfg, err, sig)
+		return fail(code, err)
 	}
 	logger.Debug("acquired", "key", cfg.key, "token", h.Token())
 
@@ -164,9 +138,76 @@ func runCmd(args []string, stderr io.Writer) int {
 		releaseHold(release)
 		return fail(exitNoExec, err)
 	}
+	return supervise(cmd, h, release, sigs, cfg.grace, stderr)
+}
+
+// cancelOnSignal calls cancel when a signal arrives on sigs, until the
+// returned function is called; that function returns the signal, if one
+// arrived.
+func cancelOnSignal(sigs <-chan os.Signal, cancel context.CancelFunc) (stop func() os.Signal) {
+	var got os.Signal
+	waiting := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case s := <-sigs:
+			got = s
+			cancel()
+		case <-waiting:
+		}
+	}()
+	var once sync.Once
+	return func() os.Signal {
+		once.Do(func() { close(waiting) })
+		<-done
+		return got
+	}
+}
+
+// newLogger returns the logger of the front-end: quiet unless verbose.
+func newLogger(stderr io.Writer, verbose bool) *slog.Logger {
+	level := slog.LevelError + 1
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// acquireWithin is acquire, waiting at most cfg.wait when it is set.
+func acquireWithin(ctx context.Context, c *locker.Client, cfg runConfig) (hold, func(context.Context) error, error) {
+	if cfg.wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.wait)
+		defer cancel()
+	}
+	return acquire(ctx, c, cfg)
+}
+
+// acquireFailure returns the exit status and message of a failed acquire:
+// busy when the key is held (at once, or still after -wait), 128+n when
+// signal n ended the wait, a backend error otherwise.
+func acquireFailure(ctx context.Context, cfg runConfig, err error, sig os.Signal) (int, error) {
+	switch {
+	case errors.Is(err, locker.ErrLocked):
+		return exitBusy, fmt.Errorf("%q is held", cfg.key)
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return exitBusy, fmt.Errorf("%q still held after %v", cfg.key, cfg.wait)
+	case sig != nil:
+		return 128 + sigNum(sig), fmt.Errorf("%v while waiting for %q", sig, cfg.key)
+	default:
+		return exitBackend, err
+	}
+}
+
+// supervise waits for the started cmd, forwarding the signals that arrive
+// on sigs, and stops it (SIGTERM, then SIGKILL after grace) if the hold is
+// lost. It releases the hold when the command exits and returns run's exit
+// status: the command's, or exitLost when the hold was lost before the
+// command ended.
+func supervise(cmd *exec.Cmd, h hold, release func(context.Context) error, sigs <-chan os.Signal, grace time.Duration, stderr io.Writer) int {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-
 	lost := h.Done()
 	var kill <-chan time.Time
 	var lostErr error
@@ -177,9 +218,9 @@ func runCmd(args []string, stderr io.Writer) int {
 		case <-lost:
 			lost = nil
 			lostErr = h.Err()
-			fmt.Fprintf(stderr, "locker run: %v; stopping the command (SIGTERM, SIGKILL after %v)\n", lostErr, cfg.grace)
+			fmt.Fprintf(stderr, "locker run: %v; stopping the command (SIGTERM, SIGKILL after %v)\n", lostErr, grace)
 			_ = cmd.Process.Signal(syscall.SIGTERM)
-			kill = time.After(cfg.grace)
+			kill = time.After(grace)
 		case <-kill:
 			kill = nil
 			_ = cmd.Process.Kill()

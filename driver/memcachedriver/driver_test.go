@@ -44,6 +44,10 @@ func TestTTL(t *testing.T) {
 		if err == nil || !driver.IsPermanent(err) || time.Since(start) > 100*time.Millisecond {
 			t.Errorf("TryAcquire with TTL %v = %v after %v; want a permanent error at once", bad, err, time.Since(start))
 		}
+		var oe *driver.OpError
+		if !errors.As(err, &oe) || oe.Driver != "memcachedriver" || oe.Op != "acquire" || oe.Key != "k" {
+			t.Errorf("TryAcquire with TTL %v = %v; want a *driver.OpError of acquire \"k\" (got %+v)", bad, err, oe)
+		}
 		_, err = d.Refresh(context.Background(), driver.Lease{Key: "k", Owner: owner(), Token: 1, TTL: bad})
 		if err == nil || !driver.IsPermanent(err) {
 			t.Errorf("Refresh with TTL %v = %v; want a permanent error", bad, err)

@@ -149,10 +149,10 @@ func ttlSeconds(ttl time.Duration) (int64, error) {
 	return int64(ttl / time.Second), nil
 }
 
-// opError wraps err with the operation and key, and marks it Permanent
-// when no retry can cure it.
+// opError wraps err in a *driver.OpError with the operation and key, and
+// marks it Permanent when no retry can cure it.
 func opError(op, key string, err error) error {
-	e := fmt.Errorf("memcachedriver: %s %s: %w", op, driver.QuoteKey(key), err)
+	e := &driver.OpError{Driver: "memcachedriver", Op: op, Key: key, Err: err}
 	if !driver.IsPermanent(err) && isPermanent(err) {
 		return driver.Permanent(e)
 	}

@@ -1,7 +1,8 @@
 // Package proc runs the server processes of tests (redis-server, ZooKeeper's
 // JVM, an etcd server in a process of its own): it starts them so that they
 // die with the test binary, and pauses (SIGSTOP), resumes (SIGCONT), kills
-// (SIGKILL) and restarts them by PID. It also holds what every server
+// (SIGKILL) and restarts them by PID, with every process of a server that
+// forks workers (StartGroup). It also holds what every server
 // package of the tests needs: free loopback ports and the
 // LOCKER_REQUIRE_SERVERS switch.
 package proc
@@ -128,19 +129,36 @@ func FreePorts(n int) ([]int, error) {
 
 // A Process is one run of a command.
 type Process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd.Wait has returned
-	err  error         // cmd.Wait's result, valid after done
+	cmd   *exec.Cmd
+	group bool          // started by StartGroup
+	done  chan struct{} // closed when cmd.Wait has returned
+	err   error         // cmd.Wait's result, valid after done
 }
 
-// Start starts cmd, arranged (on Linux) to be killed when the test process
-// dies without cleaning up, so that no server outlives its test.
-func Start(cmd *exec.Cmd) (*Process, error) {
-	setProcAttr(cmd)
+// Prepare arranges (on Linux) for cmd to be killed when the test process
+// dies without cleaning up, so that no server outlives its test, keeping
+// the attributes the caller set in cmd.SysProcAttr (a credential). Start
+// calls it; a command run another way (CombinedOutput) may call it itself.
+func Prepare(cmd *exec.Cmd) { setProcAttr(cmd) }
+
+// Start starts cmd, prepared with Prepare.
+func Start(cmd *exec.Cmd) (*Process, error) { return start(cmd, false) }
+
+// StartGroup is Start for a server that forks workers (PostgreSQL's
+// backends): cmd runs in a process group of its own, and the Process's
+// signals (Pause, Resume, Kill) reach that group and, on Linux, every
+// descendant of cmd, those that made groups of their own included.
+func StartGroup(cmd *exec.Cmd) (*Process, error) {
+	setGroup(cmd)
+	return start(cmd, true)
+}
+
+func start(cmd *exec.Cmd, group bool) (*Process, error) {
+	Prepare(cmd)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &Process{cmd: cmd, done: make(chan struct{})}
+	p := &Process{cmd: cmd, group: group, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -164,9 +182,25 @@ func (p *Process) Err() error {
 // Kill ends the process at once (SIGKILL; a stopped process is continued
 // first) and waits for it.
 func (p *Process) Kill() {
-	_ = signalCont(p.cmd.Process)
-	_ = p.cmd.Process.Kill()
+	_ = p.cont()
+	p.kill()
 	<-p.done
+}
+
+// Stop asks the process to end with sig (continuing it first, if paused),
+// waits up to grace for it, and kills it (Kill) if it has not ended by then.
+func (p *Process) Stop(sig os.Signal, grace time.Duration) {
+	_ = p.cont()
+	if err := p.cmd.Process.Signal(sig); err == nil {
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+		}
+	}
+	p.Kill()
 }
 
 // Config describes a server process for NewServer.
@@ -182,6 +216,13 @@ type Config struct {
 	Ready func(p *Process) error
 	// Dir, if not empty, is removed by Close.
 	Dir string
+	// Stop, if not nil, is the signal Close sends for a clean shutdown
+	// (which leaves no shared memory behind), killing the server if it
+	// has not exited within StopGrace (10 seconds if zero). Without it,
+	// Close kills the server.
+	Stop os.Signal
+	// StopGrace bounds the clean shutdown of Close.
+	StopGrace time.Duration
 }
 
 // A Server is a server process that can be paused, resumed, killed and
@@ -292,19 +333,23 @@ func (s *Server) running(op string) (*Process, error) {
 
 // Pause stops the server process (SIGSTOP): it keeps its connections and
 // data but answers nothing until Resume.
-func (s *Server) Pause() error { return s.signal("Pause", signalStop, true) }
+func (s *Server) Pause() error { return s.signal("Pause", (*Process).stop, true) }
 
 // Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error { return s.signal("Resume", signalCont, false) }
+func (s *Server) Resume() error { return s.signal("Resume", (*Process).cont, false) }
 
-func (s *Server) signal(op string, sig func(*os.Process) error, stopped bool) error {
+func (s *Server) signal(op string, sig func(*Process) error, stopped bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, err := s.running(op)
 	if err != nil {
 		return err
 	}
-	if err := sig(p.cmd.Process); err != nil {
+	if err := sig(p); err != nil {
+		if stopped {
+			// Do not leave a server half paused.
+			_ = p.cont()
+		}
 		return fmt.Errorf("%s: %s: %w", s.cfg.Pkg, op, err)
 	}
 	s.stopped = stopped
@@ -368,6 +413,14 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.cfg.Stop != nil && s.proc != nil {
+		grace := s.cfg.StopGrace
+		if grace == 0 {
+			grace = 10 * time.Second
+		}
+		s.proc.Stop(s.cfg.Stop, grace)
+		s.proc = nil
+	}
 	s.kill()
 	if s.cfg.Dir != "" {
 		if err := os.RemoveAll(s.cfg.Dir); err != nil {

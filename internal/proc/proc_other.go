@@ -4,8 +4,11 @@ package proc
 
 import (
 	"errors"
-	"os"
+	"os/exec"
 )
 
-func signalStop(*os.Process) error { return errors.ErrUnsupported }
-func signalCont(*os.Process) error { return errors.ErrUnsupported }
+func setGroup(*exec.Cmd) {}
+
+func (p *Process) stop() error { return errors.ErrUnsupported }
+func (p *Process) cont() error { return errors.ErrUnsupported }
+func (p *Process) kill()       { _ = p.cmd.Process.Kill() }

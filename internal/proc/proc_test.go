@@ -2,9 +2,12 @@ package proc
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -175,5 +178,52 @@ func TestExternal(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStopGrace checks that Close stops a server with its Stop signal,
+// and kills one that ignores it once the grace has passed.
+func TestStopGrace(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("needs POSIX signals")
+	}
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh binary")
+	}
+	for _, tc := range []struct {
+		script string
+		clean  bool
+	}{
+		{"trap 'exit 0' TERM; touch \"$1\"; while :; do sleep 0.05; done", true},
+		{"trap '' TERM; touch \"$1\"; while :; do sleep 0.05; done", false},
+	} {
+		var p *Process
+		trapped := filepath.Join(t.TempDir(), "trapped")
+		s := NewServer(Config{
+			Pkg: "proctest",
+			Launch: func() (*Process, error) {
+				var err error
+				p, err = Start(exec.Command("sh", "-c", tc.script, "sh", trapped))
+				return p, err
+			},
+			// Ready once the shell has set its trap.
+			Ready: func(p *Process) error {
+				return Poll("sh", 30*time.Second, 5*time.Millisecond, p.Done(), func() error {
+					_, err := os.Stat(trapped)
+					return err
+				})
+			},
+			Stop:      syscall.SIGTERM,
+			StopGrace: time.Second,
+		})
+		if err := s.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Err(); (err == nil) != tc.clean {
+			t.Errorf("%q: exit %v, want a clean exit: %v", tc.script, err, tc.clean)
+		}
 	}
 }

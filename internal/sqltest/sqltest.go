@@ -11,11 +11,13 @@
 //
 // Both wait until the server accepts connections, return a [Server] whose
 // DSN opens its database with pgx's database/sql driver ("pgx") or
-// go-sql-driver/mysql ("mysql"), and stop it by PID in [Server.Close].
-// [Server.Crash] kills the server (SIGKILL) and [Server.Restart] starts it
-// again on the same port and data directory, as after a crash: committed
-// data survives. [Server.Pause] and [Server.Resume] stop and continue it
-// (SIGSTOP, SIGCONT), with every process of PostgreSQL's.
+// go-sql-driver/mysql ("mysql"); [Server.Close] shuts the server down
+// cleanly. Its process is controlled through package proc, in a process
+// group of its own: [Server.Crash] kills the server (SIGKILL) and
+// [Server.Restart] starts it again on the same port and data directory,
+// as after a crash: committed data survives. [Server.Pause] and
+// [Server.Resume] stop and continue it (SIGSTOP, SIGCONT), with every
+// process of PostgreSQL's.
 //
 // LOCKER_POSTGRES_DSN and LOCKER_MYSQL_DSN name external servers to use
 // instead; process controls then return an error wrapping
@@ -37,10 +39,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/internal/proc"
 
 	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
@@ -54,8 +57,8 @@ const (
 	// go-sql-driver/mysql DSN) to use instead of starting a server.
 	EnvMySQLDSN = "LOCKER_MYSQL_DSN"
 	// EnvRequireServers, set to "1", turns missing server binaries into a
-	// test failure instead of a skip.
-	EnvRequireServers = "LOCKER_REQUIRE_SERVERS"
+	// test failure instead of a skip (the variable of package proc).
+	EnvRequireServers = proc.EnvRequireServers
 )
 
 // ErrNotInstalled is wrapped by the errors of StartPostgres and
@@ -74,17 +77,11 @@ type Server struct {
 	// Addr is the server's loopback host:port ("" for an external one).
 	Addr string
 
-	name     string // "postgres" or "mariadb", for messages
-	external bool
-	dir      string   // temporary directory, removed by Close
-	argv     []string // the server's command line
-	cred     *syscall.Credential
-	logFile  string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{} // closed when cmd has exited
-	closed bool
+	name    string // "postgres" or "mariadb", for messages
+	dir     string // temporary directory, removed by Close
+	logFile string
+	cred    *syscall.Credential // whom the server runs as (nil: the caller)
+	srv     *proc.Server
 }
 
 // SkipOrFail ends tb because of err from StartPostgres or StartMariaDB:
@@ -92,18 +89,15 @@ type Server struct {
 // not "1", and fails it otherwise.
 func SkipOrFail(tb testing.TB, err error) {
 	tb.Helper()
-	if errors.Is(err, ErrNotInstalled) && !Required() {
-		tb.Skip(err.Error())
-	}
-	tb.Fatalf("sqltest: %v", err)
+	proc.SkipOrFail(tb, "sqltest", err, ErrNotInstalled)
 }
 
 // Required reports whether LOCKER_REQUIRE_SERVERS=1.
-func Required() bool { return os.Getenv(EnvRequireServers) == "1" }
+func Required() bool { return proc.Required() }
 
 // External reports whether the server is one named by an environment
 // variable, which the tests do not control.
-func (s *Server) External() bool { return s.external }
+func (s *Server) External() bool { return s.srv != nil && s.srv.External() }
 
 // Open opens a new *sql.DB on the server's database and registers its
 // Close with tb.Cleanup.
@@ -122,8 +116,7 @@ func (s *Server) Open(tb testing.TB) *sql.DB {
 // must call Close.
 func StartPostgres() (*Server, error) {
 	if dsn := os.Getenv(EnvPostgresDSN); dsn != "" {
-		s := &Server{Driver: "pgx", DSN: dsn, name: "postgres", external: true}
-		return s, s.waitReady(nil)
+		return external("pgx", "postgres", dsn)
 	}
 	bindir, err := postgresBin()
 	if err != nil {
@@ -142,19 +135,24 @@ func StartPostgres() (*Server, error) {
 	data := filepath.Join(s.dir, "data")
 	initdb := exec.Command(filepath.Join(bindir, "initdb"), "-D", data, "-U", "postgres",
 		"--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = procAttr(s.cred)
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	proc.Prepare(initdb)
 	initdb.Dir = s.dir // the postgres user may not enter the test's directory
 	if out, err := initdb.CombinedOutput(); err != nil {
 		s.removeDir()
 		return nil, fmt.Errorf("sqltest: initdb: %v\n%s", err, out)
 	}
-	return s, s.startOnFreePort(func(port int) {
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	// SIGINT: PostgreSQL's fast shutdown.
+	err = s.startOnFreePort(syscall.SIGINT, func(port int) []string {
 		s.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
-		s.argv = []string{filepath.Join(bindir, "postgres"), "-D", data, "-p", strconv.Itoa(port),
+		return []string{filepath.Join(bindir, "postgres"), "-D", data, "-p", strconv.Itoa(port),
 			"-k", s.dir, "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200",
 			"-c", "shared_buffers=32MB", "-c", "logging_collector=off"}
 	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // StartMariaDB returns the database named by LOCKER_MYSQL_DSN, or starts a
@@ -162,8 +160,7 @@ func StartPostgres() (*Server, error) {
 // "locker". The caller must call Close.
 func StartMariaDB() (*Server, error) {
 	if dsn := os.Getenv(EnvMySQLDSN); dsn != "" {
-		s := &Server{Driver: "mysql", DSN: dsn, name: "mysql", external: true}
-		return s, s.waitReady(nil)
+		return external("mysql", "mysql", dsn)
 	}
 	mysqld, err1 := exec.LookPath("mariadbd")
 	install, err2 := exec.LookPath("mariadb-install-db")
@@ -191,10 +188,9 @@ func StartMariaDB() (*Server, error) {
 		s.removeDir()
 		return nil, fmt.Errorf("sqltest: mariadb-install-db: %v\n%s", err, out)
 	}
-	err := s.startOnFreePort(func(port int) {
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		s.DSN = fmt.Sprintf("root@tcp(%s)/", s.Addr)
-		s.argv = []string{mysqld, "--no-defaults", "--datadir=" + data, "--user=" + u,
+	err := s.startOnFreePort(syscall.SIGTERM, func(port int) []string {
+		s.DSN = fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
+		return []string{mysqld, "--no-defaults", "--datadir=" + data, "--user=" + u,
 			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
 			"--socket=" + filepath.Join(s.dir, "mysqld.sock"), "--pid-file=" + filepath.Join(s.dir, "mysqld.pid"),
 			"--skip-name-resolve", "--innodb-buffer-pool-size=32M", "--max-connections=300",
@@ -295,228 +291,128 @@ func (s *Server) runAs(name string) error {
 	return nil
 }
 
-// startOnFreePort starts the server on a free port, set by configure,
-// trying again on another port when the first was taken in the meantime.
-func (s *Server) startOnFreePort(configure func(port int)) error {
-	var err error
-	for range 3 {
-		var port int
-		port, err = freePort()
-		if err != nil {
-			continue
-		}
-		configure(port)
-		if err = s.start(); err == nil {
-			return nil
-		}
+// external returns the external server dsn names, once it answers.
+func external(drv, name, dsn string) (*Server, error) {
+	s := &Server{Driver: drv, DSN: dsn, name: name, srv: proc.NewExternal("sqltest", name)}
+	if err := s.waitReady(nil); err != nil {
+		return nil, fmt.Errorf("sqltest: external %s: %w", name, err)
 	}
-	s.removeDir()
-	return fmt.Errorf("sqltest: starting %s: %w", s.name, err)
+	return s, nil
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// startOnFreePort starts the server with the command line that argv
+// returns for a free loopback port, on another port when that one was
+// taken meanwhile. Close stops the server with stop.
+func (s *Server) startOnFreePort(stop os.Signal, argv func(port int) []string) error {
+	err := proc.StartOnFreePort(3, func(port int) error {
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		s.srv = s.newServer(argv(port), stop)
+		return s.srv.Start()
+	})
 	if err != nil {
-		return 0, err
+		s.removeDir()
+		return fmt.Errorf("sqltest: starting %s: %w", s.name, err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// start runs the server and waits until it accepts connections.
-func (s *Server) start() error {
-	cmd := exec.Command(s.argv[0], s.argv[1:]...)
-	cmd.Dir = s.dir
-	cmd.SysProcAttr = procAttr(s.cred)
-	log, err := os.OpenFile(s.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	err = cmd.Start()
-	_ = log.Close()
-	if err != nil {
-		return err
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	if err := s.waitReady(done); err != nil {
-		_ = cmd.Process.Kill()
-		<-done
-		return fmt.Errorf("%w; log:\n%s", err, s.logTail())
-	}
-	s.mu.Lock()
-	s.cmd, s.done = cmd, done
-	s.mu.Unlock()
 	return nil
 }
 
-// waitReady pings the server until it answers, it exits (done closed) or
-// startTimeout passes.
-func (s *Server) waitReady(done <-chan struct{}) error {
+// newServer returns the controller of the server process that runs argv in
+// s.dir as s.cred, in a process group of its own (proc.StartGroup):
+// PostgreSQL's postmaster forks a backend per connection, and Pause must
+// stop them all.
+func (s *Server) newServer(argv []string, stop os.Signal) *proc.Server {
+	return proc.NewServer(proc.Config{
+		Pkg:  "sqltest",
+		Addr: s.Addr,
+		Dir:  s.dir,
+		Stop: stop,
+		Launch: func() (*proc.Process, error) {
+			log, err := os.OpenFile(s.logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o666)
+			if err != nil {
+				return nil, err
+			}
+			cmd := exec.Command(argv[0], argv[1:]...)
+			cmd.Dir = s.dir
+			cmd.Stdout, cmd.Stderr = log, log
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+			p, err := proc.StartGroup(cmd)
+			// The child has its own descriptor of the log.
+			_ = log.Close()
+			return p, err
+		},
+		Ready: func(p *proc.Process) error {
+			if err := s.waitReady(p.Done()); err != nil {
+				return fmt.Errorf("%w; log:\n%s", err, proc.LogTail(s.logFile, 4000))
+			}
+			return nil
+		},
+	})
+}
+
+// waitReady pings the server until it answers, it exits (exited closed)
+// or startTimeout passes.
+func (s *Server) waitReady(exited <-chan struct{}) error {
 	db, err := sql.Open(s.Driver, s.DSN)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	deadline := time.Now().Add(startTimeout)
-	for {
+	return proc.Poll(s.name, startTimeout, 20*time.Millisecond, exited, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err = db.PingContext(ctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %v: %w", s.name, startTimeout, err)
-		}
-		select {
-		case <-done:
-			return fmt.Errorf("%s exited before accepting connections (%v)", s.name, err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// logTail returns the end of the server's log.
-func (s *Server) logTail() string {
-	b, _ := os.ReadFile(s.logFile)
-	const max = 4000
-	if len(b) > max {
-		b = b[len(b)-max:]
-	}
-	return string(b)
+		defer cancel()
+		return db.PingContext(ctx)
+	})
 }
 
 // PID returns the server's process id, or 0 when it is not running or
 // external.
 func (s *Server) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.srv == nil {
 		return 0
 	}
-	return s.cmd.Process.Pid
+	return s.srv.PID()
 }
 
-// Crash kills the server at once (SIGKILL) and waits for it to exit. Its
-// committed data stays in its directory for Restart.
+// Crash kills the server at once (SIGKILL, every process of it) and waits
+// for it to exit. Its committed data stays in its directory for Restart.
 func (s *Server) Crash() error {
-	if s.external {
-		return fmt.Errorf("sqltest: Crash of an external %s server: %w", s.name, errors.ErrUnsupported)
+	if s.srv.PID() == 0 && !s.srv.External() {
+		return nil // not running: nothing to kill
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stop(syscall.SIGKILL)
-	return nil
+	return s.srv.Kill()
 }
 
-// Pause stops the server's processes (SIGSTOP to its process group:
-// PostgreSQL's postmaster and every backend) without closing their
-// connections, until Resume.
-func (s *Server) Pause() error { return s.signalGroup("Pause", syscall.SIGSTOP) }
+// Pause stops the server's processes (SIGSTOP to its process group and
+// every descendant: PostgreSQL's postmaster and every backend) without
+// closing their connections, until Resume.
+func (s *Server) Pause() error { return s.srv.Pause() }
 
 // Resume lets a paused server run again (SIGCONT).
-func (s *Server) Resume() error { return s.signalGroup("Resume", syscall.SIGCONT) }
-
-func (s *Server) signalGroup(what string, sig syscall.Signal) error {
-	if s.external {
-		return fmt.Errorf("sqltest: %s of an external %s server: %w", what, s.name, errors.ErrUnsupported)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return fmt.Errorf("sqltest: %s: %s is not running", what, s.name)
-	}
-	if err := signalAll(s.cmd.Process.Pid, sig); err != nil {
-		return fmt.Errorf("sqltest: %s: %w", what, err)
-	}
-	return nil
-}
-
-// signalAll sends sig to the process group of the server pid and to every
-// descendant of pid, in groups of their own or not.
-func signalAll(pid int, sig syscall.Signal) error {
-	err := syscall.Kill(-pid, sig)
-	for _, c := range descendants(pid) {
-		_ = syscall.Kill(c, sig)
-	}
-	return err
-}
+func (s *Server) Resume() error { return s.srv.Resume() }
 
 // Restart kills the server if it runs and starts it again on the same port
 // and data directory.
 func (s *Server) Restart() error {
-	if err := s.Crash(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return errors.New("sqltest: Restart after Close")
-	}
-	// The port stays the same: the old process held it until it exited.
 	// PostgreSQL refuses to start while a killed backend of the old
 	// server is still attached to its shared memory (the backends die
 	// with the process group, but not all at the same instant): retry.
 	deadline := time.Now().Add(startTimeout)
 	for {
-		err := s.start()
-		if err == nil {
-			return nil
-		}
-		if !strings.Contains(err.Error(), "pre-existing shared memory block") || time.Now().After(deadline) {
-			return fmt.Errorf("sqltest: restarting %s: %w", s.name, err)
+		err := s.srv.Restart()
+		if err == nil || !strings.Contains(err.Error(), "pre-existing shared memory block") || time.Now().After(deadline) {
+			return err
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// stop sends sig to the running server, if any, and waits for it to exit,
-// killing it if it has not within 10 seconds. s.mu is held.
-func (s *Server) stop(sig syscall.Signal) {
-	if s.cmd == nil {
-		return
-	}
-	_ = signalAll(s.cmd.Process.Pid, syscall.SIGCONT) // a paused server could not stop
-	if sig == syscall.SIGKILL {
-		// Every process: PostgreSQL's backends too.
-		_ = signalAll(s.cmd.Process.Pid, sig)
-	} else {
-		_ = s.cmd.Process.Signal(sig)
-	}
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
-	}
-	s.cmd, s.done = nil, nil
-}
-
 // Close stops the server (a fast shutdown: SIGINT for PostgreSQL, SIGTERM
-// for MariaDB) and removes its directory. It does nothing to an external
-// server and is safe to call more than once.
+// for MariaDB, then SIGKILL after 10 seconds) and removes its directory.
+// It does nothing to an external server and is safe to call more than
+// once.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.external {
-		s.closed = true
-		return nil
+	if s.srv == nil {
+		return nil // a Server made by hand, to carry a DSN
 	}
-	s.closed = true
-	sig := syscall.SIGTERM
-	if s.name == "postgres" {
-		sig = syscall.SIGINT
-	}
-	s.stop(sig)
-	if err := os.RemoveAll(s.dir); err != nil {
-		return fmt.Errorf("sqltest: %w", err)
-	}
-	return nil
+	return s.srv.Close()
 }
