@@ -88,10 +88,3 @@ const (
 	closedBound     = 100 * time.Millisecond
 	closedWaitBound = time.Second
 )
-
-// stallDeadline is the context deadline of the calls made while etcd
-// does not answer, and stallBound how soon they must return.
-const (
-	stallDeadline = 600 * time.Millisecond
-	stallBound    = 650 * time.Millisecond
-)

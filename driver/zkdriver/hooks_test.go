@@ -168,10 +168,3 @@ func TestClosedBeforeSession(t *testing.T) {
 		t.Errorf("TryAcquire on a closed connection = %v; want a permanent error", err)
 	}
 }
-
-// stallDeadline is the context deadline of the calls made while ZooKeeper
-// does not answer, and stallBound how soon they must return.
-const (
-	stallDeadline = 600 * time.Millisecond
-	stallBound    = 650 * time.Millisecond
-)
