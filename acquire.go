@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/go-locker/locker/driver"
 )
 
@@ -175,7 +174,7 @@ type contention struct {
 	sub    driver.Subscription
 	queued bool            // req.Owner has a place in the backend's queue (Queuer)
 	dirty  bool            // the backend may hold state for req.Owner
-	bo     backoff.BackOff // made on first need
+	bo     *driver.Backoff // made on first need
 	timer  *time.Timer
 }
 
@@ -253,10 +252,10 @@ func (k *contention) granted(l driver.Lease, sent time.Time) result {
 // retry reports a transient error and backs off.
 func (k *contention) retry(err error) result {
 	k.o.cfg.reportError(opError(k.o.op, k.o.key, fmt.Errorf("retrying: %w", err)))
-	return after(k.backoff().NextBackOff())
+	return after(k.backoff().Next())
 }
 
-func (k *contention) backoff() backoff.BackOff {
+func (k *contention) backoff() *driver.Backoff {
 	if k.bo == nil {
 		k.bo = k.o.newBackoff()
 	}
@@ -407,7 +406,7 @@ func (o *lockOp) acquireQueued(ctx context.Context, c *Client, g *gate, req driv
 // lost notification: it fires when the holder's lease may have run out.
 // Without one, it is the next backoff delay, capped by that same time. A
 // queued waiter comes back often enough to keep its queue entry alive.
-func (o *lockOp) waitTime(err error, bo backoff.BackOff, notified, queued bool) time.Duration {
+func (o *lockOp) waitTime(err error, bo *driver.Backoff, notified, queued bool) time.Duration {
 	var remaining time.Duration
 	var le *driver.LockedError
 	if errors.As(err, &le) {
@@ -420,7 +419,7 @@ func (o *lockOp) waitTime(err error, bo backoff.BackOff, notified, queued bool) 
 			wait = remaining + time.Millisecond
 		}
 	} else {
-		wait = bo.NextBackOff()
+		wait = bo.Next()
 		if remaining > 0 && remaining+time.Millisecond < wait {
 			wait = remaining + time.Millisecond
 		}
@@ -431,13 +430,6 @@ func (o *lockOp) waitTime(err error, bo backoff.BackOff, notified, queued bool) 
 	return max(wait, 0)
 }
 
-func (o *lockOp) newBackoff() backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = o.cfg.minBackoff
-	b.MaxInterval = o.cfg.maxBackoff
-	b.Multiplier = 2
-	b.RandomizationFactor = 0.5
-	b.MaxElapsedTime = 0
-	b.Reset()
-	return b
+func (o *lockOp) newBackoff() *driver.Backoff {
+	return &driver.Backoff{Min: o.cfg.minBackoff, Max: o.cfg.maxBackoff, Jitter: 0.5}
 }
