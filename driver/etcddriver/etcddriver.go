@@ -297,7 +297,7 @@ func (d *Driver) closedErr() error {
 
 // opError names the operation and key of err.
 func opError(op, key string, err error) error {
-	return fmt.Errorf("etcddriver: %s %s: %w", op, driver.QuoteKey(key), err)
+	return &driver.OpError{Driver: "etcddriver", Op: op, Key: key, Err: err}
 }
 
 // fail returns err, the error of op on key made with ctx, as the driver's

@@ -428,5 +428,5 @@ func validateTTL(ttl time.Duration) error {
 
 // wrap adds the package, the operation and the key to err.
 func wrap(op, key string, err error) error {
-	return fmt.Errorf("memdriver: %s %s: %w", op, driver.QuoteKey(key), err)
+	return &driver.OpError{Driver: "memdriver", Op: op, Key: key, Err: err}
 }

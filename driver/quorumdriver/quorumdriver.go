@@ -299,7 +299,7 @@ func (d *Driver) failure(ctx context.Context, op, key string, t *tally, what err
 }
 
 func wrapErr(op, key string, err error) error {
-	return fmt.Errorf("quorumdriver: %s %s: %w", op, driver.QuoteKey(key), err)
+	return &driver.OpError{Driver: "quorumdriver", Op: op, Key: key, Err: err}
 }
 
 // TryAcquire implements driver.Driver: it asks every member, in parallel,

@@ -323,7 +323,7 @@ func errBadReply(res any) error {
 // when no retry can cure it: an error reply that no retry changes, or a
 // closed client (redis.ErrClosed).
 func opError(op, key string, err error) error {
-	e := fmt.Errorf("redisdriver: %s %s: %w", op, driver.QuoteKey(key), err)
+	var e error = &driver.OpError{Driver: "redisdriver", Op: op, Key: key, Err: err}
 	if !driver.IsPermanent(err) && isPermanent(err) {
 		return driver.Permanent(e)
 	}

@@ -25,25 +25,22 @@ var ErrOldTable = errors.New("lease table lacks the columns of this version")
 // opError wraps err with the operation and key, and marks it Permanent
 // when no retry can cure it: among others when the *sql.DB is closed.
 func (d *Driver) opError(op, key string, err error) error {
-	q := driver.QuoteKey(key)
-	if missingTable(err) {
-		return driver.Permanent(fmt.Errorf("sqldriver: %s %s: table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",
-			op, q, d.table, ErrNoTable, err))
+	wrap := func(err error) error { return &driver.OpError{Driver: "sqldriver", Op: op, Key: key, Err: err} }
+	switch {
+	case missingTable(err):
+		return driver.Permanent(wrap(fmt.Errorf("table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",
+			d.table, ErrNoTable, err)))
+	case missingColumn(err):
+		return driver.Permanent(wrap(fmt.Errorf("table %s: %w (upgrade it with sqldriver.CreateTable or the ALTER TABLE in the package documentation): %w",
+			d.table, ErrOldTable, err)))
+	case answer(err) || driver.IsPermanent(err):
+		return wrap(err)
+	case permanent(err):
+		return driver.Permanent(wrap(err))
+	case dbClosed(d.db):
+		return driver.Permanent(wrap(fmt.Errorf("%w: %w", ErrClosed, err)))
 	}
-	if missingColumn(err) {
-		return driver.Permanent(fmt.Errorf("sqldriver: %s %s: table %s: %w (upgrade it with sqldriver.CreateTable or the ALTER TABLE in the package documentation): %w",
-			op, q, d.table, ErrOldTable, err))
-	}
-	if answer(err) || driver.IsPermanent(err) {
-		return fmt.Errorf("sqldriver: %s %s: %w", op, q, err)
-	}
-	if permanent(err) {
-		return driver.Permanent(fmt.Errorf("sqldriver: %s %s: %w", op, q, err))
-	}
-	if dbClosed(d.db) {
-		return driver.Permanent(fmt.Errorf("sqldriver: %s %s: %w: %w", op, q, ErrClosed, err))
-	}
-	return fmt.Errorf("sqldriver: %s %s: %w", op, q, err)
+	return wrap(err)
 }
 
 // ErrClosed is wrapped, with the database/sql error, by the errors of a

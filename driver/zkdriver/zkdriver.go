@@ -340,7 +340,7 @@ func (d *Driver) checkRequest(op string, req driver.Request) error {
 
 // errorf wraps err with the operation and key.
 func errorf(op, key string, err error) error {
-	return fmt.Errorf("zkdriver: %s %s: %w", op, driver.QuoteKey(key), err)
+	return &driver.OpError{Driver: "zkdriver", Op: op, Key: key, Err: err}
 }
 
 // closedErr returns ErrClosed once the driver is closed, an error wrapping
