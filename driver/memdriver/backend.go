@@ -19,6 +19,9 @@ type Backend struct {
 	mu    sync.Mutex
 	keys  map[string]*keyState
 	stats Stats
+	// fan holds the live subscriptions, the internal ones of waiting
+	// Acquire calls included.
+	fan driver.Fanout
 }
 
 // Stats counts, per operation, the calls that reached a [Backend]. Calls
@@ -91,9 +94,8 @@ type keyState struct {
 	holders map[string]*hold
 	// queue is the wait queue, in arrival order.
 	queue []waiter
-	// subs are the live subscriptions to the key, the internal ones of
-	// waiting Acquire calls included.
-	subs map[*subscription]struct{}
+	// fan holds the backend's subscriptions, the key's among them.
+	fan *driver.Fanout
 	// watches are the live WatchLoss registrations on the key's holds.
 	watches map[*lossWatch]struct{}
 }
@@ -218,7 +220,7 @@ func (b *Backend) state(key string) *keyState {
 		ks = &keyState{
 			key:     key,
 			holders: make(map[string]*hold),
-			subs:    make(map[*subscription]struct{}),
+			fan:     &b.fan,
 			watches: make(map[*lossWatch]struct{}),
 		}
 		b.keys[key] = ks
@@ -296,14 +298,7 @@ func (ks *keyState) nextExpiry() time.Time {
 
 // notify wakes every subscriber of ks without blocking; wake-ups coalesce
 // in each subscription's one-slot buffer.
-func (ks *keyState) notify() {
-	for s := range ks.subs {
-		select {
-		case s.ch <- struct{}{}:
-		default:
-		}
-	}
-}
+func (ks *keyState) notify() { ks.fan.Wake(ks.key) }
 
 // queuePos returns the index of owner in the wait queue, or -1.
 func (ks *keyState) queuePos(owner string) int {
@@ -515,8 +510,7 @@ func (b *Backend) wait(ctx context.Context, op string, req driver.Request) (driv
 		return driver.Lease{}, wrap(op, req.Key, err)
 	}
 	ks := b.state(req.Key)
-	s := &subscription{b: b, key: req.Key, ch: make(chan struct{}, 1)}
-	ks.subs[s] = struct{}{}
+	s := b.fan.Subscribe(req.Key)
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -528,7 +522,7 @@ func (b *Backend) wait(ctx context.Context, op string, req driver.Request) (driv
 		ks.sweep(now)
 		l, err := ks.grant(op, req, true, true, now)
 		if err == nil || errors.Is(err, errOtherMode) || errors.Is(err, driver.ErrLimitMismatch) {
-			delete(ks.subs, s)
+			s.Close()
 			ks.dequeue(req.Owner)
 			b.mu.Unlock()
 			return l, err
@@ -546,14 +540,14 @@ func (b *Backend) wait(ctx context.Context, op string, req driver.Request) (driv
 			expiry = timer.C
 		}
 		select {
-		case <-s.ch:
+		case <-s.C():
 		case <-expiry:
 		case <-ctx.Done():
 		}
 
 		b.mu.Lock()
 		if err := ctx.Err(); err != nil {
-			delete(ks.subs, s)
+			s.Close()
 			ks.dequeue(req.Owner)
 			b.mu.Unlock()
 			return driver.Lease{}, wrap(op, req.Key, err)
@@ -600,31 +594,11 @@ func (ks *keyState) held(l driver.Lease) *hold {
 }
 
 // subscribe implements Subscribe.
-func (b *Backend) subscribe(key string) *subscription {
+func (b *Backend) subscribe(key string) driver.Subscription {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stats.Subscribe++
-	s := &subscription{b: b, key: key, ch: make(chan struct{}, 1)}
-	b.state(key).subs[s] = struct{}{}
-	return s
-}
-
-// subscription implements driver.Subscription.
-type subscription struct {
-	b   *Backend
-	key string
-	ch  chan struct{}
-}
-
-// C implements driver.Subscription.
-func (s *subscription) C() <-chan struct{} { return s.ch }
-
-// Close implements driver.Subscription. It may be called more than once.
-func (s *subscription) Close() error {
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	delete(s.b.keys[s.key].subs, s)
-	return nil
+	return b.fan.Subscribe(key)
 }
 
 // sooner returns the earlier of a and b, ignoring a zero a.
