@@ -134,10 +134,10 @@ type queueWait struct {
 	parent, path, name string        // n's key node, path and name
 	ttl                time.Duration // n's lease
 
-	keepAlive    *time.Timer // when to rewrite n
-	expiry       *time.Timer // when pred's lease runs out, if not rewritten
-	retry        retrier
-	failingSince time.Time // since when nothing got through, or zero
+	keepAlive    *time.Timer    // when to rewrite n
+	expiry       *time.Timer    // when pred's lease runs out, if not rewritten
+	retry        driver.Backoff // transient errors: 10ms doubling to 1s
+	failingSince time.Time      // since when nothing got through, or zero
 
 	known queue // from takeSnapshot, for the first listing only
 	gone  int   // unknown nodes deleted from known
@@ -503,7 +503,7 @@ func (w *queueWait) pause(cause error) error {
 		// and our node with it, cannot be alive.
 		return fmt.Errorf("zkdriver: no answer from ZooKeeper for longer than the session timeout %v: %w", w.st.timeout, cause)
 	}
-	t := time.NewTimer(w.retry.next())
+	t := time.NewTimer(w.retry.Next())
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -517,7 +517,7 @@ func (w *queueWait) pause(cause error) error {
 
 // ok records that a request got through.
 func (w *queueWait) ok() {
-	w.retry.reset()
+	w.retry.Reset()
 	w.failingSince = time.Time{}
 }
 
@@ -527,17 +527,3 @@ type watchResult struct {
 	st   *zk.Stat
 	ch   <-chan zk.Event
 }
-
-// retrier spaces retries of transient errors: 10ms doubling to 1s.
-type retrier struct{ d time.Duration }
-
-func (r *retrier) next() time.Duration {
-	if r.d == 0 {
-		r.d = 10 * time.Millisecond
-	} else {
-		r.d = min(2*r.d, time.Second)
-	}
-	return r.d
-}
-
-func (r *retrier) reset() { r.d = 0 }
