@@ -184,7 +184,8 @@ func (s sentinelListener) reset(int64) {
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
-		for delay := 10 * time.Millisecond; d.ctx.Err() == nil; delay = min(2*delay, time.Second) {
+		var bo driver.Backoff // 10ms doubling to 1s
+		for d.ctx.Err() == nil {
 			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 			resp, err := d.kv.Get(ctx, d.sentinelBase, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 			cancel()
@@ -219,7 +220,7 @@ func (s sentinelListener) reset(int64) {
 				return
 			}
 			select {
-			case <-time.After(delay):
+			case <-time.After(bo.Next()):
 			case <-d.ctx.Done():
 			}
 		}

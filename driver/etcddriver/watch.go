@@ -154,7 +154,7 @@ func (w *keyWatch) run() {
 	defer w.d.bg.Done()
 	defer close(w.done)
 	defer w.end()
-	backoff := 10 * time.Millisecond
+	var bo driver.Backoff // 10ms doubling to 1s
 	for w.ctx.Err() == nil {
 		// WithRequireLeader: a member cut off from its cluster ends the
 		// watch instead of leaving it silent, and the client moves on.
@@ -163,7 +163,7 @@ func (w *keyWatch) run() {
 		for resp := range ch {
 			if resp.Created {
 				w.created(resp.Header.Revision)
-				backoff = 10 * time.Millisecond
+				bo.Reset()
 				continue
 			}
 			for _, ev := range resp.Events {
@@ -177,11 +177,10 @@ func (w *keyWatch) run() {
 			return
 		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(bo.Next()):
 		case <-w.ctx.Done():
 			return
 		}
-		backoff = min(2*backoff, time.Second)
 	}
 }
 
@@ -355,7 +354,8 @@ func (ll *lossListener) verifyAsync() {
 		case <-ll.w.done:
 			return
 		}
-		for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		var bo driver.Backoff // 10ms doubling to 1s
+		for {
 			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 			ll.w.mu.Lock()
 			k := ll.key
@@ -393,7 +393,7 @@ func (ll *lossListener) verifyAsync() {
 				return
 			}
 			select {
-			case <-time.After(delay):
+			case <-time.After(bo.Next()):
 			case <-ll.stopc:
 				return
 			case <-d.ctx.Done():

@@ -280,7 +280,7 @@ const (
 // h ends.
 func (d *Driver) dispatch(h *hub) {
 	defer close(h.done)
-	var backoff time.Duration
+	bo := driver.Backoff{Min: minBackoff, Max: maxBackoff}
 	for {
 		msg, err := h.ps.Receive(context.Background())
 		d.mu.Lock()
@@ -323,8 +323,7 @@ func (d *Driver) dispatch(h *hub) {
 					d.mu.Unlock()
 				}
 			}
-			backoff = min(max(2*backoff, minBackoff), maxBackoff)
-			t := time.NewTimer(backoff)
+			t := time.NewTimer(bo.Next())
 			select {
 			case <-h.stop:
 				t.Stop()
@@ -333,7 +332,7 @@ func (d *Driver) dispatch(h *hub) {
 			}
 			continue
 		}
-		backoff = 0
+		bo.Reset()
 		switch m := msg.(type) {
 		case *redis.Message:
 			if e := h.chans[m.Channel]; e != nil && d.concerns(m.Payload) {

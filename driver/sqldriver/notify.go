@@ -231,8 +231,7 @@ func (d *NotifyDriver) unsubscribe(s *subscription) {
 // run listens until ctx is done, connecting again after failures.
 func (h *hub) run(ctx context.Context) {
 	defer close(h.done)
-	const maxBackoff = 2 * time.Second
-	backoff := 20 * time.Millisecond
+	bo := driver.Backoff{Min: 20 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		listened := h.listen(ctx)
 		h.disconnected()
@@ -240,16 +239,15 @@ func (h *hub) run(ctx context.Context) {
 			return
 		}
 		if listened {
-			backoff = 20 * time.Millisecond
+			bo.Reset()
 		}
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(bo.Next())
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 
