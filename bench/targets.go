@@ -68,13 +68,28 @@ func variants() []variant {
 	return []variant{{"locker", "4 drivers"}, {"locker 1 driver", "1 driver"}}
 }
 
-func (r *report) targets() []target {
-	var ts []target
-	add := func(t target) { ts = append(ts, t) }
-	unmeasured := func(area, what string) target { return target{area: area, what: what} }
-	msD := func(v float64) string { return ms(time.Duration(v)) + " ms" }
+// A targetList collects the targets of a report.
+type targetList []target
 
-	// Redis.
+func (ts *targetList) add(t target) { *ts = append(*ts, t) }
+
+func unmeasured(area, what string) target { return target{area: area, what: what} }
+
+func msD(v float64) string { return ms(time.Duration(v)) + " ms" }
+
+func (r *report) targets() []target {
+	var ts targetList
+	r.redisTargets(&ts)
+	r.redisContendedTargets(&ts)
+	r.etcdTargets(&ts)
+	r.zkTargets(&ts)
+	r.manyTargets(&ts)
+	return ts
+}
+
+// redisTargets are the uncontended Redis and quorum targets.
+func (r *report) redisTargets(ts *targetList) {
+	add := ts.add
 	lr := r.find("redis", "locker")
 	if v, ok := r.uncRate(lr); ok {
 		p, pv := r.bestPeer("redis", false, r.uncRate)
@@ -101,6 +116,11 @@ func (r *report) targets() []target {
 	} else {
 		add(unmeasured("Redis", "uncontended"))
 	}
+}
+
+// redisContendedTargets are the Redis targets at N=32.
+func (r *report) redisContendedTargets(ts *targetList) {
+	add := ts.add
 	for _, v := range variants() {
 		c := r.contended(r.find("redis", v.name), 32)
 		if c == nil {
@@ -120,7 +140,11 @@ func (r *report) targets() []target {
 		add(target{"Redis", "N=32 no goroutine starved", v.label, fmt.Sprintf("min %d acquisitions", st.minG), "> 0", st.minG > 0, true})
 	}
 
-	// etcd.
+}
+
+// etcdTargets are the etcd targets.
+func (r *report) etcdTargets(ts *targetList) {
+	add := ts.add
 	le, em := r.find("etcd", "locker"), r.find("etcd", "concurrency.Mutex")
 	if v, ok := r.uncRate(le); ok {
 		if pv, ok := r.uncRate(em); ok {
@@ -138,7 +162,11 @@ func (r *report) targets() []target {
 		}
 	}
 
-	// ZooKeeper.
+}
+
+// zkTargets are the ZooKeeper targets.
+func (r *report) zkTargets(ts *targetList) {
+	add := ts.add
 	lz, zl := r.find("zk", "locker"), r.find("zk", "zk.Lock")
 	if v, ok := r.uncRate(lz); ok {
 		if pv, ok := r.uncRate(zl); ok {
@@ -162,7 +190,11 @@ func (r *report) targets() []target {
 		}
 	}
 
-	// Many locks on Redis.
+}
+
+// manyTargets are the targets of the many-locks cell on Redis.
+func (r *report) manyTargets(ts *targetList) {
+	add := ts.add
 	var mr *manyResult
 	for _, m := range r.many {
 		if m.sys.server == "redis" && m.sys.kind == kindLocker && m.err == nil {
@@ -175,7 +207,6 @@ func (r *report) targets() []target {
 	} else {
 		add(unmeasured("Redis, many locks", "many-locks cell"))
 	}
-	return ts
 }
 
 func (r *report) writeTargets(w io.Writer) {
