@@ -152,76 +152,128 @@ type stmt struct {
 // returns the verdict and the statements that carry it out, in the
 // acquire's transaction.
 func (d *Driver) decide(rows []row, a attempt) (verdict, []stmt) {
-	var (
-		last      int64 // the greatest token among the rows
-		clock     int64 // the database's clock, µs since the Unix epoch
-		mine      *row  // the owner's live queue entry
-		holds     []*row
-		queue     []*row
-		dead      bool // expired rows to purge
-		deadQueue bool // among them queue entries: the waiters behind may proceed
-		v         verdict
-		stmts     []stmt
-	)
-	extend := func(mode int) stmt {
-		return stmt{query: d.q.extend, args: []any{mode, a.us, a.key, a.owner}, one: true}
+	k := d.scan(rows, a)
+	if k.own != nil {
+		// The holder itself: extend, same token, weight and value.
+		return verdict{token: k.own.token}, []stmt{d.extend(a, a.mode)}
 	}
+	stmts := k.purge(d, a)
+	if err := k.checkLimit(a); err != nil {
+		return verdict{limit: err}, stmts
+	}
+	if v := k.inTheWay(a); v.locked {
+		if !a.queued {
+			return v, stmts
+		}
+		qmode := a.mode + modeQueuedExclusive - modeExclusive
+		if k.mine != nil {
+			// Keep the place in the queue; renew the entry.
+			return v, append(stmts, d.extend(a, qmode))
+		}
+		// Join the queue, with an arrival number drawn as tokens are.
+		n := nextToken(k.last, k.clock)
+		return v, append(stmts, stmt{query: d.q.grant, args: []any{a.key, a.owner, qmode, n, a.us, a.limit, a.weight, nil}})
+	}
+	// Grant: the next token. The owner's row becomes the hold, whatever it
+	// was (a queue entry or an expired hold).
+	tok := nextToken(k.last, k.clock)
+	return verdict{token: tok}, append(stmts, stmt{query: d.q.grant,
+		args: []any{a.key, a.owner, a.mode, tok, a.us, a.limit, a.weight, a.value}})
+}
+
+// extend is the statement that renews a.owner's row, in mode.
+func (d *Driver) extend(a attempt, mode int) stmt {
+	return stmt{query: d.q.extend, args: []any{mode, a.us, a.key, a.owner}, one: true}
+}
+
+// keyRows is what decide reads in a key's rows.
+type keyRows struct {
+	last      int64 // the greatest token among the rows
+	clock     int64 // the database's clock, µs since the Unix epoch
+	own       *row  // a.owner's live hold in a.mode: a re-acquire
+	mine      *row  // the owner's live queue entry
+	holds     []*row
+	queue     []*row
+	dead      bool // expired rows to purge
+	deadQueue bool // among them queue entries: the waiters behind may proceed
+}
+
+// scan sorts the rows of a key for the attempt a.
+func (d *Driver) scan(rows []row, a attempt) keyRows {
+	var k keyRows
 	for i := range rows {
 		r := &rows[i]
 		if r.mode == modeClock {
-			clock = r.token
+			k.clock = r.token
 			continue
 		}
-		last = max(last, r.token)
+		k.last = max(k.last, r.token)
 		switch {
 		case r.mode == modeAnchor:
 			// MySQL's anchor stays: the transaction holds its lock. On
 			// PostgreSQL it is the counter row of an older version of
 			// the package, which the clock has overtaken: purged.
-			dead = dead || d.dialect == PostgreSQL
+			k.dead = k.dead || d.dialect == PostgreSQL
 		case !r.live():
-			dead = true
-			deadQueue = deadQueue || r.mode >= modeQueuedExclusive
+			k.dead = true
+			k.deadQueue = k.deadQueue || r.mode >= modeQueuedExclusive
 		case r.mode == modeExclusive || r.mode == modeShared:
 			if r.owner == a.owner && r.mode == a.mode {
-				// The holder itself: extend, same token, weight and
-				// value.
-				return verdict{token: r.token}, []stmt{extend(a.mode)}
+				k.own = r
+				return k
 			}
 			// Another owner's hold, or the owner's own in the other
 			// mode: in the way unless both are shared.
-			holds = append(holds, r)
+			k.holds = append(k.holds, r)
 		case r.mode == modeQueuedExclusive || r.mode == modeQueuedShared:
-			queue = append(queue, r)
+			k.queue = append(k.queue, r)
 			if r.owner == a.owner {
-				mine = r
+				k.mine = r
 			}
 		}
 	}
-	if dead {
-		stmts = append(stmts, stmt{query: d.q.purge, args: []any{a.key}})
-		if deadQueue && d.q.notify != "" {
-			// The waiters behind the expired entries may proceed.
-			stmts = append(stmts, stmt{query: d.q.notify, args: []any{d.channel(), a.key}})
+	slices.SortFunc(k.queue, func(a, b *row) int { return cmpInt(a.token, b.token) })
+	return k
+}
+
+// purge returns the statements that remove the expired rows, and wake the
+// waiters behind expired queue entries.
+func (k *keyRows) purge(d *Driver, a attempt) []stmt {
+	if !k.dead {
+		return nil
+	}
+	stmts := []stmt{{query: d.q.purge, args: []any{a.key}}}
+	if k.deadQueue && d.q.notify != "" {
+		stmts = append(stmts, stmt{query: d.q.notify, args: []any{d.channel(), a.key}})
+	}
+	return stmts
+}
+
+// checkLimit refuses a shared attempt whose limit differs from that of
+// a shared holder or waiter (0: uncounted): all must agree on it.
+func (k *keyRows) checkLimit(a attempt) *driver.LimitError {
+	if a.mode != modeShared {
+		return nil
+	}
+	for _, r := range k.holds {
+		if r.mode == modeShared && r.limit != a.limit {
+			return &driver.LimitError{Limit: r.limit}
 		}
 	}
-	// Every shared holder and shared waiter agrees on the limit (0:
-	// uncounted).
-	if a.mode == modeShared {
-		for _, r := range holds {
-			if r.mode == modeShared && r.limit != a.limit {
-				return verdict{limit: &driver.LimitError{Limit: r.limit}}, stmts
-			}
-		}
-		for _, r := range queue {
-			if r.mode == modeQueuedShared && r.owner != a.owner && r.limit != a.limit {
-				return verdict{limit: &driver.LimitError{Limit: r.limit}}, stmts
-			}
+	for _, r := range k.queue {
+		if r.mode == modeQueuedShared && r.owner != a.owner && r.limit != a.limit {
+			return &driver.LimitError{Limit: r.limit}
 		}
 	}
-	// What is in the way: the holds, then the queue entries ahead. A
-	// counted request waits for the first of them to expire, which may
-	// free enough units; any other for the last.
+	return nil
+}
+
+// inTheWay returns the verdict of what blocks the attempt: the holds,
+// then the queue entries ahead. A counted request waits for the first of
+// them to expire, which may free enough units; any other for the last.
+// It is not locked when nothing blocks.
+func (k *keyRows) inTheWay(a attempt) verdict {
+	var v verdict
 	counted := a.limit > 0
 	block := func(left int64) {
 		switch {
@@ -236,47 +288,29 @@ func (d *Driver) decide(rows []row, a attempt) (verdict, []stmt) {
 	}
 	used := int64(0) // units of the shared holds
 	conflict := false
-	for _, r := range holds {
+	for _, r := range k.holds {
 		used += r.weight
 		conflict = conflict || a.mode == modeExclusive || r.mode == modeExclusive
 	}
 	if conflict || (counted && used+a.weight > a.limit) {
-		for _, r := range holds {
+		for _, r := range k.holds {
 			block(r.left.Int64)
 		}
 	}
 	// The wait queue: while it has live entries, only its head, or for a
 	// shared request a run of shared entries at its head (within the
 	// limit, with theirs, for a counted one), may be granted.
-	slices.SortFunc(queue, func(a, b *row) int { return cmpInt(a.token, b.token) })
-	rank := slices.IndexFunc(queue, func(r *row) bool { return r.owner == a.owner })
-	if len(queue) > 0 && !servable(queue, rank, a, used) {
-		ahead := queue
+	rank := slices.IndexFunc(k.queue, func(r *row) bool { return r.owner == a.owner })
+	if len(k.queue) > 0 && !servable(k.queue, rank, a, used) {
+		ahead := k.queue
 		if rank > 0 {
-			ahead = queue[:rank]
+			ahead = k.queue[:rank]
 		}
 		for _, r := range ahead {
 			block(r.left.Int64)
 		}
 	}
-	if v.locked {
-		if !a.queued {
-			return v, stmts
-		}
-		qmode := a.mode + modeQueuedExclusive - modeExclusive
-		if mine != nil {
-			// Keep the place in the queue; renew the entry.
-			return v, append(stmts, extend(qmode))
-		}
-		// Join the queue, with an arrival number drawn as tokens are.
-		n := nextToken(last, clock)
-		return v, append(stmts, stmt{query: d.q.grant, args: []any{a.key, a.owner, qmode, n, a.us, a.limit, a.weight, nil}})
-	}
-	// Grant: the next token. The owner's row becomes the hold, whatever it
-	// was (a queue entry or an expired hold).
-	tok := nextToken(last, clock)
-	return verdict{token: tok}, append(stmts, stmt{query: d.q.grant,
-		args: []any{a.key, a.owner, a.mode, tok, a.us, a.limit, a.weight, a.value}})
+	return v
 }
 
 // servable reports whether the wait queue (live entries by arrival) lets
