@@ -26,8 +26,10 @@ import (
 // error wrapping errors.ErrUnsupported.
 //
 // Campaign and Resign follow Mutex's Lock and Unlock: a second Campaign on
-// the same Election waits until the first leadership is resigned. An
-// Election is safe for concurrent use.
+// the same Election waits until the first leadership is resigned, also
+// after it was lost (Resign then reports the loss); a Campaign on another
+// Election of the key campaigns at once. An Election is safe for
+// concurrent use.
 type Election struct {
 	handle
 }
