@@ -54,14 +54,10 @@ func (d *Driver) subscribe(ctx context.Context, key string) (driver.Subscription
 	rs := fanOut(ctx, d.memberTimeout(0), d.all, func(ctx context.Context, i int) (driver.Subscription, error) {
 		return d.members[i].(driver.Notifier).Subscribe(ctx, key)
 	})
-	var t tally
-	subs := make([]driver.Subscription, 0, len(rs))
-	for i, r := range rs {
-		if r.err != nil {
-			t.add(i, r.err)
-		} else {
-			subs = append(subs, r.v)
-		}
+	t, ok := tallyOf(rs)
+	subs := make([]driver.Subscription, 0, len(ok))
+	for _, i := range ok {
+		subs = append(subs, rs[i].v)
 	}
 	if len(t.errs) > 0 {
 		for _, s := range subs {

@@ -263,6 +263,19 @@ type tally struct {
 	errs      []error
 }
 
+// tallyOf sorts the errors of rs into a tally and returns it with the
+// indices of the members that succeeded.
+func tallyOf[T any](rs []result[T]) (t tally, ok []int) {
+	for i, r := range rs {
+		if r.err != nil {
+			t.add(i, r.err)
+		} else {
+			ok = append(ok, i)
+		}
+	}
+	return t, ok
+}
+
 func (t *tally) add(i int, err error) {
 	switch {
 	case errors.Is(err, driver.ErrNotHeld):
@@ -291,7 +304,7 @@ func (d *Driver) failure(ctx context.Context, op, key string, t *tally, what err
 	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w: %w", cerr, err)
 	}
-	err = fmt.Errorf("quorumdriver: %s %s: %w", op, driver.QuoteKey(key), err)
+	err = wrapErr(op, key, err)
 	if t.permanent > len(d.members)-d.quorum {
 		return driver.Permanent(err)
 	}
@@ -331,16 +344,10 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 
 	rs = d.settleSplit(ctx, req, start, timeout, rs, f)
 
-	var t tally
-	var granted []int
+	t, granted := tallyOf(rs)
 	var token uint64
-	for i, r := range rs {
-		if r.err != nil {
-			t.add(i, r.err)
-			continue
-		}
-		granted = append(granted, i)
-		token = max(token, r.v.Token)
+	for _, i := range granted {
+		token = max(token, rs[i].v.Token)
 	}
 	var why error
 	if len(granted) >= d.quorum {
@@ -412,15 +419,8 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (driver.Lease, error) {
 		return d.members[i].Refresh(ctx, ml)
 	})
-	var t tally
-	ok := 0
-	for i, r := range rs {
-		if r.err != nil {
-			t.add(i, r.err)
-		} else {
-			ok++
-		}
-	}
+	t, renewed := tallyOf(rs)
+	ok := len(renewed)
 	switch {
 	case ok >= d.quorum && time.Since(start) < l.TTL-Drift(l.TTL):
 		l.Start = time.Time{}
@@ -449,15 +449,8 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (struct{}, error) {
 		return struct{}{}, d.members[i].Release(ctx, ml)
 	})
-	var t tally
-	ok := 0
-	for i, r := range rs {
-		if r.err != nil {
-			t.add(i, r.err)
-		} else {
-			ok++
-		}
-	}
+	t, released := tallyOf(rs)
+	ok := len(released)
 	switch {
 	case ok+t.notHeld >= d.quorum && ok > 0:
 		return nil
