@@ -48,7 +48,7 @@ const (
 	EnvRedisAddr = "LOCKER_REDIS_ADDR"
 	// EnvRequireServers, set to "1", turns a missing server binary into a
 	// test failure instead of a skip.
-	EnvRequireServers = "LOCKER_REQUIRE_SERVERS"
+	EnvRequireServers = proc.EnvRequireServers
 )
 
 // ErrNotInstalled is returned by StartRedis when no redis-server binary is

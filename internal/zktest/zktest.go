@@ -59,7 +59,7 @@ const (
 	EnvClasspath = "LOCKER_ZK_CLASSPATH"
 	// EnvRequireServers, set to "1", turns a missing server into a test
 	// failure instead of a skip (the same variable as package testserver).
-	EnvRequireServers = "LOCKER_REQUIRE_SERVERS"
+	EnvRequireServers = proc.EnvRequireServers
 	// EnvLog, set to "1", makes the servers log at INFO level instead of
 	// WARN (into zookeeper.log in their directory, shown when a start
 	// fails).
