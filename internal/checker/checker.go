@@ -32,6 +32,7 @@ const (
 	Release
 )
 
+// String returns "acquire", "renew" or "release".
 func (k Kind) String() string {
 	return [...]string{"acquire", "renew", "release"}[k]
 }
