@@ -222,17 +222,15 @@ func (mh *MultiHold) Release(ctx context.Context) error {
 func (mh *MultiHold) watch() {
 	mh.ctx, mh.cancel = context.WithCancelCause(context.Background())
 	for _, h := range mh.holds {
-		h.afterEnd(func(err error) {
+		h.afterEnd(func(error) {
+			// The part's own Err and Context cause, so that a MultiHold
+			// says what its part says.
 			mh.mu.Lock()
-			if mh.err == nil && err != nil {
-				mh.err = opError("hold", h.Key(), err)
+			if mh.err == nil {
+				mh.err = h.Err()
 			}
 			mh.mu.Unlock()
-			cause := err
-			if cause == nil {
-				cause = fmt.Errorf("%w: released", ErrNotHeld)
-			}
-			mh.cancel(opError("hold", h.Key(), cause))
+			mh.cancel(context.Cause(h.Context()))
 		})
 	}
 }
