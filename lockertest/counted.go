@@ -2,6 +2,9 @@ package lockertest
 
 import (
 	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -190,4 +193,120 @@ func testValues(e *env) {
 		e.t.Errorf("Inspect of a hold granted without a value = %+v; want an empty value", st)
 	}
 	e.release(ds[1], l4)
+}
+
+// testCountedHammer has goroutines on three drivers take random weights
+// of a key of 5 units, waiting the way each driver offers (Acquire, or
+// TryAcquireQueued woken by Subscribe, or TryAcquire retried), while
+// another goroutine reads the key with Inspect: the units held, counted
+// by the holders and reported by Inspect, never exceed the limit, and the
+// key is empty at the end.
+func testCountedHammer(e *env) {
+	e.skipUnlessCounted()
+	const limit, workers, rounds = 5, 9, 20
+	ds := e.drivers(3)
+	key := e.key("k")
+	var held, peak, grants atomic.Int64
+	stop := time.Now().Add(hammerTime)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	if in, ok := e.d.(driver.Inspector); ok {
+		wg.Go(func() { e.inspectCounted(in, key, limit, done) })
+	}
+	var workersWG sync.WaitGroup
+	for w := range workers {
+		d := ds[w%len(ds)]
+		workersWG.Go(func() {
+			for i := 0; i < rounds && time.Now().Before(stop) && e.ctx.Err() == nil; i++ {
+				r := counted(key, limit, 1+rand.Int64N(limit), e.long)
+				l, err := e.waitFor(d, r)
+				if err != nil {
+					if e.ctx.Err() == nil {
+						e.errorf("waiting for %s: %v", fmtReq(r), err)
+					}
+					return
+				}
+				n := held.Add(r.Weight)
+				if n > limit {
+					e.errorf("%d units of a key of %d held at once", n, limit)
+				}
+				storeMax(&peak, n)
+				grants.Add(1)
+				time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+				held.Add(-r.Weight)
+				if err := d.Release(e.ctx, l); err != nil {
+					e.errorf("Release(%s): %v", fmtLease(l), err)
+					return
+				}
+			}
+		})
+	}
+	workersWG.Wait()
+	close(done)
+	wg.Wait()
+	if grants.Load() == 0 {
+		e.t.Fatalf("no counted request was granted")
+	}
+	e.t.Logf("%d grants, at most %d of %d units held at once", grants.Load(), peak.Load(), limit)
+	e.expectFree(ds[0], key, driver.Exclusive, "after every counted hold was released")
+}
+
+// inspectCounted reads key with Inspect until done is closed, and reports
+// a state whose holders weigh more than limit, or that is not counted.
+func (e *env) inspectCounted(in driver.Inspector, key string, limit int64, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+		st, err := in.Inspect(e.ctx, key)
+		if err != nil {
+			if e.ctx.Err() == nil {
+				e.errorf("Inspect(%q): %v", key, err)
+			}
+			return
+		}
+		var sum int64
+		for _, h := range st.Holders {
+			sum += h.Weight
+		}
+		if sum > limit || (len(st.Holders) > 0 && (st.Limit != limit || st.Mode != driver.Shared)) {
+			e.errorf("Inspect(%q) during counted grants = %+v: %d units held; want at most %d, Mode shared, Limit %d", key, st, sum, limit, limit)
+		}
+	}
+}
+
+// waitFor waits for r on d the way the driver offers: Acquire on an
+// Acquirer; else TryAcquire (TryAcquireQueued on a Queuer) again on each
+// notification of a Notifier, or after a short pause.
+func (e *env) waitFor(d driver.Driver, r driver.Request) (driver.Lease, error) {
+	if a, ok := d.(driver.Acquirer); ok {
+		return a.Acquire(e.ctx, r)
+	}
+	try := d.TryAcquire
+	if q, ok := d.(driver.Queuer); ok {
+		try = q.TryAcquireQueued
+	}
+	var wake <-chan struct{}
+	if n, ok := d.(driver.Notifier); ok {
+		sub, err := n.Subscribe(e.ctx, r.Key)
+		if err != nil {
+			return driver.Lease{}, err
+		}
+		defer sub.Close()
+		wake = sub.C()
+	}
+	for {
+		l, err := try(e.ctx, r)
+		if !errors.Is(err, driver.ErrLocked) {
+			return l, err
+		}
+		select {
+		case <-wake:
+		case <-time.After(time.Duration(1+rand.IntN(5)) * time.Millisecond):
+		case <-e.ctx.Done():
+			return driver.Lease{}, e.ctx.Err()
+		}
+	}
 }

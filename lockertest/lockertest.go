@@ -68,6 +68,19 @@
 //     driver, a TTL within the [driver.TTLLimiter] range that the checker
 //     rejects, with an error wrapping locker.ErrInvalidTTL and the
 //     checker's message (skipped when no such TTL is found).
+//   - Counted ([driver.Counter]): counted Shared holds share a key while
+//     their weights fit in the limit, each with its own increasing token; a
+//     request with another limit is refused with a *driver.LimitError; on
+//     a driver with a wait queue a large waiting request is not overtaken
+//     by smaller ones; Inspect reports the limit and the weights.
+//   - CountedHammer ([driver.Counter]): goroutines on three drivers take
+//     random weights of one key, each waiting the way the driver offers
+//     (Acquire, TryAcquireQueued woken by Subscribe, or TryAcquire
+//     retried); the units held, counted by the holders and read by
+//     Inspect, never exceed the limit, and the key is free at the end.
+//   - Values ([driver.ValueKeeper]): the value of a grant is reported by
+//     Inspect while the hold lives, kept by a re-acquire, and gone with
+//     the hold.
 //   - ClosedClient ([WithCloseClient]): once the backend client under a
 //     driver is closed, every call of the driver (optional interfaces
 //     included) fails within a second with an error that
@@ -206,6 +219,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "TTLCheck", testTTLCheck)
 		parallel(t, st, "Inspect", testInspect)
 		parallel(t, st, "Counted", testCounted)
+		serial(t, st, "CountedHammer", testCountedHammer)
 		parallel(t, st, "Values", testValues)
 		parallel(t, st, "ClosedClient", testDriverClosedClient)
 		parallel(t, st, "Stalled", testDriverStalled)
