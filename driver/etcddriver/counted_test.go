@@ -2,11 +2,8 @@ package etcddriver_test
 
 import (
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,91 +53,6 @@ func weights(st driver.KeyState) map[string]int64 {
 		m[h.Owner] = h.Weight
 	}
 	return m
-}
-
-// TestCountedNeverExceedsLimit has goroutines on three drivers take
-// random weights of a key of 5 units, through TryAcquire (retried) and
-// through Acquire, and checks that the units held, counted by the holders
-// and read by Inspect, never exceed the limit.
-func TestCountedNeverExceedsLimit(t *testing.T) {
-	const limit, workers, rounds = 5, 9, 25
-	key := uniqueKey(t, "sem")
-	ds := []*etcddriver.Driver{newDriver(t), newDriver(t), newDriver(t)}
-	var inUse, peak, grants atomic.Int64
-	stop := make(chan struct{})
-	var inspections sync.WaitGroup
-	inspections.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			st, err := ds[0].Inspect(ctxT(t), key)
-			if err != nil {
-				t.Errorf("Inspect: %v", err)
-				return
-			}
-			var sum int64
-			for _, h := range st.Holders {
-				sum += h.Weight
-			}
-			if sum > limit || (len(st.Holders) > 0 && (st.Limit != limit || st.Mode != driver.Shared)) {
-				t.Errorf("Inspect: holders of %d units, limit %d, mode %v: %+v", sum, st.Limit, st.Mode, st)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	})
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			d := ds[w%len(ds)]
-			for range rounds {
-				r := creq(key, owner(), limit, rand.Int64N(limit)+1)
-				l, err := takeCounted(t, d, r, w%2 == 0)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				n := inUse.Add(r.Weight)
-				if n > limit {
-					t.Errorf("%d units held at once; limit %d", n, limit)
-				}
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-				grants.Add(1)
-				time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-				inUse.Add(-r.Weight)
-				if err := d.Release(ctxT(t), l); err != nil {
-					t.Errorf("Release: %v", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(stop)
-	inspections.Wait()
-	t.Logf("%d grants, at most %d of %d units held at once", grants.Load(), peak.Load(), limit)
-	if st := inspect(t, ds[0], key); len(st.Holders) != 0 || st.Waiting != 0 {
-		t.Errorf("after every release: %+v", st)
-	}
-}
-
-// takeCounted acquires r through d: by TryAcquire, retried after a short
-// pause while refused, or by Acquire.
-func takeCounted(t *testing.T, d *etcddriver.Driver, r driver.Request, wait bool) (driver.Lease, error) {
-	ctx := ctxT(t)
-	if wait {
-		return d.Acquire(ctx, r)
-	}
-	for {
-		l, err := d.TryAcquire(ctx, r)
-		if !errors.Is(err, driver.ErrLocked) {
-			return l, err
-		}
-		time.Sleep(time.Duration(1+rand.IntN(5)) * time.Millisecond)
-	}
 }
 
 // TestCountedFIFO checks that a waiter of weight 3 on a key of 4 units is

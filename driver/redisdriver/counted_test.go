@@ -1,12 +1,8 @@
 package redisdriver_test
 
 import (
-	"context"
 	"errors"
-	"math/rand/v2"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,85 +237,6 @@ func TestCountedQueue(t *testing.T) {
 			waitNoKeys(t, b.client(t), k, 2*time.Second)
 		}
 	})
-}
-
-// TestCountedConcurrent has goroutines on several drivers take random
-// weights of one key's limit through TryAcquireQueued, as the front-end
-// waits: the units held, by an in-test counter and by Inspect, never
-// exceed the limit, and every request is served.
-func TestCountedConcurrent(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
-		if !b.real && testing.Short() {
-			t.Skip("-short")
-		}
-		ctx := ctxT(t)
-		ds := []*redisdriver.Driver{newDriver(t, b.client(t)), newDriver(t, b.client(t)), newDriver(t, b.client(t))}
-		k := uniqueKey(t, "k")
-		const limit, workers, rounds = 5, 8, 12
-		var held, peak atomic.Int64
-		var wg sync.WaitGroup
-		for w := range workers {
-			d := ds[w%len(ds)]
-			wg.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(w), 42))
-				for range rounds {
-					r := counted(k, owner(), limit, 1+rng.Int64N(limit), 10*time.Second)
-					l, err := waitCounted(ctx, d, r)
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					n := held.Add(r.Weight)
-					if n > limit {
-						t.Errorf("%d units held, limit %d", n, limit)
-					}
-					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-					}
-					if rng.IntN(3) == 0 {
-						st, err := d.Inspect(ctx, k)
-						if err != nil {
-							t.Error(err)
-						} else if _, sum := weights(st); sum > limit || st.Limit != limit {
-							t.Errorf("Inspect: %d units held, limit %d: %+v", sum, st.Limit, st)
-						}
-					}
-					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
-					held.Add(-r.Weight)
-					if err := d.Release(ctx, l); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		t.Logf("%d grants, at most %d of %d units held at once", workers*rounds, peak.Load(), limit)
-		if st := inspect(t, ds[0], k); len(st.Holders) != 0 || st.Waiting != 0 {
-			t.Fatalf("Inspect at the end = %+v", st)
-		}
-	})
-}
-
-// waitCounted waits for r as the front-end does, queued: TryAcquireQueued
-// again on each wake or after a short pause.
-func waitCounted(ctx context.Context, d *redisdriver.Driver, r driver.Request) (driver.Lease, error) {
-	s, err := d.Subscribe(ctx, r.Key)
-	if err != nil {
-		return driver.Lease{}, err
-	}
-	defer s.Close()
-	for {
-		l, err := d.TryAcquireQueued(ctx, r)
-		if !errors.Is(err, driver.ErrLocked) {
-			return l, err
-		}
-		select {
-		case <-s.C():
-		case <-time.After(5 * time.Millisecond):
-		case <-ctx.Done():
-			return driver.Lease{}, ctx.Err()
-		}
-	}
 }
 
 // TestValues: a value of any bytes, up to MaxValueLen, is kept with each

@@ -2,9 +2,6 @@ package sqldriver_test
 
 import (
 	"errors"
-	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,114 +13,6 @@ func counted(key string, limit, weight int64, ttl time.Duration) driver.Request 
 	r := req(key, driver.Shared, ttl)
 	r.Limit, r.Weight = limit, weight
 	return r
-}
-
-// holdersWeight returns the sum of the weights of st's holders.
-func holdersWeight(st driver.KeyState) int64 {
-	var n int64
-	for _, h := range st.Holders {
-		n += h.Weight
-	}
-	return n
-}
-
-// TestCountedNeverExceedsLimit has eight clients, each with a pool of its
-// own, take random weights of a key of 5 units over and over, waiting in
-// the queue (TryAcquireQueued) until they are served, while a ninth
-// inspects the key. The units held, as the clients count them (added
-// after a grant, taken off before its release) and as Inspect reads them
-// in one statement, never exceed the limit; every grant has a token of
-// its own, increasing along each client's grants.
-func TestCountedNeverExceedsLimit(t *testing.T) {
-	run := func(t *testing.T, b backend) {
-		const limit, clients = 5, 8
-		rounds := 12
-		if testing.Short() {
-			rounds = 4
-		}
-		key := uniqueKey(t, "sem")
-		var (
-			inUse, peak, grants atomic.Int64
-			mu                  sync.Mutex
-			tokens              = map[uint64]bool{}
-			stop                = make(chan struct{})
-			wg, iwg             sync.WaitGroup
-		)
-		inspector := b.driver(t, nil).(driver.Inspector)
-		iwg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-				st, err := inspector.Inspect(ctxT(t), key)
-				if err != nil {
-					t.Errorf("Inspect: %v", err)
-					return
-				}
-				if w := holdersWeight(st); w > limit || (len(st.Holders) > 0 && (st.Mode != driver.Shared || st.Limit != limit)) {
-					t.Errorf("Inspect: %d units held (mode %v, limit %d) by %+v; want at most %d, shared, limit %d", w, st.Mode, st.Limit, st.Holders, limit, limit)
-				}
-			}
-		})
-		for range clients {
-			d := b.driver(t, nil).(driver.Queuer)
-			wg.Go(func() {
-				ctx := ctxT(t)
-				var last uint64
-				for range rounds {
-					r := counted(key, limit, 1+rand.Int64N(limit), 20*time.Second)
-					var l driver.Lease
-					for {
-						var err error
-						l, err = d.TryAcquireQueued(ctx, r)
-						if err == nil {
-							break
-						}
-						if !errors.Is(err, driver.ErrLocked) {
-							t.Errorf("TryAcquireQueued(weight %d): %v", r.Weight, err)
-							return
-						}
-						time.Sleep(time.Duration(1+rand.IntN(4)) * time.Millisecond)
-					}
-					n := inUse.Add(r.Weight)
-					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-					}
-					if n > limit {
-						t.Errorf("%d units in use after a grant of %d; limit %d", n, r.Weight, limit)
-					}
-					grants.Add(1)
-					mu.Lock()
-					dup := tokens[l.Token]
-					tokens[l.Token] = true
-					mu.Unlock()
-					if dup || l.Token <= last {
-						t.Errorf("token %d (previous grant of this client: %d, seen before: %v)", l.Token, last, dup)
-					}
-					last = l.Token
-					time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
-					inUse.Add(-r.Weight)
-					if err := d.(driver.Driver).Release(ctx, l); err != nil {
-						t.Errorf("Release: %v", err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		close(stop)
-		iwg.Wait()
-		if want := int64(clients * rounds); grants.Load() != want && !t.Failed() {
-			t.Errorf("%d grants; want %d", grants.Load(), want)
-		}
-		t.Logf("%d grants of random weights on a limit of %d; at most %d units in use at once", grants.Load(), limit, peak.Load())
-		if st, err := inspector.Inspect(ctxT(t), key); err != nil || len(st.Holders) != 0 || st.Waiting != 0 {
-			t.Errorf("Inspect after every release: %+v, %v; want no holder and no waiter", st, err)
-		}
-	}
-	forEachBackend(t, run)
-	t.Run("postgres-portable", func(t *testing.T) { run(t, plainPostgres(t)) })
 }
 
 // TestCountedFIFO checks that a large request in the wait queue is not

@@ -3,10 +3,7 @@ package zkdriver_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,73 +25,6 @@ func inspect(t testing.TB, d *zkdriver.Driver, key string) driver.KeyState {
 		t.Fatalf("Inspect(%q): %v", key, err)
 	}
 	return st
-}
-
-// TestCountedNeverExceedsLimit runs goroutines that take random weights of
-// one key's limit, by Acquire and by TryAcquire, and checks that the
-// weights held at once never exceed the limit, and that nothing is left.
-func TestCountedNeverExceedsLimit(t *testing.T) {
-	const (
-		limit      = 5
-		goroutines = 10
-		rounds     = 12
-	)
-	ds := []*zkdriver.Driver{newDriver(t), newDriver(t), newDriver(t)}
-	key := plainKey("sem")
-	var inUse, peak, grants atomic.Int64
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		d := ds[g%len(ds)]
-		wg.Go(func() {
-			rnd := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
-			for range rounds {
-				r := counted(key, owner(), limit, 1+rnd.Int64N(limit))
-				var l driver.Lease
-				var err error
-				if rnd.IntN(2) == 0 {
-					l, err = d.Acquire(ctx, r)
-				} else {
-					for {
-						l, err = d.TryAcquire(ctx, r)
-						if !errors.Is(err, driver.ErrLocked) {
-							break
-						}
-						time.Sleep(time.Duration(1+rnd.IntN(4)) * time.Millisecond)
-					}
-				}
-				if err != nil {
-					t.Errorf("weight %d: %v", r.Weight, err)
-					return
-				}
-				grants.Add(1)
-				now := inUse.Add(r.Weight)
-				if now > limit {
-					t.Errorf("%d units held at once; limit %d", now, limit)
-				}
-				for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
-				}
-				time.Sleep(time.Duration(rnd.IntN(3)) * time.Millisecond)
-				inUse.Add(-r.Weight)
-				if err := d.Release(ctx, l); err != nil {
-					t.Errorf("Release: %v", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	t.Logf("%d grants, at most %d of %d units held at once", grants.Load(), peak.Load(), limit)
-	if n := grants.Load(); n != goroutines*rounds {
-		t.Errorf("%d grants; want %d", n, goroutines*rounds)
-	}
-	if st := inspect(t, ds[0], key); len(st.Holders) != 0 || st.Waiting != 0 {
-		t.Errorf("after the last release: %+v", st)
-	}
-	if n := lockNodes(t, ds[0].Conn(), key); len(n) != 0 {
-		t.Errorf("nodes left: %v", n)
-	}
 }
 
 // TestCountedFIFO checks that counted requests are served in arrival
