@@ -1,8 +1,10 @@
-// Package recipebench measures package locker's recipes (Semaphore,
-// Election) on a driver, beside a Mutex on the same driver, so that each
-// driver package's benchmarks report the three in one run:
+// Package recipebench measures package locker on a driver, so that each
+// driver package's benchmarks report the same cells: [Run] the recipes
+// (Semaphore, Election) beside a Mutex, [Backend] one contended key and
+// many distinct keys.
 //
 //	go test -run '^$' -bench Recipes ./driver/...
+//	go test -run '^$' -bench Backend -benchtime 400x ./driver/...
 package recipebench
 
 import (
