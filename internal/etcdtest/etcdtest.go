@@ -475,13 +475,20 @@ func RevokeOldest(ctx context.Context, cli *clientv3.Client, prefix string) (cli
 	return id, nil
 }
 
-// IgnoreGoroutines returns goleak options for goroutines that etcd's and
-// gRPC's packages leave running after every server and client is closed.
-// There are none with this version of etcd (v3.7.3): a closed server or
-// client leaves nothing behind, and this package's own tests check it. The
-// function exists so that tests have one place to list such goroutines,
-// should a later version start one.
-func IgnoreGoroutines() []goleak.Option { return nil }
+// IgnoreGoroutines returns goleak options for goroutines that etcd's
+// packages leave running after every server and client is closed. With
+// etcd v3.7.3 there is one: a member that closes while a peer's version
+// request (GET /version on the peer port) is being served can leave that
+// handler blocked for good on its closed backend's read lock
+// (etcdhttp's versionHandler, in backend.baseReadTx.UnsafeRange). The
+// goroutine is the server's, not a client's; it was seen once in three
+// `go test ./...` runs of etcddriver's multi-member tests on a loaded
+// machine.
+func IgnoreGoroutines() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/server/v3/etcdserver/api/etcdhttp.newPeerHandler.versionHandler.func1"),
+	}
+}
 
 // EnvChild, set to "1" in a test binary's environment, makes ServeChild
 // serve: the binary becomes a one-member etcd server (see StartChild).
