@@ -164,8 +164,13 @@ func TestFault_Restart(t *testing.T) {
 
 // TestFault_KillWhileHolding kills every connection of the holder's pool
 // (and of the others) while a Mutex is held: the pool reconnects, the
-// watchdog's renewals keep the hold, and others stay locked out.
+// watchdog's renewals keep the hold, and others stay locked out. It kills
+// three times, a third of the TTL apart; once with -short.
 func TestFault_KillWhileHolding(t *testing.T) {
+	kills := 3
+	if testing.Short() {
+		kills = 1
+	}
 	forEachBackend(t, func(t *testing.T, b backend) {
 		admin := b.db(t)
 		ctx := ctxT(t)
@@ -173,8 +178,9 @@ func TestFault_KillWhileHolding(t *testing.T) {
 		// The watchdog renews every TTL/3 and gives the hold up at 0.9
 		// TTL without a confirmed renewal: with 3s, a renewal may stall
 		// for 1.7s (a loaded machine, a reconnection) before the hold is
-		// lost. Two TTLs pass, with kills during the first: the hold
-		// lives on renewals sent through new connections.
+		// lost. The kills come a third of the TTL apart, then a whole
+		// TTL passes: the hold lives on renewals sent through new
+		// connections.
 		const ttl = 3 * time.Second
 		holder := locker.NewMutex(b.driver(t, nil), key, locker.WithTTL(ttl), locker.WithErrorHandler(func(error) {}))
 		other := locker.NewMutex(b.driver(t, nil), key, locker.WithTTL(ttl))
@@ -182,7 +188,7 @@ func TestFault_KillWhileHolding(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok := holder.Token()
-		for range 3 {
+		for range kills {
 			t.Logf("killed %d connections", killConnections(t, b, admin))
 			time.Sleep(ttl / 3)
 		}
