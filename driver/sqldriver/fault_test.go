@@ -36,8 +36,9 @@ func retry(t *testing.T, what string, f func(ctx context.Context) error) error {
 
 // killConnections kills every client connection to b's database but the
 // one that runs the statement: pg_terminate_backend on PostgreSQL, KILL on
-// MariaDB. The tests of this package run one at a time, so the victims
-// are the test's own pools.
+// MariaDB. The tests of this package run one at a time (the two backends
+// of a test at most at once, on servers of their own), so the victims are
+// the test's own pools.
 func killConnections(t *testing.T, b backend, admin *sql.DB) int {
 	t.Helper()
 	ctx := ctxT(t)
@@ -171,7 +172,7 @@ func TestFault_KillWhileHolding(t *testing.T) {
 	if testing.Short() {
 		kills = 1
 	}
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachBackendParallel(t, func(t *testing.T, b backend) {
 		admin := b.db(t)
 		ctx := ctxT(t)
 		key := uniqueKey(t, "k")
@@ -222,7 +223,7 @@ func TestFault_KillWhileHolding(t *testing.T) {
 // the key promptly (PostgreSQL: the driver listens again and the release
 // is notified; MariaDB: the waiter polls), not when the lease runs out.
 func TestFault_KillWhileWaiting(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachBackendParallel(t, func(t *testing.T, b backend) {
 		admin := b.db(t)
 		d1 := b.driver(t, nil)
 		key := uniqueKey(t, "k")
