@@ -1,6 +1,7 @@
 package quorumdriver_test
 
 import (
+	"strconv"
 	"sync"
 	"testing"
 
@@ -73,9 +74,20 @@ func memStall(t *testing.T, d driver.Driver) (resume func()) {
 	}
 }
 
+// quorumSizes returns the quorum sizes the conformance tests run: three
+// and five members, only three with -short.
+func quorumSizes() []int {
+	if testing.Short() {
+		return []int{3}
+	}
+	return []int{3, 5}
+}
+
+// TestConformanceMem runs the lockertest suite against quorums of
+// memdriver members (quorumSizes).
 func TestConformanceMem(t *testing.T) {
-	for _, n := range []int{3, 5} {
-		t.Run(map[int]string{3: "3", 5: "5"}[n], func(t *testing.T) {
+	for _, n := range quorumSizes() {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			t.Parallel()
 			lockertest.TestDriver(t, memQuorum(newBackends(n)),
 				lockertest.WithCloseClient(memCloseClient), lockertest.WithStall(memStall))

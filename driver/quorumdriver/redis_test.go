@@ -2,6 +2,7 @@ package quorumdriver_test
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -115,9 +116,11 @@ func redisStall(t *testing.T, d driver.Driver) (resume func()) {
 	}
 }
 
+// TestConformanceRedis runs the lockertest suite against quorums of
+// redis-servers behind fault proxies (quorumSizes).
 func TestConformanceRedis(t *testing.T) {
-	for _, n := range []int{3, 5} {
-		t.Run(map[int]string{3: "3", 5: "5"}[n], func(t *testing.T) {
+	for _, n := range quorumSizes() {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			t.Parallel()
 			addrs := poolAddrs(t, n)
 			lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return redisQuorum(t, addrs, nil) },

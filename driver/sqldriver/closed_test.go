@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,28 +133,34 @@ func listeners(t *testing.T, admin *sql.DB) int {
 // TestStalledServer makes the server stop answering a driver (stall: a
 // black hole in front of its connections): every call with a 600ms
 // deadline must return within 650ms with an error that wraps the
-// context's, and the driver must work again once the server answers.
+// context's, and the driver must work again once the server answers. The
+// calls run concurrently, as a busy process makes them: one waits on the
+// stalled pooled connection, the others on connections that never open.
 func TestStalledServer(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		d := b.driver(t, nil)
 		key := uniqueKey(t, "k")
 		l := mustAcquire(t, d, req(key, driver.Exclusive, time.Minute))
 		resume := stall(t, d)
+		var wg sync.WaitGroup
 		for _, c := range calls(d, key, l) {
-			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-			probe := lag.Start()
-			start := time.Now()
-			err := c.f(ctx)
-			took := time.Since(start)
-			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("%s with the server stalled: %v; want an error wrapping context.DeadlineExceeded", c.name, err)
-			}
-			if bound := probe.Bound(600*time.Millisecond, 50*time.Millisecond); took > bound {
-				t.Errorf("%s with the server stalled returned after %v; want by its 600ms deadline (+50ms and twice the machine's timer lateness: %v)", c.name, took, bound)
-			}
-			t.Logf("%s: %v", c.name, took.Round(time.Millisecond))
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+				probe := lag.Start()
+				start := time.Now()
+				err := c.f(ctx)
+				took := time.Since(start)
+				cancel()
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("%s with the server stalled: %v; want an error wrapping context.DeadlineExceeded", c.name, err)
+				}
+				if bound := probe.Bound(600*time.Millisecond, 50*time.Millisecond); took > bound {
+					t.Errorf("%s with the server stalled returned after %v; want by its 600ms deadline (+50ms and twice the machine's timer lateness: %v)", c.name, took, bound)
+				}
+				t.Logf("%s: %v", c.name, took.Round(time.Millisecond))
+			})
 		}
+		wg.Wait()
 		resume()
 		err := retry(t, "Release after the stall", func(ctx context.Context) error { return d.Release(ctx, l) })
 		if err != nil && !errors.Is(err, driver.ErrNotHeld) {

@@ -36,8 +36,9 @@ func retry(t *testing.T, what string, f func(ctx context.Context) error) error {
 
 // killConnections kills every client connection to b's database but the
 // one that runs the statement: pg_terminate_backend on PostgreSQL, KILL on
-// MariaDB. The tests of this package run one at a time, so the victims
-// are the test's own pools.
+// MariaDB. The tests of this package run one at a time (the two backends
+// of a test at most at once, on servers of their own), so the victims are
+// the test's own pools.
 func killConnections(t *testing.T, b backend, admin *sql.DB) int {
 	t.Helper()
 	ctx := ctxT(t)
@@ -164,17 +165,23 @@ func TestFault_Restart(t *testing.T) {
 
 // TestFault_KillWhileHolding kills every connection of the holder's pool
 // (and of the others) while a Mutex is held: the pool reconnects, the
-// watchdog's renewals keep the hold, and others stay locked out.
+// watchdog's renewals keep the hold, and others stay locked out. It kills
+// three times, a third of the TTL apart; once with -short.
 func TestFault_KillWhileHolding(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
+	kills := 3
+	if testing.Short() {
+		kills = 1
+	}
+	forEachBackendParallel(t, func(t *testing.T, b backend) {
 		admin := b.db(t)
 		ctx := ctxT(t)
 		key := uniqueKey(t, "k")
 		// The watchdog renews every TTL/3 and gives the hold up at 0.9
 		// TTL without a confirmed renewal: with 3s, a renewal may stall
 		// for 1.7s (a loaded machine, a reconnection) before the hold is
-		// lost. Two TTLs pass, with kills during the first: the hold
-		// lives on renewals sent through new connections.
+		// lost. The kills come a third of the TTL apart, then a whole
+		// TTL passes: the hold lives on renewals sent through new
+		// connections.
 		const ttl = 3 * time.Second
 		holder := locker.NewMutex(b.driver(t, nil), key, locker.WithTTL(ttl), locker.WithErrorHandler(func(error) {}))
 		other := locker.NewMutex(b.driver(t, nil), key, locker.WithTTL(ttl))
@@ -182,7 +189,7 @@ func TestFault_KillWhileHolding(t *testing.T) {
 			t.Fatal(err)
 		}
 		tok := holder.Token()
-		for range 3 {
+		for range kills {
 			t.Logf("killed %d connections", killConnections(t, b, admin))
 			time.Sleep(ttl / 3)
 		}
@@ -216,7 +223,7 @@ func TestFault_KillWhileHolding(t *testing.T) {
 // the key promptly (PostgreSQL: the driver listens again and the release
 // is notified; MariaDB: the waiter polls), not when the lease runs out.
 func TestFault_KillWhileWaiting(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachBackendParallel(t, func(t *testing.T, b backend) {
 		admin := b.db(t)
 		d1 := b.driver(t, nil)
 		key := uniqueKey(t, "k")

@@ -31,6 +31,21 @@ type backend struct {
 // forEachBackend runs f as a subtest against PostgreSQL and MariaDB, each
 // skipped (or failed, see sqltest.SkipOrFail) when its server is missing.
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
+	t.Helper()
+	eachBackend(t, false, f)
+}
+
+// forEachBackendParallel is forEachBackend with the two subtests running
+// at once: for tests that mostly wait and that touch nothing outside
+// their own server (each backend has a server of its own), such as those
+// that kill the server's connections.
+func forEachBackendParallel(t *testing.T, f func(t *testing.T, b backend)) {
+	t.Helper()
+	eachBackend(t, true, f)
+}
+
+func eachBackend(t *testing.T, parallel bool, f func(t *testing.T, b backend)) {
+	t.Helper()
 	for _, b := range []struct {
 		name string
 		srv  *sqltest.Server
@@ -40,6 +55,9 @@ func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
 		{"mariadb", myServer, myServerErr},
 	} {
 		t.Run(b.name, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			if b.srv == nil {
 				sqltest.SkipOrFail(t, b.err)
 			}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,9 +41,14 @@ func (m mainM) Run() int {
 		}
 		return true
 	}
-	ok := start(&pgServer, &pgServerErr, sqltest.StartPostgres)
-	ok = start(&myServer, &myServerErr, sqltest.StartMariaDB) && ok
-	if ok {
+	// The servers start at once: each takes a second or two, mostly
+	// waiting for its data directory to be written.
+	var pgOK, myOK bool
+	var wg sync.WaitGroup
+	wg.Go(func() { pgOK = start(&pgServer, &pgServerErr, sqltest.StartPostgres) })
+	wg.Go(func() { myOK = start(&myServer, &myServerErr, sqltest.StartMariaDB) })
+	wg.Wait()
+	if pgOK && myOK {
 		code = m.m.Run()
 	} else {
 		code = 1

@@ -61,7 +61,7 @@ func (d *NotifyDriver) Close() error {
 func (d *NotifyDriver) stopIfIdle(h *hub) {
 	d.mu.Lock()
 	h.mu.Lock()
-	idle := h.n == 0 && d.hub == h
+	idle := h.fan.Total() == 0 && d.hub == h
 	h.mu.Unlock()
 	if idle {
 		d.hub = nil
@@ -97,13 +97,32 @@ type hub struct {
 	channel string
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when run has returned
+	// fan holds the subscriptions; its OnClose (idleLater) starts the
+	// linger after the last one.
+	fan driver.Fanout
 
-	mu    sync.Mutex
-	subs  map[string]map[*subscription]struct{}
-	n     int
-	ready chan struct{} // closed while LISTEN is in effect
-	idle  *time.Timer   // runs stopIfIdle while n == 0
-	watch *time.Timer   // runs checkClosed every closedCheck; nil once stopped
+	// mu guards the fields below. Subscribe adds to fan, and idleLater
+	// reads its Total, under it: the linger starts only once the last
+	// subscription is closed, and a Subscribe ends it.
+	mu      sync.Mutex
+	ready   chan struct{} // closed while LISTEN is in effect
+	idle    *time.Timer   // runs stopIfIdle once fan is empty
+	watch   *time.Timer   // runs checkClosed every closedCheck; nil once stopped
+	stopped bool
+}
+
+// idleLater arranges for h to stop after linger when it has no
+// subscription left: the OnClose of its Fanout.
+func (h *hub) idleLater(d *NotifyDriver) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.stopped || h.fan.Total() > 0:
+	case h.idle == nil:
+		h.idle = time.AfterFunc(linger, func() { d.stopIfIdle(h) })
+	default:
+		h.idle.Reset(linger)
+	}
 }
 
 // closedCheck is how often a listening driver checks that its *sql.DB is
@@ -127,6 +146,7 @@ func (h *hub) checkClosed() {
 // stop ends h's goroutine and waits for it.
 func (h *hub) stop() {
 	h.mu.Lock()
+	h.stopped = true
 	if h.idle != nil {
 		h.idle.Stop()
 	}
@@ -137,23 +157,6 @@ func (h *hub) stop() {
 	h.mu.Unlock()
 	h.cancel()
 	<-h.done
-}
-
-type subscription struct {
-	d    *NotifyDriver
-	h    *hub
-	key  string
-	c    chan struct{}
-	once sync.Once
-}
-
-// C implements driver.Subscription.
-func (s *subscription) C() <-chan struct{} { return s.c }
-
-// Close implements driver.Subscription.
-func (s *subscription) Close() error {
-	s.once.Do(func() { s.d.unsubscribe(s) })
-	return nil
 }
 
 // Subscribe implements driver.Notifier. It returns once the driver
@@ -169,19 +172,15 @@ func (d *NotifyDriver) Subscribe(ctx context.Context, key string) (driver.Subscr
 	if d.hub == nil {
 		hctx, cancel := context.WithCancel(context.Background())
 		h := &hub{db: d.db, channel: d.channel(), cancel: cancel, done: make(chan struct{}),
-			subs: make(map[string]map[*subscription]struct{}), ready: make(chan struct{})}
+			ready: make(chan struct{})}
+		h.fan.OnClose = func(string) { h.idleLater(d) }
 		h.watch = time.AfterFunc(closedCheck, h.checkClosed)
 		d.hub = h
 		go h.run(hctx)
 	}
 	h := d.hub
-	s := &subscription{d: d, h: h, key: key, c: make(chan struct{}, 1)}
 	h.mu.Lock()
-	if h.subs[key] == nil {
-		h.subs[key] = make(map[*subscription]struct{})
-	}
-	h.subs[key][s] = struct{}{}
-	h.n++
+	s := h.fan.Subscribe(key)
 	if h.idle != nil {
 		h.idle.Stop()
 		h.idle = nil
@@ -211,22 +210,6 @@ func (d *NotifyDriver) Subscribe(ctx context.Context, key string) (driver.Subscr
 // subscribeTimeout bounds how long Subscribe waits for the listening
 // connection; the caller then polls instead.
 const subscribeTimeout = 5 * time.Second
-
-// unsubscribe removes s, and arranges for its hub to stop after linger
-// when it was the last one.
-func (d *NotifyDriver) unsubscribe(s *subscription) {
-	h := s.h
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.subs[s.key], s)
-	if len(h.subs[s.key]) == 0 {
-		delete(h.subs, s.key)
-	}
-	h.n--
-	if h.n == 0 {
-		h.idle = time.AfterFunc(linger, func() { d.stopIfIdle(h) })
-	}
-}
 
 // run listens until ctx is done, connecting again after failures.
 func (h *hub) run(ctx context.Context) {
@@ -281,7 +264,7 @@ func (h *hub) listen(ctx context.Context) (listened bool) {
 				return errors.Join(sqldrv.ErrBadConn, err)
 			}
 			if n.Channel == h.channel {
-				h.dispatch(n.Payload)
+				h.fan.Wake(n.Payload)
 			}
 		}
 	})
@@ -296,7 +279,7 @@ func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`)
 func (h *hub) connected() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.wakeAll() // first: a Subscribe that returns has had its wake-up
+	h.fan.WakeAll() // first: a Subscribe that returns has had its wake-up
 	close(h.ready)
 }
 
@@ -311,28 +294,5 @@ func (h *hub) disconnected() {
 		h.ready = make(chan struct{})
 	default:
 	}
-	h.wakeAll()
-}
-
-func (h *hub) wakeAll() {
-	for _, subs := range h.subs {
-		for s := range subs {
-			wake(s.c)
-		}
-	}
-}
-
-func (h *hub) dispatch(key string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for s := range h.subs[key] {
-		wake(s.c)
-	}
-}
-
-func wake(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
+	h.fan.WakeAll()
 }

@@ -51,14 +51,14 @@ func placeholder(b backend, n int) string {
 }
 
 // TestReleasedKeysLeaveNoRows locks and releases 10 000 distinct keys
-// (1000 with -short), sixteen at a time, exclusive and shared, and checks
+// (400 with -short), sixteen at a time, exclusive and shared, and checks
 // that the lease table is back to the rows it had: a released key keeps
 // no row (PostgreSQL: no counter row; MySQL: its anchor goes with its last
 // live row).
 func TestReleasedKeysLeaveNoRows(t *testing.T) {
 	n := 10000
 	if testing.Short() {
-		n = 1000
+		n = 400
 	}
 	forEachBackend(t, func(t *testing.T, b backend) {
 		const table = "locker_rows_test"

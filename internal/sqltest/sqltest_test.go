@@ -17,6 +17,7 @@ func TestServers(t *testing.T) {
 		{"mariadb", StartMariaDB},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // each has a server of its own
 			s, err := tc.start()
 			if err != nil {
 				SkipOrFail(t, err)
