@@ -21,8 +21,8 @@ func zkSystems() []*system {
 			open: openLockerZK,
 		},
 		{
-			name: "locker 1 driver", server: "zk", kind: kindLocker, clients: 1, contendedOnly: true,
-			desc: "as locker, but all goroutines on one driver (one process)",
+			name: "locker 1 driver", server: "zk", kind: kindLocker, clients: 1,
+			desc: "as locker, but all goroutines on one driver (one process); in the parallel cell too, 16 goroutines on distinct keys of one driver (its uncontended and churn cells are locker's: one driver)",
 			open: openLockerZK,
 		},
 		{
