@@ -38,13 +38,19 @@ type churnResult struct {
 	d             delta
 }
 
+// churnRounds is the number of interleaved rounds of the churn cell: twice
+// the contended cells' (a round of a few hundred keys takes about a
+// second, and finer interleaving spreads the machine's bursts of load
+// over the systems).
+func churnRounds(cfg config) int { return 2 * cfg.crounds }
+
 // runChurnCells runs the churn cell of every system of group that has a
-// key naming, in cfg.crounds interleaved rounds.
+// key naming, in churnRounds interleaved rounds.
 func runChurnCells(e *env, rep *report, log io.Writer, group []*system) {
 	if rep.churn == nil {
 		rep.churn = map[*system]*churnResult{}
 	}
-	rounds := e.cfg.crounds
+	rounds := churnRounds(e.cfg)
 	for round := range rounds {
 		for _, s := range inRound(group, round) {
 			keyOf := churnKeyOf[s.server]
@@ -112,7 +118,7 @@ func (r *report) writeChurn(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "### New-key churn: one goroutine locks and unlocks %d keys never used before\n\n", churnKeys)
-	fmt.Fprintf(w, "One client, a new handle for each key, keys in a row, in %d interleaved rounds per server. Latency is per pair, the handle's creation included. Requests are by opcode for ZooKeeper, gRPC methods for etcd, commands for Redis.\n\n", r.cfg.crounds)
+	fmt.Fprintf(w, "One client, a new handle for each key, keys in a row, in %d interleaved rounds per server. Latency is per pair, the handle's creation included. Requests are by opcode for ZooKeeper, gRPC methods for etcd, commands for Redis.\n\n", churnRounds(r.cfg))
 	var rows [][]string
 	for _, s := range r.systems {
 		c := r.churn[s]
