@@ -79,7 +79,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&cfg.periods, "periods", 3, "renewal periods the many locks are held")
 	fs.DurationVar(&cfg.manyTTL, "many-ttl", 3*time.Second, "lease of the many locks (renewed every third)")
 	only := fs.String("only", "", "run only systems whose \"server / name\" matches this regexp")
-	cells := fs.String("cells", "u,p,c,many", "cells to run: u (uncontended), p (parallel), c (contended), many")
+	cells := fs.String("cells", "u,p,c,churn,many", "cells to run: u (uncontended), p (parallel), c (contended), churn (new keys), many")
 	servers := fs.String("servers", "redis,etcd,zk,mem", "servers to run")
 	quick := fs.Bool("quick", false, "tiny durations, for a smoke test")
 	if err := fs.Parse(args); err != nil {
@@ -166,6 +166,9 @@ func run(cfg config, log io.Writer) (*report, error) {
 		}
 		if cfg.cells["c"] {
 			runContendedCells(e, rep, log, group)
+		}
+		if cfg.cells["churn"] {
+			runChurnCells(e, rep, log, group)
 		}
 	}
 	if cfg.cells["many"] {

@@ -20,6 +20,7 @@ type report struct {
 	par       map[*system]*parallelResult
 	con       map[*system][]*contendedResult
 	many      []*manyResult
+	churn     map[*system]*churnResult // see churn.go
 	notes     []string
 	elapsed   time.Duration
 	goVersion string
@@ -206,6 +207,7 @@ func (r *report) write(w io.Writer) {
 	r.writeCommands(w)
 	r.writeParallel(w)
 	r.writeContended(w)
+	r.writeChurn(w)
 	r.writeMany(w)
 	r.writeFlags(w)
 	r.writeSystems(w)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-locker/locker/driver/zkdriver"
@@ -20,8 +21,8 @@ func zkSystems() []*system {
 			open: openLockerZK,
 		},
 		{
-			name: "locker 1 driver", server: "zk", kind: kindLocker, clients: 1, contendedOnly: true,
-			desc: "as locker, but all goroutines on one driver (one process)",
+			name: "locker 1 driver", server: "zk", kind: kindLocker, clients: 1,
+			desc: "as locker, but all goroutines on one driver (one process); in the parallel cell too, 16 goroutines on distinct keys of one driver (its uncontended and churn cells are locker's: one driver)",
 			open: openLockerZK,
 		},
 		{
@@ -31,7 +32,7 @@ func zkSystems() []*system {
 		},
 		{
 			name: "raw", server: "zk", kind: kindRaw, clients: 4,
-			desc: "Create(path, EPHEMERAL) + Delete; waiters ExistsW the node and all retry on its deletion (a herd)",
+			desc: "Create(path, EPHEMERAL) + Delete (the path's parents are made once per parent); waiters ExistsW the node and all retry on its deletion (a herd)",
 			open: openRawZK,
 		},
 	}
@@ -228,11 +229,24 @@ func openRawZK(e *env, n int) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The parents made so far: a new key under a known parent costs its
+	// own node only (the churn cell).
+	var mu sync.Mutex
+	made := map[string]bool{}
 	return &instance{
 		newLock: func(i int, key string) (lockHandle, error) {
 			p := zkPath(key)
-			if err := zkEnsure(cs[i], p); err != nil {
-				return nil, err
+			dir := p[:strings.LastIndexByte(p, '/')]
+			mu.Lock()
+			known := made[dir]
+			mu.Unlock()
+			if !known {
+				if err := zkEnsure(cs[i], p); err != nil {
+					return nil, err
+				}
+				mu.Lock()
+				made[dir] = true
+				mu.Unlock()
 			}
 			return &rawZKHandle{c: cs[i], path: p}, nil
 		},

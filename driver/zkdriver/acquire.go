@@ -35,7 +35,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	if err := d.beginRequest(ctx, op, req); err != nil {
 		return driver.Lease{}, err
 	}
-	parent := d.parentPath(req.Key)
+	parent, prefix := d.lockPaths(req)
 	nk := nodeKey{req.Key, req.Owner}
 	var n *node
 	d.mu.Lock()
@@ -57,7 +57,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	if n == nil {
 		var r createResult
 		var err error
-		n, r, err = d.create(ctx, op, req, parent)
+		n, r, err = d.create(ctx, op, req, parent, prefix)
 		if err != nil {
 			return driver.Lease{}, err
 		}

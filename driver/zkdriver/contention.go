@@ -15,12 +15,13 @@ func (d *Driver) markHot(key string) {
 const hotFor = time.Second
 
 // Bounds of the driver's lrus (see lru): the keys seen contended and the
-// queue snapshots kept for Acquire, and the first nodes of contended keys
-// observed for expiry.
+// queue snapshots kept for Acquire, the first nodes of contended keys
+// observed for expiry, and the key nodes known to exist.
 const (
 	maxHot       = 1024
 	maxSnapshots = 1024
 	maxObserved  = 4096
+	maxParents   = 4096
 )
 
 // isHot reports whether key was seen contended within hotFor.

@@ -239,7 +239,13 @@
 // (1: granted). Release is one (delete), so is Refresh (set data) and a
 // re-acquire by the holder; an uncontended Mutex Lock+Unlock takes two.
 // RefreshBatch takes one multi request per 500 leases. The first acquire
-// of a key also creates the key's node (two more round trips). While a key is contended, TryAcquire
+// of a key that the driver has not seen lately (it remembers the last 4096
+// key nodes it found) creates the key's node before the lock node: one
+// more round trip, and for a new key the only one more, so that a new
+// key's Lock+Unlock takes three. (A key whose node exists after all costs
+// that round trip too, a create refused; a known key whose node ZooKeeper
+// deleted meanwhile costs two: the refused multi, then the key node's
+// create.) While a key is contended, TryAcquire
 // lists the queue first (one round trip) and creates no node if it would
 // have to wait; Acquire then creates its node (one), lists the queue
 // unless nothing but its own create and releases ahead of it changed it

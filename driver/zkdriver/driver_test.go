@@ -118,11 +118,16 @@ func TestRoundTrips(t *testing.T) {
 			t.Errorf("%s: %d round trips; want %d", what, got, want)
 		}
 	}
+	// The root exists once any key was locked.
+	if err := d.Release(ctx, mustAcquire(t, d, req(plainKey("root"), owner(), driver.Exclusive, 10*time.Second))); err != nil {
+		t.Fatal(err)
+	}
 	key := plainKey("rt")
 	r := req(key, owner(), driver.Exclusive, 10*time.Second)
 	var l driver.Lease
-	// The first acquire of a key also creates its node.
-	count("first TryAcquire of a key", 3, func() { l = mustAcquire(t, d, r) })
+	// The first acquire of a key this driver has not seen also creates
+	// the key's node, first: a new key costs one round trip more, not two.
+	count("first TryAcquire of a new key", 2, func() { l = mustAcquire(t, d, r) })
 	count("Release", 1, func() {
 		if err := d.Release(ctx, l); err != nil {
 			t.Fatal(err)
@@ -150,6 +155,25 @@ func TestRoundTrips(t *testing.T) {
 		m.Lock()
 		m.Unlock()
 	})
+	// A key whose node another driver made: the create of the key's node
+	// fails (it exists), then the lock node's.
+	other := countedTestDriver(t, &cnt, server(t).Addr, 30*time.Second)
+	r.Owner = owner()
+	count("first TryAcquire of an existing key", 2, func() { l = mustAcquire(t, other, r) })
+	if err := other.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	// A known key whose node ZooKeeper deleted meanwhile (an idle
+	// container): the multi fails, the key's node is made again.
+	parent := zkdriver.ParentPath(zkdriver.DefaultRoot, key)
+	if err := d.Conn().Delete(parent, -1); err != nil {
+		t.Fatal(err)
+	}
+	r.Owner = owner()
+	count("TryAcquire of a known key whose node was deleted", 3, func() { l = mustAcquire(t, d, r) })
+	if err := d.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
 	var ls []driver.Lease
 	for i := range 20 {
 		ls = append(ls, mustAcquire(t, d, req(plainKey(fmt.Sprint("batch", i)), owner(), driver.Shared, 10*time.Second)))

@@ -33,11 +33,27 @@ const upperHex = "0123456789ABCDEF"
 // the front-end never passes) is "%". The mapping is injective: decodeKey
 // inverts it.
 func encodeKey(key string) string {
-	if key == "" {
-		return "%"
+	if n := escapes(key); n > 0 {
+		var b strings.Builder
+		b.Grow(len(key) + 2*n)
+		writeKey(&b, key)
+		return b.String()
 	}
-	if key == "zookeeper" {
+	switch key {
+	case "":
+		return "%"
+	case "zookeeper":
 		return "%7Aookeeper"
+	}
+	return key
+}
+
+// escapes returns how many bytes of key encodeKey writes %XX, or -1 for the
+// keys it names otherwise ("" and "zookeeper"): the encoded name is
+// len(key) + 2*escapes(key) bytes long for the others.
+func escapes(key string) int {
+	if key == "" || key == "zookeeper" {
+		return -1
 	}
 	n := 0
 	for i := 0; i < len(key); i++ {
@@ -45,11 +61,31 @@ func encodeKey(key string) string {
 			n++
 		}
 	}
-	if n == 0 {
-		return key
+	return n
+}
+
+// encodedLen returns len(encodeKey(key)).
+func encodedLen(key string) int {
+	switch n := escapes(key); {
+	case key == "":
+		return 1
+	case n < 0:
+		return len("%7Aookeeper")
+	default:
+		return len(key) + 2*n
 	}
-	var b strings.Builder
-	b.Grow(len(key) + 2*n)
+}
+
+// writeKey writes encodeKey(key) to b.
+func writeKey(b *strings.Builder, key string) {
+	switch key {
+	case "":
+		b.WriteByte('%')
+		return
+	case "zookeeper":
+		b.WriteString("%7Aookeeper")
+		return
+	}
 	for i := 0; i < len(key); i++ {
 		c := key[i]
 		if keySafe(c) && (i > 0 || c != '.') {
@@ -60,7 +96,6 @@ func encodeKey(key string) string {
 		b.WriteByte(upperHex[c>>4])
 		b.WriteByte(upperHex[c&15])
 	}
-	return b.String()
 }
 
 // decodeKey inverts encodeKey. It reports false for a name that encodeKey
@@ -253,8 +288,13 @@ func encodeTTL(ttl time.Duration) []byte { return encodeData(ttl, "") }
 // when value is not empty, a newline and the value published with the
 // hold (any bytes).
 func encodeData(ttl time.Duration, value string) []byte {
+	return appendData(make([]byte, 0, 12+len(value)), ttl, value)
+}
+
+// appendData appends a node's data (see encodeData) to b.
+func appendData(b []byte, ttl time.Duration, value string) []byte {
 	ms := (ttl + time.Millisecond - 1) / time.Millisecond
-	b := strconv.AppendInt(make([]byte, 0, 12+len(value)), int64(ms), 10)
+	b = strconv.AppendInt(b, int64(ms), 10)
 	if value != "" {
 		b = append(b, '\n')
 		b = append(b, value...)

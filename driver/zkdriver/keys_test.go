@@ -104,6 +104,7 @@ func FuzzKeyEncode(f *testing.F) {
 			if !ok || back != k {
 				t.Fatalf("decodeKey(encodeKey(%q)) = %q, %v", k, back, ok)
 			}
+			checkPaths(t, k, name)
 		}
 		if validKey(a) && validKey(b) && a != b && encodeKey(a) == encodeKey(b) {
 			t.Fatalf("keys %q and %q share the name %q", a, b, encodeKey(a))
@@ -271,4 +272,46 @@ func TestTTLData(t *testing.T) {
 			t.Errorf("decodeTTL(%q) accepted", bad)
 		}
 	}
+}
+
+// checkPaths checks that the paths a driver builds in one allocation are
+// those of the key's name.
+func checkPaths(t *testing.T, key, name string) {
+	t.Helper()
+	if n := encodedLen(key); n != len(name) {
+		t.Fatalf("encodedLen(%q) = %d; want %d", key, n, len(name))
+	}
+	for _, root := range []string{"/", "/locker", "/a/b"} {
+		d := &Driver{root: root}
+		want := root + "/" + name
+		if root == "/" {
+			want = "/" + name
+		}
+		if got := d.parentPath(key); got != want {
+			t.Fatalf("root %q: parentPath(%q) = %q; want %q", root, key, got, want)
+		}
+		parent, child := d.paths(key, "_c_", "o", "-w-")
+		if parent != want || child != want+"/_c_o-w-" {
+			t.Fatalf("root %q: paths(%q) = %q, %q; want %q, %q", root, key, parent, child, want, want+"/_c_o-w-")
+		}
+	}
+}
+
+func TestLockPaths(t *testing.T) {
+	d := &Driver{root: "/locker"}
+	for _, tc := range []struct {
+		req          driver.Request
+		parent, node string
+	}{
+		{driver.Request{Key: "a/b", Owner: "o1", Mode: driver.Exclusive}, "/locker/a%2Fb", "/locker/a%2Fb/_c_o1-w-"},
+		{driver.Request{Key: "zookeeper", Owner: "o2", Mode: driver.Shared}, "/locker/%7Aookeeper", "/locker/%7Aookeeper/_c_o2-r-"},
+		{driver.Request{Key: ".k", Owner: "o3", Mode: driver.Shared, Limit: 4, Weight: 3}, "/locker/%2Ek", "/locker/%2Ek/_c_o3.4.3-r-"},
+	} {
+		parent, node := d.lockPaths(tc.req)
+		if parent != tc.parent || node != tc.node {
+			t.Errorf("lockPaths(%+v) = %q, %q; want %q, %q", tc.req, parent, node, tc.parent, tc.node)
+		}
+	}
+	checkPaths(t, "", "%")
+	checkPaths(t, "zookeeper", "%7Aookeeper")
 }

@@ -73,6 +73,9 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 		}
 	}
 	if why == nil {
+		if n.watches == nil {
+			n.watches = n.watch0[:0]
+		}
 		n.watches = append(n.watches, w)
 	}
 	d.mu.Unlock()

@@ -128,27 +128,43 @@ type createResult struct {
 // (the new node's czxid, the fencing token) and the number of nodes in the
 // queue. It registers the node; on error the node is registered as
 // unknown when the create may have been applied.
-func (d *Driver) create(ctx context.Context, op string, req driver.Request, parent string) (*node, createResult, error) {
+func (d *Driver) create(ctx context.Context, op string, req driver.Request, parent, prefix string) (*node, createResult, error) {
 	nk := nodeKey{req.Key, req.Owner}
 	n := &node{key: req.Key, owner: req.Owner, mode: req.Mode, parent: parent, ttl: req.TTL, limit: req.Limit, weight: req.Weight, value: req.Value}
+	// The requests of the create multi live in the node: one allocation
+	// for all (the multi is the hot path of every acquire).
+	n.ops.create = zk.CreateRequest{Path: prefix, Data: appendData(n.ops.data[:0], req.TTL, req.Value), Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence}
+	n.ops.setParent = zk.SetDataRequest{Path: parent, Version: -1}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return nil, createResult{}, driver.Permanent(errorf(op, req.Key, ErrClosed))
 	}
 	d.nodes[nk] = n
+	_, known := d.parents.get(parent)
 	d.mu.Unlock()
-	prefix := createPath(parent, req)
-	data := encodeData(req.TTL, req.Value)
 	var r createResult
 	var err error
 	for attempt := 0; ; attempt++ {
-		r, err = call(ctx, func() (createResult, error) {
-			return d.createNode(parent, prefix, data)
-		}, d.undoCreate)
+		if !known && attempt == 0 {
+			// A key this driver has not seen lately is most likely new
+			// (ZooKeeper deletes an idle key's node): make its node
+			// first rather than learn of it by a failed multi.
+			if err = d.ensureParent(ctx, parent); err != nil {
+				break
+			}
+		}
+		if ctx.Done() == nil {
+			r, err = d.createNode(&n.ops)
+		} else {
+			r, err = call(ctx, func() (createResult, error) { return d.createNode(&n.ops) }, d.undoCreate)
+		}
 		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
 			// The key's node (or the root) is missing: make it. Our
 			// node was not created (a multi is all or nothing).
+			d.mu.Lock()
+			d.parents.delete(parent)
+			d.mu.Unlock()
 			if err = d.ensureParent(ctx, parent); err == nil {
 				continue
 			}
@@ -170,6 +186,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	}
 	d.mu.Lock()
 	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent
+	d.parents.put(parent, struct{}{})
 	d.mu.Unlock()
 	if r.session == 0 {
 		// The session changed while the create was on its way: the
@@ -187,23 +204,27 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	return n, r, nil
 }
 
-// createPath returns the path req's node is created with: its name but
-// the sequence number, under parent.
-func createPath(parent string, req driver.Request) string {
+// createOps are the requests of a lock node's create multi.
+type createOps struct {
+	create    zk.CreateRequest
+	setParent zk.SetDataRequest
+	data      [24]byte // create.Data's storage, when it fits
+}
+
+// lockPaths returns the path of req's key node and the path req's node is
+// created with: its name but the sequence number, under the key's node.
+func (d *Driver) lockPaths(req driver.Request) (parent, prefix string) {
 	if req.Limit > 0 {
-		return parent + "/" + nodePrefix(req.Owner, req.Mode, req.Limit, req.Weight)
+		return d.paths(req.Key, nodePrefix(req.Owner, req.Mode, req.Limit, req.Weight))
 	}
-	return parent + "/" + protectedPrefix + req.Owner + modeInfix(req.Mode)
+	return d.paths(req.Key, protectedPrefix, req.Owner, modeInfix(req.Mode))
 }
 
 // createNode sends the create multi. It runs without a context.
-func (d *Driver) createNode(parent, prefix string, data []byte) (createResult, error) {
+func (d *Driver) createNode(ops *createOps) (createResult, error) {
 	before := d.conn.SessionID()
 	sent := time.Now()
-	res, err := d.conn.Multi(
-		&zk.CreateRequest{Path: prefix, Data: data, Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
-		&zk.SetDataRequest{Path: parent, Data: nil, Version: -1},
-	)
+	res, err := d.conn.Multi(&ops.create, &ops.setParent)
 	after := d.conn.SessionID()
 	if err != nil {
 		return createResult{}, err

@@ -55,7 +55,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		_, err := d.recheck(ctx, op, n, ttl, true)
 		return err
 	}
-	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, -1) }, nil)
+	err := del(ctx, d.conn, path, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		if ctx.Err() != nil {
 			return errorf(op, l.Key, ctx.Err())

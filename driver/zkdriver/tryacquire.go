@@ -31,7 +31,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	if err := d.beginRequest(ctx, op, req); err != nil {
 		return driver.Lease{}, err
 	}
-	parent := d.parentPath(req.Key)
+	parent, prefix := d.lockPaths(req)
 	d.mu.Lock()
 	n := d.nodes[nodeKey{req.Key, req.Owner}]
 	d.mu.Unlock()
@@ -46,7 +46,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 			return driver.Lease{}, err
 		}
 	}
-	n, r, err := d.create(ctx, op, req, parent)
+	n, r, err := d.create(ctx, op, req, parent, prefix)
 	if err != nil {
 		return driver.Lease{}, err
 	}

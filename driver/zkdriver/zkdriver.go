@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -53,6 +55,7 @@ type Driver struct {
 	obs        *lru[string, observation] // by parent path: the observed first node
 	hot        *lru[string, time.Time]   // by key: last time it was seen contended
 	snaps      *lru[nodeKey, snapshot]   // queues seen by refused TryAcquires
+	parents    *lru[string, struct{}]    // key nodes known to exist
 	persistent bool                      // the server lacks container nodes
 	closed     bool
 }
@@ -90,6 +93,9 @@ type node struct {
 
 	limit, weight int64  // a counted node's, else 0
 	value         string // published with the hold, in the node's data
+
+	ops    createOps     // the create's requests; see create
+	watch0 [1]*lossWatch // watches' storage for the usual single watch
 }
 
 // New returns a Driver that uses conn, whose session sess follows: conn
@@ -109,14 +115,15 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 		return nil, errors.New("zkdriver: the Session's ConnOption was not passed to zk.Connect")
 	}
 	d := &Driver{
-		conn:  conn,
-		sess:  sess,
-		root:  DefaultRoot,
-		acl:   zk.WorldACL(zk.PermAll),
-		nodes: make(map[nodeKey]*node),
-		obs:   newLRU[string, observation](maxObserved),
-		hot:   newLRU[string, time.Time](maxHot),
-		snaps: newLRU[nodeKey, snapshot](maxSnapshots),
+		conn:    conn,
+		sess:    sess,
+		root:    DefaultRoot,
+		acl:     zk.WorldACL(zk.PermAll),
+		nodes:   make(map[nodeKey]*node),
+		obs:     newLRU[string, observation](maxObserved),
+		hot:     newLRU[string, time.Time](maxHot),
+		snaps:   newLRU[nodeKey, snapshot](maxSnapshots),
+		parents: newLRU[string, struct{}](maxParents),
 	}
 	if opts != nil {
 		if opts.Root != "" {
@@ -245,10 +252,39 @@ func checkTTL(ttl, limit time.Duration) error {
 
 // parentPath returns the path of key's node.
 func (d *Driver) parentPath(key string) string {
-	if d.root == "/" {
-		return "/" + encodeKey(key)
+	parent, _ := d.paths(key)
+	return parent
+}
+
+// paths returns the path of key's node and, when name is not empty, that
+// path followed by "/" and the concatenation of name, made in one
+// allocation: every acquire builds both.
+func (d *Driver) paths(key string, name ...string) (parent, child string) {
+	root := d.root
+	if root == "/" {
+		root = ""
 	}
-	return d.root + "/" + encodeKey(key)
+	n := len(root) + 1 + encodedLen(key)
+	size := n
+	if len(name) > 0 {
+		size++
+		for _, s := range name {
+			size += len(s)
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	b.WriteString(root)
+	b.WriteByte('/')
+	writeKey(&b, key)
+	if len(name) > 0 {
+		b.WriteByte('/')
+		for _, s := range name {
+			b.WriteString(s)
+		}
+	}
+	s := b.String()
+	return s[:n], s
 }
 
 // call runs f, an operation on the connection. go-zookeeper's calls take
@@ -300,6 +336,76 @@ func call[T any](ctx context.Context, f func() (T, error), undo func(T, error)) 
 		var zero T
 		return zero, ctx.Err()
 	}
+}
+
+// del deletes the node at path in the given version (-1: any), as call
+// would run conn.Delete: it returns ctx's error as soon as ctx is done,
+// leaving the request to finish. Every Release deletes a node, with a
+// context that can be done (the front-end bounds a release): the
+// goroutine that carries the request, its channel and its function are
+// taken from a pool, not allocated for each call.
+func del(ctx context.Context, conn *zk.Conn, path string, version int32) error {
+	if ctx.Done() == nil {
+		return conn.Delete(path, version)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	x, _ := deletions.Get().(*deletion)
+	if x == nil {
+		x = &deletion{done: make(chan struct{}, 1)}
+		x.run = x.exec
+	}
+	x.conn, x.path, x.version = conn, path, version
+	x.state.Store(delRunning)
+	go x.run()
+	select {
+	case <-x.done:
+	case <-ctx.Done():
+		if x.state.CompareAndSwap(delRunning, delAbandoned) {
+			return ctx.Err() // the goroutine puts x back
+		}
+		<-x.done // done meanwhile
+	}
+	err := x.err
+	x.put()
+	return err
+}
+
+// A deletion is a Delete request in flight for del.
+type deletion struct {
+	conn    *zk.Conn
+	path    string
+	version int32
+	err     error
+	state   atomic.Int32  // delRunning, delDone, delAbandoned
+	done    chan struct{} // receives once the request is done, unless abandoned
+	run     func()        // x.exec, made once
+}
+
+const (
+	delRunning int32 = iota
+	delDone
+	delAbandoned
+)
+
+// deletions holds the deletions not in use.
+var deletions sync.Pool
+
+// exec sends the request and hands its result to del, or, if del gave up
+// waiting, puts x back itself.
+func (x *deletion) exec() {
+	x.err = x.conn.Delete(x.path, x.version)
+	if x.state.CompareAndSwap(delRunning, delDone) {
+		x.done <- struct{}{}
+		return
+	}
+	x.put()
+}
+
+func (x *deletion) put() {
+	x.conn, x.path, x.err = nil, "", nil
+	deletions.Put(x)
 }
 
 // begin checks what every call checks before any I/O.
