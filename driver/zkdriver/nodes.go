@@ -145,6 +145,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	d.mu.Unlock()
 	var r createResult
 	var err error
+	mayExist := false // a multi was sent whose outcome is not known
 	for attempt := 0; ; attempt++ {
 		if !known && attempt == 0 {
 			// A key this driver has not seen lately is most likely new
@@ -159,6 +160,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		} else {
 			r, err = call(ctx, func() (createResult, error) { return d.createNode(&n.ops) }, d.undoCreate)
 		}
+		mayExist = err != nil && mayHaveApplied(err, ctx)
 		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
 			// The key's node (or the root) is missing: make it. Our
 			// node was not created (a multi is all or nothing).
@@ -172,11 +174,11 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		break
 	}
 	if err != nil {
+		// The error may be the key node's create, after a multi that was
+		// refused or before any: then no lock node was made.
 		d.mu.Lock()
-		if applied := mayHaveApplied(err, ctx); !applied {
-			if d.nodes[nk] == n {
-				delete(d.nodes, nk)
-			}
+		if !mayExist && d.nodes[nk] == n {
+			delete(d.nodes, nk)
 		}
 		d.mu.Unlock()
 		if ctx.Err() != nil {
