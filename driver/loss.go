@@ -17,6 +17,12 @@ func NewLossCallback(lost func(error)) *LossCallback {
 	return &LossCallback{lost: lost}
 }
 
+// Set gives c the function lost, as NewLossCallback does, for a
+// LossCallback kept inside a driver's own state (which saves an
+// allocation). It must be called before c is shared with another
+// goroutine, and at most once.
+func (c *LossCallback) Set(lost func(error)) { c.lost = lost }
+
 // Fire calls the function with err unless it was called or stopped. The
 // call runs under c's lock, so that Stop waits for it.
 func (c *LossCallback) Fire(err error) {

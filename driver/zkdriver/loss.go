@@ -55,7 +55,6 @@ func fireAll(ws []*lossWatch, err error) {
 // front-end's local deadline decides. If l is not a hold of this driver's
 // current session when WatchLoss is called, lost is called at once.
 func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
-	w := driver.NewLossCallback(lost)
 	d.mu.Lock()
 	n := d.nodes[nodeKey{l.Key, l.Owner}]
 	var why error
@@ -72,17 +71,24 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 			why = errSessionEnded
 		}
 	}
-	if why == nil {
-		if n.watches == nil {
-			n.watches = n.watch0[:0]
-		}
-		n.watches = append(n.watches, w)
-	}
-	d.mu.Unlock()
 	if why != nil {
+		d.mu.Unlock()
+		w := driver.NewLossCallback(lost)
 		fireAll([]*lossWatch{w}, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 		return w.Stop
 	}
+	w := &n.loss0 // the usual single watch of a hold costs no allocation
+	if n.loss0Set {
+		w = driver.NewLossCallback(lost)
+	} else {
+		n.loss0Set = true
+		w.Set(lost)
+	}
+	if n.watches == nil {
+		n.watches = n.watch0[:0]
+	}
+	n.watches = append(n.watches, w)
+	d.mu.Unlock()
 	return func() {
 		d.mu.Lock()
 		for i, x := range n.watches {

@@ -94,8 +94,10 @@ type node struct {
 	limit, weight int64  // a counted node's, else 0
 	value         string // published with the hold, in the node's data
 
-	ops    createOps     // the create's requests; see create
-	watch0 [1]*lossWatch // watches' storage for the usual single watch
+	ops      createOps     // the create's requests; see create
+	watch0   [1]*lossWatch // watches' storage for the usual single watch
+	loss0    lossWatch     // the first WatchLoss's callback, when loss0Set
+	loss0Set bool
 }
 
 // New returns a Driver that uses conn, whose session sess follows: conn
