@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/lag"
 )
 
 // slack is how late a timer may fire on a loaded machine under -race
@@ -330,7 +331,10 @@ func serverPauseShort(e *env) {
 	ha := e.mustLock(a)
 	gb := e.goLock(b)
 	ha.read()
+	probe := lag.Start()
+	var longest time.Duration // from the call of Pause to the return of Resume
 	for range 2 {
+		t0 := time.Now()
 		if err := e.tg.Server.Pause(); err != nil {
 			e.t.Fatalf("pause: %v", err)
 		}
@@ -338,10 +342,21 @@ func serverPauseShort(e *env) {
 		if err := e.tg.Server.Resume(); err != nil {
 			e.t.Fatalf("resume: %v", err)
 		}
+		longest = max(longest, time.Since(t0))
 		time.Sleep(e.renew())
 	}
+	late := probe.Stop()
 	e.r.note("pauses of %v", e.shortPause().Round(time.Millisecond))
-	e.mustKeep(ha, "short server pauses")
+	// The lease absorbs a pause while the pause and the renewal period
+	// after it fit in the TTL less the margin; the planned pause is half of
+	// that. A machine so loaded that a pause, with twice the lateness of
+	// this process's timers, outgrew it may end the hold rightly.
+	if absorbed := e.ttl - e.margin() - e.renew(); ha.lostYet() && longest+2*late >= absorbed {
+		e.r.note("inconclusive: a pause lasted %v and timers were %v late, beyond the %v the lease absorbs; the hold was lost",
+			longest.Round(time.Millisecond), late.Round(time.Millisecond), absorbed.Round(time.Millisecond))
+	} else {
+		e.mustKeep(ha, "short server pauses")
+	}
 	ha.write()
 	if err := ha.unlock(nil); err != nil && !ha.lostYet() {
 		e.t.Errorf("unlock: %v", err)
