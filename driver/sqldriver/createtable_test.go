@@ -186,19 +186,23 @@ func connectedPools(t *testing.T, b backend, dsn string, n int) []*sql.DB {
 
 // TestCreateTableConcurrent has nine callers create the lease table
 // (sqldriver.CreateTable(ctx, db, nil)) in a fresh namespace at the same
-// moment, 20 times: eight in this process, each on a connection of its
-// own, and one in a helper process. Every call must succeed (PostgreSQL's
+// moment, 20 times (5 with -short): eight in this process, each on a
+// connection of its own, and one in a helper process. Every call must succeed (PostgreSQL's
 // CREATE TABLE IF NOT EXISTS alone fails with a duplicate key in
 // pg_type_typname_nsp_index when it races with itself), and the table
 // must then work.
 func TestCreateTableConcurrent(t *testing.T) {
+	rounds := 20
+	if testing.Short() {
+		rounds = 5
+	}
 	forEachBackend(t, func(t *testing.T, b backend) {
 		if b.srv.External() {
 			t.Skip("external server: the test creates and drops databases")
 		}
 		admin := b.db(t)
 		child := startCreateChild(t)
-		const callers, rounds = 8, 20
+		const callers = 8
 		for round := range rounds {
 			dsn, drop := freshNamespace(t, b, admin, fmt.Sprintf("locker_create_%d_%d", round, time.Now().UnixNano()))
 			if err := child.send(createCmd{Driver: b.srv.Driver, DSN: dsn}); err != nil {
