@@ -197,6 +197,27 @@ func (c *Client) closeIfIdleLocked() {
 	}
 }
 
+// cleanUp releases l, and again after a backoff while the outcome is not
+// known (the backend did not answer, a connection broke), until ctx ends:
+// a release by the owner is safe to repeat. One try is not enough: a wait
+// queue entry left behind would block the key until its TTL.
+func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
+	bo := driver.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
+	for {
+		err := c.drv.Release(ctx, l)
+		if err == nil || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err) {
+			return err
+		}
+		t := time.NewTimer(bo.Next())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+}
+
 // cleanupLater removes what l.Owner may have on the backend (a grant whose
 // reply was lost, a wait-queue entry), in the background, on a fresh
 // context bounded by the TTL. Until it is done, lock calls for l.Key
@@ -212,7 +233,7 @@ func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report
 	c.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupBound(ttl))
-		err := c.drv.Release(ctx, l)
+		err := c.cleanUp(ctx, l)
 		cancel()
 		if err != nil && !errors.Is(err, driver.ErrNotHeld) && !driver.IsPermanent(err) && report != nil {
 			report(opError("cleanup", l.Key, err))
