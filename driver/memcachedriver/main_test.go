@@ -2,15 +2,13 @@ package memcachedriver_test
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
-	"runtime"
-	"strconv"
 	"testing"
 
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/memcachedtest"
+	"github.com/go-locker/locker/internal/testflag"
 	"go.uber.org/goleak"
 )
 
@@ -41,21 +39,6 @@ func (m mainM) Run() int {
 
 func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
-	parallelWaits()
+	testflag.Parallel(8, false)
 	goleak.VerifyTestMain(mainM{m})
-}
-
-// parallelWaits lets at least eight parallel tests run at once unless
-// -parallel says otherwise. Its default, GOMAXPROCS, would run the timed
-// subtests of the conformance suite two at a time on a two-core machine,
-// although they mostly wait for whole-second leases to run out; the
-// suite means them to run together, and to take about as long as the
-// longest.
-func parallelWaits() {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		_ = flag.Set("test.parallel", strconv.Itoa(max(8, runtime.GOMAXPROCS(0))))
-	}
 }

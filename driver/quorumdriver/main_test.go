@@ -6,6 +6,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
 	"go.uber.org/goleak"
 )
@@ -55,5 +56,6 @@ func closePool() error {
 }
 
 func TestMain(m *testing.M) {
+	testflag.Parallel(8, true) // -short: the conformance suites' waiting subtests together
 	goleak.VerifyTestMain(mainM{m})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/sqltest"
+	"github.com/go-locker/locker/internal/testflag"
 	"go.uber.org/goleak"
 )
 
@@ -79,5 +80,6 @@ func createTable(s *sqltest.Server) error {
 func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
 	serveCreateChild()                 // returns unless this is a helper child of TestCreateTableConcurrent
+	testflag.Parallel(8, true)         // -short: the conformance suites' waiting subtests together
 	goleak.VerifyTestMain(mainM{m})
 }
