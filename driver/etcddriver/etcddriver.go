@@ -53,8 +53,7 @@ type Options struct {
 
 	// LockDelay is how long a waiter that is granted a key because its
 	// holder's lease ended (it expired or was revoked), rather than
-	// because the holder released it, waits before it takes the key
-	// (in the Refresh that package locker makes to confirm a grant): the
+	// because the holder released it, waits before Acquire returns: the
 	// lost holder hears of its loss from its own etcd member, which may
 	// apply the revocation a little after the waiter's member does, and
 	// the delay lets it stop before the new holder starts. Zero means
@@ -123,7 +122,6 @@ type entry struct {
 	deadline time.Time // the lease lives at least until then
 	token    int64     // create revision, once known
 	dead     bool      // the lease's sentinel is gone: the lease ended
-	pred     string    // the sentinel of the holder whose leaving granted the entry, until the first Refresh
 }
 
 var (

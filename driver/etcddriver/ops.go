@@ -530,10 +530,6 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 			own = kvs[0]
 			head = atHead(own, resp.Responses[1].GetResponseRange().Kvs)
 		}
-	case known && e.pred != "":
-		if own, err = d.afterPred(ctx, l, k, e.pred); err != nil {
-			return err
-		}
 	case known:
 		resp, err := d.kv.Get(ctx, k)
 		if err != nil {
@@ -544,31 +540,6 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 		}
 	}
 	return d.checkHeld(ctx, l, k, own, head, ka)
-}
-
-// afterPred reads entry k for the first Refresh after a grant that
-// followed a holder's leaving: if that holder's lease ended rather than
-// being released (its sentinel pred is gone), it waits Options.LockDelay.
-func (d *Driver) afterPred(ctx context.Context, l driver.Lease, k, pred string) (*mvccpb.KeyValue, error) {
-	resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), clientv3.OpGet(pred, clientv3.WithCountOnly())).Commit()
-	if err != nil {
-		return nil, err
-	}
-	var own *mvccpb.KeyValue
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		own = kvs[0]
-	}
-	d.setPred(l.Owner, k, "")
-	if own != nil && resp.Responses[1].GetResponseRange().Count == 0 {
-		t := time.NewTimer(d.lockDelay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return own, nil
 }
 
 // checkHeld completes a refresh of l, whose entry k was read as own:
