@@ -205,16 +205,21 @@ func (q *queueWait) check(ctx context.Context) (_ driver.Lease, done bool, _ err
 
 // afterPred delays a grant that followed the end of the predecessor's
 // lease (rather than its release) by Options.LockDelay. The predecessor
-// left at revision rev, the revision of its entry's deletion: its lease
-// ended then exactly when its sentinel, which the lease's end deletes in
-// the same revision, is gone at rev. That is read at rev from the local
-// member (a serializable read, no Raft round: the member has applied rev,
-// as it delivered the deletion), or, when the member cannot serve rev, from
-// the current state, linearizably.
+// left at revision rev, the revision of its entry's deletion. When this
+// driver released that entry, its Delete's reply says whether it deleted
+// the entry at rev; otherwise the lease ended then exactly when its
+// sentinel, which the lease's end deletes in the same revision, is gone at
+// rev. That is read at rev from the local member (a serializable read, no
+// Raft round: the member has applied rev, as it delivered the deletion),
+// or, when the member cannot serve rev, from the current state,
+// linearizably.
 func (q *queueWait) afterPred(ctx context.Context) error {
 	d := q.d
-	sentinel, rev := q.wt.lastLeft()
+	key, sentinel, rev := q.wt.lastLeft()
 	if d.lockDelay <= 0 || sentinel == "" {
+		return nil
+	}
+	if d.releasedAt(key, rev) {
 		return nil
 	}
 	ended, err := d.leaseEndedAt(ctx, sentinel, rev)
@@ -414,7 +419,8 @@ type waiter struct {
 	own    class                 // the own entry's class
 	lower  map[string]lowerEntry // older entries it must look at
 	last   string                // the sentinel of the lower entry deleted last
-	lastAt int64                 // the revision of that deletion
+	lastK  string                // that entry's key
+	lastAt int64                 // the revision of its deletion
 	early  []delEvent            // deletions seen before arm
 	gone   bool                  // the own entry was deleted
 	resets bool                  // the watch was re-created since arm
@@ -479,7 +485,7 @@ func (wt *waiter) apply(key string, rev int64) {
 		return
 	}
 	if le, ok := wt.lower[key]; ok {
-		wt.last, wt.lastAt = le.sentinel, rev
+		wt.last, wt.lastK, wt.lastAt = le.sentinel, key, rev
 		delete(wt.lower, key)
 	}
 }
@@ -527,10 +533,10 @@ func (wt *waiter) state() (gone, reset bool, token int64, granted bool) {
 	return wt.gone, false, wt.token, wt.armed && wt.fits()
 }
 
-// lastLeft returns the sentinel of the older entry whose deletion
-// granted the waiter, and the revision of that deletion.
-func (wt *waiter) lastLeft() (sentinel string, rev int64) {
+// lastLeft returns the key and the sentinel of the older entry whose
+// deletion granted the waiter, and the revision of that deletion.
+func (wt *waiter) lastLeft() (key, sentinel string, rev int64) {
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
-	return wt.last, wt.lastAt
+	return wt.lastK, wt.last, wt.lastAt
 }

@@ -102,7 +102,11 @@ type Driver struct {
 	ka   *kaStream // nil until needed or after it broke
 
 	basesMu sync.Mutex
-	bases   map[string]string // lock key -> base
+	bases   map[string]string       // lock key -> base
+	frees   map[cmpKey]clientv3.Cmp // see freeCmpOf
+
+	relMu    sync.Mutex
+	releases map[string]*releaseCall // the last Release's Delete of each entry key
 }
 
 // holdRef names a grant: the lock's base and the token.
@@ -187,6 +191,8 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		hot:         make(map[string]time.Time),
 		leaseLosses: make(map[*leaseLoss]struct{}),
 		bases:       make(map[string]string),
+		frees:       make(map[cmpKey]clientv3.Cmp),
+		releases:    make(map[string]*releaseCall),
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -328,6 +334,34 @@ func (d *Driver) bound(ctx context.Context) (context.Context, func()) {
 		stop()
 		cancel()
 	}
+}
+
+// request returns the context of a call that makes a few requests and
+// waits for nothing else: ctx, which also reports itself canceled (Err)
+// once the driver or its client is closed. That is what ends clientv3's
+// retries of a request that failed because the client was closed (see
+// bound), without a context and a callback of its own for every call.
+// Requests in flight when the driver is closed run to their end.
+func (d *Driver) request(ctx context.Context) context.Context {
+	return requestCtx{ctx, d}
+}
+
+// A requestCtx is the context of request.
+type requestCtx struct {
+	context.Context
+	d *Driver
+}
+
+// Err returns the parent's error, or context.Canceled once the driver or
+// its client is closed.
+func (c requestCtx) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.d.ctx.Err() != nil {
+		return context.Canceled
+	}
+	return nil
 }
 
 // spawn runs f on a goroutine of the driver's, which Close waits for,

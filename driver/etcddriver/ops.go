@@ -25,8 +25,7 @@ var errLeaseGone = errors.New("the entry's lease expired or was revoked during t
 // (an entry req.Owner queued earlier with TryAcquireQueued or Acquire
 // keeps its place).
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	bctx, done := d.bound(ctx)
-	defer done()
+	bctx := d.request(ctx)
 	l, err := d.tryAcquire(bctx, req, false)
 	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
@@ -39,8 +38,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // queue (or keeps it there and renews its lease). Entries are served in
 // the order of their create revisions.
 func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	bctx, done := d.bound(ctx)
-	defer done()
+	bctx := d.request(ctx)
 	l, err := d.tryAcquire(bctx, req, true)
 	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
@@ -218,6 +216,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base string, e entry, isNew, queued bool) (attempt, error) {
 	k, dir := e.key, reqDir(req)
 	cs, ce := conflictRange(base, dir)
+	free := d.freeCmpOf(base, dir)
 	put := clientv3.OpPut(k, d.entryValue(req), clientv3.WithLease(e.lease))
 	var resp *clientv3.TxnResponse
 	var err error
@@ -234,7 +233,7 @@ func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base stri
 		if dir == readers {
 			els = append(els, firstOp(base+counted, clientv3.GetPrefixRangeEnd(base+counted), false))
 		}
-		resp, err = d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+		resp, err = d.kv.Txn(ctx).If(free).Then(put).Else(els...).Commit()
 	} else {
 		// The owner's entry may exist: keep it (renewing its lease, see
 		// the keep-alive in tryOnce) and read whether it is at the head.
@@ -244,7 +243,7 @@ func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base stri
 			els = append(els, clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil))
 		}
 		els = append(els, clientv3.OpGet(k), firstOp(cs, ce, dir == writers))
-		resp, err = d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+		resp, err = d.kv.Txn(ctx).If(isNewCmp, free).Then(put).Else(els...).Commit()
 	}
 	if err != nil {
 		return attempt{}, err
@@ -434,6 +433,31 @@ func freeCmp(start, end string) clientv3.Cmp {
 	return clientv3.Compare(clientv3.Version(start), "=", 0).WithRange(end)
 }
 
+// freeCmpOf is freeCmp of the conflict range of base and dir (see
+// conflictRange), from a cache: a key locked over and over builds its
+// comparison once. Comparisons are only read once built, so transactions
+// share them.
+func (d *Driver) freeCmpOf(base, dir string) clientv3.Cmp {
+	k := cmpKey{base, dir}
+	d.basesMu.Lock()
+	c, ok := d.frees[k]
+	d.basesMu.Unlock()
+	if ok {
+		return c
+	}
+	c = freeCmp(conflictRange(base, dir))
+	d.basesMu.Lock()
+	if len(d.frees) >= maxCachedBases {
+		clear(d.frees)
+	}
+	d.frees[k] = c
+	d.basesMu.Unlock()
+	return c
+}
+
+// A cmpKey names a cached freeCmp.
+type cmpKey struct{ base, dir string }
+
 // headOp returns the read that decides whether the entry k of the lock at
 // base is granted (see atHead): the oldest conflicting entry, or all the
 // entries for a counted one.
@@ -497,8 +521,7 @@ func (d *Driver) find(ctx context.Context, base string, m driver.Mode, owner str
 // and its lease must still exist; etcd then extends the lease to its full
 // TTL from the keep-alive.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
-	bctx, done := d.bound(ctx)
-	defer done()
+	bctx := d.request(ctx)
 	if err := d.refresh(bctx, l); err != nil {
 		return driver.Lease{}, d.fail(ctx, "refresh", l.Key, err)
 	}
@@ -694,8 +717,7 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 // meanwhile. Either way the entry of l.Owner is gone afterwards, and its
 // lease goes back to the driver's pool for the next entry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
-	bctx, done := d.bound(ctx)
-	defer done()
+	bctx := d.request(ctx)
 	return d.fail(ctx, "release", l.Key, d.release(bctx, l))
 }
 
@@ -716,11 +738,13 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		return d.releaseFound(ctx, l, k, kv)
 	}
 	d.releasing(e.lease, int64(l.Token))
+	rc := d.startRelease(e.base, k)
 	if l.Token != 0 && e.token == int64(l.Token) {
 		// The driver granted this entry with this token, on a lease of
 		// its own: it needs no previous value to check it, only whether
 		// it was still there.
 		resp, err := d.kv.Delete(ctx, k)
+		rc.end(resp, err)
 		if err != nil {
 			return err
 		}
@@ -731,6 +755,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		return nil
 	}
 	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
+	rc.end(resp, err)
 	if err != nil {
 		return err
 	}
@@ -764,4 +789,64 @@ func (d *Driver) releaseFound(ctx context.Context, l driver.Lease, k string, kv 
 		return fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", kv.CreateRevision, l.Token, driver.ErrNotHeld)
 	}
 	return nil
+}
+
+// A releaseCall is a Release's Delete of an entry, which this driver's
+// waiters on the same key look at (see queueWait.afterPred): a deletion
+// that the Delete made is a release, not the end of a lease.
+type releaseCall struct {
+	done chan struct{}
+	rev  int64 // after done: the revision at which the Delete deleted the entry, or 0
+}
+
+// maxReleases bounds the Delete calls remembered.
+const maxReleases = 1024
+
+// startRelease records a Release's Delete of entry k of the lock at base,
+// about to be sent, when the driver watches that lock (only its waiters
+// look), and returns nil otherwise.
+func (d *Driver) startRelease(base, k string) *releaseCall {
+	d.mu.Lock()
+	watched := d.watches[base] != nil
+	d.mu.Unlock()
+	if !watched {
+		return nil
+	}
+	rc := &releaseCall{done: make(chan struct{})}
+	d.relMu.Lock()
+	if len(d.releases) >= maxReleases {
+		clear(d.releases)
+	}
+	d.releases[k] = rc
+	d.relMu.Unlock()
+	return rc
+}
+
+// end records the reply to the Delete; rc may be nil.
+func (rc *releaseCall) end(resp *clientv3.DeleteResponse, err error) {
+	if rc == nil {
+		return
+	}
+	if err == nil && resp.Deleted > 0 {
+		rc.rev = resp.Header.Revision
+	}
+	close(rc.done)
+}
+
+// releasedAt reports whether this driver's Release is known to have
+// deleted entry k at revision rev. A Delete whose reply has not come yet
+// (it may never come) counts as unknown.
+func (d *Driver) releasedAt(k string, rev int64) bool {
+	d.relMu.Lock()
+	rc := d.releases[k]
+	d.relMu.Unlock()
+	if rc == nil {
+		return false
+	}
+	select {
+	case <-rc.done:
+		return rc.rev == rev
+	default:
+		return false
+	}
 }
