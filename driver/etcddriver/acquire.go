@@ -219,7 +219,7 @@ func (q *queueWait) afterPred(ctx context.Context) error {
 	if d.lockDelay <= 0 || sentinel == "" {
 		return nil
 	}
-	if d.releasedAt(key, rev) {
+	if d.releasedAt(ctx, key, rev) {
 		return nil
 	}
 	ended, err := d.leaseEndedAt(ctx, sentinel, rev)
@@ -249,7 +249,10 @@ func (d *Driver) leaseEndedAt(ctx context.Context, sentinel string, rev int64) (
 		if ctx.Err() != nil {
 			return false, err
 		}
-		// A member behind rev, or rev compacted: read the current state.
+		// A member behind rev (etcd sends a revision's events a moment
+		// before its reads may ask for it, so this happens now and then
+		// on the waiter's own member too), or rev compacted: read the
+		// current state.
 		if resp, err = d.kv.Get(ctx, sentinel, clientv3.WithCountOnly()); err != nil {
 			return false, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -727,4 +728,62 @@ func TestClose(t *testing.T) {
 	stop()
 	sub.Close()
 	d.Close()
+}
+
+// TestHandoffRoundTrips counts the requests of a waiter granted after a
+// release: its queueing Txn, then (the release made elsewhere) one Range,
+// the serializable read of the old holder's sentinel for the lock delay,
+// or nothing when its own driver released; never a confirming Refresh,
+// as the grant carries Lease.Start.
+func TestHandoffRoundTrips(t *testing.T) {
+	admin := newClient(t)
+	c, rc := countingClient(t)
+	d := newDriverOn(t, c, nil)
+	other := newDriver(t)
+	ttl := 10 * time.Second
+	for _, same := range []bool{false, true} {
+		key := uniqueKey(t, fmt.Sprint(same))
+		releaser := other
+		if same {
+			releaser = d
+		}
+		hl := mustAcquire(t, releaser, req(key, owner(), driver.Exclusive, ttl))
+		type res struct {
+			l   driver.Lease
+			err error
+		}
+		got := make(chan res, 1)
+		go func() {
+			l, err := d.Acquire(ctxT(t), req(key, owner(), driver.Exclusive, ttl))
+			got <- res{l, err}
+		}()
+		waitEntries(t, admin, key, 2)
+		rc.reset()
+		if err := releaser.Release(ctxT(t), hl); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		calls := nonZero(rc.reset())
+		want := map[string]int{"Range": 1}
+		if same {
+			want = map[string]int{"DeleteRange": 1}
+		} else if calls["Range"] == 2 {
+			// etcd sends a revision's events a moment before its reads
+			// may ask for that revision: a read at it refused in that
+			// moment is made again, of the current state.
+			want["Range"] = 2
+		}
+		if !maps.Equal(calls, want) {
+			t.Errorf("released by the waiter's own driver %v: the handoff made %v; want %v", same, calls, want)
+		}
+		if r.l.Start.IsZero() || time.Since(r.l.Start) > ttl/2 {
+			t.Errorf("released by the waiter's own driver %v: grant %+v; want Lease.Start set, within the TTL", same, r.l)
+		}
+		if err := d.Release(ctxT(t), r.l); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -833,10 +833,11 @@ func (rc *releaseCall) end(resp *clientv3.DeleteResponse, err error) {
 	close(rc.done)
 }
 
-// releasedAt reports whether this driver's Release is known to have
-// deleted entry k at revision rev. A Delete whose reply has not come yet
-// (it may never come) counts as unknown.
-func (d *Driver) releasedAt(k string, rev int64) bool {
+// releasedAt reports whether this driver's Release deleted entry k at
+// revision rev. The waiter calls it having seen the deletion, so the reply
+// to a Delete still under way is on its way too: it is waited for, up to
+// releaseReplyWait (then the answer is unknown: false).
+func (d *Driver) releasedAt(ctx context.Context, k string, rev int64) bool {
 	d.relMu.Lock()
 	rc := d.releases[k]
 	d.relMu.Unlock()
@@ -847,6 +848,18 @@ func (d *Driver) releasedAt(k string, rev int64) bool {
 	case <-rc.done:
 		return rc.rev == rev
 	default:
-		return false
 	}
+	t := time.NewTimer(releaseReplyWait)
+	defer t.Stop()
+	select {
+	case <-rc.done:
+		return rc.rev == rev
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
+
+// releaseReplyWait bounds the wait for the reply to a Release's Delete
+// whose deletion a waiter saw (see releasedAt).
+const releaseReplyWait = time.Second
