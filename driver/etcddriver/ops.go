@@ -215,7 +215,6 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 // attempt: If(no conflicting entry) Then(put the entry).
 func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base string, e entry, isNew, queued bool) (attempt, error) {
 	k, dir := e.key, reqDir(req)
-	cs, ce := conflictRange(base, dir)
 	free := d.freeCmpOf(base, dir)
 	put := clientv3.OpPut(k, d.entryValue(req), clientv3.WithLease(e.lease))
 	var resp *clientv3.TxnResponse
@@ -238,6 +237,7 @@ func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base stri
 		// The owner's entry may exist: keep it (renewing its lease, see
 		// the keep-alive in tryOnce) and read whether it is at the head.
 		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		cs, ce := conflictRange(base, dir)
 		els := make([]clientv3.Op, 0, 3)
 		if queued {
 			els = append(els, clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil))
