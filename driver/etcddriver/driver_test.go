@@ -787,3 +787,48 @@ func TestHandoffRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriptionsShareWatch: subscriptions of one key share the key's
+// watch, are all woken by a release, and the watch closes (after
+// Options.WatchLinger) once the last subscription is closed.
+func TestSubscriptionsShareWatch(t *testing.T) {
+	d := newDriverOn(t, newClient(t), &etcddriver.Options{WatchLinger: 50 * time.Millisecond})
+	other := newDriver(t)
+	key := uniqueKey(t, "k")
+	var subs []driver.Subscription
+	for range 2 {
+		s, err := d.Subscribe(ctxT(t), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	if n := d.Watches(); n != 1 {
+		t.Fatalf("two subscriptions of one key: %d watches; want 1", n)
+	}
+	l := mustAcquire(t, other, req(key, owner(), driver.Exclusive, 10*time.Second))
+	if err := other.Release(ctxT(t), l); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range subs {
+		select {
+		case <-s.C():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("subscription %d not woken by a release", i)
+		}
+	}
+	subs[0].Close()
+	subs[0].Close()
+	time.Sleep(200 * time.Millisecond)
+	if n := d.Watches(); n != 1 {
+		t.Fatalf("one live subscription left: %d watches; want 1", n)
+	}
+	subs[1].Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for d.Watches() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the key's watch stayed open after its last subscription closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

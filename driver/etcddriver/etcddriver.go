@@ -89,6 +89,7 @@ type Driver struct {
 	tokens  map[holdRef]string                    // entry keys of owners[…] with a known token
 	pools   map[int64][]pooledLease               // idle leases by TTL in seconds
 	watches map[string]*keyWatch                  // by lock base
+	fan     driver.Fanout                         // subscriptions, by lock base (see Subscribe)
 	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
 	hot     map[string]time.Time                  // lock bases by the time of the last refusal
 
@@ -202,6 +203,7 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 	if d.lockDelay == 0 {
 		d.lockDelay = DefaultLockDelay
 	}
+	d.fan.OnClose = d.unsubscribed
 	d.ctx, d.cancel = context.WithCancel(client.Ctx())
 	if d.minTTL == 0 {
 		ctx, cancel := context.WithTimeout(d.ctx, o.ProbeTimeout)
