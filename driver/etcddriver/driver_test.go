@@ -832,3 +832,35 @@ func TestSubscriptionsShareWatch(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCloseRevokesIdleLeases: Close revokes the idle leases of its pool,
+// and leaves a hold's lease alone.
+func TestCloseRevokesIdleLeases(t *testing.T) {
+	admin := newClient(t)
+	d := newDriver(t)
+	idleKey, heldKey := uniqueKey(t, "idle"), uniqueKey(t, "held")
+	l := mustAcquire(t, d, req(idleKey, owner(), driver.Exclusive, 10*time.Second))
+	idle := entryLease(t, admin, idleKey)
+	if err := d.Release(ctxT(t), l); err != nil {
+		t.Fatal(err)
+	}
+	// Another TTL: the pool does not give the idle lease to the hold.
+	mustAcquire(t, d, req(heldKey, owner(), driver.Exclusive, 20*time.Second))
+	held := entryLease(t, admin, heldKey)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ttl := func(id clientv3.LeaseID) int64 {
+		resp, err := admin.TimeToLive(ctxT(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.TTL
+	}
+	if got := ttl(idle); got > 0 {
+		t.Errorf("the idle lease lives on after Close (TTL %ds); want it revoked", got)
+	}
+	if got := ttl(held); got <= 0 {
+		t.Errorf("the held lease is gone after Close (TTL %d); want it kept until it expires", got)
+	}
+}

@@ -221,8 +221,11 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 
 // Close stops the driver's background work: the watches of lock keys and
 // the keep-alive stream. Holds and queue entries stay on the server until
-// their leases run out. Calls after Close fail. Close does not close the
-// client; closing the client also ends the background work.
+// their leases run out; the idle leases the driver kept for new entries,
+// which hold nothing, are revoked (all at once, for at most
+// closeRevokeTimeout), so that the server does not expire them later.
+// Calls after Close fail. Close does not close the client; closing the
+// client also ends the background work.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -234,6 +237,12 @@ func (d *Driver) Close() error {
 	for _, w := range d.watches {
 		ws = append(ws, w)
 	}
+	var idle []clientv3.LeaseID
+	for _, pool := range d.pools {
+		for _, p := range pool {
+			idle = append(idle, p.id)
+		}
+	}
 	d.pools = nil
 	d.mu.Unlock()
 	d.cancel()
@@ -241,7 +250,27 @@ func (d *Driver) Close() error {
 		w.stop()
 	}
 	d.bg.Wait()
+	d.revokeIdle(idle)
 	return nil
+}
+
+// closeRevokeTimeout bounds Close's revocation of the idle leases.
+const closeRevokeTimeout = time.Second
+
+// revokeIdle revokes the idle leases ids, concurrently, unless the client
+// is closed, for at most closeRevokeTimeout; a lease it fails to revoke
+// expires on its own.
+func (d *Driver) revokeIdle(ids []clientv3.LeaseID) {
+	if len(ids) == 0 || d.client.Ctx().Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(d.client.Ctx(), closeRevokeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() { _, _ = d.leases.Revoke(ctx, id) })
+	}
+	wg.Wait()
 }
 
 // Prefix returns the key prefix of the driver.
