@@ -256,11 +256,15 @@
 //
 // The driver never closes the client: whoever created it owns it. Close
 // stops the driver's goroutines (the watches and the keep-alive stream);
-// closing the client ends them too. Once either is closed, every call
-// fails at once with an error that driver.IsPermanent reports (a call under
-// way too: a waiting Acquire returns, a Subscription's channel receives a
-// value so that its next attempt fails), instead of clientv3 retrying a
-// request of a closed client until its context ends. A call whose context
+// closing the client ends them too. Close also revokes the idle leases of
+// the pool (see above), at most for a second. Once the driver or the client
+// is closed, every call fails at once with an error that driver.IsPermanent
+// reports, instead of clientv3 retrying a request of a closed client until
+// its context ends; a call under way fails too: a waiting Acquire returns,
+// a Subscription's channel receives a value so that its next attempt
+// fails, and a TryAcquire or Refresh whose request etcd is answering fails
+// when the request ends, at once if the client was closed (a Release under
+// way reports the release it made). A call whose context
 // is already done fails at once, without a request; every call returns
 // by its context's deadline, whether or not etcd answers.
 //

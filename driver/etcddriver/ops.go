@@ -27,6 +27,9 @@ var errLeaseGone = errors.New("the entry's lease expired or was revoked during t
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	bctx := d.request(ctx)
 	l, err := d.tryAcquire(bctx, req, false)
+	if err == nil {
+		err = d.closedErr() // closed while the request was under way
+	}
 	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
 	}
@@ -40,6 +43,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	bctx := d.request(ctx)
 	l, err := d.tryAcquire(bctx, req, true)
+	if err == nil {
+		err = d.closedErr()
+	}
 	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
 	}
@@ -522,7 +528,11 @@ func (d *Driver) find(ctx context.Context, base string, m driver.Mode, owner str
 // TTL from the keep-alive.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	bctx := d.request(ctx)
-	if err := d.refresh(bctx, l); err != nil {
+	err := d.refresh(bctx, l)
+	if err == nil {
+		err = d.closedErr()
+	}
+	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "refresh", l.Key, err)
 	}
 	return l, nil
