@@ -102,12 +102,10 @@ type Driver struct {
 	kaMu sync.Mutex
 	ka   *kaStream // nil until needed or after it broke
 
-	basesMu sync.Mutex
-	bases   map[string]string       // lock key -> base
-	frees   map[cmpKey]clientv3.Cmp // see freeCmpOf
+	bases cache[string, string]       // lock key -> base
+	frees cache[cmpKey, clientv3.Cmp] // see freeCmpOf
 
-	relMu    sync.Mutex
-	releases map[string]*releaseCall // the last Release's Delete of each entry key
+	releases cache[string, *releaseCall] // the last Release's Delete of each entry key
 }
 
 // holdRef names a grant: the lock's base and the token.
@@ -191,9 +189,9 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		losses:      make(map[string]map[*lossListener]struct{}),
 		hot:         make(map[string]time.Time),
 		leaseLosses: make(map[*leaseLoss]struct{}),
-		bases:       make(map[string]string),
-		frees:       make(map[cmpKey]clientv3.Cmp),
-		releases:    make(map[string]*releaseCall),
+		bases:       cache[string, string]{max: maxCachedBases},
+		frees:       cache[cmpKey, clientv3.Cmp]{max: maxCachedBases},
+		releases:    cache[string, *releaseCall]{max: maxReleases},
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -418,19 +416,11 @@ func permanentf(format string, args ...any) error {
 // base returns the base of key's entries, from a small cache: a key
 // locked over and over is escaped once.
 func (d *Driver) base(key string) string {
-	d.basesMu.Lock()
-	b, ok := d.bases[key]
-	d.basesMu.Unlock()
-	if ok {
+	if b, ok := d.bases.load(key); ok {
 		return b
 	}
-	b = lockBase(d.prefix, key)
-	d.basesMu.Lock()
-	if len(d.bases) >= maxCachedBases {
-		clear(d.bases)
-	}
-	d.bases[key] = b
-	d.basesMu.Unlock()
+	b := lockBase(d.prefix, key)
+	d.bases.store(key, b)
 	return b
 }
 

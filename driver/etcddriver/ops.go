@@ -445,19 +445,11 @@ func freeCmp(start, end string) clientv3.Cmp {
 // share them.
 func (d *Driver) freeCmpOf(base, dir string) clientv3.Cmp {
 	k := cmpKey{base, dir}
-	d.basesMu.Lock()
-	c, ok := d.frees[k]
-	d.basesMu.Unlock()
-	if ok {
+	if c, ok := d.frees.load(k); ok {
 		return c
 	}
-	c = freeCmp(conflictRange(base, dir))
-	d.basesMu.Lock()
-	if len(d.frees) >= maxCachedBases {
-		clear(d.frees)
-	}
-	d.frees[k] = c
-	d.basesMu.Unlock()
+	c := freeCmp(conflictRange(base, dir))
+	d.frees.store(k, c)
 	return c
 }
 
@@ -823,12 +815,7 @@ func (d *Driver) startRelease(base, k string) *releaseCall {
 		return nil
 	}
 	rc := &releaseCall{done: make(chan struct{})}
-	d.relMu.Lock()
-	if len(d.releases) >= maxReleases {
-		clear(d.releases)
-	}
-	d.releases[k] = rc
-	d.relMu.Unlock()
+	d.releases.store(k, rc)
 	return rc
 }
 
@@ -848,10 +835,8 @@ func (rc *releaseCall) end(resp *clientv3.DeleteResponse, err error) {
 // to a Delete still under way is on its way too: it is waited for, up to
 // releaseReplyWait (then the answer is unknown: false).
 func (d *Driver) releasedAt(ctx context.Context, k string, rev int64) bool {
-	d.relMu.Lock()
-	rc := d.releases[k]
-	d.relMu.Unlock()
-	if rc == nil {
+	rc, ok := d.releases.load(k)
+	if !ok {
 		return false
 	}
 	select {
