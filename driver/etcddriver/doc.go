@@ -118,7 +118,11 @@
 //   - Acquire: one transaction that puts the entry (granting at once if
 //     nothing conflicts) and reads the older conflicting entries; then it
 //     waits, on the key's watch, until each of them is deleted. No request
-//     is made while it waits but a keep-alive every third of the TTL.
+//     is made while it waits but a keep-alive every third of the TTL. Once
+//     granted by its predecessor's leaving, one serializable Range of the
+//     predecessor's sentinel decides the lock delay (see Losing a hold),
+//     none when this driver made the release; the grant carries
+//     Lease.Start.
 //   - Refresh: a linearizable Get of the entry (owner and token checked)
 //     with a keep-alive of its lease alongside: one round trip.
 //   - RefreshBatch: one read-only transaction per 100 leases, all
