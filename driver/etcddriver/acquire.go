@@ -194,11 +194,70 @@ func (q *queueWait) check(ctx context.Context) (_ driver.Lease, done bool, _ err
 	case q.resync && q.retry == nil:
 		return q.reread(ctx)
 	case granted && !q.resync:
-		q.d.setPred(q.req.Owner, q.e.key, q.wt.lastLeft())
+		if err := q.afterPred(ctx); err != nil {
+			return driver.Lease{}, true, err
+		}
 		l, err := q.d.granted(q.req, q.e.key, token)
 		return l, true, err
 	}
 	return driver.Lease{}, false, nil
+}
+
+// afterPred delays a grant that followed the end of the predecessor's
+// lease (rather than its release) by Options.LockDelay. The predecessor
+// left at revision rev, the revision of its entry's deletion. When this
+// driver released that entry, its Delete's reply says whether it deleted
+// the entry at rev; otherwise the lease ended then exactly when its
+// sentinel, which the lease's end deletes in the same revision, is gone at
+// rev. That is read at rev from the local member (a serializable read, no
+// Raft round: the member has applied rev, as it delivered the deletion),
+// or, when the member cannot serve rev, from the current state,
+// linearizably.
+func (q *queueWait) afterPred(ctx context.Context) error {
+	d := q.d
+	key, sentinel, rev := q.wt.lastLeft()
+	if d.lockDelay <= 0 || sentinel == "" {
+		return nil
+	}
+	if d.releasedAt(ctx, key, rev) {
+		return nil
+	}
+	ended, err := d.leaseEndedAt(ctx, sentinel, rev)
+	if err != nil || !ended {
+		return err
+	}
+	t := time.NewTimer(d.lockDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-q.w.done:
+		return d.closedErr()
+	}
+	if gone, _, _, _ := q.wt.state(); gone {
+		return errEntryLost
+	}
+	return nil
+}
+
+// leaseEndedAt reports whether the lease of sentinel had ended at revision
+// rev (see queueWait.afterPred).
+func (d *Driver) leaseEndedAt(ctx context.Context, sentinel string, rev int64) (bool, error) {
+	resp, err := d.kv.Get(ctx, sentinel, clientv3.WithRev(rev), clientv3.WithSerializable(), clientv3.WithCountOnly())
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, err
+		}
+		// A member behind rev (etcd sends a revision's events a moment
+		// before its reads may ask for it, so this happens now and then
+		// on the waiter's own member too), or rev compacted: read the
+		// current state.
+		if resp, err = d.kv.Get(ctx, sentinel, clientv3.WithCountOnly()); err != nil {
+			return false, err
+		}
+	}
+	return resp.Count == 0, nil
 }
 
 // reread reads the queue again after the key's watch was re-created, and
@@ -225,7 +284,9 @@ func (q *queueWait) reread(ctx context.Context) (_ driver.Lease, done bool, _ er
 }
 
 // granted returns the lease of a granted entry, unless its lease may have
-// run out meanwhile.
+// run out meanwhile. The entry's lease is known to live until e.deadline:
+// the front-end counts from then on (Lease.Start) without a confirming
+// Refresh.
 func (d *Driver) granted(req driver.Request, k string, token int64) (driver.Lease, error) {
 	e, ok := d.lookup(req.Owner, k)
 	if !ok || !time.Now().Before(e.deadline) {
@@ -233,28 +294,7 @@ func (d *Driver) granted(req driver.Request, k string, token int64) (driver.Leas
 	}
 	d.confirm(req.Owner, k, time.Time{}, token)
 	ttl := time.Duration(e.ttl) * time.Second
-	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: ttl}
-	if e.pred == "" {
-		// The entry's lease is known to live until e.deadline: the
-		// front-end may count from then on without a confirming
-		// Refresh. (After a predecessor left, that Refresh checks how
-		// it left: see Options.LockDelay.)
-		l.Start = e.deadline.Add(-ttl)
-	}
-	return l, nil
-}
-
-// setPred records the sentinel of the holder whose leaving granted
-// owner's entry k, for the first Refresh (see Options.LockDelay).
-func (d *Driver) setPred(owner, k, sentinel string) {
-	if d.lockDelay <= 0 {
-		return
-	}
-	d.mu.Lock()
-	if e := d.owners[owner]; e != nil && e.key == k {
-		e.pred = sentinel
-	}
-	d.mu.Unlock()
+	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: ttl, Start: e.deadline.Add(-ttl)}, nil
 }
 
 // known reports whether owner's entry at k is known to live past now.
@@ -382,6 +422,8 @@ type waiter struct {
 	own    class                 // the own entry's class
 	lower  map[string]lowerEntry // older entries it must look at
 	last   string                // the sentinel of the lower entry deleted last
+	lastK  string                // that entry's key
+	lastAt int64                 // the revision of its deletion
 	early  []delEvent            // deletions seen before arm
 	gone   bool                  // the own entry was deleted
 	resets bool                  // the watch was re-created since arm
@@ -446,7 +488,7 @@ func (wt *waiter) apply(key string, rev int64) {
 		return
 	}
 	if le, ok := wt.lower[key]; ok {
-		wt.last = le.sentinel
+		wt.last, wt.lastK, wt.lastAt = le.sentinel, key, rev
 		delete(wt.lower, key)
 	}
 }
@@ -494,10 +536,10 @@ func (wt *waiter) state() (gone, reset bool, token int64, granted bool) {
 	return wt.gone, false, wt.token, wt.armed && wt.fits()
 }
 
-// lastLeft returns the sentinel of the older entry whose deletion
-// granted the waiter.
-func (wt *waiter) lastLeft() string {
+// lastLeft returns the key and the sentinel of the older entry whose
+// deletion granted the waiter, and the revision of that deletion.
+func (wt *waiter) lastLeft() (key, sentinel string, rev int64) {
 	wt.mu.Lock()
 	defer wt.mu.Unlock()
-	return wt.last
+	return wt.lastK, wt.last, wt.lastAt
 }

@@ -118,7 +118,11 @@
 //   - Acquire: one transaction that puts the entry (granting at once if
 //     nothing conflicts) and reads the older conflicting entries; then it
 //     waits, on the key's watch, until each of them is deleted. No request
-//     is made while it waits but a keep-alive every third of the TTL.
+//     is made while it waits but a keep-alive every third of the TTL. Once
+//     granted by its predecessor's leaving, one serializable Range of the
+//     predecessor's sentinel decides the lock delay (see Losing a hold),
+//     none when this driver made the release; the grant carries
+//     Lease.Start.
 //   - Refresh: a linearizable Get of the entry (owner and token checked)
 //     with a keep-alive of its lease alongside: one round trip.
 //   - RefreshBatch: one read-only transaction per 100 leases, all
@@ -135,9 +139,13 @@
 // one keep-alive message when the pooled lease's last proof is older than
 // a tenth of the TTL): the same two Raft writes as concurrency.Mutex (Txn
 // and Delete, on a session made beforehand), without a session to keep
-// alive in the background. A contended handoff is the holder's Delete, the watch
-// event, and the new holder's confirming Refresh (package locker confirms
-// every grant of Acquire with a Refresh and counts the TTL from it).
+// alive in the background. A contended handoff is the holder's Delete, the
+// watch event, and the new holder's serializable read of the old holder's
+// sentinel (see Losing a hold): Acquire's grant carries Lease.Start, the
+// time from which the waiter's own lease, renewed while it waited, is known
+// to live the TTL, so package locker needs no confirming Refresh. Per
+// acquisition on a contended key that is two Raft writes (the waiter's
+// queueing Txn and its Delete) and one local read.
 //
 // # Waiting
 //
@@ -175,8 +183,8 @@
 // revoked: etcd-io/etcd#11456 and the #9921, #19597 family, where etcd's
 // own lock granted an expired waiter the lock), Acquire returns an error,
 // never the lock; it also never returns a grant whose lease may have run
-// out, and the front-end's confirming Refresh checks the entry and the lease
-// on the server. A waiter whose context ends returns at once and deletes its
+// out (its grant carries the time from which its lease is known to live,
+// proved by a keep-alive or a grant). A waiter whose context ends returns at once and deletes its
 // entry in the background (within 10s, or until the driver or its client
 // is closed), so that it returns by its context's deadline even when etcd
 // does not answer.
@@ -213,15 +221,17 @@
 // lock's keys, and a release (which deletes the entry, not the sentinel) is
 // never mistaken for a loss. The revocation of a holder's lease therefore
 // reaches the holder through the same kind of event that wakes the next
-// waiter, who still needs a round trip to confirm its grant.
+// waiter.
 //
 // A holder's etcd member may apply a revocation a little after the member
 // that serves the next waiter does. So that the lost holder stops before the
 // new one starts, a waiter granted a key because its holder's lease ended
-// (the holder's sentinel is gone, which its confirming Refresh reads in the
-// same transaction) waits Options.LockDelay (default 250ms) before the grant
-// is confirmed, like Consul's lock-delay; a grant after a release is not
-// delayed. A newcomer's TryAcquire is not delayed.
+// waits Options.LockDelay (default 250ms) before Acquire returns, like
+// Consul's lock-delay; a grant after a release is not delayed. The waiter
+// tells the two apart with one serializable read of the holder's sentinel
+// at the revision of the holder's deletion (a lease's end deletes its
+// sentinel in the same revision as its entries), which its own member
+// answers without a Raft round. A newcomer's TryAcquire is not delayed.
 //
 // Expiry is covered by package locker's local deadline, which ends a hold
 // before etcd can expire its lease. An entry deleted by hand while its lease
@@ -250,11 +260,15 @@
 //
 // The driver never closes the client: whoever created it owns it. Close
 // stops the driver's goroutines (the watches and the keep-alive stream);
-// closing the client ends them too. Once either is closed, every call
-// fails at once with an error that driver.IsPermanent reports (a call under
-// way too: a waiting Acquire returns, a Subscription's channel receives a
-// value so that its next attempt fails), instead of clientv3 retrying a
-// request of a closed client until its context ends. A call whose context
+// closing the client ends them too. Close also revokes the idle leases of
+// the pool (see above), at most for a second. Once the driver or the client
+// is closed, every call fails at once with an error that driver.IsPermanent
+// reports, instead of clientv3 retrying a request of a closed client until
+// its context ends; a call under way fails too: a waiting Acquire returns,
+// a Subscription's channel receives a value so that its next attempt
+// fails, and a TryAcquire or Refresh whose request etcd is answering fails
+// when the request ends, at once if the client was closed (a Release under
+// way reports the release it made). A call whose context
 // is already done fails at once, without a request; every call returns
 // by its context's deadline, whether or not etcd answers.
 //

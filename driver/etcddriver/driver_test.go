@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -727,4 +728,139 @@ func TestClose(t *testing.T) {
 	stop()
 	sub.Close()
 	d.Close()
+}
+
+// TestHandoffRoundTrips counts the requests of a waiter granted after a
+// release: its queueing Txn, then (the release made elsewhere) one Range,
+// the serializable read of the old holder's sentinel for the lock delay,
+// or nothing when its own driver released; never a confirming Refresh,
+// as the grant carries Lease.Start.
+func TestHandoffRoundTrips(t *testing.T) {
+	admin := newClient(t)
+	c, rc := countingClient(t)
+	d := newDriverOn(t, c, nil)
+	other := newDriver(t)
+	ttl := 10 * time.Second
+	for _, same := range []bool{false, true} {
+		key := uniqueKey(t, fmt.Sprint(same))
+		releaser := other
+		if same {
+			releaser = d
+		}
+		hl := mustAcquire(t, releaser, req(key, owner(), driver.Exclusive, ttl))
+		type res struct {
+			l   driver.Lease
+			err error
+		}
+		got := make(chan res, 1)
+		go func() {
+			l, err := d.Acquire(ctxT(t), req(key, owner(), driver.Exclusive, ttl))
+			got <- res{l, err}
+		}()
+		waitEntries(t, admin, key, 2)
+		rc.reset()
+		if err := releaser.Release(ctxT(t), hl); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		calls := nonZero(rc.reset())
+		want := map[string]int{"Range": 1}
+		if same {
+			want = map[string]int{"DeleteRange": 1}
+		} else if calls["Range"] == 2 {
+			// etcd sends a revision's events a moment before its reads
+			// may ask for that revision: a read at it refused in that
+			// moment is made again, of the current state.
+			want["Range"] = 2
+		}
+		if !maps.Equal(calls, want) {
+			t.Errorf("released by the waiter's own driver %v: the handoff made %v; want %v", same, calls, want)
+		}
+		if r.l.Start.IsZero() || time.Since(r.l.Start) > ttl/2 {
+			t.Errorf("released by the waiter's own driver %v: grant %+v; want Lease.Start set, within the TTL", same, r.l)
+		}
+		if err := d.Release(ctxT(t), r.l); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSubscriptionsShareWatch: subscriptions of one key share the key's
+// watch, are all woken by a release, and the watch closes (after
+// Options.WatchLinger) once the last subscription is closed.
+func TestSubscriptionsShareWatch(t *testing.T) {
+	d := newDriverOn(t, newClient(t), &etcddriver.Options{WatchLinger: 50 * time.Millisecond})
+	other := newDriver(t)
+	key := uniqueKey(t, "k")
+	var subs []driver.Subscription
+	for range 2 {
+		s, err := d.Subscribe(ctxT(t), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	if n := d.Watches(); n != 1 {
+		t.Fatalf("two subscriptions of one key: %d watches; want 1", n)
+	}
+	l := mustAcquire(t, other, req(key, owner(), driver.Exclusive, 10*time.Second))
+	if err := other.Release(ctxT(t), l); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range subs {
+		select {
+		case <-s.C():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("subscription %d not woken by a release", i)
+		}
+	}
+	subs[0].Close()
+	subs[0].Close()
+	time.Sleep(200 * time.Millisecond)
+	if n := d.Watches(); n != 1 {
+		t.Fatalf("one live subscription left: %d watches; want 1", n)
+	}
+	subs[1].Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for d.Watches() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the key's watch stayed open after its last subscription closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCloseRevokesIdleLeases: Close revokes the idle leases of its pool,
+// and leaves a hold's lease alone.
+func TestCloseRevokesIdleLeases(t *testing.T) {
+	admin := newClient(t)
+	d := newDriver(t)
+	idleKey, heldKey := uniqueKey(t, "idle"), uniqueKey(t, "held")
+	l := mustAcquire(t, d, req(idleKey, owner(), driver.Exclusive, 10*time.Second))
+	idle := entryLease(t, admin, idleKey)
+	if err := d.Release(ctxT(t), l); err != nil {
+		t.Fatal(err)
+	}
+	// Another TTL: the pool does not give the idle lease to the hold.
+	mustAcquire(t, d, req(heldKey, owner(), driver.Exclusive, 20*time.Second))
+	held := entryLease(t, admin, heldKey)
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ttl := func(id clientv3.LeaseID) int64 {
+		resp, err := admin.TimeToLive(ctxT(t), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.TTL
+	}
+	if got := ttl(idle); got > 0 {
+		t.Errorf("the idle lease lives on after Close (TTL %ds); want it revoked", got)
+	}
+	if got := ttl(held); got <= 0 {
+		t.Errorf("the held lease is gone after Close (TTL %d); want it kept until it expires", got)
+	}
 }

@@ -53,8 +53,7 @@ type Options struct {
 
 	// LockDelay is how long a waiter that is granted a key because its
 	// holder's lease ended (it expired or was revoked), rather than
-	// because the holder released it, waits before it takes the key
-	// (in the Refresh that package locker makes to confirm a grant): the
+	// because the holder released it, waits before Acquire returns: the
 	// lost holder hears of its loss from its own etcd member, which may
 	// apply the revocation a little after the waiter's member does, and
 	// the delay lets it stop before the new holder starts. Zero means
@@ -90,6 +89,7 @@ type Driver struct {
 	tokens  map[holdRef]string                    // entry keys of owners[…] with a known token
 	pools   map[int64][]pooledLease               // idle leases by TTL in seconds
 	watches map[string]*keyWatch                  // by lock base
+	fan     driver.Fanout                         // subscriptions, by lock base (see Subscribe)
 	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
 	hot     map[string]time.Time                  // lock bases by the time of the last refusal
 
@@ -102,8 +102,10 @@ type Driver struct {
 	kaMu sync.Mutex
 	ka   *kaStream // nil until needed or after it broke
 
-	basesMu sync.Mutex
-	bases   map[string]string // lock key -> base
+	bases cache[string, string]       // lock key -> base
+	frees cache[cmpKey, clientv3.Cmp] // see freeCmpOf
+
+	releases cache[string, *releaseCall] // the last Release's Delete of each entry key
 }
 
 // holdRef names a grant: the lock's base and the token.
@@ -123,7 +125,6 @@ type entry struct {
 	deadline time.Time // the lease lives at least until then
 	token    int64     // create revision, once known
 	dead     bool      // the lease's sentinel is gone: the lease ended
-	pred     string    // the sentinel of the holder whose leaving granted the entry, until the first Refresh
 }
 
 var (
@@ -188,7 +189,9 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		losses:      make(map[string]map[*lossListener]struct{}),
 		hot:         make(map[string]time.Time),
 		leaseLosses: make(map[*leaseLoss]struct{}),
-		bases:       make(map[string]string),
+		bases:       cache[string, string]{max: maxCachedBases},
+		frees:       cache[cmpKey, clientv3.Cmp]{max: maxCachedBases},
+		releases:    cache[string, *releaseCall]{max: maxReleases},
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -198,6 +201,7 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 	if d.lockDelay == 0 {
 		d.lockDelay = DefaultLockDelay
 	}
+	d.fan.OnClose = d.unsubscribed
 	d.ctx, d.cancel = context.WithCancel(client.Ctx())
 	if d.minTTL == 0 {
 		ctx, cancel := context.WithTimeout(d.ctx, o.ProbeTimeout)
@@ -215,8 +219,11 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 
 // Close stops the driver's background work: the watches of lock keys and
 // the keep-alive stream. Holds and queue entries stay on the server until
-// their leases run out. Calls after Close fail. Close does not close the
-// client; closing the client also ends the background work.
+// their leases run out; the idle leases the driver kept for new entries,
+// which hold nothing, are revoked (all at once, for at most
+// closeRevokeTimeout), so that the server does not expire them later.
+// Calls after Close fail. Close does not close the client; closing the
+// client also ends the background work.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -228,6 +235,12 @@ func (d *Driver) Close() error {
 	for _, w := range d.watches {
 		ws = append(ws, w)
 	}
+	var idle []clientv3.LeaseID
+	for _, pool := range d.pools {
+		for _, p := range pool {
+			idle = append(idle, p.id)
+		}
+	}
 	d.pools = nil
 	d.mu.Unlock()
 	d.cancel()
@@ -235,7 +248,27 @@ func (d *Driver) Close() error {
 		w.stop()
 	}
 	d.bg.Wait()
+	d.revokeIdle(idle)
 	return nil
+}
+
+// closeRevokeTimeout bounds Close's revocation of the idle leases.
+const closeRevokeTimeout = time.Second
+
+// revokeIdle revokes the idle leases ids, concurrently, unless the client
+// is closed, for at most closeRevokeTimeout; a lease it fails to revoke
+// expires on its own.
+func (d *Driver) revokeIdle(ids []clientv3.LeaseID) {
+	if len(ids) == 0 || d.client.Ctx().Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(d.client.Ctx(), closeRevokeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() { _, _ = d.leases.Revoke(ctx, id) })
+	}
+	wg.Wait()
 }
 
 // Prefix returns the key prefix of the driver.
@@ -332,6 +365,34 @@ func (d *Driver) bound(ctx context.Context) (context.Context, func()) {
 	}
 }
 
+// request returns the context of a call that makes a few requests and
+// waits for nothing else: ctx, which also reports itself canceled (Err)
+// once the driver or its client is closed. That is what ends clientv3's
+// retries of a request that failed because the client was closed (see
+// bound), without a context and a callback of its own for every call.
+// Requests in flight when the driver is closed run to their end.
+func (d *Driver) request(ctx context.Context) context.Context {
+	return requestCtx{ctx, d}
+}
+
+// A requestCtx is the context of request.
+type requestCtx struct {
+	context.Context
+	d *Driver
+}
+
+// Err returns the parent's error, or context.Canceled once the driver or
+// its client is closed.
+func (c requestCtx) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.d.ctx.Err() != nil {
+		return context.Canceled
+	}
+	return nil
+}
+
 // spawn runs f on a goroutine of the driver's, which Close waits for,
 // unless the driver is closed; it reports whether f runs.
 func (d *Driver) spawn(f func()) bool {
@@ -355,19 +416,11 @@ func permanentf(format string, args ...any) error {
 // base returns the base of key's entries, from a small cache: a key
 // locked over and over is escaped once.
 func (d *Driver) base(key string) string {
-	d.basesMu.Lock()
-	b, ok := d.bases[key]
-	d.basesMu.Unlock()
-	if ok {
+	if b, ok := d.bases.load(key); ok {
 		return b
 	}
-	b = lockBase(d.prefix, key)
-	d.basesMu.Lock()
-	if len(d.bases) >= maxCachedBases {
-		clear(d.bases)
-	}
-	d.bases[key] = b
-	d.basesMu.Unlock()
+	b := lockBase(d.prefix, key)
+	d.bases.store(key, b)
 	return b
 }
 

@@ -25,9 +25,11 @@ var errLeaseGone = errors.New("the entry's lease expired or was revoked during t
 // (an entry req.Owner queued earlier with TryAcquireQueued or Acquire
 // keeps its place).
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	bctx, done := d.bound(ctx)
-	defer done()
+	bctx := d.request(ctx)
 	l, err := d.tryAcquire(bctx, req, false)
+	if err == nil {
+		err = d.closedErr() // closed while the request was under way
+	}
 	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
 	}
@@ -39,9 +41,11 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // queue (or keeps it there and renews its lease). Entries are served in
 // the order of their create revisions.
 func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	bctx, done := d.bound(ctx)
-	defer done()
+	bctx := d.request(ctx)
 	l, err := d.tryAcquire(bctx, req, true)
+	if err == nil {
+		err = d.closedErr()
+	}
 	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
 	}
@@ -217,7 +221,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 // attempt: If(no conflicting entry) Then(put the entry).
 func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base string, e entry, isNew, queued bool) (attempt, error) {
 	k, dir := e.key, reqDir(req)
-	cs, ce := conflictRange(base, dir)
+	free := d.freeCmpOf(base, dir)
 	put := clientv3.OpPut(k, d.entryValue(req), clientv3.WithLease(e.lease))
 	var resp *clientv3.TxnResponse
 	var err error
@@ -234,17 +238,18 @@ func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base stri
 		if dir == readers {
 			els = append(els, firstOp(base+counted, clientv3.GetPrefixRangeEnd(base+counted), false))
 		}
-		resp, err = d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+		resp, err = d.kv.Txn(ctx).If(free).Then(put).Else(els...).Commit()
 	} else {
 		// The owner's entry may exist: keep it (renewing its lease, see
 		// the keep-alive in tryOnce) and read whether it is at the head.
 		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		cs, ce := conflictRange(base, dir)
 		els := make([]clientv3.Op, 0, 3)
 		if queued {
 			els = append(els, clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil))
 		}
 		els = append(els, clientv3.OpGet(k), firstOp(cs, ce, dir == writers))
-		resp, err = d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(els...).Commit()
+		resp, err = d.kv.Txn(ctx).If(isNewCmp, free).Then(put).Else(els...).Commit()
 	}
 	if err != nil {
 		return attempt{}, err
@@ -434,6 +439,23 @@ func freeCmp(start, end string) clientv3.Cmp {
 	return clientv3.Compare(clientv3.Version(start), "=", 0).WithRange(end)
 }
 
+// freeCmpOf is freeCmp of the conflict range of base and dir (see
+// conflictRange), from a cache: a key locked over and over builds its
+// comparison once. Comparisons are only read once built, so transactions
+// share them.
+func (d *Driver) freeCmpOf(base, dir string) clientv3.Cmp {
+	k := cmpKey{base, dir}
+	if c, ok := d.frees.load(k); ok {
+		return c
+	}
+	c := freeCmp(conflictRange(base, dir))
+	d.frees.store(k, c)
+	return c
+}
+
+// A cmpKey names a cached freeCmp.
+type cmpKey struct{ base, dir string }
+
 // headOp returns the read that decides whether the entry k of the lock at
 // base is granted (see atHead): the oldest conflicting entry, or all the
 // entries for a counted one.
@@ -497,9 +519,12 @@ func (d *Driver) find(ctx context.Context, base string, m driver.Mode, owner str
 // and its lease must still exist; etcd then extends the lease to its full
 // TTL from the keep-alive.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
-	bctx, done := d.bound(ctx)
-	defer done()
-	if err := d.refresh(bctx, l); err != nil {
+	bctx := d.request(ctx)
+	err := d.refresh(bctx, l)
+	if err == nil {
+		err = d.closedErr()
+	}
+	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "refresh", l.Key, err)
 	}
 	return l, nil
@@ -530,10 +555,6 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 			own = kvs[0]
 			head = atHead(own, resp.Responses[1].GetResponseRange().Kvs)
 		}
-	case known && e.pred != "":
-		if own, err = d.afterPred(ctx, l, k, e.pred); err != nil {
-			return err
-		}
 	case known:
 		resp, err := d.kv.Get(ctx, k)
 		if err != nil {
@@ -544,31 +565,6 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 		}
 	}
 	return d.checkHeld(ctx, l, k, own, head, ka)
-}
-
-// afterPred reads entry k for the first Refresh after a grant that
-// followed a holder's leaving: if that holder's lease ended rather than
-// being released (its sentinel pred is gone), it waits Options.LockDelay.
-func (d *Driver) afterPred(ctx context.Context, l driver.Lease, k, pred string) (*mvccpb.KeyValue, error) {
-	resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), clientv3.OpGet(pred, clientv3.WithCountOnly())).Commit()
-	if err != nil {
-		return nil, err
-	}
-	var own *mvccpb.KeyValue
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		own = kvs[0]
-	}
-	d.setPred(l.Owner, k, "")
-	if own != nil && resp.Responses[1].GetResponseRange().Count == 0 {
-		t := time.NewTimer(d.lockDelay)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return own, nil
 }
 
 // checkHeld completes a refresh of l, whose entry k was read as own:
@@ -723,8 +719,7 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 // meanwhile. Either way the entry of l.Owner is gone afterwards, and its
 // lease goes back to the driver's pool for the next entry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
-	bctx, done := d.bound(ctx)
-	defer done()
+	bctx := d.request(ctx)
 	return d.fail(ctx, "release", l.Key, d.release(bctx, l))
 }
 
@@ -745,11 +740,13 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		return d.releaseFound(ctx, l, k, kv)
 	}
 	d.releasing(e.lease, int64(l.Token))
+	rc := d.startRelease(e.base, k)
 	if l.Token != 0 && e.token == int64(l.Token) {
 		// The driver granted this entry with this token, on a lease of
 		// its own: it needs no previous value to check it, only whether
 		// it was still there.
 		resp, err := d.kv.Delete(ctx, k)
+		rc.end(resp, err)
 		if err != nil {
 			return err
 		}
@@ -760,6 +757,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		return nil
 	}
 	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
+	rc.end(resp, err)
 	if err != nil {
 		return err
 	}
@@ -794,3 +792,69 @@ func (d *Driver) releaseFound(ctx context.Context, l driver.Lease, k string, kv 
 	}
 	return nil
 }
+
+// A releaseCall is a Release's Delete of an entry, which this driver's
+// waiters on the same key look at (see queueWait.afterPred): a deletion
+// that the Delete made is a release, not the end of a lease.
+type releaseCall struct {
+	done chan struct{}
+	rev  int64 // after done: the revision at which the Delete deleted the entry, or 0
+}
+
+// maxReleases bounds the Delete calls remembered.
+const maxReleases = 1024
+
+// startRelease records a Release's Delete of entry k of the lock at base,
+// about to be sent, when the driver watches that lock (only its waiters
+// look), and returns nil otherwise.
+func (d *Driver) startRelease(base, k string) *releaseCall {
+	d.mu.Lock()
+	watched := d.watches[base] != nil
+	d.mu.Unlock()
+	if !watched {
+		return nil
+	}
+	rc := &releaseCall{done: make(chan struct{})}
+	d.releases.store(k, rc)
+	return rc
+}
+
+// end records the reply to the Delete; rc may be nil.
+func (rc *releaseCall) end(resp *clientv3.DeleteResponse, err error) {
+	if rc == nil {
+		return
+	}
+	if err == nil && resp.Deleted > 0 {
+		rc.rev = resp.Header.Revision
+	}
+	close(rc.done)
+}
+
+// releasedAt reports whether this driver's Release deleted entry k at
+// revision rev. The waiter calls it having seen the deletion, so the reply
+// to a Delete still under way is on its way too: it is waited for, up to
+// releaseReplyWait (then the answer is unknown: false).
+func (d *Driver) releasedAt(ctx context.Context, k string, rev int64) bool {
+	rc, ok := d.releases.load(k)
+	if !ok {
+		return false
+	}
+	select {
+	case <-rc.done:
+		return rc.rev == rev
+	default:
+	}
+	t := time.NewTimer(releaseReplyWait)
+	defer t.Stop()
+	select {
+	case <-rc.done:
+		return rc.rev == rev
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// releaseReplyWait bounds the wait for the reply to a Release's Delete
+// whose deletion a waiter saw (see releasedAt).
+const releaseReplyWait = time.Second

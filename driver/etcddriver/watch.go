@@ -197,6 +197,7 @@ func (w *keyWatch) created(rev int64) {
 	for l := range w.listeners {
 		l.reset(rev)
 	}
+	w.d.fan.Wake(w.base)
 }
 
 // end tells the listeners that the watch ended for good, when it ends with
@@ -210,6 +211,7 @@ func (w *keyWatch) end() {
 	for l := range w.listeners {
 		l.ended()
 	}
+	w.d.fan.Wake(w.base)
 }
 
 func (w *keyWatch) dispatch(key string, rev int64) {
@@ -218,6 +220,7 @@ func (w *keyWatch) dispatch(key string, rev int64) {
 	for l := range w.listeners {
 		l.deleted(key, rev)
 	}
+	w.d.fan.Wake(w.base)
 }
 
 // Subscribe implements driver.Notifier: the subscription's channel
@@ -227,13 +230,18 @@ func (w *keyWatch) dispatch(key string, rev int64) {
 // key's watch is in place, so that no later release is missed. When the
 // driver or its client is closed, the channel receives a value too: the
 // subscriber's next call fails with a permanent error.
+//
+// A subscription is a *driver.FanoutSub of the driver's Fanout, keyed by
+// the lock's base, and a reference to the key's watch, which the watch's
+// events wake through the Fanout and which the subscription's Close drops
+// (see unsubscribed).
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if err := d.begin(ctx); err != nil {
 		return nil, d.fail(ctx, "subscribe", key, err)
 	}
-	w := d.watch(d.base(key))
-	s := &subscription{w: w, c: make(chan struct{}, 1)}
-	w.add(s)
+	base := d.base(key)
+	w := d.watch(base)
+	s := d.fan.Subscribe(base)
 	if err := w.waitReady(ctx); err != nil {
 		s.Close()
 		return nil, d.fail(ctx, "subscribe", key, err)
@@ -241,35 +249,15 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 	return s, nil
 }
 
-type subscription struct {
-	w    *keyWatch
-	c    chan struct{}
-	once sync.Once
-}
-
-func (s *subscription) notify() {
-	select {
-	case s.c <- struct{}{}:
-	default:
+// unsubscribed drops the watch reference of a closed subscription of
+// base: while it was live, its reference kept the watch in d.watches.
+func (d *Driver) unsubscribed(base string) {
+	d.mu.Lock()
+	w := d.watches[base]
+	d.mu.Unlock()
+	if w != nil {
+		w.release()
 	}
-}
-
-func (s *subscription) deleted(string, int64) { s.notify() }
-func (s *subscription) reset(int64)           { s.notify() }
-
-// ended wakes the subscriber, whose next attempt then fails for good.
-func (s *subscription) ended() { s.notify() }
-
-// C implements driver.Subscription.
-func (s *subscription) C() <-chan struct{} { return s.c }
-
-// Close implements driver.Subscription.
-func (s *subscription) Close() error {
-	s.once.Do(func() {
-		s.w.remove(s)
-		s.w.release()
-	})
-	return nil
 }
 
 // watchLossByKey is WatchLoss for a lease whose owner this driver has no
