@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-locker/locker/internal/etcdtest"
 	"github.com/go-locker/locker/internal/faultmatrix"
+	"github.com/go-locker/locker/internal/testflag"
 	"go.uber.org/goleak"
 )
 
@@ -37,5 +38,6 @@ func (m mainM) Run() int {
 func TestMain(m *testing.M) {
 	etcdtest.ServeChild()             // serves and exits when run as a benchmark's or the fault matrix's server process
 	faultmatrix.ServeChild(faultDial) // serves and exits when run as a helper child of the fault matrix
+	testflag.Parallel(8, true)        // -short: the conformance suite's waiting subtests together
 	goleak.VerifyTestMain(mainM{m}, etcdtest.IgnoreGoroutines()...)
 }
