@@ -48,6 +48,7 @@ func waitEntries(t *testing.T, c *clientv3.Client, key string, n int64) {
 // TestCluster runs the driver on a 3-member cluster, each driver with a
 // client of every member.
 func TestCluster(t *testing.T) {
+	parallelIfShort(t)
 	c := etcdtest.StartCluster(t, 3)
 	admin := c.Client(t)
 	if err := c.WaitReady(ctxT(t), admin); err != nil {

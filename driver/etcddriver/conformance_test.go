@@ -12,6 +12,7 @@ import (
 // own, as separate processes would have, through a fault proxy of its own
 // (see closeClient and stall).
 func TestConformance(t *testing.T) {
+	parallelIfShort(t)
 	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return newProxiedDriver(t) },
 		lockertest.WithCloseClient(closeClient), lockertest.WithStall(stall))
 }

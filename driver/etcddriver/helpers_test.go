@@ -82,3 +82,12 @@ func mustAcquire(t testing.TB, d driver.Driver, r driver.Request) driver.Lease {
 	}
 	return l
 }
+
+// parallelIfShort runs t beside the other such tests under -short (the
+// conformance suite beside the cluster's own servers); the full run keeps
+// them apart, so that their timing is judged on a quieter machine.
+func parallelIfShort(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
+}

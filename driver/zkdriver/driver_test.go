@@ -354,6 +354,7 @@ func TestContextCanceled(t *testing.T) {
 // waiter gets the lock, the expiry is reported when the partition heals,
 // and the new session never takes the old node for its own.
 func TestSessionExpiry(t *testing.T) {
+	parallelIfShort(t)
 	srv := server(t)
 	const session = 1500 * time.Millisecond
 	p := faultproxy.ForTest(t, srv.Addr)
@@ -445,6 +446,7 @@ func TestSessionExpiry(t *testing.T) {
 // TestDisconnectSurvives partitions a holder for less than its session
 // timeout: the session, and the hold with it, survives.
 func TestDisconnectSurvives(t *testing.T) {
+	parallelIfShort(t)
 	srv := server(t)
 	const session = 4 * time.Second
 	p := faultproxy.ForTest(t, srv.Addr)
@@ -723,6 +725,7 @@ func TestReclaimExpired(t *testing.T) {
 // while the key is released: the waiter never gets the lock (its node went
 // with its session), its Acquire fails, and others can lock the key.
 func TestWaiterSessionExpiry(t *testing.T) {
+	parallelIfShort(t)
 	srv := server(t)
 	const session = time.Second
 	p := faultproxy.ForTest(t, srv.Addr)

@@ -162,3 +162,13 @@ func (w *waiters) next() grant {
 	}
 	panic("unreachable")
 }
+
+// parallelIfShort runs t beside the other such tests under -short. These
+// tests wait for sessions and partitions through faultproxies of their
+// own; the full run keeps them apart, so that their timing is judged on a
+// quieter machine.
+func parallelIfShort(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
+}

@@ -20,6 +20,7 @@ import (
 // connections is tried three times quickly and then about once a second,
 // not in a loop.
 func TestReconnectAtOnce(t *testing.T) {
+	parallelIfShort(t)
 	srv := server(t)
 	p := faultproxy.ForTest(t, srv.Addr)
 	hasSession := make(chan struct{}, 16)
