@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// target is one of issue 6's targets, evaluated on this run.
+// target is one of the performance targets (issues 6 and 18), evaluated
+// on this run.
 type target struct {
 	area, what string
 	variant    string // which locker system: "", "4 drivers", "1 driver"
@@ -49,6 +50,34 @@ func (r *report) uncAllocs(s *system) (float64, bool) {
 		return 0, false
 	}
 	return float64(u.d.mallocs) / float64(u.pairs), true
+}
+
+func (r *report) parRate(s *system) (float64, bool) {
+	p := r.par[s]
+	if p == nil || p.pairs == 0 {
+		return 0, false
+	}
+	return rate(p.pairs, p.d.elapsed), true
+}
+
+func (r *report) churnRate(s *system) (float64, bool) {
+	c := r.churn[s]
+	if c == nil || c.pairs == 0 {
+		return 0, false
+	}
+	return rate(c.pairs, c.d.elapsed), true
+}
+
+// ratioTarget adds the target "what ≥ k× the other" for locker system s
+// (variant label) against o, measured by f, or an unmeasured row.
+func (r *report) ratioTarget(ts *targetList, area, what, label string, s, o *system, k float64, f func(*system) (float64, bool)) {
+	v, ok := f(s)
+	pv, pok := f(o)
+	if s == nil || o == nil || !ok || !pok {
+		ts.add(target{area: area, what: what, variant: label})
+		return
+	}
+	ts.add(target{area, what, label, fmt.Sprintf("%.0f (%.2f×)", v, v/pv), fmt.Sprintf("%s %.0f", o.name, pv), v >= k*pv, true})
 }
 
 func (r *report) conStat(n int, f func(contendedStats) float64) func(*system) (float64, bool) {
@@ -153,15 +182,12 @@ func (r *report) etcdTargets(ts *targetList) {
 	} else {
 		add(unmeasured("etcd", "uncontended"))
 	}
+	r.ratioTarget(ts, "etcd", "16 goroutines on distinct keys: pairs/s ≥ 1.0× concurrency.Mutex", "4 drivers", le, em, 1, r.parRate)
+	raw := r.find("etcd", "raw")
 	for _, vr := range variants() {
-		if c, pc := r.contended(r.find("etcd", vr.name), 8), r.contended(em, 8); c != nil && pc != nil {
-			v, pv := c.stats().rate, pc.stats().rate
-			add(target{"etcd", "N=8 acquisitions/s ≥ 10× concurrency.Mutex", vr.label, fmt.Sprintf("%.0f (%.1f×)", v, v/pv), fmt.Sprintf("%.0f", pv), v >= 10*pv, true})
-		} else {
-			add(target{area: "etcd", what: "N=8 contended", variant: vr.label})
-		}
+		r.ratioTarget(ts, "etcd", "N=8 acquisitions/s ≥ 0.9× the raw two-write ceiling", vr.label, r.find("etcd", vr.name), raw, 0.9,
+			r.conStat(8, func(s contendedStats) float64 { return s.rate }))
 	}
-
 }
 
 // zkTargets are the ZooKeeper targets.
@@ -175,6 +201,15 @@ func (r *report) zkTargets(ts *targetList) {
 	} else {
 		add(unmeasured("ZooKeeper", "uncontended"))
 	}
+	for _, vr := range variants() {
+		r.ratioTarget(ts, "ZooKeeper", "16 goroutines on distinct keys: pairs/s ≥ 1.0× zk.Lock", vr.label, r.find("zk", vr.name), zl, 1, r.parRate)
+	}
+	if av, ok := r.uncAllocs(lz); ok {
+		if pv, ok := r.uncAllocs(zl); ok {
+			add(target{"ZooKeeper", "allocations per uncontended pair ≤ zk.Lock's", "", fmt.Sprintf("%.1f", av), fmt.Sprintf("%.1f", pv), av <= pv+0.05, true})
+		}
+	}
+	r.ratioTarget(ts, "ZooKeeper", "lock+unlock of 1000 new keys: pairs/s ≥ 1.0× zk.Lock", "", lz, zl, 1, r.churnRate)
 	for _, vr := range variants() {
 		c := r.contended(r.find("zk", vr.name), 8)
 		if c == nil {
@@ -211,7 +246,7 @@ func (r *report) manyTargets(ts *targetList) {
 
 func (r *report) writeTargets(w io.Writer) {
 	ts := r.targets()
-	fmt.Fprintf(w, "### Targets (issue 6): locker against the best peer in this run\n\n")
+	fmt.Fprintf(w, "### Targets (issues 6 and 18): locker against the best peer in this run\n\n")
 	var rows [][]string
 	for _, t := range ts {
 		verdict := "not measured in this run"
