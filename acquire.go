@@ -205,8 +205,13 @@ func (k *contention) joinQueue() bool {
 	return !k.queued && k.c.queuer != nil && k.waitedEnough()
 }
 
-// attempt makes one request for the key and decides what follows.
+// attempt makes one request for the key and decides what follows. A call
+// that has waited long enough asks with its place in the backend's queue
+// (Queuer) at once, rather than being refused once more first.
 func (k *contention) attempt() result {
+	if !k.o.try && k.joinQueue() {
+		k.queued, k.dirty = true, true
+	}
 	k.o.attempts++
 	sent := time.Now()
 	var l driver.Lease

@@ -36,6 +36,15 @@ type hub struct {
 // sees the goroutine go soon after.
 const hubLinger = 200 * time.Millisecond
 
+// chanLinger is how long a channel stays subscribed after its last
+// subscription closed. A process that locks a contended key again and
+// again subscribes on each wait and closes the subscription on each grant:
+// while the channel lingers, the next Subscribe finds it confirmed and
+// takes no round trip, and the closing none either (no UNSUBSCRIBE). The
+// channel has stayed subscribed throughout, so every release after the new
+// Subscribe returns is delivered, as for a fresh one.
+const chanLinger = 200 * time.Millisecond
+
 // chanEntry is one subscribed channel and its subscriptions.
 type chanEntry struct {
 	name    string
@@ -43,6 +52,8 @@ type chanEntry struct {
 	subs    map[*subscription]struct{}
 	ready   chan struct{} // closed when confirmed (err == nil) or failed
 	err     error
+	idle    *time.Timer // unsubscribes the channel when it has stayed without subscriptions
+	gen     uint64      // counts idle periods: a stale idle timer does nothing
 }
 
 // subscription implements driver.Subscription.
@@ -130,6 +141,12 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		h.gen++
 	}
 	e := h.chans[name]
+	if e != nil && e.idle != nil {
+		// Reuse the lingering channel (see chanLinger).
+		e.idle.Stop()
+		e.idle = nil
+		e.gen++
+	}
 	if e == nil {
 		d.seq++
 		e = &chanEntry{
@@ -206,9 +223,9 @@ func (h *hub) fail(e *chanEntry, err error) {
 	}
 }
 
-// unsubscribe closes s: it unsubscribes its channel when s was the
-// channel's last subscription, and arms the hub's idle timer when that was
-// its last channel.
+// unsubscribe closes s. When s was its channel's last subscription, the
+// channel lingers (see chanLinger), and endChan unsubscribes it if no
+// subscription comes meanwhile.
 func (d *Driver) unsubscribe(s *subscription) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -218,13 +235,38 @@ func (d *Driver) unsubscribe(s *subscription) {
 	s.closed = true
 	h, e := s.h, s.e
 	delete(e.subs, s)
-	if len(e.subs) == 0 && h.chans[e.name] == e {
-		delete(h.chans, e.name)
-		delete(h.waits, e.payload)
-		// The error does not matter: on a broken connection, go-redis
-		// forgets the channel and does not resubscribe it.
-		_ = h.ps.Unsubscribe(context.Background(), e.name)
+	if len(e.subs) > 0 || h.chans[e.name] != e {
+		// Still used, or already failed (and out of the hub).
+		h.idleIfEmpty(d)
+		return
 	}
+	if e.idle == nil {
+		gen := e.gen
+		e.idle = time.AfterFunc(chanLinger, func() { d.endChan(h, e, gen) })
+	}
+}
+
+// endChan unsubscribes e's channel if it is still h's and has had no
+// subscription since its idle period gen began, and arms the hub's idle
+// timer when that was its last channel.
+func (d *Driver) endChan(h *hub, e *chanEntry, gen uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e.gen != gen || len(e.subs) > 0 || h.chans[e.name] != e {
+		return
+	}
+	e.idle = nil
+	delete(h.chans, e.name)
+	delete(h.waits, e.payload)
+	// The error does not matter: on a broken connection, go-redis
+	// forgets the channel and does not resubscribe it.
+	_ = h.ps.Unsubscribe(context.Background(), e.name)
+	h.idleIfEmpty(d)
+}
+
+// idleIfEmpty arms h's idle timer when h is d's hub and has no channel
+// left. d.mu is held.
+func (h *hub) idleIfEmpty(d *Driver) {
 	if len(h.chans) == 0 && d.hub == h && h.idle == nil {
 		gen := h.gen
 		h.idle = time.AfterFunc(hubLinger, func() { d.endIdle(h, gen) })
