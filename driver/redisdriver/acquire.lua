@@ -1,7 +1,9 @@
 -- acquire: TryAcquire and TryAcquireQueued.
 -- ARGV: 1 owner, 2 mode ('x' exclusive, 's' shared) followed by 'q' to join
 --       the wait queue when not granted, then by 'd' when ARGV[4] is
---       given, 3 ttl ms, 4 (optional) the request's data (see common.lua).
+--       given, 3 ttl ms, 4 (optional) the request's data (see common.lua),
+--       5 (queued requests, optional) the pub/sub channel of the Driver
+--       that queues the owner, for its handoff (QNOTE), or ''.
 -- Reply: token (> 0) granted, or extended for the holding owner;
 --        -1 - remaining ms (< 0) not granted (remaining 0: unknown);
 --        {limit} not granted: a shared request whose limit differs from
@@ -183,6 +185,10 @@ if blocked then
 		if not s and data ~= '' then
 			redis.call('HSET', QDATA, owner, data)
 		end
+		local note = ARGV[5]
+		if note and note ~= '' then
+			redis.call('HSET', QNOTE, owner, note)
+		end
 		local last = redis.call('ZRANGE', QEXP, -1, -1, 'WITHSCORES')
 		local ms = tonumber(last[2]) - now
 		if ms < 1 then
@@ -191,6 +197,7 @@ if blocked then
 		redis.call('PEXPIRE', QUEUE, int(ms))
 		redis.call('PEXPIRE', QEXP, int(ms))
 		redis.call('PEXPIRE', QDATA, int(ms))
+		redis.call('PEXPIRE', QNOTE, int(ms))
 	end
 	if remaining < 0 then
 		remaining = 0

@@ -25,6 +25,12 @@ type hub struct {
 	done  chan struct{}         // closed when the dispatcher has returned
 	idle  *time.Timer           // ends the hub when it has stayed without channels
 	gen   uint64                // counts idle periods: a stale idle timer does nothing
+	// noteSent is set once a SUBSCRIBE of the driver's own channel
+	// (Driver.note) has been written, with the PING of payload notePing;
+	// noteOK once that PING's reply has come: from then on, the
+	// handoffs published there reach the dispatcher.
+	noteSent, noteOK bool
+	notePing         string
 	// closed is the error of the client's closing (redis.ErrClosed),
 	// once the dispatcher has seen it: the dispatcher has returned, and
 	// Subscribe fails at once with it.
@@ -158,8 +164,15 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		h.chans[name] = e
 		h.waits[e.payload] = e
 		// SUBSCRIBE and PING are written under d.mu so that no
-		// UNSUBSCRIBE of the same channel can come between them.
-		err := h.ps.Subscribe(ctx, name)
+		// UNSUBSCRIBE of the same channel can come between them. The
+		// hub's first SUBSCRIBE also subscribes the driver's own
+		// channel, for the rest of the hub's life.
+		chans := []string{name}
+		if !h.noteSent {
+			chans = append(chans, d.note)
+			h.noteSent, h.notePing = true, e.payload
+		}
+		err := h.ps.Subscribe(ctx, chans...)
 		if err == nil {
 			err = h.ps.Ping(ctx, e.payload)
 		}
@@ -213,6 +226,10 @@ func (d *Driver) dialPubSub(ctx context.Context) (*redis.PubSub, error) {
 // subscribed on the connection until the hub ends; messages for it are
 // ignored. d.mu is held.
 func (h *hub) fail(e *chanEntry, err error) {
+	if h.notePing == e.payload && !h.noteOK {
+		// Subscribe the driver's channel again with the next one.
+		h.noteSent, h.notePing = false, ""
+	}
 	if h.chans[e.name] == e {
 		delete(h.chans, e.name)
 	}
@@ -294,22 +311,30 @@ func (d *Driver) endIdle(h *hub, gen uint64) {
 // that owner can proceed. A handoff to an owner d queued is recorded for
 // its next TryAcquireQueued. d.mu is held.
 func (d *Driver) concerns(payload string) bool {
+	q, handoff := d.handoff(payload)
+	return !handoff || q != nil
+}
+
+// handoff reports whether payload is a handoff ("g<token>:<owner>") and,
+// if it is to an owner d queued, returns that owner, with the handoff
+// recorded for its next TryAcquireQueued. d.mu is held.
+func (d *Driver) handoff(payload string) (q *queuedOwner, handoff bool) {
 	rest, ok := strings.CutPrefix(payload, "g")
 	if !ok {
-		return true
+		return nil, false
 	}
 	tok, owner, ok := strings.Cut(rest, ":")
 	if !ok {
-		return true // not ours: wake, and let the waiter ask
+		return nil, false // not ours: wake, and let the waiter ask
 	}
-	q := d.queued[owner]
+	q = d.queued[owner]
 	if q == nil {
-		return false
+		return nil, true
 	}
 	if n, err := strconv.ParseUint(tok, 10, 64); err == nil && n > 0 {
 		q.granted = n
 	}
-	return true
+	return q, true
 }
 
 // Backoff of the dispatcher while the pub/sub connection fails.
@@ -377,19 +402,36 @@ func (d *Driver) dispatch(h *hub) {
 		bo.Reset()
 		switch m := msg.(type) {
 		case *redis.Message:
-			if e := h.chans[m.Channel]; e != nil && d.concerns(m.Payload) {
+			if m.Channel == d.note {
+				// A handoff to an owner d queued: wake the
+				// subscriptions of its key only.
+				if q, _ := d.handoff(m.Payload); q != nil {
+					if e := h.chans[d.channel(q.key)]; e != nil {
+						e.notify()
+					}
+				}
+			} else if e := h.chans[m.Channel]; e != nil && d.concerns(m.Payload) {
 				e.notify()
 			}
 		case *redis.Subscription:
 			// A subscribe for a confirmed channel is go-redis
 			// resubscribing after a reconnect: releases may have been
-			// missed in between.
+			// missed in between (on the driver's own channel, handoffs
+			// to any key).
+			if m.Channel == d.note && m.Kind == "subscribe" && h.noteOK {
+				for _, e := range h.chans {
+					e.notify()
+				}
+			}
 			if e := h.chans[m.Channel]; e != nil && m.Kind == "subscribe" {
 				if _, waiting := h.waits[e.payload]; !waiting {
 					e.notify()
 				}
 			}
 		case *redis.Pong:
+			if h.noteSent && m.Payload == h.notePing {
+				h.noteOK = true
+			}
 			if e := h.waits[m.Payload]; e != nil {
 				delete(h.waits, m.Payload)
 				close(e.ready)

@@ -35,6 +35,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
 	var sent time.Time
+	var note string
 	if queued {
 		mode = queuedArg(req.Mode)
 		// With Replicas, a handoff is acknowledged by the owner's own
@@ -45,12 +46,19 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		// Before the request: the handoff's message may arrive on the
 		// pub/sub connection before the reply does. If the request
 		// fails, the front-end's Release forgets the owner.
-		sent = d.queueing(req.Owner)
+		sent, note = d.queueing(req.Owner, req.Key)
 	}
 	var args []any
-	if data == "" {
+	switch {
+	case note != "":
+		// The handoff to the owner is published on d's own channel.
+		if data != "" {
+			mode = dataMode(mode)
+		}
+		args = acquireScript.args(d.base(req.Key), req.Owner, mode, ms, data, note)
+	case data == "":
 		args = acquireScript.args(d.base(req.Key), req.Owner, mode, ms)
-	} else {
+	default:
 		args = acquireScript.args(d.base(req.Key), req.Owner, dataMode(mode), ms, data)
 	}
 	var res any
@@ -180,21 +188,27 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	return opError(op, l.Key, errBadReply(res))
 }
 
-// queueing records that a queued request for owner is about to be sent,
-// and returns the time it is sent.
-func (d *Driver) queueing(owner string) time.Time {
+// queueing records that a queued request for owner, waiting for key, is
+// about to be sent, and returns the time it is sent and the channel the
+// request names for its handoff: d's own (see Driver.note) when the hub
+// has confirmed it, so that the handoff reaches d, else "" (the handoff
+// is then published on the key's channel).
+func (d *Driver) queueing(owner, key string) (time.Time, string) {
 	now := time.Now()
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	q := d.queued[owner]
 	if q == nil {
-		q = &queuedOwner{}
+		q = &queuedOwner{key: key}
 		d.queued[owner] = q
 	}
 	if q.pending.IsZero() {
 		q.pending = now
 	}
-	d.mu.Unlock()
-	return now
+	if h := d.hub; h != nil && h.noteOK && h.closed == nil {
+		return now, d.note
+	}
+	return now, ""
 }
 
 // queued1 records the outcome of a request for owner: still queued (its

@@ -250,6 +250,8 @@
 package redisdriver
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -319,6 +321,11 @@ type Driver struct {
 	// to one of them wakes this driver's subscriptions, one that hands it
 	// to another driver's owner does not.
 	queued map[string]*queuedOwner
+	// note is the driver's own pub/sub channel, "<prefix>notify:<id>"
+	// with id random: the scripts publish there the handoffs to the
+	// owners it queued (see handoff in common.lua), which no other
+	// process needs to read.
+	note string
 }
 
 // queuedOwner is what a driver knows of an owner it queued.
@@ -330,6 +337,8 @@ type queuedOwner struct {
 	// granted is the token of a handoff announced for the owner, 0 if
 	// none.
 	granted uint64
+	// key is the key the owner waits for.
+	key string
 }
 
 // start is a time no later than the start of the owner's queue entry's
@@ -378,6 +387,11 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	d := &Driver{client: client, prefix: prefix, ctxBound: contextBound(client),
 		replicas: o.Replicas, replicaTimeout: o.ReplicaTimeout,
 		queued: make(map[string]*queuedOwner)}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("redisdriver: %w", err)
+	}
+	d.note = prefix + "notify:" + hex.EncodeToString(id[:])
 	if d.replicas > 0 {
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:
