@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +42,7 @@ type config struct {
 	many, manyOther   int
 	periods           int
 	perContender      bool
+	cpuProfile        string
 	manyTTL           time.Duration
 	only              *regexp.Regexp
 	cells             map[string]bool
@@ -55,9 +57,21 @@ func main() {
 	if err != nil {
 		os.Exit(2)
 	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := run(cfg, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 	rep.write(os.Stdout)
@@ -78,6 +92,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&cfg.many, "many", 10000, "locks held in the many-locks cell on Redis")
 	fs.IntVar(&cfg.manyOther, "many-other", 2000, "locks held in the many-locks cell on etcd and ZooKeeper (each lock is a raft write or a znode: 10,000 take tens of seconds)")
 	fs.BoolVar(&cfg.perContender, "per-contender", true, "also run the contended cells of the Redis systems with one client per goroutine (as N processes)")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process (its clients) to this file")
 	fs.IntVar(&cfg.periods, "periods", 3, "renewal periods the many locks are held")
 	fs.DurationVar(&cfg.manyTTL, "many-ttl", 3*time.Second, "lease of the many locks (renewed every third)")
 	only := fs.String("only", "", "run only systems whose \"server / name\" matches this regexp")
