@@ -297,7 +297,12 @@ local function handoff(now)
 	if held then
 		units, limit = readers_units()
 	end
-	local q = redis.call('ZRANGE', QUEUE, 0, 63, 'WITHSCORES')
+	-- The head alone first: an exclusive head ends the run, and a long
+	-- queue of exclusive waiters costs no more than a short one.
+	local q = redis.call('ZRANGE', QUEUE, 0, 0, 'WITHSCORES')
+	if #q > 0 and tonumber(q[2]) % 2 == 1 then
+		q = redis.call('ZRANGE', QUEUE, 0, 63, 'WITHSCORES')
+	end
 	local granted, readers = false, false
 	for i = 1, #q, 2 do
 		local o, shared = q[i], tonumber(q[i + 1]) % 2 == 1
