@@ -154,6 +154,12 @@ func (o *lockOp) contend(ctx context.Context, c *Client, g *gate, adm admission,
 			if err := k.sleep(r.wait); err != nil {
 				return nil, err
 			}
+			// A call that has waited long enough asks with its place
+			// in the backend's queue at once, rather than being
+			// refused once more first.
+			if !o.try && k.joinQueue() {
+				k.queued, k.dirty = true, true
+			}
 		}
 		r = k.attempt()
 	}
@@ -205,13 +211,8 @@ func (k *contention) joinQueue() bool {
 	return !k.queued && k.c.queuer != nil && k.waitedEnough()
 }
 
-// attempt makes one request for the key and decides what follows. A call
-// that has waited long enough asks with its place in the backend's queue
-// (Queuer) at once, rather than being refused once more first.
+// attempt makes one request for the key and decides what follows.
 func (k *contention) attempt() result {
-	if !k.o.try && k.joinQueue() {
-		k.queued, k.dirty = true, true
-	}
 	k.o.attempts++
 	sent := time.Now()
 	var l driver.Lease
