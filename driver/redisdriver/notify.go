@@ -13,7 +13,8 @@ import (
 )
 
 // hub is the pub/sub connection shared by the open subscriptions of a
-// Driver, with the goroutine that reads it. It lives while it has channels,
+// Driver (kept, by key, in the Driver's driver.Fanout), with the goroutine
+// that reads it. It lives while it has channels,
 // and for hubLinger after its last channel goes, so that a process whose
 // waits follow one another (the usual shape under contention) does not dial
 // a new connection for each.
@@ -51,46 +52,16 @@ const hubLinger = 200 * time.Millisecond
 // Subscribe returns is delivered, as for a fresh one.
 const chanLinger = 200 * time.Millisecond
 
-// chanEntry is one subscribed channel and its subscriptions.
+// chanEntry is the channel of one key, subscribed on a hub; the key's
+// subscriptions are in the Driver's Fanout.
 type chanEntry struct {
+	key     string
 	name    string
-	payload string // PING payload that confirms the SUBSCRIBE
-	subs    map[*subscription]struct{}
+	payload string        // PING payload that confirms the SUBSCRIBE
 	ready   chan struct{} // closed when confirmed (err == nil) or failed
 	err     error
 	idle    *time.Timer // unsubscribes the channel when it has stayed without subscriptions
 	gen     uint64      // counts idle periods: a stale idle timer does nothing
-}
-
-// subscription implements driver.Subscription.
-type subscription struct {
-	d      *Driver
-	h      *hub
-	e      *chanEntry
-	c      chan struct{}
-	closed bool // guarded by d.mu
-}
-
-// C implements driver.Subscription.
-func (s *subscription) C() <-chan struct{} { return s.c }
-
-// Close implements driver.Subscription. It returns nil.
-func (s *subscription) Close() error {
-	s.d.unsubscribe(s)
-	return nil
-}
-
-func (s *subscription) notify() {
-	select {
-	case s.c <- struct{}{}:
-	default: // a value is pending: coalesce
-	}
-}
-
-func (e *chanEntry) notify() {
-	for s := range e.subs {
-		s.notify()
-	}
 }
 
 // Subscribe implements driver.Notifier. It returns once Redis has confirmed
@@ -108,7 +79,6 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		return nil, opError(op, key, err)
 	}
 	name := d.channel(key)
-	s := &subscription{d: d, c: make(chan struct{}, 1)}
 
 	d.mu.Lock()
 	if d.hub == nil {
@@ -156,9 +126,9 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 	if e == nil {
 		d.seq++
 		e = &chanEntry{
+			key:     key,
 			name:    name,
 			payload: "locker-" + strconv.FormatUint(d.seq, 10),
-			subs:    make(map[*subscription]struct{}),
 			ready:   make(chan struct{}),
 		}
 		h.chans[name] = e
@@ -180,8 +150,8 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 			h.fail(e, err)
 		}
 	}
-	s.h, s.e = h, e
-	e.subs[s] = struct{}{}
+	// Under d.mu, so that subClosed counts it.
+	s := d.fan.Subscribe(key)
 	d.mu.Unlock()
 
 	select {
@@ -190,12 +160,12 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		select {
 		case <-e.ready: // confirmed too: prefer success
 		default:
-			d.unsubscribe(s)
+			_ = s.Close()
 			return nil, opError(op, key, context.Cause(ctx))
 		}
 	}
 	if e.err != nil {
-		d.unsubscribe(s)
+		_ = s.Close()
 		return nil, opError(op, key, e.err)
 	}
 	return s, nil
@@ -240,20 +210,19 @@ func (h *hub) fail(e *chanEntry, err error) {
 	}
 }
 
-// unsubscribe closes s. When s was its channel's last subscription, the
-// channel lingers (see chanLinger), and endChan unsubscribes it if no
+// subClosed is the Fanout's OnClose: when key has no subscription left,
+// its channel lingers (see chanLinger), and endChan unsubscribes it if no
 // subscription comes meanwhile.
-func (d *Driver) unsubscribe(s *subscription) {
+func (d *Driver) subClosed(key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if s.closed {
+	h := d.hub
+	if h == nil || d.fan.Count(key) > 0 {
 		return
 	}
-	s.closed = true
-	h, e := s.h, s.e
-	delete(e.subs, s)
-	if len(e.subs) > 0 || h.chans[e.name] != e {
-		// Still used, or already failed (and out of the hub).
+	e := h.chans[d.channel(key)]
+	if e == nil {
+		// Failed, and out of the hub already.
 		h.idleIfEmpty(d)
 		return
 	}
@@ -269,7 +238,7 @@ func (d *Driver) unsubscribe(s *subscription) {
 func (d *Driver) endChan(h *hub, e *chanEntry, gen uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e.gen != gen || len(e.subs) > 0 || h.chans[e.name] != e {
+	if e.gen != gen || d.fan.Count(e.key) > 0 || h.chans[e.name] != e {
 		return
 	}
 	e.idle = nil
@@ -361,8 +330,8 @@ func (d *Driver) dispatch(h *hub) {
 			// everyone, whose next call fails, fail the confirmations
 			// in flight, and end.
 			h.closed = err
+			d.fan.WakeAll()
 			for _, e := range h.chans {
-				e.notify()
 				if _, ok := h.waits[e.payload]; ok {
 					h.fail(e, err)
 				}
@@ -375,9 +344,9 @@ func (d *Driver) dispatch(h *hub) {
 			// or cannot be made. A release may have been missed: wake
 			// everyone. Confirmations in flight are lost: ask again.
 			d.failed(err)
+			d.fan.WakeAll()
 			var pending []*chanEntry
 			for _, e := range h.chans {
-				e.notify()
 				if _, ok := h.waits[e.payload]; ok {
 					pending = append(pending, e)
 				}
@@ -406,12 +375,10 @@ func (d *Driver) dispatch(h *hub) {
 				// A handoff to an owner d queued: wake the
 				// subscriptions of its key only.
 				if q, _ := d.handoff(m.Payload); q != nil {
-					if e := h.chans[d.channel(q.key)]; e != nil {
-						e.notify()
-					}
+					d.fan.Wake(q.key)
 				}
 			} else if e := h.chans[m.Channel]; e != nil && d.concerns(m.Payload) {
-				e.notify()
+				d.fan.Wake(e.key)
 			}
 		case *redis.Subscription:
 			// A subscribe for a confirmed channel is go-redis
@@ -419,13 +386,11 @@ func (d *Driver) dispatch(h *hub) {
 			// missed in between (on the driver's own channel, handoffs
 			// to any key).
 			if m.Channel == d.note && m.Kind == "subscribe" && h.noteOK {
-				for _, e := range h.chans {
-					e.notify()
-				}
+				d.fan.WakeAll()
 			}
 			if e := h.chans[m.Channel]; e != nil && m.Kind == "subscribe" {
 				if _, waiting := h.waits[e.payload]; !waiting {
-					e.notify()
+					d.fan.Wake(e.key)
 				}
 			}
 		case *redis.Pong:
