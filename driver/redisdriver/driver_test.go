@@ -282,13 +282,7 @@ func TestQueueShared(t *testing.T) {
 		}
 		_, err = d.TryAcquireQueued(ctx, req(k, r4, driver.Shared, time.Second))
 		lockedRemaining(t, err) // still behind w3
-		l3, err := d.TryAcquireQueued(ctx, req(k, w3, driver.Exclusive, time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Release(ctx, l3); err != nil {
-			t.Fatal(err)
-		}
+		grantedQueued(t, d, req(k, w3, driver.Exclusive, time.Second))
 		mustAcquire(t, d, req(k, r4, driver.Shared, time.Second))
 	})
 }
@@ -541,13 +535,20 @@ func TestRefusalOfFlaggedHold(t *testing.T) {
 		// Handed over to w, whose hold is flagged: n is refused.
 		_, err = d.TryAcquire(ctx, req(k, n, driver.Exclusive, time.Second))
 		lockedRemaining(t, err)
-		lw, err := d.TryAcquireQueued(ctx, req(k, w, driver.Exclusive, time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Release(ctx, lw); err != nil {
-			t.Fatal(err)
-		}
+		grantedQueued(t, d, req(k, w, driver.Exclusive, time.Second))
 		mustAcquire(t, d, req(k, n, driver.Exclusive, time.Second))
 	})
+}
+
+// grantedQueued asks for r with TryAcquireQueued, which must grant it,
+// and releases the grant.
+func grantedQueued(t *testing.T, d *redisdriver.Driver, r driver.Request) {
+	t.Helper()
+	l, err := d.TryAcquireQueued(ctxT(t), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(ctxT(t), l); err != nil {
+		t.Fatal(err)
+	}
 }
