@@ -5,7 +5,9 @@
 --       5 (queued requests, optional) the pub/sub channel of the Driver
 --       that queues the owner, for its handoff (QNOTE), or ''.
 -- Reply: token (> 0) granted, or extended for the holding owner;
---        -1 - remaining ms (< 0) not granted (remaining 0: unknown);
+--        -1 - remaining ms (< 0) not granted (remaining 0: unknown), or
+--        for a queued request {-1 - remaining, bound}, bound being at
+--        least every token granted so far and below every later one;
 --        {limit} not granted: a shared request whose limit differs from
 --        that of the key's live shared holds or shared queue entries.
 
@@ -201,6 +203,18 @@ if blocked then
 	end
 	if remaining < 0 then
 		remaining = 0
+	end
+	if queued then
+		-- With the bound of every token granted so far: the last one
+		-- kept, or below the clock (see next_token). A handoff to the
+		-- owner after this gets a greater token; an announcement with
+		-- a token up to it is stale (an earlier grant to the same owner).
+		local bound = now_us() - 1
+		local last = tonumber(redis.call('GET', FENCE) or '0')
+		if last and last > bound then
+			bound = last
+		end
+		return {-1 - remaining, bound}
 	end
 	return -1 - remaining
 end

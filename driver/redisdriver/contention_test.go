@@ -2,6 +2,7 @@ package redisdriver_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,49 @@ func TestHandoffOnDriverChannel(t *testing.T) {
 	if err := waiter.Release(ctx, lw); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestStaleHandoffAnnouncement: an announced handoff whose token is not
+// above what the owner's queued request was told (an earlier grant to the
+// same owner, announced late) is not taken as a grant.
+func TestStaleHandoffAnnouncement(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		c := b.client(t)
+		holder, waiter := newDriver(t, b.client(t)), newDriver(t, c)
+		k := uniqueKey(t, "k")
+		defer wantNoDispatcher(t)
+
+		l := mustAcquire(t, holder, req(k, owner(), driver.Exclusive, 5*time.Second))
+		s := subscribe(t, waiter, k)
+		defer s.Close()
+		w := req(k, owner(), driver.Exclusive, 5*time.Second)
+		_, err := waiter.TryAcquireQueued(ctx, w)
+		lockedRemaining(t, err)
+		// A late announcement of an earlier grant to w.
+		stale := fmt.Sprintf("g%d:%s", l.Token, w.Owner)
+		if err := c.Publish(ctx, "locker:{"+k+"}:released", stale).Err(); err != nil {
+			t.Fatal(err)
+		}
+		wantWake(t, "the announcement", s)
+		if got, err := waiter.TryAcquireQueued(ctx, w); err == nil {
+			t.Fatalf("granted %+v by a stale announcement; the key is still held", got)
+		}
+		if err := holder.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		wantWake(t, "the handoff", s)
+		lw, err := waiter.TryAcquireQueued(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lw.Token <= l.Token {
+			t.Fatalf("handed-over token %d not above %d", lw.Token, l.Token)
+		}
+		if err := waiter.Release(ctx, lw); err != nil {
+			t.Fatalf("release of the handed-over key: %v", err)
+		}
+	})
 }
 
 // writeCounter counts the writes on the connections it dials: a command,

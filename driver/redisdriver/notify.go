@@ -300,7 +300,7 @@ func (d *Driver) handoff(payload string) (q *queuedOwner, handoff bool) {
 	if q == nil {
 		return nil, true
 	}
-	if n, err := strconv.ParseUint(tok, 10, 64); err == nil && n > 0 {
+	if n, err := strconv.ParseUint(tok, 10, 64); err == nil && n > q.floor {
 		q.granted = n
 	}
 	return q, true

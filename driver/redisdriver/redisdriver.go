@@ -102,7 +102,10 @@
 //     the key and returns the grant from the owner's next
 //     TryAcquireQueued without a round trip (Lease.Start is
 //     the send time of the request that last renewed the queue entry,
-//     which the grant's expiry cannot precede). Other releases publish
+//     which the grant's expiry cannot precede). A queued request's
+//     refusal reports a bound of every token granted so far, so that a
+//     late announcement of an earlier grant to the same owner, with a
+//     token up to it, is never taken for the new one. Other releases publish
 //     "r" when they deleted a hold or a queue entry. acquire publishes
 //     too when it drops expired queue entries, since the waiters behind
 //     them may now proceed. refresh and release of a shared hold read the
@@ -356,8 +359,12 @@ type queuedOwner struct {
 	// is when the first request since then was sent, if any.
 	confirmed, pending time.Time
 	// granted is the token of a handoff announced for the owner, 0 if
-	// none.
-	granted uint64
+	// none. floor is the bound of the key's tokens that the last refusal
+	// of the owner's queued request reported (0: none yet): a handoff
+	// to this entry has a greater token, an announcement with a lower
+	// one is stale, from an earlier entry of the same owner whose
+	// message came late.
+	granted, floor uint64
 	// key is the key the owner waits for.
 	key string
 }
