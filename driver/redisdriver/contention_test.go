@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,17 +37,14 @@ func TestHandoffOnDriverChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	l := mustAcquire(t, holder, req(k, owner(), driver.Exclusive, 5*time.Second))
-	s := subscribe(t, waiter, k)
+	l, s, w := queuedBehind(t, holder, waiter, k)
 	defer s.Close()
-	w := req(k, owner(), driver.Exclusive, 5*time.Second)
-	_, err := waiter.TryAcquireQueued(ctx, w)
-	lockedRemaining(t, err)
 	if err := holder.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
 	wantWake(t, "the queued owner's driver after the handoff", s)
 	var lw driver.Lease
+	var err error
 	wantTrips(t, "TryAcquireQueued after the handoff", tc.count(func() {
 		if lw, err = waiter.TryAcquireQueued(ctx, w); err != nil {
 			t.Fatal(err)
@@ -62,6 +60,18 @@ func TestHandoffOnDriverChannel(t *testing.T) {
 	}
 }
 
+// queuedBehind makes holder hold k, and a new owner w wait for it through
+// waiter: subscribed (s, which the caller closes) and queued.
+func queuedBehind(t *testing.T, holder, waiter *redisdriver.Driver, k string) (l driver.Lease, s driver.Subscription, w driver.Request) {
+	t.Helper()
+	l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, 5*time.Second))
+	s = subscribe(t, waiter, k)
+	w = req(k, owner(), driver.Exclusive, 5*time.Second)
+	_, err := waiter.TryAcquireQueued(ctxT(t), w)
+	lockedRemaining(t, err)
+	return l, s, w
+}
+
 // TestStaleHandoffAnnouncement: an announced handoff whose token is not
 // above what the owner's queued request was told (an earlier grant to the
 // same owner, announced late) is not taken as a grant.
@@ -73,12 +83,8 @@ func TestStaleHandoffAnnouncement(t *testing.T) {
 		k := uniqueKey(t, "k")
 		defer wantNoDispatcher(t)
 
-		l := mustAcquire(t, holder, req(k, owner(), driver.Exclusive, 5*time.Second))
-		s := subscribe(t, waiter, k)
+		l, s, w := queuedBehind(t, holder, waiter, k)
 		defer s.Close()
-		w := req(k, owner(), driver.Exclusive, 5*time.Second)
-		_, err := waiter.TryAcquireQueued(ctx, w)
-		lockedRemaining(t, err)
 		// A late announcement of an earlier grant to w.
 		stale := fmt.Sprintf("g%d:%s", l.Token, w.Owner)
 		if err := c.Publish(ctx, "locker:{"+k+"}:released", stale).Err(); err != nil {
