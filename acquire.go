@@ -154,6 +154,12 @@ func (o *lockOp) contend(ctx context.Context, c *Client, g *gate, adm admission,
 			if err := k.sleep(r.wait); err != nil {
 				return nil, err
 			}
+			// A call that has waited long enough asks with its place
+			// in the backend's queue at once, rather than being
+			// refused once more first.
+			if !o.try && k.joinQueue() {
+				k.queued, k.dirty = true, true
+			}
 		}
 		r = k.attempt()
 	}
@@ -280,7 +286,16 @@ func (k *contention) refused(err error) result {
 			if k.joinQueue() {
 				k.queued, k.dirty = true, true
 			}
-			return again() // a release may have come before the subscription
+			// A release may have come before the subscription: attempt
+			// again before waiting for a notification. When the call
+			// joins the backend's queue within catchUp, that queued
+			// attempt is the one: the refusal costs no extra request.
+			if c.queuer != nil && !k.queued && k.o.cfg.fairAfter >= 0 {
+				if left := k.o.cfg.fairAfter - time.Since(k.start); left <= catchUp {
+					return after(max(left, 0))
+				}
+			}
+			return again()
 		}
 		k.o.cfg.reportError(opError(k.o.op, k.o.key, fmt.Errorf("subscribe: %w", serr)))
 	}
@@ -400,6 +415,11 @@ func (o *lockOp) acquireQueued(ctx context.Context, c *Client, g *gate, req driv
 		return nil, fmt.Errorf("confirming the grant: %w", err)
 	}
 }
+
+// catchUp is the longest a waiter that has just subscribed may take to
+// attempt again (see contention.refused): a release that came between its
+// refused attempt and its subscription goes unseen for at most this long.
+const catchUp = time.Millisecond
 
 // waitTime is how long to wait after a conflict before the next attempt.
 // With a notification to wait for, the timer is only a safety net for a

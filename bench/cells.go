@@ -44,7 +44,11 @@ type system struct {
 	clients int
 	// contendedOnly systems run the contended cells only.
 	contendedOnly bool
-	open          func(e *env, clients int) (*instance, error)
+	// perContender systems also run the contended cells with one client
+	// per goroutine (clients = N: N processes, each with one contender),
+	// unless -per-contender=false.
+	perContender bool
+	open         func(e *env, clients int) (*instance, error)
 }
 
 func (s *system) label() string { return s.server + " / " + s.name }
@@ -357,16 +361,16 @@ func nanotime() int64 { return int64(time.Since(epoch)) }
 // runContended runs n goroutines on one key: each locks, checks that it is
 // the only holder, works for cs (not time.Sleep: see work), unlocks, and
 // locks again at once.
-func runContended(e *env, s *system, n int, cs, dur time.Duration) (*contendedResult, error) {
-	inst, err := s.open(e, s.clients)
+func runContended(e *env, s *system, n, clients int, cs, dur time.Duration) (*contendedResult, error) {
+	inst, err := s.open(e, clients)
 	if err != nil {
 		return nil, err
 	}
 	defer inst.close()
-	key := keyOf(s, fmt.Sprintf("c%d", n), 0)
+	key := keyOf(s, fmt.Sprintf("c%d-%d", n, clients), 0)
 	hs := make([]lockHandle, n)
 	for i := range hs {
-		if hs[i], err = inst.newLock(i%s.clients, key); err != nil {
+		if hs[i], err = inst.newLock(i%clients, key); err != nil {
 			return nil, err
 		}
 	}
@@ -380,7 +384,7 @@ func runContended(e *env, s *system, n int, cs, dur time.Duration) (*contendedRe
 			return nil, fmt.Errorf("warm-up: %w", err)
 		}
 	}
-	return contend(e, s.server, hs, s.clients, cs, dur)
+	return contend(e, s.server, hs, clients, cs, dur)
 }
 
 // contend runs the contended loop on handles hs (all on one key).

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,6 +41,8 @@ type config struct {
 	ns                []int
 	many, manyOther   int
 	periods           int
+	perContender      bool
+	cpuProfile        string
 	manyTTL           time.Duration
 	only              *regexp.Regexp
 	cells             map[string]bool
@@ -54,9 +57,21 @@ func main() {
 	if err != nil {
 		os.Exit(2)
 	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := run(cfg, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 	rep.write(os.Stdout)
@@ -76,6 +91,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	ns := fs.String("n", "8,32", "goroutines of the contended cells (one key)")
 	fs.IntVar(&cfg.many, "many", 10000, "locks held in the many-locks cell on Redis")
 	fs.IntVar(&cfg.manyOther, "many-other", 2000, "locks held in the many-locks cell on etcd and ZooKeeper (each lock is a raft write or a znode: 10,000 take tens of seconds)")
+	fs.BoolVar(&cfg.perContender, "per-contender", true, "also run the contended cells of the Redis systems with one client per goroutine (as N processes)")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process (its clients) to this file")
 	fs.IntVar(&cfg.periods, "periods", 3, "renewal periods the many locks are held")
 	fs.DurationVar(&cfg.manyTTL, "many-ttl", 3*time.Second, "lease of the many locks (renewed every third)")
 	only := fs.String("only", "", "run only systems whose \"server / name\" matches this regexp")
@@ -345,23 +362,38 @@ func runParallelCells(e *env, rep *report, log io.Writer, group []*system) {
 }
 
 // runContendedCells measures the contended cells of a group, one for each
-// number of goroutines, in cfg.crounds interleaved rounds whose results
-// merge.
+// number of goroutines and, for the perContender systems, once more with
+// one client per goroutine, in cfg.crounds interleaved rounds whose
+// results merge.
 func runContendedCells(e *env, rep *report, log io.Writer, group []*system) {
 	cfg := e.cfg
+	type cell struct {
+		s       *system
+		clients int
+	}
 	for _, n := range cfg.ns {
-		for round := range cfg.crounds {
-			for _, s := range inRound(group, round) {
-				fmt.Fprintf(log, "%s: contended %d (round %d)\n", s.label(), n, round+1)
-				r, err := runContended(e, s, n, cfg.cs, cfg.cdur/time.Duration(cfg.crounds))
-				if err != nil {
-					rep.failf(s, fmt.Sprintf("contended %d", n), err)
-					continue
-				}
-				if old := rep.contended(s, n); old != nil {
-					old.merge(r)
-				} else {
-					rep.con[s] = append(rep.con[s], r)
+		var cells, own []cell
+		for _, s := range group {
+			cells = append(cells, cell{s, s.clients})
+			if cfg.perContender && s.perContender && n != s.clients {
+				own = append(own, cell{s, n})
+			}
+		}
+		for _, shape := range [][]cell{cells, own} {
+			for round := range cfg.crounds {
+				for _, c := range inRound(shape, round) {
+					s := c.s
+					fmt.Fprintf(log, "%s: contended %d, %d clients (round %d)\n", s.label(), n, c.clients, round+1)
+					r, err := runContended(e, s, n, c.clients, cfg.cs, cfg.cdur/time.Duration(cfg.crounds))
+					if err != nil {
+						rep.failf(s, fmt.Sprintf("contended %d, %d clients", n, c.clients), err)
+						continue
+					}
+					if old := rep.contendedOn(s, n, c.clients); old != nil {
+						old.merge(r)
+					} else {
+						rep.con[s] = append(rep.con[s], r)
+					}
 				}
 			}
 		}

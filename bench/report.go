@@ -59,12 +59,23 @@ func (r *report) find(server, name string) *system {
 	return nil
 }
 
+// contended returns the contended cell of s with n goroutines on its
+// usual clients (s.clients).
 func (r *report) contended(s *system, n int) *contendedResult {
 	if s == nil {
 		return nil
 	}
+	return r.contendedOn(s, n, s.clients)
+}
+
+// contendedOn returns the contended cell of s with n goroutines spread
+// over clients clients.
+func (r *report) contendedOn(s *system, n, clients int) *contendedResult {
+	if s == nil {
+		return nil
+	}
 	for _, c := range r.con[s] {
-		if c.n == n {
+		if c.n == n && c.clients == clients {
 			return c
 		}
 	}
@@ -207,6 +218,7 @@ func (r *report) write(w io.Writer) {
 	r.writeCommands(w)
 	r.writeParallel(w)
 	r.writeContended(w)
+	r.writePerContender(w)
 	r.writeChurn(w)
 	r.writeMany(w)
 	r.writeFlags(w)
@@ -300,7 +312,7 @@ func (r *report) writeMix(w io.Writer, server, intro string, evalsha bool) {
 	for _, s := range r.systems {
 		for _, c := range r.con[s] {
 			if s.server == server && c.acquisitions > 0 {
-				row(s, fmt.Sprintf("N=%d, per acquisition", c.n), c.d.cmds, c.acquisitions)
+				row(s, fmt.Sprintf("N=%d, %d clients, per acquisition", c.n, c.clients), c.d.cmds, c.acquisitions)
 			}
 		}
 	}
@@ -368,6 +380,55 @@ func (r *report) writeContended(w io.Writer) {
 	table(w, "llrrrrrrrrrr", []string{"server", "system", "N", "wait p50 / p99 / max ms", "fairness (min..max)", "lock errors", "ME violations", "cs p50 µs", "round trips/acq", "server cmds/acq", "client CPU µs/acq", "server CPU µs/acq"}, b)
 }
 
+// writePerContender compares the systems on the contended cells run with
+// one client per goroutine (as N processes, each with one contender):
+// locker against the fastest barging peer of the same run.
+func (r *report) writePerContender(w io.Writer) {
+	var rows [][]string
+	for _, n := range r.cfg.ns {
+		var best *system
+		var bestRate float64
+		var bestMax time.Duration
+		for _, s := range r.systems {
+			if c := r.contendedOn(s, n, n); c != nil && s.kind == kindPeer && s.perContender {
+				st := c.stats()
+				if best == nil || st.rate > bestRate {
+					best, bestRate = s, st.rate
+				}
+				if st.maxWait > 0 && (bestMax == 0 || st.maxWait < bestMax) {
+					bestMax = st.maxWait
+				}
+			}
+		}
+		for _, s := range r.systems {
+			c := r.contendedOn(s, n, n)
+			if c == nil || !s.perContender {
+				continue
+			}
+			st := c.stats()
+			rateRatio, waitRatio := "–", "–"
+			if best != nil && bestRate > 0 {
+				rateRatio = fmt.Sprintf("%.2f×", st.rate/bestRate)
+			}
+			if bestMax > 0 {
+				waitRatio = fmt.Sprintf("%.2f×", float64(st.maxWait)/float64(bestMax))
+			}
+			rows = append(rows, []string{fmt.Sprint(n), bold(s.name, s.kind == kindLocker),
+				fmt.Sprintf("%.0f", st.rate), rateRatio,
+				fmt.Sprintf("%s (%d..%d)", ratio(st.fairness), st.minG, st.maxG),
+				fmt.Sprintf("%.1f", st.tripsPerAcq), fmt.Sprintf("%.1f", st.cmdsPerAcq),
+				ms(st.wait.quantile(0.99)), ms(st.maxWait), waitRatio,
+				fmt.Sprintf("%.0f", 100*st.selfShare)})
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Contended, one client per contender: N goroutines on one key, each with its own client (as N processes)\n\n")
+	fmt.Fprintf(w, "The contended cells above, run again with clients = N: each goroutine has its own go-redis client (and, for locker, its own driver and Client). Ratios are to the fastest peer (acq/s) and to the peer with the shortest longest wait (longest wait) of the same N, peers being the barging libraries (not raw). Round trips = client writes on the counted connections (pub/sub included) per acquisition.\n\n")
+	table(w, "rlrrrrrrrrr", []string{"N", "system", "acq/s", "× fastest peer", "fairness (min..max)", "round trips/acq", "server cmds/acq", "wait p99 ms", "longest wait ms", "× best peer's longest", "self %"}, rows)
+}
+
 func (r *report) writeMany(w io.Writer) {
 	if len(r.many) == 0 {
 		return
@@ -414,7 +475,7 @@ func (r *report) writeFlags(w io.Writer) {
 	for _, s := range r.systems {
 		for _, c := range r.con[s] {
 			st := c.stats()
-			l := fmt.Sprintf("%s N=%d", s.label(), c.n)
+			l := fmt.Sprintf("%s N=%d (%d clients)", s.label(), c.n, c.clients)
 			if c.violations > 0 {
 				add("%s: MUTUAL EXCLUSION VIOLATED: %d acquisitions saw another holder (up to %d holders)", l, c.violations, c.maxHolders)
 			}

@@ -23,8 +23,8 @@ const peerTTL = 10 * time.Second
 func redisSystems() []*system {
 	return []*system{
 		{
-			name: "locker", server: "redis", kind: kindLocker, clients: 4,
-			desc: "locker.Mutex over redisdriver, TTL 10s; contended cells: 4 drivers (one go-redis client each, like 4 processes), goroutine i on driver i%4",
+			name: "locker", server: "redis", kind: kindLocker, clients: 4, perContender: true,
+			desc: "locker.Mutex over redisdriver, TTL 10s; contended cells: 4 drivers (one go-redis client each, like 4 processes), goroutine i on driver i%4; and with one driver per goroutine (clients = N)",
 			open: openLockerRedis,
 		},
 		{
@@ -33,26 +33,26 @@ func redisSystems() []*system {
 			open: openLockerRedis,
 		},
 		{
-			name: "redsync", server: "redis", kind: kindPeer, clients: 4,
+			name: "redsync", server: "redis", kind: kindPeer, clients: 4, perContender: true,
 			desc: "go-redsync/redsync v4 NewMutex defaults (expiry 8s, 32 tries, retry delay rand 50-250ms); Lock = SET NX PX, Unlock = EVALSHA compare-and-delete",
 			open: func(e *env, n int) (*instance, error) { return openRedsync(e, n) },
 		},
 		{
-			name: "redsync 10ms", server: "redis", kind: kindPeer, clients: 4,
+			name: "redsync 10ms", server: "redis", kind: kindPeer, clients: 4, perContender: true,
 			desc: "redsync with WithRetryDelay(10ms), WithTries(1000), expiry 10s",
 			open: func(e *env, n int) (*instance, error) {
 				return openRedsync(e, n, redsync.WithRetryDelay(10*time.Millisecond), redsync.WithTries(1000), redsync.WithExpiry(peerTTL))
 			},
 		},
 		{
-			name: "redislock linear 10ms", server: "redis", kind: kindPeer, clients: 4,
+			name: "redislock linear 10ms", server: "redis", kind: kindPeer, clients: 4, perContender: true,
 			desc: "bsm/redislock v0.9.4 Obtain(ttl 10s, LinearBackoff(10ms)) + Release; Obtain and Release are one EVALSHA each",
 			open: func(e *env, n int) (*instance, error) {
 				return openRedislock(e, n, func() redislock.RetryStrategy { return redislock.LinearBackoff(10 * time.Millisecond) })
 			},
 		},
 		{
-			name: "redislock exp 16-256ms", server: "redis", kind: kindPeer, clients: 4,
+			name: "redislock exp 16-256ms", server: "redis", kind: kindPeer, clients: 4, perContender: true,
 			desc: "redislock Obtain(ttl 10s, ExponentialBackoff(16ms, 256ms)), a fresh strategy per Obtain (it is stateful)",
 			open: func(e *env, n int) (*instance, error) {
 				return openRedislock(e, n, func() redislock.RetryStrategy {
@@ -61,7 +61,7 @@ func redisSystems() []*system {
 			},
 		},
 		{
-			name: "raw", server: "redis", kind: kindRaw, clients: 4,
+			name: "raw", server: "redis", kind: kindRaw, clients: 4, perContender: true,
 			desc: "SET key token NX PX 10000 + EVALSHA compare-and-delete: the fewest round trips a lock can take; waiters retry SET NX at once (spin)",
 			open: openRawRedis,
 		},

@@ -1,9 +1,13 @@
 -- acquire: TryAcquire and TryAcquireQueued.
 -- ARGV: 1 owner, 2 mode ('x' exclusive, 's' shared) followed by 'q' to join
 --       the wait queue when not granted, then by 'd' when ARGV[4] is
---       given, 3 ttl ms, 4 (optional) the request's data (see common.lua).
+--       given, 3 ttl ms, 4 (optional) the request's data (see common.lua),
+--       5 (queued requests, optional) the pub/sub channel of the Driver
+--       that queues the owner, for its handoff (QNOTE), or ''.
 -- Reply: token (> 0) granted, or extended for the holding owner;
---        -1 - remaining ms (< 0) not granted (remaining 0: unknown);
+--        -1 - remaining ms (< 0) not granted (remaining 0: unknown), or
+--        for a queued request {-1 - remaining, bound}, bound being at
+--        least every token granted so far and below every later one;
 --        {limit} not granted: a shared request whose limit differs from
 --        that of the key's live shared holds or shared queue entries.
 
@@ -183,6 +187,10 @@ if blocked then
 		if not s and data ~= '' then
 			redis.call('HSET', QDATA, owner, data)
 		end
+		local note = ARGV[5]
+		if note and note ~= '' then
+			redis.call('HSET', QNOTE, owner, note)
+		end
 		local last = redis.call('ZRANGE', QEXP, -1, -1, 'WITHSCORES')
 		local ms = tonumber(last[2]) - now
 		if ms < 1 then
@@ -191,9 +199,22 @@ if blocked then
 		redis.call('PEXPIRE', QUEUE, int(ms))
 		redis.call('PEXPIRE', QEXP, int(ms))
 		redis.call('PEXPIRE', QDATA, int(ms))
+		redis.call('PEXPIRE', QNOTE, int(ms))
 	end
 	if remaining < 0 then
 		remaining = 0
+	end
+	if queued then
+		-- With the bound of every token granted so far: the last one
+		-- kept, or below the clock (see next_token). A handoff to the
+		-- owner after this gets a greater token; an announcement with
+		-- a token up to it is stale (an earlier grant to the same owner).
+		local bound = now_us() - 1
+		local last = tonumber(redis.call('GET', FENCE) or '0')
+		if last and last > bound then
+			bound = last
+		end
+		return {-1 - remaining, bound}
 	end
 	return -1 - remaining
 end

@@ -7,6 +7,14 @@
 -- release in the grant's own microsecond keeps the token). Anything else
 -- falls through to the full script, which grants, extends or refuses. A
 -- refused request takes no token.
+--
+-- The second fast path refuses such a request, not queued, from an owner
+-- that is not in the wait queue, when another owner holds the key and its
+-- hold is already flagged (a release will wake the waiters): the usual
+-- first attempt of a waiter on a contended key. Remaining is the hold's
+-- PTTL or, when longer, the life of the queue's last entry, as the full
+-- script reports it; expired shared holds and queue entries are left for
+-- the next full script to purge, as they change nothing of the refusal.
 do
 	if redis.replicate_commands then
 		-- Before the first write (Redis < 5; see common.lua).
@@ -18,5 +26,25 @@ do
 		local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
 		redis.call('SET', B .. 'lock', string.format('%d', tok) .. ':' .. ARGV[1], 'PX', ARGV[3])
 		return tok
+	end
+	if ARGV[2] == 'x' then
+		local v = redis.call('GET', B .. 'lock')
+		local i = v and string.find(v, ':', 1, true)
+		if i and string.sub(v, i - 1, i - 1) == 'w' then
+			local j = string.find(v, ':', i + 1, true)
+			local o = string.sub(v, i + 1, (j or 0) - 1)
+			local rem = redis.call('PTTL', B .. 'lock')
+			if o ~= ARGV[1] and rem > 0 and not redis.call('ZSCORE', B .. 'queue', ARGV[1]) then
+				local last = redis.call('ZRANGE', B .. 'queue-exp', -1, -1, 'WITHSCORES')
+				if #last > 0 then
+					local t = redis.call('TIME')
+					local q = tonumber(last[2]) - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+					if q > rem then
+						rem = q
+					end
+				end
+				return -1 - rem
+			end
+		end
 	end
 end

@@ -18,8 +18,11 @@
 --   QUEUE    ZSET owner -> seq*2 + (1 if shared else 0): the wait queue
 --   QEXP     ZSET owner -> expiry (Redis TIME, ms) of each queue entry
 --   QDATA    HASH owner -> "<data>" of the queue entries that have data
+--   QNOTE    HASH owner -> the pub/sub channel of the Driver that queued
+--            it, for the queue entries whose Driver has one: a handoff to
+--            the owner is published there rather than on CHAN
 --   CHAN     pub/sub channel, published on release
--- readers/tokens and queue/qexp/qdata carry a PEXPIRE no shorter than their
+-- readers/tokens and queue/qexp/qdata/qnote carry a PEXPIRE no shorter than their
 -- longest-lived member, so abandoned keys disappear on their own.
 --
 -- <data> is what a grant keeps besides its token and owner: empty for an
@@ -48,6 +51,7 @@ end
 local B = KEYS[1]
 local LOCK, FENCE, READERS, TOKENS = B .. 'lock', B .. 'fence', B .. 'readers', B .. 'tokens'
 local QUEUE, QEXP, QDATA, CHAN = B .. 'queue', B .. 'queue-exp', B .. 'queue-data', B .. 'released'
+local QNOTE = B .. 'queue-notify'
 
 -- int formats an integral number without exponent or fraction.
 local function int(n)
@@ -218,6 +222,7 @@ local function purge_queue(now)
 	for i = 1, #dead do
 		redis.call('ZREM', QUEUE, dead[i])
 		redis.call('HDEL', QDATA, dead[i])
+		redis.call('HDEL', QNOTE, dead[i])
 	end
 	redis.call('ZREMRANGEBYSCORE', QEXP, '-inf', int(now))
 	redis.call('PUBLISH', CHAN, 'q')
@@ -230,6 +235,7 @@ local function leave_queue(owner)
 	end
 	redis.call('ZREM', QEXP, owner)
 	redis.call('HDEL', QDATA, owner)
+	redis.call('HDEL', QNOTE, owner)
 	return true
 end
 
@@ -279,7 +285,9 @@ end
 -- next TryAcquireQueued extends it to its TTL and learns the token), with
 -- the entry's data, and publishes "g<token>:<owner>" for each, which
 -- wakes only the driver that queued that owner (no one else can proceed)
--- and gives it the token without another round trip. It returns whether
+-- and gives it the token without another round trip: on that driver's own
+-- channel (QNOTE) when it gave one, so that no other process reads it,
+-- else on CHAN. It returns whether
 -- it granted anything.
 local function handoff(now)
 	purge_queue(now)
@@ -289,7 +297,12 @@ local function handoff(now)
 	if held then
 		units, limit = readers_units()
 	end
-	local q = redis.call('ZRANGE', QUEUE, 0, 63, 'WITHSCORES')
+	-- The head alone first: an exclusive head ends the run, and a long
+	-- queue of exclusive waiters costs no more than a short one.
+	local q = redis.call('ZRANGE', QUEUE, 0, 0, 'WITHSCORES')
+	if #q > 0 and tonumber(q[2]) % 2 == 1 then
+		q = redis.call('ZRANGE', QUEUE, 0, 63, 'WITHSCORES')
+	end
 	local granted, readers = false, false
 	for i = 1, #q, 2 do
 		local o, shared = q[i], tonumber(q[i + 1]) % 2 == 1
@@ -302,6 +315,7 @@ local function handoff(now)
 			break
 		end
 		local exp = tonumber(redis.call('ZSCORE', QEXP, o))
+		local note = redis.call('HGET', QNOTE, o)
 		local tok = next_token()
 		if shared then
 			redis.call('ZADD', READERS, int(exp), o)
@@ -315,7 +329,7 @@ local function handoff(now)
 			redis.call('SET', LOCK, int(tok) .. 'w:' .. o .. data, 'PX', int(ms))
 		end
 		leave_queue(o)
-		redis.call('PUBLISH', CHAN, 'g' .. int(tok) .. ':' .. o)
+		redis.call('PUBLISH', note or CHAN, 'g' .. int(tok) .. ':' .. o)
 		granted, held, units, limit = true, true, units + w, l
 		if not shared then
 			break

@@ -282,13 +282,7 @@ func TestQueueShared(t *testing.T) {
 		}
 		_, err = d.TryAcquireQueued(ctx, req(k, r4, driver.Shared, time.Second))
 		lockedRemaining(t, err) // still behind w3
-		l3, err := d.TryAcquireQueued(ctx, req(k, w3, driver.Exclusive, time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Release(ctx, l3); err != nil {
-			t.Fatal(err)
-		}
+		grantedQueued(t, d, req(k, w3, driver.Exclusive, time.Second))
 		mustAcquire(t, d, req(k, r4, driver.Shared, time.Second))
 	})
 }
@@ -498,4 +492,63 @@ func TestQueueLeaveUnblocks(t *testing.T) {
 			t.Fatalf("r3 after w2 left: %v", err)
 		}
 	})
+}
+
+// TestRefusalOfFlaggedHold: the refusals that the acquire script's second
+// fast path answers (an exclusive request, not queued, on a hold already
+// flagged by an earlier refusal) report what the full script would: the
+// hold's remaining time, or the queue's last entry's when longer; and the
+// holder itself, or a queued owner, is not refused by it.
+func TestRefusalOfFlaggedHold(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		d := newDriver(t, b.client(t))
+		k := uniqueKey(t, "k")
+		h, n, w := owner(), owner(), owner()
+
+		lh := mustAcquire(t, d, req(k, h, driver.Exclusive, 2*time.Second))
+		for range 2 { // flags the hold, then the fast path
+			_, err := d.TryAcquire(ctx, req(k, n, driver.Exclusive, time.Second))
+			if rem := lockedRemaining(t, err); rem <= time.Second || rem > 2*time.Second {
+				t.Fatalf("Remaining = %v, want the hold's, in (1s, 2s]", rem)
+			}
+		}
+		// The holder re-acquires: same token.
+		if l := mustAcquire(t, d, req(k, h, driver.Exclusive, 2*time.Second)); l.Token != lh.Token {
+			t.Fatalf("re-acquire token %d, want %d", l.Token, lh.Token)
+		}
+		_, err := d.TryAcquireQueued(ctx, req(k, w, driver.Exclusive, 5*time.Second))
+		lockedRemaining(t, err)
+		_, err = d.TryAcquire(ctx, req(k, n, driver.Exclusive, time.Second))
+		if rem := lockedRemaining(t, err); rem <= 4*time.Second || rem > 5*time.Second {
+			t.Fatalf("Remaining behind the queue = %v, want its entry's, in (4s, 5s]", rem)
+		}
+		// The queued owner's own plain attempt goes to the full script,
+		// which reports the hold's time (no entry ahead of it).
+		_, err = d.TryAcquire(ctx, req(k, w, driver.Exclusive, time.Second))
+		if rem := lockedRemaining(t, err); rem <= time.Second || rem > 2*time.Second {
+			t.Fatalf("Remaining for the queue's head = %v, want the hold's, in (1s, 2s]", rem)
+		}
+		if err := d.Release(ctx, lh); err != nil {
+			t.Fatal(err)
+		}
+		// Handed over to w, whose hold is flagged: n is refused.
+		_, err = d.TryAcquire(ctx, req(k, n, driver.Exclusive, time.Second))
+		lockedRemaining(t, err)
+		grantedQueued(t, d, req(k, w, driver.Exclusive, time.Second))
+		mustAcquire(t, d, req(k, n, driver.Exclusive, time.Second))
+	})
+}
+
+// grantedQueued asks for r with TryAcquireQueued, which must grant it,
+// and releases the grant.
+func grantedQueued(t *testing.T, d *redisdriver.Driver, r driver.Request) {
+	t.Helper()
+	l, err := d.TryAcquireQueued(ctxT(t), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Release(ctxT(t), l); err != nil {
+		t.Fatal(err)
+	}
 }

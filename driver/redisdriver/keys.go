@@ -14,6 +14,7 @@ const (
 	suffixQueue     = "queue"
 	suffixQueueExp  = "queue-exp"
 	suffixQueueData = "queue-data"
+	suffixQueueNote = "queue-notify"
 	suffixChannel   = "released"
 )
 
@@ -53,8 +54,8 @@ func (d *Driver) base(key string) string {
 }
 
 // keys returns the Redis keys of a lock, which the scripts derive from its
-// base (common.lua names them LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP and QDATA,
-// in this order; the tests check that both agree).
+// base (common.lua names them LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP, QDATA and
+// QNOTE, in this order; the tests check that both agree).
 func (d *Driver) keys(key string) []string {
 	b := d.base(key)
 	return []string{
@@ -65,6 +66,7 @@ func (d *Driver) keys(key string) []string {
 		b + suffixQueue,
 		b + suffixQueueExp,
 		b + suffixQueueData,
+		b + suffixQueueNote,
 	}
 }
 

@@ -112,6 +112,7 @@ func TestKeyLayout(t *testing.T) {
 		"locker:{orders/42}:queue",
 		"locker:{orders/42}:queue-exp",
 		"locker:{orders/42}:queue-data",
+		"locker:{orders/42}:queue-notify",
 	}
 	if strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("keys = %q, want %q", keys, want)
@@ -244,8 +245,8 @@ func TestKeySlotsAgainstRedis(t *testing.T) {
 // that a Redis Cluster node lets a script use them although they are not
 // declared: they are in the slot of the declared base.
 func TestScriptKeys(t *testing.T) {
-	const names = "\nredis.call('EXISTS', LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP, QDATA)" +
-		"\nreturn {LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP, QDATA, CHAN}"
+	const names = "\nredis.call('EXISTS', LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP, QDATA, QNOTE)" +
+		"\nreturn {LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP, QDATA, QNOTE, CHAN}"
 	check := func(t *testing.T, c redis.UniversalClient, prefix string) {
 		d, err := New(c, &Options{Prefix: prefix})
 		if err != nil {

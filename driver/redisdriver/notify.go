@@ -13,7 +13,8 @@ import (
 )
 
 // hub is the pub/sub connection shared by the open subscriptions of a
-// Driver, with the goroutine that reads it. It lives while it has channels,
+// Driver (kept, by key, in the Driver's driver.Fanout), with the goroutine
+// that reads it. It lives while it has channels,
 // and for hubLinger after its last channel goes, so that a process whose
 // waits follow one another (the usual shape under contention) does not dial
 // a new connection for each.
@@ -25,6 +26,12 @@ type hub struct {
 	done  chan struct{}         // closed when the dispatcher has returned
 	idle  *time.Timer           // ends the hub when it has stayed without channels
 	gen   uint64                // counts idle periods: a stale idle timer does nothing
+	// noteSent is set once a SUBSCRIBE of the driver's own channel
+	// (Driver.note) has been written, with the PING of payload notePing;
+	// noteOK once that PING's reply has come: from then on, the
+	// handoffs published there reach the dispatcher.
+	noteSent, noteOK bool
+	notePing         string
 	// closed is the error of the client's closing (redis.ErrClosed),
 	// once the dispatcher has seen it: the dispatcher has returned, and
 	// Subscribe fails at once with it.
@@ -36,44 +43,25 @@ type hub struct {
 // sees the goroutine go soon after.
 const hubLinger = 200 * time.Millisecond
 
-// chanEntry is one subscribed channel and its subscriptions.
+// chanLinger is how long a channel stays subscribed after its last
+// subscription closed. A process that locks a contended key again and
+// again subscribes on each wait and closes the subscription on each grant:
+// while the channel lingers, the next Subscribe finds it confirmed and
+// takes no round trip, and the closing none either (no UNSUBSCRIBE). The
+// channel has stayed subscribed throughout, so every release after the new
+// Subscribe returns is delivered, as for a fresh one.
+const chanLinger = 200 * time.Millisecond
+
+// chanEntry is the channel of one key, subscribed on a hub; the key's
+// subscriptions are in the Driver's Fanout.
 type chanEntry struct {
+	key     string
 	name    string
-	payload string // PING payload that confirms the SUBSCRIBE
-	subs    map[*subscription]struct{}
+	payload string        // PING payload that confirms the SUBSCRIBE
 	ready   chan struct{} // closed when confirmed (err == nil) or failed
 	err     error
-}
-
-// subscription implements driver.Subscription.
-type subscription struct {
-	d      *Driver
-	h      *hub
-	e      *chanEntry
-	c      chan struct{}
-	closed bool // guarded by d.mu
-}
-
-// C implements driver.Subscription.
-func (s *subscription) C() <-chan struct{} { return s.c }
-
-// Close implements driver.Subscription. It returns nil.
-func (s *subscription) Close() error {
-	s.d.unsubscribe(s)
-	return nil
-}
-
-func (s *subscription) notify() {
-	select {
-	case s.c <- struct{}{}:
-	default: // a value is pending: coalesce
-	}
-}
-
-func (e *chanEntry) notify() {
-	for s := range e.subs {
-		s.notify()
-	}
+	idle    *time.Timer // unsubscribes the channel when it has stayed without subscriptions
+	gen     uint64      // counts idle periods: a stale idle timer does nothing
 }
 
 // Subscribe implements driver.Notifier. It returns once Redis has confirmed
@@ -91,7 +79,6 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		return nil, opError(op, key, err)
 	}
 	name := d.channel(key)
-	s := &subscription{d: d, c: make(chan struct{}, 1)}
 
 	d.mu.Lock()
 	if d.hub == nil {
@@ -130,19 +117,32 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		h.gen++
 	}
 	e := h.chans[name]
+	if e != nil && e.idle != nil {
+		// Reuse the lingering channel (see chanLinger).
+		e.idle.Stop()
+		e.idle = nil
+		e.gen++
+	}
 	if e == nil {
 		d.seq++
 		e = &chanEntry{
+			key:     key,
 			name:    name,
 			payload: "locker-" + strconv.FormatUint(d.seq, 10),
-			subs:    make(map[*subscription]struct{}),
 			ready:   make(chan struct{}),
 		}
 		h.chans[name] = e
 		h.waits[e.payload] = e
 		// SUBSCRIBE and PING are written under d.mu so that no
-		// UNSUBSCRIBE of the same channel can come between them.
-		err := h.ps.Subscribe(ctx, name)
+		// UNSUBSCRIBE of the same channel can come between them. The
+		// hub's first SUBSCRIBE also subscribes the driver's own
+		// channel, for the rest of the hub's life.
+		chans := []string{name}
+		if !h.noteSent {
+			chans = append(chans, d.note)
+			h.noteSent, h.notePing = true, e.payload
+		}
+		err := h.ps.Subscribe(ctx, chans...)
 		if err == nil {
 			err = h.ps.Ping(ctx, e.payload)
 		}
@@ -150,8 +150,8 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 			h.fail(e, err)
 		}
 	}
-	s.h, s.e = h, e
-	e.subs[s] = struct{}{}
+	// Under d.mu, so that subClosed counts it.
+	s := d.fan.Subscribe(key)
 	d.mu.Unlock()
 
 	select {
@@ -160,12 +160,12 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		select {
 		case <-e.ready: // confirmed too: prefer success
 		default:
-			d.unsubscribe(s)
+			_ = s.Close()
 			return nil, opError(op, key, context.Cause(ctx))
 		}
 	}
 	if e.err != nil {
-		d.unsubscribe(s)
+		_ = s.Close()
 		return nil, opError(op, key, e.err)
 	}
 	return s, nil
@@ -196,6 +196,10 @@ func (d *Driver) dialPubSub(ctx context.Context) (*redis.PubSub, error) {
 // subscribed on the connection until the hub ends; messages for it are
 // ignored. d.mu is held.
 func (h *hub) fail(e *chanEntry, err error) {
+	if h.notePing == e.payload && !h.noteOK {
+		// Subscribe the driver's channel again with the next one.
+		h.noteSent, h.notePing = false, ""
+	}
 	if h.chans[e.name] == e {
 		delete(h.chans, e.name)
 	}
@@ -206,25 +210,49 @@ func (h *hub) fail(e *chanEntry, err error) {
 	}
 }
 
-// unsubscribe closes s: it unsubscribes its channel when s was the
-// channel's last subscription, and arms the hub's idle timer when that was
-// its last channel.
-func (d *Driver) unsubscribe(s *subscription) {
+// subClosed is the Fanout's OnClose: when key has no subscription left,
+// its channel lingers (see chanLinger), and endChan unsubscribes it if no
+// subscription comes meanwhile.
+func (d *Driver) subClosed(key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if s.closed {
+	h := d.hub
+	if h == nil || d.fan.Count(key) > 0 {
 		return
 	}
-	s.closed = true
-	h, e := s.h, s.e
-	delete(e.subs, s)
-	if len(e.subs) == 0 && h.chans[e.name] == e {
-		delete(h.chans, e.name)
-		delete(h.waits, e.payload)
-		// The error does not matter: on a broken connection, go-redis
-		// forgets the channel and does not resubscribe it.
-		_ = h.ps.Unsubscribe(context.Background(), e.name)
+	e := h.chans[d.channel(key)]
+	if e == nil {
+		// Failed, and out of the hub already.
+		h.idleIfEmpty(d)
+		return
 	}
+	if e.idle == nil {
+		gen := e.gen
+		e.idle = time.AfterFunc(chanLinger, func() { d.endChan(h, e, gen) })
+	}
+}
+
+// endChan unsubscribes e's channel if it is still h's and has had no
+// subscription since its idle period gen began, and arms the hub's idle
+// timer when that was its last channel.
+func (d *Driver) endChan(h *hub, e *chanEntry, gen uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e.gen != gen || d.fan.Count(e.key) > 0 || h.chans[e.name] != e {
+		return
+	}
+	e.idle = nil
+	delete(h.chans, e.name)
+	delete(h.waits, e.payload)
+	// The error does not matter: on a broken connection, go-redis
+	// forgets the channel and does not resubscribe it.
+	_ = h.ps.Unsubscribe(context.Background(), e.name)
+	h.idleIfEmpty(d)
+}
+
+// idleIfEmpty arms h's idle timer when h is d's hub and has no channel
+// left. d.mu is held.
+func (h *hub) idleIfEmpty(d *Driver) {
 	if len(h.chans) == 0 && d.hub == h && h.idle == nil {
 		gen := h.gen
 		h.idle = time.AfterFunc(hubLinger, func() { d.endIdle(h, gen) })
@@ -252,22 +280,30 @@ func (d *Driver) endIdle(h *hub, gen uint64) {
 // that owner can proceed. A handoff to an owner d queued is recorded for
 // its next TryAcquireQueued. d.mu is held.
 func (d *Driver) concerns(payload string) bool {
+	q, handoff := d.handoff(payload)
+	return !handoff || q != nil
+}
+
+// handoff reports whether payload is a handoff ("g<token>:<owner>") and,
+// if it is to an owner d queued, returns that owner, with the handoff
+// recorded for its next TryAcquireQueued. d.mu is held.
+func (d *Driver) handoff(payload string) (q *queuedOwner, handoff bool) {
 	rest, ok := strings.CutPrefix(payload, "g")
 	if !ok {
-		return true
+		return nil, false
 	}
 	tok, owner, ok := strings.Cut(rest, ":")
 	if !ok {
-		return true // not ours: wake, and let the waiter ask
+		return nil, false // not ours: wake, and let the waiter ask
 	}
-	q := d.queued[owner]
+	q = d.queued[owner]
 	if q == nil {
-		return false
+		return nil, true
 	}
-	if n, err := strconv.ParseUint(tok, 10, 64); err == nil && n > 0 {
+	if n, err := strconv.ParseUint(tok, 10, 64); err == nil && n > q.floor {
 		q.granted = n
 	}
-	return true
+	return q, true
 }
 
 // Backoff of the dispatcher while the pub/sub connection fails.
@@ -294,8 +330,8 @@ func (d *Driver) dispatch(h *hub) {
 			// everyone, whose next call fails, fail the confirmations
 			// in flight, and end.
 			h.closed = err
+			d.fan.WakeAll()
 			for _, e := range h.chans {
-				e.notify()
 				if _, ok := h.waits[e.payload]; ok {
 					h.fail(e, err)
 				}
@@ -308,9 +344,9 @@ func (d *Driver) dispatch(h *hub) {
 			// or cannot be made. A release may have been missed: wake
 			// everyone. Confirmations in flight are lost: ask again.
 			d.failed(err)
+			d.fan.WakeAll()
 			var pending []*chanEntry
 			for _, e := range h.chans {
-				e.notify()
 				if _, ok := h.waits[e.payload]; ok {
 					pending = append(pending, e)
 				}
@@ -335,19 +371,32 @@ func (d *Driver) dispatch(h *hub) {
 		bo.Reset()
 		switch m := msg.(type) {
 		case *redis.Message:
-			if e := h.chans[m.Channel]; e != nil && d.concerns(m.Payload) {
-				e.notify()
+			if m.Channel == d.note {
+				// A handoff to an owner d queued: wake the
+				// subscriptions of its key only.
+				if q, _ := d.handoff(m.Payload); q != nil {
+					d.fan.Wake(q.key)
+				}
+			} else if e := h.chans[m.Channel]; e != nil && d.concerns(m.Payload) {
+				d.fan.Wake(e.key)
 			}
 		case *redis.Subscription:
 			// A subscribe for a confirmed channel is go-redis
 			// resubscribing after a reconnect: releases may have been
-			// missed in between.
+			// missed in between (on the driver's own channel, handoffs
+			// to any key).
+			if m.Channel == d.note && m.Kind == "subscribe" && h.noteOK {
+				d.fan.WakeAll()
+			}
 			if e := h.chans[m.Channel]; e != nil && m.Kind == "subscribe" {
 				if _, waiting := h.waits[e.payload]; !waiting {
-					e.notify()
+					d.fan.Wake(e.key)
 				}
 			}
 		case *redis.Pong:
+			if h.noteSent && m.Payload == h.notePing {
+				h.noteOK = true
+			}
 			if e := h.waits[m.Payload]; e != nil {
 				delete(h.waits, m.Payload)
 				close(e.ready)

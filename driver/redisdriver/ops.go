@@ -35,6 +35,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
 	var sent time.Time
+	var note string
 	if queued {
 		mode = queuedArg(req.Mode)
 		// With Replicas, a handoff is acknowledged by the owner's own
@@ -45,12 +46,19 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		// Before the request: the handoff's message may arrive on the
 		// pub/sub connection before the reply does. If the request
 		// fails, the front-end's Release forgets the owner.
-		sent = d.queueing(req.Owner)
+		sent, note = d.queueing(req.Owner, req.Key)
 	}
 	var args []any
-	if data == "" {
+	switch {
+	case note != "":
+		// The handoff to the owner is published on d's own channel.
+		if data != "" {
+			mode = dataMode(mode)
+		}
+		args = acquireScript.args(d.base(req.Key), req.Owner, mode, ms, data, note)
+	case data == "":
 		args = acquireScript.args(d.base(req.Key), req.Owner, mode, ms)
-	} else {
+	default:
 		args = acquireScript.args(d.base(req.Key), req.Owner, dataMode(mode), ms, data)
 	}
 	var res any
@@ -63,11 +71,19 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
+	var floor uint64
+	if a, ok := res.([]any); ok && queued && len(a) == 2 {
+		// A queued request refused, with the bound of the tokens
+		// granted so far.
+		if n, ok := a[1].(int64); ok && n > 0 {
+			res, floor = a[0], uint64(n)
+		}
+	}
 	if a, ok := res.([]any); ok {
 		// A shared request whose limit differs from the key's.
 		if n, ok := a[0].(int64); len(a) == 1 && ok && n >= 0 {
 			if queued {
-				d.queued1(req.Owner, false, sent)
+				d.queued1(req.Owner, false, sent, 0)
 			}
 			return driver.Lease{}, opError(op, req.Key, &driver.LimitError{Limit: n})
 		}
@@ -77,7 +93,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
 	if queued {
-		d.queued1(req.Owner, tok == 0, sent)
+		d.queued1(req.Owner, tok == 0, sent, floor)
 	}
 	if tok == 0 {
 		return driver.Lease{}, opError(op, req.Key,
@@ -167,7 +183,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		return opError(op, l.Key, err)
 	}
 	res, err := d.run(ctx, releaseScript, releaseScript.args(d.base(l.Key), l.Owner, mode, l.Token))
-	d.queued1(l.Owner, false, time.Time{})
+	d.queued1(l.Owner, false, time.Time{}, 0)
 	if err != nil {
 		return opError(op, l.Key, err)
 	}
@@ -180,30 +196,43 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	return opError(op, l.Key, errBadReply(res))
 }
 
-// queueing records that a queued request for owner is about to be sent,
-// and returns the time it is sent.
-func (d *Driver) queueing(owner string) time.Time {
+// queueing records that a queued request for owner, waiting for key, is
+// about to be sent, and returns the time it is sent and the channel the
+// request names for its handoff: d's own (see Driver.note) when the hub
+// has confirmed it, so that the handoff reaches d, else "" (the handoff
+// is then published on the key's channel).
+func (d *Driver) queueing(owner, key string) (time.Time, string) {
 	now := time.Now()
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	q := d.queued[owner]
 	if q == nil {
-		q = &queuedOwner{}
+		q = &queuedOwner{key: key}
 		d.queued[owner] = q
 	}
 	if q.pending.IsZero() {
 		q.pending = now
 	}
-	d.mu.Unlock()
-	return now
+	if h := d.hub; h != nil && h.noteOK && h.closed == nil {
+		return now, d.note
+	}
+	return now, ""
 }
 
 // queued1 records the outcome of a request for owner: still queued (its
-// entry renewed by the request sent at sent), or granted or released.
-func (d *Driver) queued1(owner string, queued bool, sent time.Time) {
+// entry renewed by the request sent at sent, which reported floor as the
+// bound of the key's tokens so far), or granted or released.
+func (d *Driver) queued1(owner string, queued bool, sent time.Time, floor uint64) {
 	d.mu.Lock()
 	if q := d.queued[owner]; q != nil {
 		if queued {
 			q.confirmed, q.pending = sent, time.Time{}
+			// A handoff announced with a token up to floor was to
+			// an earlier entry of the same owner: stale.
+			q.floor = max(q.floor, floor)
+			if q.granted <= q.floor {
+				q.granted = 0
+			}
 		} else {
 			delete(d.queued, owner)
 		}
@@ -219,7 +248,8 @@ func (d *Driver) takeGrant(req driver.Request, ms int64) (driver.Lease, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	q := d.queued[req.Owner]
-	if q == nil || q.granted == 0 {
+	if q == nil || q.granted == 0 || q.floor == 0 {
+		// No handoff, or none that a refusal of this entry dates.
 		return driver.Lease{}, false
 	}
 	delete(d.queued, req.Owner)

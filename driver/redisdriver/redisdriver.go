@@ -26,7 +26,12 @@
 //	locker:{orders/42}:queue      ZSET owner -> arrival order and mode: the wait queue
 //	locker:{orders/42}:queue-exp  ZSET owner -> expiry in ms of Redis TIME: queue entries
 //	locker:{orders/42}:queue-data HASH owner -> "<data>" of queue entries that have some
+//	locker:{orders/42}:queue-notify HASH owner -> pub/sub channel of the Driver that queued it
 //	locker:{orders/42}:released   pub/sub channel, published on release
+//
+// Each Driver also has a pub/sub channel of its own, "<prefix>notify:<id>"
+// with a random id, on which the handoffs to the owners it queued are
+// published (see Scripts).
 //
 // <data> is what a grant keeps besides its token and owner: nothing for an
 // uncounted request without a value (so the layout of plain locks is
@@ -75,7 +80,11 @@
 //     the waiters; it takes no token. When none of the lock, fence,
 //     readers, queue and queue-exp keys exists, an exclusive request is
 //     granted by a fast path that runs before the scripts' shared
-//     prelude: EXISTS, TIME and SET.
+//     prelude: EXISTS, TIME and SET. A second fast path refuses an
+//     exclusive request (not queued) of an owner not in the queue when
+//     another owner's hold is flagged already, the usual first attempt
+//     of a waiter on a contended key: GET, PTTL, ZSCORE and, with a
+//     queue, ZRANGE and TIME for its remaining time.
 //   - refresh (Refresh, RefreshBatch) extends the hold of l.Owner in l.Mode,
 //     with token l.Token unless it is 0, and never re-creates a hold that
 //     expired.
@@ -86,11 +95,17 @@
 //     queue has live entries, it hands the key over: it grants it to the
 //     queue's head (or the run of shared entries at its head) with a new
 //     token, for as long as their queue entries live, and publishes
-//     "g<token>:<owner>", which only the Driver that queued that owner
-//     heeds: it wakes its subscriptions and returns the grant from the
-//     owner's next TryAcquireQueued without a round trip (Lease.Start is
+//     "g<token>:<owner>" on the channel of the Driver that queued that
+//     owner (queue-notify; on the key's channel when that Driver had not
+//     confirmed its own yet, where the other Drivers ignore it), so that
+//     no other process reads it: that Driver wakes its subscriptions of
+//     the key and returns the grant from the owner's next
+//     TryAcquireQueued without a round trip (Lease.Start is
 //     the send time of the request that last renewed the queue entry,
-//     which the grant's expiry cannot precede). Other releases publish
+//     which the grant's expiry cannot precede). A queued request's
+//     refusal reports a bound of every token granted so far, so that a
+//     late announcement of an earlier grant to the same owner, with a
+//     token up to it, is never taken for the new one. Other releases publish
 //     "r" when they deleted a hold or a queue entry. acquire publishes
 //     too when it drops expired queue entries, since the waiters behind
 //     them may now proceed. refresh and release of a shared hold read the
@@ -138,7 +153,14 @@
 // the WAIT goes in the same round trip, but a TryAcquireQueued that a
 // handoff granted takes one too (to be acknowledged). Subscribe takes one
 // round trip when the key's channel is not yet subscribed by this driver
-// (two when the driver's pub/sub connection is not open), none otherwise.
+// (two when the driver's pub/sub connection is not open), none otherwise:
+// a channel stays subscribed for 200ms after its last subscription closed,
+// so that the waits of a process that locks a contended key again and
+// again cost no SUBSCRIBE nor UNSUBSCRIBE. So on a contended key, each
+// acquisition by a process of its own takes three round trips in all: the
+// previous holder's release (which hands the key over), the refused
+// attempt and the queued one; the handoff itself reaches the new holder
+// on its driver's channel, read by no other process.
 //
 // # Tokens
 //
@@ -250,6 +272,8 @@
 package redisdriver
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -312,13 +336,20 @@ type Driver struct {
 	replicaTimeout time.Duration
 
 	mu  sync.Mutex
-	hub *hub   // shared pub/sub connection; nil when no subscription is open
+	hub *hub // shared pub/sub connection; nil when no subscription is open
+	// fan holds the open subscriptions, by key; its OnClose is subClosed.
+	fan driver.Fanout
 	seq uint64 // numbers the PING payloads that confirm subscriptions
 	// queued holds the owners this driver has put in a wait queue and
 	// not yet seen granted or released: a release that hands a key over
 	// to one of them wakes this driver's subscriptions, one that hands it
 	// to another driver's owner does not.
 	queued map[string]*queuedOwner
+	// note is the driver's own pub/sub channel, "<prefix>notify:<id>"
+	// with id random: the scripts publish there the handoffs to the
+	// owners it queued (see handoff in common.lua), which no other
+	// process needs to read.
+	note string
 }
 
 // queuedOwner is what a driver knows of an owner it queued.
@@ -328,8 +359,14 @@ type queuedOwner struct {
 	// is when the first request since then was sent, if any.
 	confirmed, pending time.Time
 	// granted is the token of a handoff announced for the owner, 0 if
-	// none.
-	granted uint64
+	// none. floor is the bound of the key's tokens that the last refusal
+	// of the owner's queued request reported (0: none yet): a handoff
+	// to this entry has a greater token, an announcement with a lower
+	// one is stale, from an earlier entry of the same owner whose
+	// message came late.
+	granted, floor uint64
+	// key is the key the owner waits for.
+	key string
 }
 
 // start is a time no later than the start of the owner's queue entry's
@@ -378,6 +415,12 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	d := &Driver{client: client, prefix: prefix, ctxBound: contextBound(client),
 		replicas: o.Replicas, replicaTimeout: o.ReplicaTimeout,
 		queued: make(map[string]*queuedOwner)}
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, fmt.Errorf("redisdriver: %w", err)
+	}
+	d.note = prefix + "notify:" + hex.EncodeToString(id[:])
+	d.fan.OnClose = d.subClosed
 	if d.replicas > 0 {
 		switch client.(type) {
 		case *redis.Client, *redis.ClusterClient:

@@ -2,12 +2,14 @@ package redisdriver_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -88,4 +90,72 @@ func BenchmarkServerTime(b *testing.B) {
 			b.ReportMetric(float64(usec-usec0)/float64(b.N), "server-us/op")
 		})
 	}
+}
+
+// BenchmarkServerTimeHandoff measures the server time of one acquisition
+// on a key that two owners of two drivers pass to each other, as
+// contenders in separate processes do: the holder's release hands the key
+// over to the queued owner, and then asks for it again (refused, then
+// queued). server-us/op is the EVALSHA time per acquisition.
+func BenchmarkServerTimeHandoff(b *testing.B) {
+	if realRedis == nil {
+		b.Skip("no redis-server")
+	}
+	ctx := context.Background()
+	var ds [2]*redisdriver.Driver
+	for i := range ds {
+		c := redis.NewClient(&redis.Options{Addr: realRedis.Addr, ContextTimeoutEnabled: true})
+		b.Cleanup(func() { _ = c.Close() })
+		d, err := newDriverErr(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ds[i] = d
+		s, err := d.Subscribe(ctx, "bench/server-time/handoff")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+	}
+	admin := redis.NewClient(&redis.Options{Addr: realRedis.Addr})
+	b.Cleanup(func() { _ = admin.Close() })
+	reqs := [2]driver.Request{}
+	for i := range reqs {
+		reqs[i] = driver.Request{Key: "bench/server-time/handoff", Owner: owner(), Mode: driver.Exclusive, TTL: 10 * time.Second}
+	}
+	held, err := ds[0].TryAcquire(ctx, reqs[0])
+	if err != nil {
+		b.Fatal(err)
+	}
+	// step: the other owner waits (refused, then queued), the holder
+	// releases (the handoff), the other takes the grant.
+	turn := 0
+	step := func() {
+		next := 1 - turn
+		if _, err := ds[next].TryAcquire(ctx, reqs[next]); !errors.Is(err, driver.ErrLocked) {
+			b.Fatalf("plain attempt: %v", err)
+		}
+		if _, err := ds[next].TryAcquireQueued(ctx, reqs[next]); !errors.Is(err, driver.ErrLocked) {
+			b.Fatalf("queued attempt: %v", err)
+		}
+		if err := ds[turn].Release(ctx, held); err != nil {
+			v, _ := admin.Get(ctx, "locker:{bench/server-time/handoff}:lock").Result()
+			b.Fatalf("%v: held %+v, lock %q, reqs %v", err, held, v, reqs)
+		}
+		for {
+			if held, err = ds[next].TryAcquireQueued(ctx, reqs[next]); err == nil {
+				break
+			}
+		}
+		turn = next
+	}
+	step()
+	calls0, usec0 := evalshaStats(b, admin)
+	for b.Loop() {
+		step()
+	}
+	calls, usec := evalshaStats(b, admin)
+	b.ReportMetric(float64(usec-usec0)/float64(b.N), "server-us/op")
+	b.ReportMetric(float64(calls-calls0)/float64(b.N), "evalsha/op")
+	_ = ds[turn].Release(ctx, held)
 }

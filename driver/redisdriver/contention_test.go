@@ -1,0 +1,193 @@
+package redisdriver_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestHandoffOnDriverChannel: a handoff to an owner that a Driver queued
+// is published on that Driver's own channel, not on the key's channel that
+// every waiting process reads; the queued owner's driver is woken and
+// takes the grant without a round trip.
+func TestHandoffOnDriverChannel(t *testing.T) {
+	srv := realServer(t)
+	ctx := ctxT(t)
+	holder := newDriver(t, newClient(t, srv.Addr))
+	wc := newClient(t, srv.Addr)
+	tc := &tripCounter{}
+	wc.AddHook(tc)
+	waiter := newDriver(t, wc)
+	k := uniqueKey(t, "k")
+	defer wantNoDispatcher(t)
+
+	// A reader of the key's channel, as another process's waiter.
+	spy := newClient(t, srv.Addr).Subscribe(ctx, "locker:{"+k+"}:released")
+	defer spy.Close()
+	if _, err := spy.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+
+	l, s, w := queuedBehind(t, holder, waiter, k)
+	defer s.Close()
+	if err := holder.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	wantWake(t, "the queued owner's driver after the handoff", s)
+	var lw driver.Lease
+	var err error
+	wantTrips(t, "TryAcquireQueued after the handoff", tc.count(func() {
+		if lw, err = waiter.TryAcquireQueued(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if msg, err := spy.ReceiveMessage(rctx); err == nil {
+		t.Errorf("the key's channel got %q: the handoff went to every process", msg.Payload)
+	}
+	if err := waiter.Release(ctx, lw); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queuedBehind makes holder hold k, and a new owner w wait for it through
+// waiter: subscribed (s, which the caller closes) and queued.
+func queuedBehind(t *testing.T, holder, waiter *redisdriver.Driver, k string) (l driver.Lease, s driver.Subscription, w driver.Request) {
+	t.Helper()
+	l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, 5*time.Second))
+	s = subscribe(t, waiter, k)
+	w = req(k, owner(), driver.Exclusive, 5*time.Second)
+	_, err := waiter.TryAcquireQueued(ctxT(t), w)
+	lockedRemaining(t, err)
+	return l, s, w
+}
+
+// TestStaleHandoffAnnouncement: an announced handoff whose token is not
+// above what the owner's queued request was told (an earlier grant to the
+// same owner, announced late) is not taken as a grant.
+func TestStaleHandoffAnnouncement(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		c := b.client(t)
+		holder, waiter := newDriver(t, b.client(t)), newDriver(t, c)
+		k := uniqueKey(t, "k")
+		defer wantNoDispatcher(t)
+
+		l, s, w := queuedBehind(t, holder, waiter, k)
+		defer s.Close()
+		// A late announcement of an earlier grant to w.
+		stale := fmt.Sprintf("g%d:%s", l.Token, w.Owner)
+		if err := c.Publish(ctx, "locker:{"+k+"}:released", stale).Err(); err != nil {
+			t.Fatal(err)
+		}
+		wantWake(t, "the announcement", s)
+		if got, err := waiter.TryAcquireQueued(ctx, w); err == nil {
+			t.Fatalf("granted %+v by a stale announcement; the key is still held", got)
+		}
+		if err := holder.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		wantWake(t, "the handoff", s)
+		lw, err := waiter.TryAcquireQueued(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lw.Token <= l.Token {
+			t.Fatalf("handed-over token %d not above %d", lw.Token, l.Token)
+		}
+		if err := waiter.Release(ctx, lw); err != nil {
+			t.Fatalf("release of the handed-over key: %v", err)
+		}
+	})
+}
+
+// writeCounter counts the writes on the connections it dials: a command,
+// a pipeline or a pub/sub command is one write that waits for its reply
+// (the bench counts round trips the same way).
+type writeCounter struct{ n atomic.Int64 }
+
+type countedConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c countedConn) Write(b []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(b)
+}
+
+func (w *writeCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return countedConn{c, &w.n}, nil
+}
+
+// TestContendedRoundTrips: contenders on one key, each with its own
+// client and driver (as separate processes), take at most 3 round trips
+// per acquisition, pub/sub included: the release (which hands the key
+// over), the next lock's refused attempt and its queued one. The
+// subscription of a wait that follows another costs none (the channel
+// lingers), and the handoff none (it comes on the driver's channel).
+func TestContendedRoundTrips(t *testing.T) {
+	srv := realServer(t)
+	const n, rounds = 3, 60
+	var wc writeCounter
+	k := uniqueKey(t, "k")
+	ms := make([]*locker.Mutex, n)
+	for i := range ms {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, Dialer: wc.dial})
+		t.Cleanup(func() { _ = c.Close() })
+		lc := locker.New(newDriver(t, c), locker.WithTTL(10*time.Second))
+		t.Cleanup(func() { _ = lc.Close(context.Background()) })
+		ms[i] = lc.Mutex(k)
+	}
+	var holders atomic.Int32
+	run := func(per int) int64 {
+		ctx := ctxT(t)
+		start := wc.n.Load()
+		var wg sync.WaitGroup
+		for _, m := range ms {
+			wg.Go(func() {
+				for range per {
+					if err := m.LockContext(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					if holders.Add(1) != 1 {
+						t.Error("two holders")
+					}
+					time.Sleep(200 * time.Microsecond)
+					holders.Add(-1)
+					if err := m.UnlockContext(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return wc.n.Load() - start
+	}
+	run(5) // warm-up: connections, scripts, subscriptions
+	trips := run(rounds)
+	per := float64(trips) / float64(n*rounds)
+	t.Logf("%d round trips for %d acquisitions: %.2f each", trips, n*rounds, per)
+	// 3 each, and some slack for a release that finds the queue empty
+	// (its waiters are then woken to ask again) on a loaded machine.
+	if per > 3.5 {
+		t.Errorf("%.2f round trips per acquisition, want at most 3.5", per)
+	}
+}
