@@ -110,6 +110,7 @@ func (r *report) targets() []target {
 	var ts targetList
 	r.redisTargets(&ts)
 	r.redisContendedTargets(&ts)
+	r.redisPerContenderTargets(&ts)
 	r.etcdTargets(&ts)
 	r.zkTargets(&ts)
 	r.manyTargets(&ts)
@@ -169,6 +170,48 @@ func (r *report) redisContendedTargets(ts *targetList) {
 		add(target{"Redis", "N=32 no goroutine starved", v.label, fmt.Sprintf("min %d acquisitions", st.minG), "> 0", st.minG > 0, true})
 	}
 
+}
+
+// redisPerContenderTargets are the Redis targets of one key with one
+// client per contender (as N processes), at each N of the run: against
+// the fastest barging peer's acquisitions/s and the shortest of the
+// peers' longest waits.
+func (r *report) redisPerContenderTargets(ts *targetList) {
+	add := ts.add
+	lr := r.find("redis", "locker")
+	for _, n := range r.cfg.ns {
+		c := r.contendedOn(lr, n, n)
+		if c == nil {
+			add(target{area: "Redis", what: fmt.Sprintf("N=%d, one client per contender", n)})
+			continue
+		}
+		st := c.stats()
+		var fast, calm *system
+		var fastRate float64
+		var calmMax time.Duration
+		for _, s := range r.systems {
+			pc := r.contendedOn(s, n, n)
+			if pc == nil || s.server != "redis" || s.kind != kindPeer {
+				continue
+			}
+			ps := pc.stats()
+			if fast == nil || ps.rate > fastRate {
+				fast, fastRate = s, ps.rate
+			}
+			if ps.maxWait > 0 && (calm == nil || ps.maxWait < calmMax) {
+				calm, calmMax = s, ps.maxWait
+			}
+		}
+		what := func(t string) string { return fmt.Sprintf("N=%d, one client per contender: %s", n, t) }
+		if fast != nil {
+			add(target{"Redis", what("acquisitions/s ≥ 0.7× the fastest peer"), "", fmt.Sprintf("%.0f (%.2f×)", st.rate, st.rate/fastRate), fmt.Sprintf("%s %.0f", fast.name, fastRate), st.rate >= 0.7*fastRate, true})
+		}
+		add(target{"Redis", what("fairness (max/min) ≤ 1.1"), "", ratio(st.fairness), "1.1", st.fairness <= 1.1, true})
+		if calm != nil {
+			add(target{"Redis", what("longest wait ≤ 1/5 of the best peer's"), "", ms(st.maxWait) + " ms", fmt.Sprintf("%s %s ms (1/5: %s ms)", calm.name, ms(calmMax), ms(calmMax/5)), st.maxWait <= calmMax/5, true})
+		}
+		add(target{"Redis", what("round trips per acquisition ≤ 3"), "", fmt.Sprintf("%.2f", st.tripsPerAcq), "3", st.tripsPerAcq <= 3.005, true})
+	}
 }
 
 // etcdTargets are the etcd targets.
