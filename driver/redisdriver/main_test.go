@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker/internal/faultmatrix"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
 	"go.uber.org/goleak"
 )
@@ -38,5 +39,6 @@ func (m mainM) Run() int {
 
 func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
+	testflag.Parallel(8, true)         // -short: the conformance suite's waiting subtests together
 	goleak.VerifyTestMain(mainM{m})
 }
