@@ -28,6 +28,24 @@ func benchClients(b *testing.B, n int) []*redis.Client {
 	return cs
 }
 
+// benchQuorum returns a quorum of n redisdriver members, each over a
+// server of the shared pool with a client of its own.
+func benchQuorum(b *testing.B, n int) driver.Driver {
+	cs := benchClients(b, n)
+	ms := make([]driver.Driver, len(cs))
+	for i, c := range cs {
+		var err error
+		if ms[i], err = redisdriver.New(c, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	d, err := quorumdriver.New(ms, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
 // BenchmarkPair is an uncontended TryAcquire+Release pair on one key, on a
 // single redisdriver and on a quorum of 3 redisdriver members, each over a
 // server of the shared pool: the driver-level part of the bench's
@@ -55,21 +73,7 @@ func BenchmarkPair(b *testing.B) {
 		}
 		run(b, d)
 	})
-	b.Run("quorum3", func(b *testing.B) {
-		cs := benchClients(b, 3)
-		ms := make([]driver.Driver, len(cs))
-		for i, c := range cs {
-			var err error
-			if ms[i], err = redisdriver.New(c, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-		d, err := quorumdriver.New(ms, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		run(b, d)
-	})
+	b.Run("quorum3", func(b *testing.B) { run(b, benchQuorum(b, 3)) })
 }
 
 // BenchmarkFloor measures the floor under BenchmarkPair's ratio: plain
