@@ -28,6 +28,9 @@ func TestStart(t *testing.T) {
 }
 
 func TestClusterLeaderStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a three-member cluster and its leader's stop take 10s; etcddriver's TestCluster runs them under -short too (LeaderKill)")
+	}
 	c := StartCluster(t, 3)
 	cli := c.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
