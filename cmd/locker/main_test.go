@@ -4,30 +4,31 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// bin is the locker binary built by TestMain, which the command tests run
-// as separate processes.
+// bin is the locker command that the command tests run as separate
+// processes: this test binary itself, which TestMain turns into the
+// command when envMain is set (so that no second build is needed).
 var bin string
 
+// envMain, set to "1", makes the test binary run the locker command.
+const envMain = "LOCKER_CMD_TEST_MAIN"
+
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "locker-cmd-test")
+	if os.Getenv(envMain) == "1" {
+		main()
+	}
+	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "locker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	bin = exe
+	os.Setenv(envMain, "1") // for the processes the tests start
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -35,7 +36,6 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	os.RemoveAll(dir)
 	os.Exit(code)
 }
 
