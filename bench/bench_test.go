@@ -178,7 +178,11 @@ func TestRun(t *testing.T) {
 	if strings.Contains(s, "MUTUAL EXCLUSION VIOLATED") {
 		t.Error("a system violated mutual exclusion")
 	}
-	if rep.servers["redis"] != "" && !strings.Contains(s, "redis | **locker**") {
-		t.Error("redis ran but the report has no locker row for it")
+	if rep.servers["redis"] != "" {
+		for _, want := range []string{"redis | **locker**", "### Contended, one client per contender", "one client per contender: round trips per acquisition", "### New-key churn"} {
+			if !strings.Contains(s, want) {
+				t.Errorf("redis ran but the report lacks %q", want)
+			}
+		}
 	}
 }
