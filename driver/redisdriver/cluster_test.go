@@ -12,6 +12,7 @@ import (
 // Redis Cluster, which refuses scripts whose keys span hash slots
 // (CROSSSLOT), so it checks that each lock's keys share one slot.
 func TestCluster(t *testing.T) {
+	parallelIfShort(t)
 	srv := testserver.RedisCluster(t)
 	d := newDriver(t, newClusterClient(t, srv.Addr))
 	waiter := newDriver(t, newClusterClient(t, srv.Addr))

@@ -348,6 +348,7 @@ func TestValues(t *testing.T) {
 // one-node Redis Cluster, which refuses a script that touches keys of
 // another hash slot than its declared key's (CROSSSLOT).
 func TestCountedCluster(t *testing.T) {
+	parallelIfShort(t)
 	srv := testserver.RedisCluster(t)
 	d, d2 := newDriver(t, newClusterClient(t, srv.Addr)), newDriver(t, newClusterClient(t, srv.Addr))
 	ctx := ctxT(t)

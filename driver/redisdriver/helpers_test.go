@@ -154,3 +154,12 @@ func eventually(t *testing.T, what string, max time.Duration, f func() error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// parallelIfShort runs t beside the other such tests under -short: each
+// starts a Redis Cluster of its own, which takes seconds. The full run
+// keeps them apart.
+func parallelIfShort(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
+}

@@ -215,6 +215,9 @@ func TestNew(t *testing.T) {
 // TestKeySlotsAgainstRedis checks slot and the key layout against a real
 // cluster node's CLUSTER KEYSLOT.
 func TestKeySlotsAgainstRedis(t *testing.T) {
+	if testing.Short() {
+		t.Parallel() // beside the other tests that start a Redis Cluster of their own
+	}
 	srv := testserver.RedisCluster(t)
 	d, err := New(nopClient(t), nil)
 	if err != nil {
@@ -245,6 +248,9 @@ func TestKeySlotsAgainstRedis(t *testing.T) {
 // that a Redis Cluster node lets a script use them although they are not
 // declared: they are in the slot of the declared base.
 func TestScriptKeys(t *testing.T) {
+	if testing.Short() {
+		t.Parallel() // beside the other tests that start a Redis Cluster of their own
+	}
 	const names = "\nredis.call('EXISTS', LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP, QDATA, QNOTE)" +
 		"\nreturn {LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP, QDATA, QNOTE, CHAN}"
 	check := func(t *testing.T, c redis.UniversalClient, prefix string) {
