@@ -58,8 +58,13 @@
 // Calls to members run with member tokens of 0 (the owner is unique per
 // hold; each member's token differs). An error is permanent (driver.Permanent)
 // when more than N − majority members failed permanently, as after their
-// clients were closed: no retry can then reach a majority. The driver
-// never closes the members' clients; whoever built them does.
+// clients were closed: no retry can then reach a majority. A failed
+// call's error lists what each failed member answered ([MemberErrors]),
+// without wrapping those answers: errors.Is and driver.IsPermanent report
+// what the quorum decided, never what one member said, so that a
+// minority's "not held" does not end the front-end's cleanup while other
+// members still keep a queue entry. The driver never closes the members'
+// clients; whoever built them does.
 //
 // Optional interfaces: Mode Shared (driver.Sharer) when every member
 // supports it; driver.Notifier when every member implements it (a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"time"
 
@@ -260,7 +261,7 @@ type tally struct {
 	locked    int
 	permanent int
 	remaining time.Duration // the longest LockedError.Remaining
-	errs      []error
+	errs      MemberErrors
 }
 
 // tallyOf sorts the errors of rs into a tally and returns it with the
@@ -289,19 +290,50 @@ func (t *tally) add(i int, err error) {
 	case driver.IsPermanent(err):
 		t.permanent++
 	}
-	t.errs = append(t.errs, fmt.Errorf("member %d: %w", i, err))
+	t.errs = append(t.errs, MemberError{Member: i, Err: err})
+}
+
+// MemberError is what one member answered a call that failed on it.
+type MemberError struct {
+	Member int // the member's index in the slice given to New
+	Err    error
+}
+
+func (e MemberError) Error() string { return fmt.Sprintf("member %d: %v", e.Member, e.Err) }
+
+// MemberErrors lists the members' answers in the error of a call that
+// did not reach a majority. errors.As finds it, but it does not wrap the
+// members' errors: errors.Is and driver.IsPermanent report what the
+// quorum decided (a majority's ErrNotHeld, a refusal, more than N −
+// majority permanent failures), never what one member said.
+type MemberErrors []MemberError
+
+func (es MemberErrors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
 }
 
 // failure returns the error of a call that did not reach a majority: it
-// wraps the members' errors, ctx's error when ctx is done, and is
-// permanent when so many members failed permanently that no retry can
-// reach a majority.
+// wraps what, the members' answers (MemberErrors, which wraps none of
+// them), ctx's error when ctx is done, and is permanent when so many
+// members failed permanently that no retry can reach a majority.
 func (d *Driver) failure(ctx context.Context, op, key string, t *tally, what error) error {
-	err := errors.Join(t.errs...)
-	if what != nil {
-		err = fmt.Errorf("%w: %w", what, err)
+	var err error
+	switch {
+	case len(t.errs) == 0:
+		err = what
+	case what == nil:
+		err = t.errs
+	default:
+		err = fmt.Errorf("%w: %w", what, t.errs)
 	}
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w: %w", cerr, err)
 	}
 	err = wrapErr(op, key, err)
@@ -309,6 +341,19 @@ func (d *Driver) failure(ctx context.Context, op, key string, t *tally, what err
 		return driver.Permanent(err)
 	}
 	return err
+}
+
+// ctxErr returns ctx's error, or context.DeadlineExceeded once ctx's
+// deadline has passed: the members' network deadlines, taken from ctx's,
+// may end their calls a moment before ctx's own timer fires.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 func wrapErr(op, key string, err error) error {
