@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/go-locker/locker/internal/netcount"
 	"google.golang.org/grpc"
 )
 
@@ -19,29 +19,8 @@ import (
 // whose gRPC client writes HTTP/2 frames in batches, with window updates
 // and pings, the count is of gRPC requests instead (see rpcCounter).
 
-// countConn counts the Writes on a connection.
-type countConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c countConn) Write(b []byte) (int, error) {
-	c.n.Add(1)
-	return c.Conn.Write(b)
-}
-
 // counter counts the round trips of every client of one server.
-type counter struct{ atomic.Int64 }
-
-// dialContext dials a connection whose Writes are counted.
-func (c *counter) dialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return countConn{conn, &c.Int64}, nil
-}
+type counter = netcount.Counter
 
 // cmdStats is Redis's INFO commandstats: calls per command, and under
 // usecKey(command) the server time the calls took, in microseconds.

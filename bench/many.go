@@ -177,7 +177,7 @@ func holdLocker(drv driver.Driver, n int, ttl time.Duration, prefix string, clea
 }
 
 func holdLockerRedis(e *env, n int, ttl time.Duration) (held, error) {
-	c := redis.NewClient(&redis.Options{Addr: e.redis.addr, ContextTimeoutEnabled: true, Dialer: e.trips["redis"].dialContext, PoolSize: manyWorkers})
+	c := redis.NewClient(&redis.Options{Addr: e.redis.addr, ContextTimeoutEnabled: true, Dialer: e.trips["redis"].DialContext, PoolSize: manyWorkers})
 	d, err := redisdriver.New(c, nil)
 	if err != nil {
 		_ = c.Close()
@@ -195,7 +195,7 @@ type redislockHeld struct {
 }
 
 func holdRedislock(e *env, n int, ttl time.Duration) (held, error) {
-	c := redis.NewClient(&redis.Options{Addr: e.redis.addr, ContextTimeoutEnabled: true, Dialer: e.trips["redis"].dialContext, PoolSize: manyWorkers})
+	c := redis.NewClient(&redis.Options{Addr: e.redis.addr, ContextTimeoutEnabled: true, Dialer: e.trips["redis"].DialContext, PoolSize: manyWorkers})
 	rl := redislock.New(c)
 	h := &redislockHeld{c: c, ls: make([]*redislock.Lock, n), stop: make(chan struct{}), done: make(chan struct{})}
 	prefix := fmt.Sprintf("bench/many-redislock/%d", time.Now().UnixNano())

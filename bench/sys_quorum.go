@@ -160,7 +160,7 @@ func quorumClients(e *env, n int, addrs []string) ([][]*redis.Client, func()) {
 				Addr:                  a,
 				ContextTimeoutEnabled: true,
 				MaxRetries:            -1,
-				Dialer:                e.trips["redis"].dialContext,
+				Dialer:                e.trips["redis"].DialContext,
 			}))
 		}
 	}

@@ -75,7 +75,7 @@ func redisClients(e *env, n int) []*redis.Client {
 		cs[i] = redis.NewClient(&redis.Options{
 			Addr:                  e.redis.addr,
 			ContextTimeoutEnabled: true,
-			Dialer:                e.trips["redis"].dialContext,
+			Dialer:                e.trips["redis"].DialContext,
 		})
 	}
 	return cs

@@ -3,7 +3,6 @@ package redisdriver_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/netcount"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -111,30 +111,6 @@ func TestStaleHandoffAnnouncement(t *testing.T) {
 	})
 }
 
-// writeCounter counts the writes on the connections it dials: a command,
-// a pipeline or a pub/sub command is one write that waits for its reply
-// (the bench counts round trips the same way).
-type writeCounter struct{ n atomic.Int64 }
-
-type countedConn struct {
-	net.Conn
-	n *atomic.Int64
-}
-
-func (c countedConn) Write(b []byte) (int, error) {
-	c.n.Add(1)
-	return c.Conn.Write(b)
-}
-
-func (w *writeCounter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	return countedConn{c, &w.n}, nil
-}
-
 // TestContendedRoundTrips: contenders on one key, each with its own
 // client and driver (as separate processes), take at most 3 round trips
 // per acquisition, pub/sub included: the release (which hands the key
@@ -144,11 +120,11 @@ func (w *writeCounter) dial(ctx context.Context, network, addr string) (net.Conn
 func TestContendedRoundTrips(t *testing.T) {
 	srv := realServer(t)
 	const n, rounds = 3, 60
-	var wc writeCounter
+	var wc netcount.Counter
 	k := uniqueKey(t, "k")
 	ms := make([]*locker.Mutex, n)
 	for i := range ms {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, Dialer: wc.dial})
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, Dialer: wc.DialContext})
 		t.Cleanup(func() { _ = c.Close() })
 		lc := locker.New(newDriver(t, c), locker.WithTTL(10*time.Second))
 		t.Cleanup(func() { _ = lc.Close(context.Background()) })
@@ -157,7 +133,7 @@ func TestContendedRoundTrips(t *testing.T) {
 	var holders atomic.Int32
 	run := func(per int) int64 {
 		ctx := ctxT(t)
-		start := wc.n.Load()
+		start := wc.Load()
 		var wg sync.WaitGroup
 		for _, m := range ms {
 			wg.Go(func() {
@@ -179,7 +155,7 @@ func TestContendedRoundTrips(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		return wc.n.Load() - start
+		return wc.Load() - start
 	}
 	run(5) // warm-up: connections, scripts, subscriptions
 	trips := run(rounds)
