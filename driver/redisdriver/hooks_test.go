@@ -164,12 +164,19 @@ func TestClosedClient(t *testing.T) {
 // connection was open before; after the stall the driver works again.
 func TestStalledServer(t *testing.T) {
 	srv := realServer(t)
+	// The four cases run beside each other, each on a proxy of its own;
+	// no pub/sub goroutine outlives them.
+	defer wantNoDispatcher(t)
+	t.Run("cases", func(t *testing.T) { stalledServerCases(t, srv.Addr) })
+}
+
+func stalledServerCases(t *testing.T, addr string) {
 	for _, bound := range []bool{true, false} {
 		for _, hub := range []bool{true, false} {
 			name := fmt.Sprintf("ContextTimeoutEnabled=%v/hub=%v", bound, hub)
 			t.Run(name, func(t *testing.T) {
-				defer wantNoDispatcher(t)
-				d := proxiedDriver(t, srv.Addr, func(o *redis.Options) {
+				t.Parallel()
+				d := proxiedDriver(t, addr, func(o *redis.Options) {
 					o.ContextTimeoutEnabled = bound
 					// Without ContextTimeoutEnabled, go-redis ends the
 					// abandoned calls at its read timeout.
