@@ -62,6 +62,7 @@ func wantLocked(t *testing.T, addrs []string, key string) {
 // is renewed by the two others for many TTLs, nobody else is granted the
 // key, and the release succeeds.
 func TestKillOneMemberWhileHolding(t *testing.T) {
+	parallelIfShort(t)
 	ss := privateServers(t, 3)
 	addrs := addrsOf(ss)
 	h := holdKey(t, redisQuorum(t, addrs, nil), "kill-one")
@@ -83,6 +84,7 @@ func TestKillOneMemberWhileHolding(t *testing.T) {
 // TestKillTwoMembersWhileHolding: with two of three members killed, the
 // hold is declared lost before its TTL, counted from the kill, runs out.
 func TestKillTwoMembersWhileHolding(t *testing.T) {
+	parallelIfShort(t)
 	ss := privateServers(t, 3)
 	h := holdKey(t, redisQuorum(t, addrsOf(ss), nil), "kill-two")
 	killed := time.Now()
@@ -108,6 +110,7 @@ func TestKillTwoMembersWhileHolding(t *testing.T) {
 // one member timeout (TTL/10), not the TTL: locks and unlocks go on, and a
 // hold is renewed for many TTLs.
 func TestBlackholedMember(t *testing.T) {
+	parallelIfShort(t)
 	addrs := poolAddrs(t, 3)
 	d := redisQuorum(t, addrs, nil)
 	madeOf(t, d).proxies[1].Blackhole(true)
@@ -151,6 +154,7 @@ func TestBlackholedMember(t *testing.T) {
 // every grant's token exceeds the one before: the members' tokens come
 // from their clocks (one host here, so the clocks agree).
 func TestMembersRestartedEmpty(t *testing.T) {
+	parallelIfShort(t)
 	ss := privateServers(t, 3)
 	d := redisQuorum(t, addrsOf(ss), nil)
 	var last uint64
@@ -196,4 +200,12 @@ func TestMembersRestartedEmpty(t *testing.T) {
 		restart(s)
 	}
 	grant("after restarting all members")
+}
+
+// parallelIfShort runs t beside the package's other tests under -short:
+// its servers and proxies are its own.
+func parallelIfShort(t *testing.T) {
+	if testing.Short() {
+		t.Parallel()
+	}
 }

@@ -178,7 +178,7 @@ func TestTokensAfterCounterOfOlderVersion(t *testing.T) {
 // locking reads, to keep the anchor while they live, deadlocked here: a
 // range read locks the next key's first row too.)
 func TestContentionNoDeadlock(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, b backend) {
+	forEachBackendParallel(t, func(t *testing.T, b backend) {
 		keys := []string{uniqueKey(t, "a"), uniqueKey(t, "b"), uniqueKey(t, "c")}
 		var grants, calls atomic.Int64
 		var wg sync.WaitGroup
