@@ -117,7 +117,9 @@
 //   - Deadlines ([WithStall]): with the backend not answering, LockContext
 //     with a 600ms deadline returns within 650ms on a free key and while
 //     waiting, TryLock within its try timeout, and what the abandoned
-//     calls left is cleaned up once the backend answers again.
+//     calls left is cleaned up once the backend answers again: the next
+//     LockContext of each key succeeds within half the TTL, before
+//     anything left behind could have expired.
 //   - ClosedClient ([WithCloseClient]): after the backend client is
 //     closed, LockContext returns within a second with an error that
 //     driver.IsPermanent reports, Lock panics with it, and the hold ends.
