@@ -78,9 +78,16 @@ func clusterFailover(t *testing.T, replicas int, lag, strict bool) {
 	hc, pc := newClusterClient(t, cl.Addrs()...), newClusterClient(t, cl.Addrs()...)
 	holder := ackedDriver(t, hc, replicas, time.Second)
 	poller := newDriver(t, pc)
-	// Load the clients' slot maps before the faults.
+	// Load the clients' slot maps and command tables before the faults:
+	// go-redis fetches the command table (COMMAND) from a random node on
+	// a cluster client's first routed command, and a paused replica would
+	// hold that up for 5s each time it is picked, making a Lock miss its
+	// deadline.
 	for _, c := range []*redis.ClusterClient{hc, pc} {
 		if err := c.ForEachShard(ctxT(t), func(ctx context.Context, s *redis.Client) error { return s.Ping(ctx).Err() }); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Exists(ctxT(t), uniqueKey(t, "warm-up")).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
