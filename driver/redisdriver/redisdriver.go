@@ -242,6 +242,13 @@
 // would go on sending a dead master's slots to it), and RefreshBatch sends
 // one pipeline per master, so that a dead master fails only its own leases.
 //
+// go-redis fetches the command table (COMMAND) from a random node on a
+// ClusterClient's first routed command, with a timeout of its own (5s)
+// that the call's deadline does not shorten: if that node hangs, the
+// client's first call overshoots its deadline. A keyed command sent when
+// the client is created (EXISTS of any key) fetches the table while the
+// nodes answer; the failover tests do so.
+//
 // # Clients and contexts
 //
 // The driver never closes the client: whoever created it owns it. Once the
