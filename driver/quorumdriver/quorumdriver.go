@@ -299,6 +299,8 @@ type MemberError struct {
 	Err    error
 }
 
+// Error returns "member i: " and the member's error.
+// Error returns "member i: " and the member's error.
 func (e MemberError) Error() string { return fmt.Sprintf("member %d: %v", e.Member, e.Err) }
 
 // MemberErrors lists the members' answers in the error of a call that
@@ -308,6 +310,7 @@ func (e MemberError) Error() string { return fmt.Sprintf("member %d: %v", e.Memb
 // majority permanent failures), never what one member said.
 type MemberErrors []MemberError
 
+// Error returns the members' errors, separated by "; ".
 func (es MemberErrors) Error() string {
 	var b strings.Builder
 	for i, e := range es {
