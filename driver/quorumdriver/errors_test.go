@@ -71,6 +71,9 @@ func TestMemberErrorsDoNotDecide(t *testing.T) {
 		{call: "Release", answers: []error{errPermanent, errNotHeld, errNotHeld, errTransient, errTransient}},
 		{call: "Release", answers: []error{errPermanent, errPermanent, errPermanent, errNotHeld, errNotHeld}, perm: true},
 		{call: "Release", answers: []error{errNotHeld, errNotHeld, errNotHeld, errTransient, errTransient}, notHeld: true},
+		// Expired on a majority; one member, whose grant came later,
+		// still held its part: the lease was not held.
+		{call: "Release", answers: []error{nil, errNotHeld, errNotHeld, errNotHeld, errTransient}, notHeld: true},
 		{call: "Refresh", answers: []error{nil, nil, errNotHeld, errNotHeld, errTransient}},
 		{call: "Refresh", answers: []error{nil, errNotHeld, errNotHeld, errNotHeld, errTransient}, notHeld: true},
 		{call: "Refresh", answers: []error{nil, nil, errPermanent, errPermanent, errTransient}},
@@ -115,4 +118,37 @@ func countNil(errs []error) int {
 		}
 	}
 	return n
+}
+
+// TestReleaseTally checks when Release succeeds: a majority known not to
+// hold the lease any more, one of them through this call, and fewer than
+// a majority answering that they no longer held it.
+func TestReleaseTally(t *testing.T) {
+	lease := driver.Lease{Key: "k", Owner: "o", Mode: driver.Exclusive, TTL: time.Second}
+	for _, tt := range []struct {
+		answers []error
+		want    error // nil, driver.ErrNotHeld or quorumdriver.ErrTooFewMembers
+	}{
+		{[]error{nil, nil, nil, nil, nil}, nil},
+		{[]error{nil, nil, nil, errNotHeld, errNotHeld}, nil},                   // held by the 3 that granted it
+		{[]error{nil, nil, errNotHeld, errTransient, errTransient}, nil},        // a retry after a partial release
+		{[]error{nil, errNotHeld, errNotHeld, errTransient, errTransient}, nil}, // the same
+		{[]error{nil, nil, errTransient, errTransient, errTransient}, quorumdriver.ErrTooFewMembers},
+		{[]error{nil, errNotHeld, errNotHeld, errNotHeld, errNotHeld}, driver.ErrNotHeld},
+		{[]error{nil, nil, errNotHeld, errNotHeld, errNotHeld}, driver.ErrNotHeld},
+		{[]error{errNotHeld, errNotHeld, errNotHeld, errNotHeld, errNotHeld}, driver.ErrNotHeld},
+	} {
+		members := make([]driver.Driver, len(tt.answers))
+		for i, a := range tt.answers {
+			members[i] = scripted{a}
+		}
+		d, err := quorumdriver.New(members, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = d.Release(t.Context(), lease)
+		if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+			t.Errorf("Release with members answering %v = %v; want %v", tt.answers, err, tt.want)
+		}
+	}
 }

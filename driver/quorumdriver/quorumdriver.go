@@ -482,11 +482,13 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 }
 
 // Release implements driver.Driver: it releases the lease on every member,
-// in parallel. It returns nil when a majority of members is known not to
-// hold the lease any more and at least one of them released it; an error
-// wrapping driver.ErrNotHeld when a majority did not hold it; another
-// error when fewer than a majority answered (the members that did not keep
-// their part until its TTL runs out, or until the front-end's retry).
+// in parallel. It returns an error wrapping driver.ErrNotHeld when a
+// majority of members did not hold the lease (it had expired or been lost
+// there; what other members still held is released all the same); nil
+// when a majority is known not to hold it any more and at least one of
+// them released it; another error when fewer than a majority answered (the
+// members that did not keep their part until its TTL runs out, or until
+// the front-end's retry).
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := ctx.Err(); err != nil {
@@ -500,10 +502,12 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	t, released := tallyOf(rs)
 	ok := len(released)
 	switch {
+	case t.notHeld >= d.quorum:
+		// A majority no longer held it: it had expired or been lost there,
+		// whatever the others, whose grants came later, still held.
+		return d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members no longer held it", driver.ErrNotHeld, t.notHeld, len(d.members)))
 	case ok+t.notHeld >= d.quorum && ok > 0:
 		return nil
-	case ok+t.notHeld >= d.quorum:
-		return d.failure(ctx, op, l.Key, &t, driver.ErrNotHeld)
 	}
 	return d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members answered", ErrTooFewMembers, ok+t.notHeld, len(d.members)))
 }
