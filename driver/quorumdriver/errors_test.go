@@ -32,6 +32,21 @@ func (s scripted) Release(context.Context, driver.Lease) error { return s.err }
 
 func (s scripted) RaiseTokenFloor(context.Context, driver.Lease, uint64) error { return s.err }
 
+// scriptedQuorum returns a quorum driver over members that answer every
+// call with answers[i].
+func scriptedQuorum(t *testing.T, answers []error) driver.Driver {
+	t.Helper()
+	members := make([]driver.Driver, len(answers))
+	for i, a := range answers {
+		members[i] = scripted{a}
+	}
+	d, err := quorumdriver.New(members, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 var (
 	errTransient = errors.New("connection reset")
 	errPermanent = driver.Permanent(errors.New("client closed"))
@@ -81,15 +96,7 @@ func TestMemberErrorsDoNotDecide(t *testing.T) {
 		{call: "TryAcquire", answers: []error{nil, nil, errLocked, errTransient, errTransient}, locked: true},
 	}
 	for _, tt := range tests {
-		members := make([]driver.Driver, len(tt.answers))
-		for i, a := range tt.answers {
-			members[i] = scripted{a}
-		}
-		d, err := quorumdriver.New(members, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = calls[tt.call](d)
+		err := calls[tt.call](scriptedQuorum(t, tt.answers))
 		if err == nil {
 			t.Errorf("%s with members answering %v = nil; want an error", tt.call, tt.answers)
 			continue
@@ -138,15 +145,7 @@ func TestReleaseTally(t *testing.T) {
 		{[]error{nil, nil, errNotHeld, errNotHeld, errNotHeld}, driver.ErrNotHeld},
 		{[]error{errNotHeld, errNotHeld, errNotHeld, errNotHeld, errNotHeld}, driver.ErrNotHeld},
 	} {
-		members := make([]driver.Driver, len(tt.answers))
-		for i, a := range tt.answers {
-			members[i] = scripted{a}
-		}
-		d, err := quorumdriver.New(members, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = d.Release(t.Context(), lease)
+		err := scriptedQuorum(t, tt.answers).Release(t.Context(), lease)
 		if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
 			t.Errorf("Release with members answering %v = %v; want %v", tt.answers, err, tt.want)
 		}
