@@ -51,8 +51,8 @@
 //     time of the last confirmed renewal) declares the hold lost. Members
 //     that no longer hold the lease are not re-granted it.
 //   - Release goes to every member. It returns an error wrapping
-//     driver.ErrNotHeld when a majority did not hold the lease (it had
-//     expired there, although a member whose grant came later may still
+//     driver.ErrNotHeld when more than N − majority members did not hold
+//     the lease, so that no majority did (it had expired there, although a member whose grant came later may still
 //     have held its part, which is released all the same), nil when a
 //     majority is known not to hold it any more and one of them released
 //     it, and a transient error when fewer than a majority answered.

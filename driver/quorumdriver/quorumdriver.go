@@ -322,6 +322,10 @@ func (es MemberErrors) Error() string {
 	return b.String()
 }
 
+// noMajority reports whether so many members answered ErrNotHeld that no
+// majority can hold the lease: it is lost (Refresh) or was (Release).
+func (d *Driver) noMajority(t *tally) bool { return t.notHeld > len(d.members)-d.quorum }
+
 // failure returns the error of a call that did not reach a majority: it
 // wraps what, the members' answers (MemberErrors, which wraps none of
 // them), ctx's error when ctx is done, and is permanent when so many
@@ -475,16 +479,17 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		return l, nil
 	case ok >= d.quorum:
 		return driver.Lease{}, d.failure(ctx, op, l.Key, &t, ErrValidity)
-	case t.notHeld > len(d.members)-d.quorum:
+	case d.noMajority(&t):
 		return driver.Lease{}, d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members no longer hold it", driver.ErrNotHeld, t.notHeld, len(d.members)))
 	}
 	return driver.Lease{}, d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members renewed", ErrTooFewMembers, ok, len(d.members)))
 }
 
 // Release implements driver.Driver: it releases the lease on every member,
-// in parallel. It returns an error wrapping driver.ErrNotHeld when a
-// majority of members did not hold the lease (it had expired or been lost
-// there; what other members still held is released all the same); nil
+// in parallel. It returns an error wrapping driver.ErrNotHeld when more
+// than N − majority members did not hold the lease, so that no majority
+// did (it had expired or been lost there; what other members still held
+// is released all the same); nil
 // when a majority is known not to hold it any more and at least one of
 // them released it; another error when fewer than a majority answered (the
 // members that did not keep their part until its TTL runs out, or until
@@ -502,8 +507,8 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	t, released := tallyOf(rs)
 	ok := len(released)
 	switch {
-	case t.notHeld >= d.quorum:
-		// A majority no longer held it: it had expired or been lost there,
+	case d.noMajority(&t):
+		// No majority held it: it had expired or been lost there,
 		// whatever the others, whose grants came later, still held.
 		return d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members no longer held it", driver.ErrNotHeld, t.notHeld, len(d.members)))
 	case ok+t.notHeld >= d.quorum && ok > 0:
