@@ -133,7 +133,13 @@ func (d *Driver) batchMySQL(ctx context.Context, a *batchArgs) (map[leaseID]bool
 	}
 	in := rowsIn(len(a.idx))
 	extended := make(map[leaseID]bool, len(a.idx))
-	err := d.inTx(ctx, func(tx *sql.Tx) error {
+	err := retryEnded(func() error { return d.batchTx(ctx, a, ids, in, extended) })
+	return extended, err
+}
+
+// batchTx is one try of batchMySQL's transaction; it fills extended.
+func (d *Driver) batchTx(ctx context.Context, a *batchArgs, ids []any, in string, extended map[leaseID]bool) error {
+	return d.inTx(ctx, func(tx *sql.Tx) error {
 		clear(extended)
 		rs, err := tx.QueryContext(ctx, "SELECT name, owner, mode, token, TIMESTAMPDIFF(MICROSECOND, "+d.q.now+", expires) FROM "+
 			d.q.table+" FORCE INDEX (PRIMARY) WHERE "+in+" FOR UPDATE", ids...)
@@ -176,7 +182,6 @@ func (d *Driver) batchMySQL(ctx context.Context, a *batchArgs) (map[leaseID]bool
 			append(args, keep...)...)
 		return err
 	})
-	return extended, err
 }
 
 // rowsIn returns the condition "(name = ? AND owner = ?) OR …" for n

@@ -300,11 +300,16 @@
 // closed, which wrap [ErrClosed]: the driver learns that the pool is
 // closed by asking it (DB.Conn with a context that has already ended
 // answers without a connection), not from the text of database/sql's
-// unexported error. Connection failures, deadlocks and lock timeouts are
-// retried by package locker. The driver itself retries only a PostgreSQL
-// statement refused because the server ended the session (SQLSTATE
-// 57P01–57P03: pg_terminate_backend, a shutdown, a restart), which was
-// therefore not applied, on another pooled connection.
+// unexported error. Connection failures and lock timeouts are retried by
+// package locker. The driver itself runs a statement or transaction again,
+// up to three times in all, when the database says that it applied
+// nothing: it was the victim of a deadlock or could not be serialised
+// (MySQL error 1213, SQLSTATE 40P01 and 40001; on MySQL, concurrent
+// acquires of a key can deadlock, rarely, on the gap locks around the
+// key's anchor row), or the server ended the session (SQLSTATE
+// 57P01–57P03: pg_terminate_backend, a shutdown, a restart; on another
+// pooled connection). A caller does not see a deadlock unless it happened
+// three times in a row.
 //
 // # Not provided
 //

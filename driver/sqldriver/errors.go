@@ -153,12 +153,29 @@ func sessionEnded(err error) bool {
 	return false
 }
 
-// retryEnded runs f, again while it fails with sessionEnded, at most three
-// times in all: each failure has discarded a dead pooled connection.
+// deadlocked reports an error by which the database says that it chose
+// the statement's transaction as the victim of a deadlock, or could not
+// serialise it, and rolled it back: InnoDB's ER_LOCK_DEADLOCK (concurrent
+// acquires of a key whose anchor row a release has just deleted can
+// deadlock on its gap locks), PostgreSQL's deadlock_detected and
+// serialization_failure. Nothing of the transaction applied, so running it
+// again is safe, and is what the databases ask of their clients.
+func deadlocked(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40P01" || pe.Code == "40001"
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}
+
+// retryEnded runs f, again while it fails with sessionEnded or
+// deadlocked, at most three times in all: each such failure has discarded
+// a dead pooled connection, or rolled back all that f did.
 func retryEnded(f func() error) error {
 	var err error
 	for range 3 {
-		if err = f(); !sessionEnded(err) {
+		if err = f(); !sessionEnded(err) && !deadlocked(err) {
 			return err
 		}
 	}

@@ -69,9 +69,11 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 			return err
 		})
 	} else {
-		err = d.inTx(ctx, func(tx *sql.Tx) (err error) {
-			v, err = d.acquireTx(ctx, tx, a)
-			return err
+		err = retryEnded(func() error {
+			return d.inTx(ctx, func(tx *sql.Tx) (err error) {
+				v, err = d.acquireTx(ctx, tx, a)
+				return err
+			})
 		})
 	}
 	switch {
@@ -433,7 +435,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if d.dialect == PostgreSQL {
 		err = retryEnded(func() error { return d.db.QueryRowContext(ctx, d.q.refresh, args...).Scan(&tok) })
 	} else {
-		err = d.execOne(ctx, d.q.refresh, args...)
+		err = retryEnded(func() error { return d.execOne(ctx, d.q.refresh, args...) })
 		if err == nil && tok == 0 {
 			err = d.db.QueryRowContext(ctx, d.q.token, l.Key, l.Owner, mode).Scan(&tok)
 		}
@@ -497,14 +499,21 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 			err = driver.ErrNotHeld
 		}
 	} else {
-		err = d.execOne(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok)
+		err = retryEnded(func() error { return d.execOne(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok) })
 		deleted := err == nil
 		if errors.Is(err, sql.ErrNoRows) {
 			err = driver.ErrNotHeld
-			res, lerr := d.db.ExecContext(ctx, d.q.leave, l.Key, l.Owner)
+			var n int64
+			lerr := retryEnded(func() error {
+				res, err := d.db.ExecContext(ctx, d.q.leave, l.Key, l.Owner)
+				if err == nil {
+					n, _ = res.RowsAffected()
+				}
+				return err
+			})
 			if lerr != nil {
 				err = lerr
-			} else if n, _ := res.RowsAffected(); n > 0 {
+			} else if n > 0 {
 				deleted = true
 			}
 		}

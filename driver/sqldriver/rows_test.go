@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/sqltest"
 )
 
 // tableOf creates a lease table of the test's own, so that row counts do
@@ -250,4 +251,89 @@ func TestContentionNoDeadlock(t *testing.T) {
 			t.Errorf("only %d grants: the test did not exercise the keys", grants.Load())
 		}
 	})
+}
+
+// TestDeadlockVictimRetried makes InnoDB choose an acquire as the victim
+// of a deadlock, and checks that the driver runs the rolled-back
+// transaction again instead of handing "Deadlock found" to its caller (as
+// the database asks of its clients). Concurrent acquires of a key can
+// deadlock on MySQL, rarely, on the gap locks around the key's anchor row,
+// which each release deletes; this test makes a deadlock certain: the
+// test's transaction locks an expired holder's row, the acquire locks the
+// anchor and waits for that row to purge it, and the test's transaction
+// then asks for the anchor. The test's transaction has written rows of
+// other keys, so InnoDB rolls back the acquire, which has written less.
+func TestDeadlockVictimRetried(t *testing.T) {
+	if myServer == nil {
+		sqltest.SkipOrFail(t, myServerErr)
+	}
+	b := backend{name: "mariadb", srv: myServer}
+	const table = "deadlock_victim"
+	opts := tableOf(t, b, table)
+	d := b.directDriver(t, opts)
+	key := uniqueKey(t, "k")
+	ctx := ctxT(t)
+	expired := mustAcquire(t, d, req(key, driver.Exclusive, 50*time.Millisecond))
+	time.Sleep(150 * time.Millisecond)
+
+	admin := b.db(t)
+	tx, err := admin.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for i := range 20 { // weight, so that the acquire is the victim
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (name, owner, mode, token) VALUES (?, 'ballast', 0, 0)", fmt.Sprintf("%s/ballast/%d", key, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var owner string
+	if err := tx.QueryRowContext(ctx, "SELECT owner FROM "+table+" WHERE name = ? AND owner = ? FOR UPDATE", key, expired.Owner).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   driver.Lease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := d.TryAcquire(ctx, req(key, driver.Exclusive, 10*time.Second))
+		done <- result{l, err}
+	}()
+	waitStatements(t, admin, "DELETE FROM `"+table+"` %", 1) // the acquire's purge waits for the row
+	// The anchor: the acquire holds it, so this closes the cycle.
+	if _, err := tx.ExecContext(ctx, "SELECT owner FROM "+table+" WHERE name = ? AND owner = '' FOR UPDATE", key); err != nil {
+		t.Fatalf("the test's transaction was the deadlock's victim, not the acquire: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("acquire: %v", r.err)
+	}
+	if err := d.Release(ctx, r.l); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitStatements waits until n statements whose text is like pattern are
+// running on db's server, by the process list.
+func waitStatements(t *testing.T, db *sql.DB, pattern string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var running int
+		err := db.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ?", pattern).Scan(&running)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if running >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d statements like %q after 10s, want %d", running, pattern, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
