@@ -133,7 +133,7 @@ func (d *Driver) batchMySQL(ctx context.Context, a *batchArgs) (map[leaseID]bool
 	}
 	in := rowsIn(len(a.idx))
 	extended := make(map[leaseID]bool, len(a.idx))
-	err := retryEnded(func() error { return d.batchTx(ctx, a, ids, in, extended) })
+	err := retryRolledBack(func() error { return d.batchTx(ctx, a, ids, in, extended) })
 	return extended, err
 }
 

@@ -169,10 +169,10 @@ func deadlocked(err error) bool {
 	return errors.As(err, &me) && me.Number == 1213
 }
 
-// retryEnded runs f, again while it fails with sessionEnded or
+// retryRolledBack runs f, again while it fails with sessionEnded or
 // deadlocked, at most three times in all: each such failure has discarded
 // a dead pooled connection, or rolled back all that f did.
-func retryEnded(f func() error) error {
+func retryRolledBack(f func() error) error {
 	var err error
 	for range 3 {
 		if err = f(); !sessionEnded(err) && !deadlocked(err) {

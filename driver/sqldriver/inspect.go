@@ -23,7 +23,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 		return driver.KeyState{}, d.opError(op, key, err)
 	}
 	var st driver.KeyState
-	err := retryEnded(func() error {
+	err := retryRolledBack(func() error {
 		st = driver.KeyState{}
 		rows, err := d.db.QueryContext(ctx, d.q.state, key)
 		if err != nil {
@@ -78,7 +78,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 		del = numbered(del)
 	}
 	var n int64
-	err := retryEnded(func() error {
+	err := retryRolledBack(func() error {
 		res, err := d.db.ExecContext(ctx, del, key)
 		if err != nil {
 			return err

@@ -64,12 +64,12 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	}
 	var v verdict
 	if d.pipeline {
-		err = retryEnded(func() (err error) {
+		err = retryRolledBack(func() (err error) {
 			v, err = d.acquirePipelined(ctx, a)
 			return err
 		})
 	} else {
-		err = retryEnded(func() error {
+		err = retryRolledBack(func() error {
 			return d.inTx(ctx, func(tx *sql.Tx) (err error) {
 				v, err = d.acquireTx(ctx, tx, a)
 				return err
@@ -433,9 +433,9 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	tok := int64(l.Token)
 	args := []any{us, l.Key, l.Owner, mode, tok, tok}
 	if d.dialect == PostgreSQL {
-		err = retryEnded(func() error { return d.db.QueryRowContext(ctx, d.q.refresh, args...).Scan(&tok) })
+		err = retryRolledBack(func() error { return d.db.QueryRowContext(ctx, d.q.refresh, args...).Scan(&tok) })
 	} else {
-		err = retryEnded(func() error { return d.execOne(ctx, d.q.refresh, args...) })
+		err = retryRolledBack(func() error { return d.execOne(ctx, d.q.refresh, args...) })
 		if err == nil && tok == 0 {
 			err = d.db.QueryRowContext(ctx, d.q.token, l.Key, l.Owner, mode).Scan(&tok)
 		}
@@ -488,7 +488,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		var released bool
 		var notified int64
 		args := []any{l.Key, l.Owner, mode, tok, tok, d.channel(), l.Key}
-		err = retryEnded(func() (err error) {
+		err = retryRolledBack(func() (err error) {
 			if tok == 0 {
 				released, notified, err = d.releaseSerialised(ctx, l.Key, args)
 				return err
@@ -499,12 +499,12 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 			err = driver.ErrNotHeld
 		}
 	} else {
-		err = retryEnded(func() error { return d.execOne(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok) })
+		err = retryRolledBack(func() error { return d.execOne(ctx, d.q.release, l.Key, l.Owner, mode, tok, tok) })
 		deleted := err == nil
 		if errors.Is(err, sql.ErrNoRows) {
 			err = driver.ErrNotHeld
 			var n int64
-			lerr := retryEnded(func() error {
+			lerr := retryRolledBack(func() error {
 				res, err := d.db.ExecContext(ctx, d.q.leave, l.Key, l.Owner)
 				if err == nil {
 					n, _ = res.RowsAffected()
