@@ -32,7 +32,12 @@
 //     minus the allowance, so the front-end counts the lease from there.
 //     An attempt that reached fewer than a majority releases what it got,
 //     at once and in parallel (unless its context is done: the front-end
-//     then releases in the background); it fails with a
+//     then releases in the background), each member's grant by its token.
+//     A release whose answer did not come back in time may still reach
+//     its member later and delete a grant of the owner's next attempt; so
+//     until that member is known to have dropped the grant (a release of
+//     it answered, or a grant with another token), its grant or renewal
+//     with that token does not count for the owner. The attempt fails with a
 //     *driver.LockedError, whose Remaining is the longest that any member
 //     reported, when a member refused because of another owner.
 //   - Split votes: concurrent attempts may each get a minority and all

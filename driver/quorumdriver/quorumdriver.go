@@ -70,6 +70,7 @@ type Driver struct {
 	shared  bool
 	minTTL  time.Duration
 	maxTTL  time.Duration
+	limbo   limbo // grants whose give-back is in doubt
 }
 
 var (
@@ -397,6 +398,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	rs = d.settleSplit(ctx, req, start, timeout, rs, f)
 
 	t, granted := tallyOf(rs)
+	granted, doubted := d.limbo.sift(req.Key, req.Owner, rs, granted)
 	var token uint64
 	for _, i := range granted {
 		token = max(token, rs[i].v.Token)
@@ -441,19 +443,38 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	}
 	// Not granted: give back what was granted, unless ctx is done (the
 	// front-end then releases in the background).
-	if len(granted) > 0 && ctx.Err() == nil {
-		rl := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
-		fanOut(ctx, timeout, granted, func(ctx context.Context, i int) (struct{}, error) {
-			return struct{}{}, d.members[i].Release(ctx, rl)
-		})
+	if back := append(granted, doubted...); len(back) > 0 && ctx.Err() == nil {
+		d.giveBack(ctx, timeout, req, rs, back)
 	}
 	if why == nil && t.locked > 0 {
 		return driver.Lease{}, wrapErr(op, req.Key, &driver.LockedError{Remaining: t.remaining})
 	}
 	if why == nil {
-		why = fmt.Errorf("%w: %d of %d members granted", ErrTooFewMembers, len(granted), len(d.members))
+		why = fmt.Errorf("%w: %d of %d members granted%s", ErrTooFewMembers, len(granted), len(d.members), inDoubt(doubted))
 	}
 	return driver.Lease{}, d.failure(ctx, op, req.Key, &t, why)
+}
+
+// giveBack releases the grants in rs of the members in idx, each by its
+// token, and puts those whose release went unanswered in limbo (see
+// limbo): the release may still be on its way.
+func (d *Driver) giveBack(ctx context.Context, timeout time.Duration, req driver.Request, rs []result[driver.Lease], idx []int) {
+	rel := fanOut(ctx, timeout, idx, func(ctx context.Context, i int) (struct{}, error) {
+		l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, Token: rs[i].v.Token}
+		return struct{}{}, d.members[i].Release(ctx, l)
+	})
+	for j, i := range idx {
+		d.limbo.gaveBack(req.Key, req.Owner, i, rs[i].v.Token, rel[j].err, req.TTL)
+	}
+}
+
+// inDoubt says, for an error message, how many members' answers did not
+// count because a release of their grant may still be on its way.
+func inDoubt(doubted []int) string {
+	if len(doubted) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d more in doubt: a release of their grant may still be on its way)", len(doubted))
 }
 
 // Refresh implements driver.Driver: it renews the lease on every member, in
@@ -472,6 +493,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		return d.members[i].Refresh(ctx, ml)
 	})
 	t, renewed := tallyOf(rs)
+	renewed, doubted := d.limbo.sift(l.Key, l.Owner, rs, renewed)
 	ok := len(renewed)
 	switch {
 	case ok >= d.quorum && time.Since(start) < l.TTL-Drift(l.TTL):
@@ -482,7 +504,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	case d.noMajority(&t):
 		return driver.Lease{}, d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members no longer hold it", driver.ErrNotHeld, t.notHeld, len(d.members)))
 	}
-	return driver.Lease{}, d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members renewed", ErrTooFewMembers, ok, len(d.members)))
+	return driver.Lease{}, d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members renewed%s", ErrTooFewMembers, ok, len(d.members), inDoubt(doubted)))
 }
 
 // Release implements driver.Driver: it releases the lease on every member,
@@ -504,6 +526,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (struct{}, error) {
 		return struct{}{}, d.members[i].Release(ctx, ml)
 	})
+	d.limbo.forget(l.Key, l.Owner)
 	t, released := tallyOf(rs)
 	ok := len(released)
 	switch {

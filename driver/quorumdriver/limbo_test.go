@@ -1,0 +1,179 @@
+package quorumdriver_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/memdriver"
+	"github.com/go-locker/locker/driver/quorumdriver"
+)
+
+// lagging is a member whose releases, while it lags, do not reach it
+// before the caller gives up: each stays on its way until land, as a
+// request does on a slow connection or in the buffer of a stalled server
+// after its client timed out.
+type lagging struct {
+	*memdriver.Driver
+	mu      sync.Mutex
+	lag     bool
+	pending []driver.Lease
+}
+
+func (m *lagging) Release(ctx context.Context, l driver.Lease) error {
+	m.mu.Lock()
+	if m.lag {
+		m.pending = append(m.pending, l)
+		m.mu.Unlock()
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	m.mu.Unlock()
+	return m.Driver.Release(ctx, l)
+}
+
+// land delivers the releases on their way, in order, and stops lagging.
+func (m *lagging) land(t *testing.T) {
+	t.Helper()
+	m.mu.Lock()
+	m.lag = false
+	ls := m.pending
+	m.pending = nil
+	m.mu.Unlock()
+	for _, l := range ls {
+		if err := m.Driver.Release(t.Context(), l); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+			t.Fatalf("late release %+v: %v", l, err)
+		}
+	}
+}
+
+// laggingQuorum returns a quorum of three lagging memdriver members, with
+// their backends.
+func laggingQuorum(t *testing.T) (driver.Driver, []*memdriver.Backend, []*lagging) {
+	t.Helper()
+	bs := newBackends(3)
+	ms := make([]*lagging, len(bs))
+	members := make([]driver.Driver, len(bs))
+	for i, b := range bs {
+		ms[i] = &lagging{Driver: b.Driver()}
+		members[i] = ms[i]
+	}
+	d, err := quorumdriver.New(members, &quorumdriver.Options{MemberTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, bs, ms
+}
+
+// startLag makes m's releases lag until land.
+func (m *lagging) startLag() {
+	m.mu.Lock()
+	m.lag = true
+	m.mu.Unlock()
+}
+
+// TestLateGiveBack checks that a give-back that reaches a member late
+// cannot undo a later grant that the quorum counted. An attempt that got
+// a minority gives back what it got; if that release is still on its way
+// when the next attempt, with the same owner, is granted, and then lands,
+// it deletes the member's part of the grant. With two such members of
+// three, another owner got a majority while the first still believed it
+// held the key (the fault matrix saw holds overlap, by 5 and 9 ms, on a
+// loaded machine).
+func TestLateGiveBack(t *testing.T) {
+	const key, ttl = "k", 10 * time.Second
+	d, bs, ms := laggingQuorum(t)
+	req := func(owner string) driver.Request {
+		return driver.Request{Key: key, Owner: owner, Mode: driver.Exclusive, TTL: ttl}
+	}
+	hold := func(i int, owner string) {
+		t.Helper()
+		if _, err := bs[i].Driver().TryAcquire(t.Context(), req(owner)); err != nil {
+			t.Fatalf("member %d: TryAcquire(%s): %v", i, owner, err)
+		}
+	}
+	free := func(i int, owner string) {
+		t.Helper()
+		if err := bs[i].Driver().Release(t.Context(), driver.Lease{Key: key, Owner: owner, Mode: driver.Exclusive}); err != nil {
+			t.Fatalf("member %d: Release(%s): %v", i, owner, err)
+		}
+	}
+
+	// x holds members 0 and 1: a's first attempt gets member 2 only and
+	// gives it back, and that release lags.
+	hold(0, "x")
+	hold(1, "x")
+	ms[2].startLag()
+	if _, err := d.TryAcquire(t.Context(), req("a")); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("first attempt: %v; want ErrLocked", err)
+	}
+	// x lets member 1 go, but not member 0: a's second attempt gets
+	// members 1 and 2, where its first grant still stands.
+	free(1, "x")
+	_, err := d.TryAcquire(t.Context(), req("a"))
+	granted := err == nil
+	if !granted && !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("second attempt: %v; want a grant or ErrLocked", err)
+	}
+	// The release lands; x lets member 0 go.
+	ms[2].land(t)
+	free(0, "x")
+
+	if !granted {
+		// The grant of member 2 was in doubt and did not count; a
+		// third attempt, with the doubt settled, is granted.
+		if _, err := d.TryAcquire(t.Context(), req("a")); err != nil {
+			t.Fatalf("third attempt: %v", err)
+		}
+	}
+	// a holds a majority: b must be refused.
+	if l, err := d.TryAcquire(t.Context(), req("b")); err == nil {
+		t.Fatalf("b was granted %+v while a holds the key (members hold %v, %v, %v)",
+			l, bs[0].Holders(key), bs[1].Holders(key), bs[2].Holders(key))
+	} else if !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("b: %v; want ErrLocked", err)
+	}
+}
+
+// TestLateGiveBackRefresh checks that a renewal does not count a member
+// whose grant a late give-back may still delete: a quorum of three that
+// renewed on one sure member and on one in doubt has not renewed a
+// majority.
+func TestLateGiveBackRefresh(t *testing.T) {
+	const key, ttl = "k", 10 * time.Second
+	d, bs, ms := laggingQuorum(t)
+	x := driver.Request{Key: key, Owner: "x", Mode: driver.Exclusive, TTL: ttl}
+	a := driver.Request{Key: key, Owner: "a", Mode: driver.Exclusive, TTL: ttl}
+	for _, i := range []int{0, 1} {
+		if _, err := bs[i].Driver().TryAcquire(t.Context(), x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms[2].startLag()
+	if _, err := d.TryAcquire(t.Context(), a); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("first attempt: %v; want ErrLocked", err)
+	}
+	for _, i := range []int{0, 1} {
+		if err := bs[i].Driver().Release(t.Context(), driver.Lease{Key: key, Owner: "x", Mode: driver.Exclusive}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := d.TryAcquire(t.Context(), a)
+	if err != nil {
+		t.Fatalf("second attempt: %v", err)
+	}
+	// Member 1 fails the renewal; member 2 renews the grant in doubt.
+	ms[1].FailNext(1, nil)
+	_, err = d.Refresh(t.Context(), l)
+	if !errors.Is(err, quorumdriver.ErrTooFewMembers) {
+		t.Fatalf("Refresh with one sure member and one in doubt: %v; want ErrTooFewMembers", err)
+	}
+	t.Logf("Refresh: %v", err)
+	ms[2].land(t)
+	if err := d.Release(t.Context(), l); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}
