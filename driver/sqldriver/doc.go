@@ -71,12 +71,26 @@
 //
 // A hold is live while expires is later than the database's clock
 // (statement_timestamp() on PostgreSQL, UTC_TIMESTAMP(6) on MySQL); the
-// client's clock is never used. Expired rows are deleted by the next
-// acquire of the same lock. A released lock keeps no row: Release deletes
-// the owner's row, and on MySQL the anchor, which the next acquire of the
-// key creates again. Rows remain only for keys that are held or waited
-// for, and for holds and queue entries that expired without a release,
-// until the key's next acquire or release.
+// client's clock is never used. That clock is read when a statement
+// starts. The time a hold has left, which a refusal reports
+// ([driver.LockedError].Remaining) and Inspect shows, is measured when
+// the statement read the hold's row instead: the time left by the
+// statement's clock less the time the database's clock ran from the
+// statement's start to the read (clock_timestamp() on PostgreSQL,
+// SYSDATE(6) on MySQL; a MySQL server started with --sysdate-is-now
+// reads SYSDATE at the statement's start too). A read may see a renewal
+// that committed after the statement started, whose expiry is then more
+// than its TTL after the statement's clock; measured at the read, it is
+// at most the TTL. Whether a hold is live is still judged by the
+// statement's start, the earlier reading: a hold that expires while the
+// statement waits or reads still counts.
+//
+// Expired rows are deleted by the next acquire of the same lock. A
+// released lock keeps no row: Release deletes the owner's row, and on
+// MySQL the anchor, which the next acquire of the key creates again.
+// Rows remain only for keys that are held or waited for, and for holds
+// and queue entries that expired without a release, until the key's next
+// acquire or release.
 //
 // # Upgrading the table
 //

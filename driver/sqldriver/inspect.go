@@ -33,7 +33,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 		for rows.Next() {
 			var r row
 			var value []byte
-			if err := rows.Scan(&r.owner, &r.mode, &r.token, &r.left, &r.limit, &r.weight, &value); err != nil {
+			if err := rows.Scan(&r.owner, &r.mode, &r.token, &r.left, &r.elapsed, &r.limit, &r.weight, &value); err != nil {
 				return err
 			}
 			// No counter is kept: the highest token of the key's rows
@@ -50,7 +50,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 					st.Limit = r.limit
 				}
 				st.Holders = append(st.Holders, driver.Holder{Owner: r.owner, Token: uint64(max(r.token, 0)),
-					Remaining: time.Duration(r.left.Int64) * time.Microsecond, Weight: r.weight, Value: string(value)})
+					Remaining: time.Duration(r.remaining()) * time.Microsecond, Weight: r.weight, Value: string(value)})
 			case r.mode == modeQueuedExclusive || r.mode == modeQueuedShared:
 				st.Waiting++
 			}

@@ -25,15 +25,28 @@ func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driv
 
 // row is one row of a lock, as read by queries.rows.
 type row struct {
-	owner  string
-	mode   int
-	token  int64
-	left   sql.NullInt64 // µs left by the database's clock; NULL for an anchor and the clock
-	limit  int64         // the limit of a counted shared hold or queue entry, or 0
-	weight int64         // its weight, or 0
+	owner   string
+	mode    int
+	token   int64
+	left    sql.NullInt64 // µs left by the database's clock at the statement's start; NULL for an anchor and the clock
+	elapsed int64         // µs from the statement's start to the moment the row was read
+	limit   int64         // the limit of a counted shared hold or queue entry, or 0
+	weight  int64         // its weight, or 0
 }
 
+// live reports whether the row had time left when the statement started.
+// That is the earlier clock reading, and the safe one: a row that expires
+// while the statement waits or reads still counts as live.
 func (r *row) live() bool { return r.left.Valid && r.left.Int64 > 0 }
+
+// remaining is the µs the row has left when it was read (never below 0):
+// what a refusal reports (LockedError.Remaining) and Inspect shows. The
+// statement's clock is read when it starts; the row may be read later,
+// after a renewal that committed in between and whose own clock reading,
+// and so its expiry, is later than the statement's: left would then
+// exceed the holder's TTL by up to the time between the statement's start
+// and the read.
+func (r *row) remaining() int64 { return max(r.left.Int64-max(r.elapsed, 0), 0) }
 
 // attempt is one acquire, as decide judges it.
 type attempt struct {
@@ -49,7 +62,7 @@ type attempt struct {
 type verdict struct {
 	token  int64
 	locked bool
-	left   int64              // µs the holds and queue entries in the way may last
+	left   int64              // µs the holds and queue entries in the way may last, from when they were read
 	limit  *driver.LimitError // refused: the key's holders have another limit
 }
 
@@ -296,7 +309,7 @@ func (k *keyRows) inTheWay(a attempt) verdict {
 	}
 	if conflict || (counted && used+a.weight > a.limit) {
 		for _, r := range k.holds {
-			block(r.left.Int64)
+			block(r.remaining())
 		}
 	}
 	// The wait queue: while it has live entries, only its head, or for a
@@ -309,7 +322,7 @@ func (k *keyRows) inTheWay(a attempt) verdict {
 			ahead = k.queue[:rank]
 		}
 		for _, r := range ahead {
-			block(r.left.Int64)
+			block(r.remaining())
 		}
 	}
 	return v
@@ -392,7 +405,7 @@ func collectRows(rs resultRows) ([]row, error) {
 	var rows []row
 	for rs.Next() {
 		var r row
-		if err := rs.Scan(&r.owner, &r.mode, &r.token, &r.left, &r.limit, &r.weight); err != nil {
+		if err := rs.Scan(&r.owner, &r.mode, &r.token, &r.left, &r.elapsed, &r.limit, &r.weight); err != nil {
 			return nil, err
 		}
 		rows = append(rows, r)

@@ -37,12 +37,15 @@ type queries struct {
 	// columns are the columns that upgrade adds: name and definition.
 	columns [][2]string
 	// rows reads every row of a lock (name): owner, mode, token, the
-	// microseconds left by the database's clock (NULL for an anchor),
-	// limit and weight, followed by a pseudo-row ('', modeClock, the
-	// clock in µs since the Unix epoch, NULL, 0, 0).
+	// microseconds left by the database's clock at the statement's start
+	// (NULL for an anchor), the µs that clock had run on when the row was
+	// read (see row.remaining), limit and weight, followed by a pseudo-row
+	// ('', modeClock, the clock in µs since the Unix epoch, NULL, 0, 0,
+	// 0).
 	rows string
 	// state reads every row of a lock (name) for Inspect: owner, mode,
-	// token, µs left, limit, weight and value.
+	// token, µs left, µs elapsed when read (as in rows), limit, weight
+	// and value.
 	state string
 	// grant upserts the owner's row (name, owner, mode, token, ttl µs,
 	// limit, weight, value).
@@ -87,6 +90,9 @@ func newQueries(d Dialect, table string) queries {
 	clock := "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000 AS bigint)"
 	after := "statement_timestamp() + CAST(? AS bigint) * interval '1 microsecond'"
 	left := "CAST(EXTRACT(EPOCH FROM (expires - statement_timestamp())) * 1000000 AS bigint)"
+	// elapsed: the µs from the statement's clock to the moment the row
+	// is produced (clock_timestamp() is read anew for each row).
+	elapsed := "CAST(EXTRACT(EPOCH FROM (clock_timestamp() - statement_timestamp())) * 1000000 AS bigint)"
 	upsert := "ON CONFLICT (name, owner) DO UPDATE SET mode = EXCLUDED.mode, token = EXCLUDED.token, expires = EXCLUDED.expires," +
 		" lim = EXCLUDED.lim, weight = EXCLUDED.weight, val = EXCLUDED.val"
 	columns := [][2]string{{"lim", "bigint NOT NULL DEFAULT 0"}, {"weight", "bigint NOT NULL DEFAULT 0"}, {"val", "bytea"}}
@@ -106,6 +112,11 @@ func newQueries(d Dialect, table string) queries {
 		clock = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 		after = "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
 		left = "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)"
+		// SYSDATE(6) is read when it is evaluated, for each row; NOW(6)
+		// is the statement's start, UTC_TIMESTAMP(6) in the session's
+		// time zone, as SYSDATE(6) is. A server started with
+		// --sysdate-is-now makes it 0.
+		elapsed = "TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))"
 		upsert = "ON DUPLICATE KEY UPDATE mode = VALUES(mode), token = VALUES(token), expires = VALUES(expires)," +
 			" lim = VALUES(lim), weight = VALUES(weight), val = VALUES(val)"
 		columns[2][1] = "varbinary(4096) NULL"
@@ -132,9 +143,9 @@ func newQueries(d Dialect, table string) queries {
 		now:     now,
 		lock:    "INSERT INTO " + table + " (name, owner, mode, token) VALUES (?, '', 0, 0) ON DUPLICATE KEY UPDATE mode = mode",
 		columns: columns,
-		rows: "SELECT owner, mode, token, " + left + ", lim, weight FROM " + table + " WHERE name = ?" +
-			" UNION ALL SELECT '', -1, " + clock + ", NULL, 0, 0",
-		state:    "SELECT owner, mode, token, " + left + ", lim, weight, val FROM " + table + " WHERE name = ?",
+		rows: "SELECT owner, mode, token, " + left + ", " + elapsed + ", lim, weight FROM " + table + " WHERE name = ?" +
+			" UNION ALL SELECT '', -1, " + clock + ", NULL, 0, 0, 0",
+		state:    "SELECT owner, mode, token, " + left + ", " + elapsed + ", lim, weight, val FROM " + table + " WHERE name = ?",
 		grant:    "INSERT INTO " + table + " (name, owner, mode, token, expires, lim, weight, val) VALUES (?, ?, ?, ?, " + after + ", ?, ?, ?) " + upsert,
 		extend:   "UPDATE " + table + " SET mode = ?, expires = " + after + " WHERE name = ? AND owner = ?",
 		purge:    "DELETE FROM " + table + " WHERE name = ? AND owner <> '' AND expires <= " + now,
