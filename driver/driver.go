@@ -398,9 +398,6 @@ type LockedError struct {
 	// (Queuer) is what blocks the caller, it is how long the entries ahead
 	// of it may still live. Waiters use it to cap their wait, so a
 	// release that nobody announces (an expiry) costs at most Remaining.
-	// It is measured by the backend's clock when it read the holds; a
-	// renewal that the read sees but that began after that clock reading
-	// can make it a little longer than the holder's TTL.
 	Remaining time.Duration
 }
 
