@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/limbo"
 )
 
 // The TTLs the driver accepts, within those of its members.
@@ -70,7 +71,7 @@ type Driver struct {
 	shared  bool
 	minTTL  time.Duration
 	maxTTL  time.Duration
-	limbo   limbo // grants whose give-back is in doubt
+	limbo   limbo.Set // grants whose give-back is in doubt
 }
 
 var (
@@ -398,7 +399,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	rs = d.settleSplit(ctx, req, start, timeout, rs, f)
 
 	t, granted := tallyOf(rs)
-	granted, doubted := d.limbo.sift(req.Key, req.Owner, rs, granted)
+	granted, doubted := d.sift(req.Key, req.Owner, rs, granted)
 	var token uint64
 	for _, i := range granted {
 		token = max(token, rs[i].v.Token)
@@ -457,14 +458,14 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 
 // giveBack releases the grants in rs of the members in idx, each by its
 // token, and puts those whose release went unanswered in limbo (see
-// limbo): the release may still be on its way.
+// internal/limbo): the release may still be on its way.
 func (d *Driver) giveBack(ctx context.Context, timeout time.Duration, req driver.Request, rs []result[driver.Lease], idx []int) {
 	rel := fanOut(ctx, timeout, idx, func(ctx context.Context, i int) (struct{}, error) {
 		l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, Token: rs[i].v.Token}
 		return struct{}{}, d.members[i].Release(ctx, l)
 	})
 	for j, i := range idx {
-		d.limbo.gaveBack(req.Key, req.Owner, i, rs[i].v.Token, rel[j].err, req.TTL)
+		d.limbo.GaveBack(req.Key, req.Owner, i, rs[i].v.Token, rel[j].err, req.TTL)
 	}
 }
 
@@ -493,7 +494,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		return d.members[i].Refresh(ctx, ml)
 	})
 	t, renewed := tallyOf(rs)
-	renewed, doubted := d.limbo.sift(l.Key, l.Owner, rs, renewed)
+	renewed, doubted := d.sift(l.Key, l.Owner, rs, renewed)
 	ok := len(renewed)
 	switch {
 	case ok >= d.quorum && time.Since(start) < l.TTL-Drift(l.TTL):
@@ -526,7 +527,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (struct{}, error) {
 		return struct{}{}, d.members[i].Release(ctx, ml)
 	})
-	d.limbo.forget(l.Key, l.Owner)
+	d.limbo.Forget(l.Key, l.Owner)
 	t, released := tallyOf(rs)
 	ok := len(released)
 	switch {

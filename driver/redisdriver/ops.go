@@ -109,10 +109,32 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	if ackErr != nil {
 		// A failover could lose the grant: give it up. If the release
 		// fails too, the grant expires with its TTL.
-		_ = d.Release(ctx, l)
+		d.giveBack(ctx, l)
 		return driver.Lease{}, opError(op, req.Key, ackErr)
 	}
+	if d.replicas > 0 && d.limbo.Doubtful(req.Key, req.Owner, 0, tok) {
+		// An earlier give-back of this very grant went unanswered and may
+		// still delete it: give it back again, and let the front-end ask
+		// anew.
+		d.giveBack(ctx, l)
+		return driver.Lease{}, opError(op, req.Key, errInDoubt)
+	}
 	return l, nil
+}
+
+// errInDoubt is why a grant is not reported when an unanswered give-back
+// of it may still reach the server (see giveBack).
+var errInDoubt = errors.New("grant in doubt: an unanswered release of it may still reach the server")
+
+// giveBack releases the grant l, which the driver does not report, by its
+// token. When the release goes unanswered it may still reach the server
+// later, after the front-end asked again with the same owner, and delete
+// the grant that attempt reported: until the server is known to have
+// dropped l (a release of it answered, or a grant with another token), a
+// grant of the owner with l's token is not reported (internal/limbo).
+func (d *Driver) giveBack(ctx context.Context, l driver.Lease) {
+	err := d.Release(ctx, l)
+	d.limbo.GaveBack(l.Key, l.Owner, 0, l.Token, err, l.TTL)
 }
 
 // Refresh implements driver.Driver in one round trip. When l.Token is not
@@ -181,6 +203,9 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	mode, err := modeArg(l.Mode)
 	if err != nil {
 		return opError(op, l.Key, err)
+	}
+	if d.replicas > 0 {
+		d.limbo.Forget(l.Key, l.Owner) // see giveBack
 	}
 	res, err := d.run(ctx, releaseScript, releaseScript.args(d.base(l.Key), l.Owner, mode, l.Token))
 	d.queued1(l.Owner, false, time.Time{}, 0)

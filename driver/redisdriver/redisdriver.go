@@ -288,6 +288,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/limbo"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -316,7 +317,11 @@ type Options struct {
 	// failover to one of them keeps the hold. A grant that fewer replicas
 	// acknowledged within ReplicaTimeout is released and the attempt fails
 	// with a transient error wrapping ErrNotReplicated, which the front-end
-	// retries; a renewal fails likewise (the hold stays, and its holder
+	// retries. That release names the grant's token; if it goes
+	// unanswered, it may still reach the server after the retry, so a
+	// grant of the same owner with that token is released again and
+	// refused with a transient error until the server is known to have
+	// dropped it. A renewal fails likewise (the hold stays, and its holder
 	// counts from its last acknowledged renewal). A handoff to a queued
 	// owner then takes the owner's next round trip too, to be acknowledged.
 	// It needs a *redis.Client (standalone or Sentinel failover) or a
@@ -341,6 +346,9 @@ type Driver struct {
 	// Options.ReplicaTimeout (defaulted).
 	replicas       int
 	replicaTimeout time.Duration
+	// limbo holds the grants given back for want of acknowledgements
+	// whose release went unanswered (see giveBack).
+	limbo limbo.Set
 
 	mu  sync.Mutex
 	hub *hub // shared pub/sub connection; nil when no subscription is open
