@@ -51,8 +51,7 @@ func testInspect(e *env) {
 	if n, err := in.ForceRelease(e.ctx, key); err != nil || n != 1 {
 		e.t.Fatalf("ForceRelease of an exclusively held key = %d, %v; want 1, nil", n, err)
 	}
-	_, err = ds[1].Refresh(e.ctx, l)
-	e.wantNotHeld("Refresh after ForceRelease", err)
+	e.refreshNotHeld("Refresh after ForceRelease", ds[1], l)
 	if st := e.inspect(in, key); len(st.Holders) != 0 {
 		e.t.Errorf("Inspect after ForceRelease = %+v; want no holders", st)
 	}
@@ -97,8 +96,7 @@ func testInspectShared(e *env, in driver.Inspector, ds []driver.Driver) {
 		e.t.Errorf("ForceRelease of two readers = %d, %v; want 2, nil", n, err)
 	}
 	for i, l := range []driver.Lease{la, lb} {
-		_, err := ds[i+1].Refresh(e.ctx, l)
-		e.wantNotHeld("Refresh of a reader after ForceRelease", err)
+		e.refreshNotHeld("Refresh of a reader after ForceRelease", ds[i+1], l)
 	}
 }
 

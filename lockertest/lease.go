@@ -117,7 +117,7 @@ func testReleaseWrongOwner(e *env) {
 		bad := l
 		bad.Owner = newOwner()
 		bad.Token = tok
-		e.wantNotHeld(fmt.Sprintf("Release(%s) by a non-owner", fmtLease(bad)), ds[1].Release(e.ctx, bad))
+		e.releaseNotHeld(fmt.Sprintf("Release(%s) by a non-owner", fmtLease(bad)), ds[1], bad)
 		e.expectLocked(ds[2], key, driver.Exclusive, sent, r.TTL)
 	}
 	e.refresh(ds[0], l)
@@ -134,15 +134,13 @@ func testRefreshWrongOwner(e *env) {
 	l, sent := e.acquire(ds[0], r)
 	bad := l
 	bad.Owner = newOwner()
-	_, err := ds[1].Refresh(e.ctx, bad)
-	e.wantNotHeld(fmt.Sprintf("Refresh(%s) by a non-owner", fmtLease(bad)), err)
+	e.refreshNotHeld(fmt.Sprintf("Refresh(%s) by a non-owner", fmtLease(bad)), ds[1], bad)
 	e.expectLocked(ds[2], key, driver.Exclusive, sent, r.TTL)
 	e.refresh(ds[0], l)
 	e.release(ds[0], l)
 	// Had the non-owner's refresh created a hold, the key would be held.
 	e.expectFree(ds[2], key, driver.Exclusive, "after the holder released")
-	_, err = ds[1].Refresh(e.ctx, bad)
-	e.wantNotHeld(fmt.Sprintf("Refresh(%s) of a free key", fmtLease(bad)), err)
+	e.refreshNotHeld(fmt.Sprintf("Refresh(%s) of a free key", fmtLease(bad)), ds[1], bad)
 	e.expectFree(ds[2], key, driver.Exclusive, "after a non-owner's refresh of a free key")
 }
 
@@ -152,9 +150,8 @@ func testReleaseNotHeld(e *env) {
 	a, b := ds[0], ds[1]
 
 	never := driver.Lease{Key: e.key("never"), Owner: newOwner(), Mode: driver.Exclusive, Token: 1, TTL: e.long}
-	e.wantNotHeld("Release of a key never acquired", a.Release(e.ctx, never))
-	_, err := a.Refresh(e.ctx, never)
-	e.wantNotHeld("Refresh of a key never acquired", err)
+	e.releaseNotHeld("Release of a key never acquired", a, never)
+	e.refreshNotHeld("Refresh of a key never acquired", a, never)
 	e.expectFree(b, never.Key, driver.Exclusive, "after Refresh of a key never acquired")
 
 	key := e.key("twice")
@@ -162,14 +159,13 @@ func testReleaseNotHeld(e *env) {
 	if err := a.Release(e.ctx, l); err != nil {
 		e.t.Errorf("first Release(%s): %v", fmtLease(l), err)
 	}
-	e.wantNotHeld("second Release of a lease", a.Release(e.ctx, l))
-	_, err = a.Refresh(e.ctx, l)
-	e.wantNotHeld("Refresh of a released lease", err)
+	e.releaseNotHeld("second Release of a lease", a, l)
+	e.refreshNotHeld("Refresh of a released lease", a, l)
 	e.expectFree(b, key, driver.Exclusive, "after Refresh of a released lease")
 
 	// A stale release must not touch the next owner's hold.
 	lb, sent := e.acquire(b, req(key, driver.Exclusive, e.long))
-	e.wantNotHeld("Release of a released lease while another owner holds the key", a.Release(e.ctx, l))
+	e.releaseNotHeld("Release of a released lease while another owner holds the key", a, l)
 	e.expectLocked(a, key, driver.Exclusive, sent, lb.TTL)
 	e.release(b, lb)
 }
@@ -186,9 +182,8 @@ func testExpiry(e *env) {
 	if !ok {
 		return
 	}
-	_, err := ds[0].Refresh(e.ctx, l)
-	e.wantNotHeld("Refresh of an expired lease", err)
-	e.wantNotHeld("Release of an expired lease", ds[0].Release(e.ctx, l))
+	e.refreshNotHeld("Refresh of an expired lease", ds[0], l)
+	e.releaseNotHeld("Release of an expired lease", ds[0], l)
 	e.expectLocked(ds[2], key, driver.Exclusive, sentB, lb.TTL)
 	e.release(ds[1], lb)
 }
@@ -204,12 +199,10 @@ func testRefreshAfterExpiry(e *env) {
 	if !e.sleepUntil(time.Now().Add(2*ttl + 100*time.Millisecond)) {
 		return
 	}
-	_, err := ds[0].Refresh(e.ctx, l)
-	e.wantNotHeld("Refresh of an expired lease", err)
+	e.refreshNotHeld("Refresh of an expired lease", ds[0], l)
 	e.expectFree(ds[1], key, driver.Exclusive, "after Refresh of an expired lease")
-	_, err = ds[0].Refresh(e.ctx, l)
-	e.wantNotHeld("Refresh of an expired lease after another owner held and released the key", err)
-	e.wantNotHeld("Release of an expired lease", ds[0].Release(e.ctx, l))
+	e.refreshNotHeld("Refresh of an expired lease after another owner held and released the key", ds[0], l)
+	e.releaseNotHeld("Release of an expired lease", ds[0], l)
 	e.expectFree(ds[1], key, driver.Exclusive, "after Refresh and Release of an expired lease")
 }
 
@@ -248,8 +241,7 @@ func testRefreshExtends(e *env) {
 	if !ok {
 		return
 	}
-	_, err := ds[0].Refresh(e.ctx, l)
-	e.wantNotHeld("Refresh of an expired lease after another owner acquired the key", err)
+	e.refreshNotHeld("Refresh of an expired lease after another owner acquired the key", ds[0], l)
 	e.release(ds[1], lb)
 }
 

@@ -652,6 +652,25 @@ func (e *env) wantNotHeld(op string, err error) {
 	}
 }
 
+// refreshNotHeld checks that Refresh of l through d fails with ErrNotHeld.
+// A transient failure is retried once (see retryOnce): a Refresh that
+// is refused changes nothing, so asking again is the front-end's answer
+// to a driver that could not tell in time, as when 3 of a quorum of 5
+// members missed a short lease's member timeout on a loaded machine.
+func (e *env) refreshNotHeld(op string, d driver.Driver, l driver.Lease) {
+	e.t.Helper()
+	_, err := retryOnce(e, op, func() (driver.Lease, error) { return d.Refresh(e.ctx, l) })
+	e.wantNotHeld(op, err)
+}
+
+// releaseNotHeld checks that Release of l through d fails with ErrNotHeld,
+// retrying a transient failure once, as refreshNotHeld does.
+func (e *env) releaseNotHeld(op string, d driver.Driver, l driver.Lease) {
+	e.t.Helper()
+	_, err := retryOnce(e, op, func() (struct{}, error) { return struct{}{}, d.Release(e.ctx, l) })
+	e.wantNotHeld(op, err)
+}
+
 // expectLocked checks that a new owner cannot acquire key in mode through
 // d, because a conflicting lease of length ttl, valid from validFrom, is
 // held. A grant is a failure when it returns before that lease can have

@@ -33,12 +33,11 @@ func testShared(e *env) {
 	// One reader left: writers still wait.
 	e.release(ds[0], l1)
 	e.expectLocked(ds[2], key, driver.Exclusive, s2, validTTL(r2, l2))
-	_, err := ds[0].Refresh(e.ctx, l1)
-	e.wantNotHeld("Refresh of a released shared lease", err)
-	e.wantNotHeld("second Release of a shared lease", ds[0].Release(e.ctx, l1))
+	e.refreshNotHeld("Refresh of a released shared lease", ds[0], l1)
+	e.releaseNotHeld("second Release of a shared lease", ds[0], l1)
 	bad := l2
 	bad.Owner = newOwner()
-	e.wantNotHeld("Release of a shared lease by a non-owner", ds[2].Release(e.ctx, bad))
+	e.releaseNotHeld("Release of a shared lease by a non-owner", ds[2], bad)
 	e.expectLocked(ds[2], key, driver.Exclusive, s2, validTTL(r2, l2))
 	e.release(ds[1], l2)
 
@@ -93,8 +92,7 @@ func testSharedExpiry(e *env, ds []driver.Driver) {
 		}
 		last = s
 	}
-	_, err := ds[0].Refresh(e.ctx, ls)
-	e.wantNotHeld("Refresh of an expired shared lease while another reader refreshed its own", err)
+	e.refreshNotHeld("Refresh of an expired shared lease while another reader refreshed its own", ds[0], ls)
 	e.expectLocked(ds[2], key, driver.Exclusive, last, ttl)
 	if !withinLease(last, ttl) {
 		e.inconclusive("the refreshing reader's lease could have expired")
@@ -207,8 +205,7 @@ func testQueue(e *env) {
 	}
 	leave := func(d driver.Driver, r driver.Request) {
 		e.t.Helper()
-		err := d.Release(e.ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, TTL: r.TTL})
-		e.wantNotHeld("Release by a queued owner that does not hold the key", err)
+		e.releaseNotHeld("Release by a queued owner that does not hold the key", d, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, TTL: r.TTL})
 	}
 
 	// A free key with an empty queue is granted at once.
