@@ -139,8 +139,8 @@
 //     same transaction. Through pgx the driver pipelines these
 //     statements on one pooled connection: BEGIN, the lock and the read in
 //     one round trip, the write and COMMIT in a second (each statement
-//     still takes its snapshot and clock when the server starts it, after
-//     the lock). Through other drivers (go-sql-driver/mysql, lib/pq) it is
+//     still takes its snapshot when the server starts it, after the lock;
+//     for the clocks see "Fencing tokens"). Through other drivers (go-sql-driver/mysql, lib/pq) it is
 //     a database/sql transaction of five round trips (BEGIN, lock, read,
 //     write, COMMIT). A refused attempt that does not queue writes
 //     nothing (on MySQL, unless the key's anchor row had gone with a
@@ -188,6 +188,22 @@
 // when that is greater: max(last+1, clock). Tokens are therefore large
 // numbers (about 1.8e15 in 2026) with gaps, never 0. Queue entries take
 // their places in line the same way; a refused attempt takes nothing.
+//
+// The token's clock is read by the statement that reads the lock's rows,
+// which runs once the acquire holds the key's lock, and so after the
+// commit of every earlier grant of the key. On PostgreSQL it is
+// clock_timestamp(), read when the statement produces the clock's row, not
+// statement_timestamp(): that is the receipt of the statement's message,
+// and with pgx's simple protocol (default_query_exec_mode=simple_protocol,
+// as behind PgBouncer) BEGIN, the lock and the read are one message,
+// received before the acquire waited for the lock; a token taken from it
+// could be smaller than one granted, and released, while the acquire
+// waited. clock_timestamp() is after the lock with either protocol, and
+// with database/sql drivers such as lib/pq. On MySQL it is the read
+// statement's UTC_TIMESTAMP(6), its start: go-sql-driver/mysql sends the
+// lock and the read as statements of their own, the read once the lock's
+// has returned. Liveness keeps the statement's start (see above): the
+// earlier reading, and the safe one for it.
 //
 // No row remembers the tokens of a released lock: the clock stands for
 // them. Tokens are strictly increasing per key on this assumption: the

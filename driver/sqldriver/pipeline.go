@@ -16,9 +16,12 @@ import (
 // two round trips instead of five: BEGIN, the advisory lock and the read
 // go out in one pipeline, and the statements that decide returns go out
 // with the COMMIT in a second one. The statements are the same as
-// acquireTx's, and run in the same order; each still has a snapshot and a
-// clock of its own, taken when the server starts it, so the read sees
-// every commit made before the lock was granted.
+// acquireTx's, and run in the same order; each still has a snapshot of its
+// own, taken when the server starts it, so the read sees every commit made
+// before the lock was granted. Their statement_timestamp() may not be
+// their own: with pgx's simple protocol the first pipeline is one message,
+// whose receipt, before the lock wait, is the clock of all three; the
+// token's clock is therefore clock_timestamp() (see queries.rows).
 //
 // A connection on which anything failed is discarded (see onPgxConn).
 func (d *Driver) acquirePipelined(ctx context.Context, a attempt) (v verdict, err error) {

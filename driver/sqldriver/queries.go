@@ -40,8 +40,8 @@ type queries struct {
 	// microseconds left by the database's clock at the statement's start
 	// (NULL for an anchor), the µs that clock had run on when the row was
 	// read (see row.remaining), limit and weight, followed by a pseudo-row
-	// ('', modeClock, the clock in µs since the Unix epoch, NULL, 0, 0,
-	// 0).
+	// ('', modeClock, the clock in µs since the Unix epoch, read when the
+	// pseudo-row is produced on PostgreSQL, NULL, 0, 0, 0).
 	rows string
 	// state reads every row of a lock (name) for Inspect: owner, mode,
 	// token, µs left, µs elapsed when read (as in rows), limit, weight
@@ -87,7 +87,16 @@ type queries struct {
 
 func newQueries(d Dialect, table string) queries {
 	now := "statement_timestamp()"
-	clock := "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000 AS bigint)"
+	// clock: the token clock of queries.rows, read when the read runs,
+	// after the key's lock (clock_timestamp()). statement_timestamp() is
+	// the receipt of the statement's message, which with the simple
+	// protocol (pgx's default_query_exec_mode=simple_protocol, as behind
+	// PgBouncer) is the one message that carries BEGIN, the lock and the
+	// read: read before the acquire waited for the lock, it could be
+	// older than a token granted, and released, while it waited.
+	// Liveness (now, after, left) stays on statement_timestamp(), the
+	// earlier reading and the safe one.
+	clock := "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS bigint)"
 	after := "statement_timestamp() + CAST(? AS bigint) * interval '1 microsecond'"
 	left := "CAST(EXTRACT(EPOCH FROM (expires - statement_timestamp())) * 1000000 AS bigint)"
 	// elapsed: the µs from the statement's clock to the moment the row
@@ -109,6 +118,9 @@ func newQueries(d Dialect, table string) queries {
 )`
 	if d == MySQL {
 		now = "UTC_TIMESTAMP(6)"
+		// The read is a statement of its own, sent after the lock's
+		// statement has returned: its start, and so UTC_TIMESTAMP(6),
+		// is after the lock.
 		clock = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 		after = "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
 		left = "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)"
