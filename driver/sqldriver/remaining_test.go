@@ -1,6 +1,7 @@
 package sqldriver_test
 
 import (
+	"database/sql"
 	"errors"
 	"strings"
 	"testing"
@@ -109,22 +110,7 @@ func refuseDuringRenewalPostgres(t *testing.T, b backend, d driver.Driver, table
 		_, err := d.TryAcquire(ctx, req(l.Key, driver.Exclusive, l.TTL))
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var waiting int
-		err := admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' AND query LIKE '%' || $1 || '%'",
-			table).Scan(&waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the acquire did not wait for the key's advisory lock within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitAdvisory(t, admin, "query LIKE '%' || $1 || '%'", table)
 	time.Sleep(50 * time.Millisecond)
 	res, err := tx.ExecContext(ctx, "UPDATE "+table+" SET expires = statement_timestamp() + $1 * interval '1 microsecond' WHERE name = $2 AND owner = $3",
 		l.TTL.Microseconds(), l.Key, l.Owner)
@@ -138,4 +124,27 @@ func refuseDuringRenewalPostgres(t *testing.T, b backend, d driver.Driver, table
 		t.Fatal(err)
 	}
 	return <-done
+}
+
+// waitAdvisory waits, for up to 10s, until a session of db's server
+// chosen by cond (an SQL condition on pg_stat_activity, whose one
+// parameter is arg) waits for an advisory lock.
+func waitAdvisory(t *testing.T, db *sql.DB, cond string, arg any) {
+	t.Helper()
+	ctx := ctxT(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		err := db.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' AND "+cond, arg).Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no acquire waited for the key's advisory lock within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

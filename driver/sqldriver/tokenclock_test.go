@@ -96,22 +96,7 @@ func TestTokenClockAfterLock(t *testing.T) {
 				done <- result{l, err}
 			}()
 			admin := b.db(t)
-			deadline := time.Now().Add(10 * time.Second)
-			for {
-				var waiting int
-				err := admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' AND application_name = $1",
-					app).Scan(&waiting)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if waiting > 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("B's acquire did not wait for the key's advisory lock within 10s")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			waitAdvisory(t, admin, "application_name = $1", app)
 			time.Sleep(50 * time.Millisecond)
 
 			// A: granted and released while B waits.
