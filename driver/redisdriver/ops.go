@@ -106,20 +106,27 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		Token: tok,
 		TTL:   time.Duration(ms) * time.Millisecond,
 	}
-	if ackErr != nil {
-		// A failover could lose the grant: give it up. If the release
-		// fails too, the grant expires with its TTL.
-		d.giveBack(ctx, l)
-		return driver.Lease{}, opError(op, req.Key, ackErr)
-	}
-	if d.replicas > 0 && d.limbo.Doubtful(req.Key, req.Owner, 0, tok) {
-		// An earlier give-back of this very grant went unanswered and may
-		// still delete it: give it back again, and let the front-end ask
-		// anew.
-		d.giveBack(ctx, l)
-		return driver.Lease{}, opError(op, req.Key, errInDoubt)
+	if err := d.unreported(ctx, op, l, ackErr); err != nil {
+		return driver.Lease{}, err
 	}
 	return l, nil
+}
+
+// unreported gives the grant l back and returns why when the driver
+// cannot report it: too few replicas acknowledged it (ackErr; a failover
+// could lose it), or an earlier give-back of this very grant went
+// unanswered and may still delete it. If the release fails, the grant
+// expires with its TTL, unless the front-end's retry re-grants it.
+func (d *Driver) unreported(ctx context.Context, op string, l driver.Lease, ackErr error) error {
+	switch {
+	case ackErr != nil:
+	case d.replicas > 0 && d.limbo.Doubtful(l.Key, l.Owner, 0, l.Token):
+		ackErr = errInDoubt
+	default:
+		return nil
+	}
+	d.giveBack(ctx, l)
+	return opError(op, l.Key, ackErr)
 }
 
 // errInDoubt is why a grant is not reported when an unanswered give-back

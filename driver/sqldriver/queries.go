@@ -85,23 +85,45 @@ type queries struct {
 	table string
 }
 
+// clocksOf returns the SQL expressions of d's clock readings:
+//   - now, the statement's start: liveness is judged by it (expires > now),
+//     the earlier reading and the safe one;
+//   - clock, the token clock of queries.rows in µs since the Unix epoch,
+//     read after the key's lock;
+//   - after, now plus a number of µs (?): a grant's or renewal's expiry;
+//   - left, the µs a row has left by now;
+//   - elapsed, the µs from now to the moment a row is produced (see
+//     row.remaining).
+//
+// On PostgreSQL, statement_timestamp() is the receipt of the statement's
+// message. With the simple protocol (pgx's
+// default_query_exec_mode=simple_protocol, as behind PgBouncer) one
+// message carries BEGIN, the lock and the read, received before the
+// acquire waited for the lock: a token taken from it could be older than
+// one granted, and released, while it waited. So the token clock is
+// clock_timestamp(), read when the read produces the clock's row. On
+// MySQL the read is a statement of its own, sent after the lock's has
+// returned: its UTC_TIMESTAMP(6) is after the lock. SYSDATE(6) is read
+// for each row as it is evaluated, and NOW(6) at the statement's start,
+// both in the session's time zone; a server started with --sysdate-is-now
+// makes elapsed 0.
+func clocksOf(d Dialect) (now, clock, after, left, elapsed string) {
+	if d == MySQL {
+		return "UTC_TIMESTAMP(6)",
+			"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+			"UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND",
+			"TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)",
+			"TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))"
+	}
+	return "statement_timestamp()",
+		"CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS bigint)",
+		"statement_timestamp() + CAST(? AS bigint) * interval '1 microsecond'",
+		"CAST(EXTRACT(EPOCH FROM (expires - statement_timestamp())) * 1000000 AS bigint)",
+		"CAST(EXTRACT(EPOCH FROM (clock_timestamp() - statement_timestamp())) * 1000000 AS bigint)"
+}
+
 func newQueries(d Dialect, table string) queries {
-	now := "statement_timestamp()"
-	// clock: the token clock of queries.rows, read when the read runs,
-	// after the key's lock (clock_timestamp()). statement_timestamp() is
-	// the receipt of the statement's message, which with the simple
-	// protocol (pgx's default_query_exec_mode=simple_protocol, as behind
-	// PgBouncer) is the one message that carries BEGIN, the lock and the
-	// read: read before the acquire waited for the lock, it could be
-	// older than a token granted, and released, while it waited.
-	// Liveness (now, after, left) stays on statement_timestamp(), the
-	// earlier reading and the safe one.
-	clock := "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS bigint)"
-	after := "statement_timestamp() + CAST(? AS bigint) * interval '1 microsecond'"
-	left := "CAST(EXTRACT(EPOCH FROM (expires - statement_timestamp())) * 1000000 AS bigint)"
-	// elapsed: the µs from the statement's clock to the moment the row
-	// is produced (clock_timestamp() is read anew for each row).
-	elapsed := "CAST(EXTRACT(EPOCH FROM (clock_timestamp() - statement_timestamp())) * 1000000 AS bigint)"
+	now, clock, after, left, elapsed := clocksOf(d)
 	upsert := "ON CONFLICT (name, owner) DO UPDATE SET mode = EXCLUDED.mode, token = EXCLUDED.token, expires = EXCLUDED.expires," +
 		" lim = EXCLUDED.lim, weight = EXCLUDED.weight, val = EXCLUDED.val"
 	columns := [][2]string{{"lim", "bigint NOT NULL DEFAULT 0"}, {"weight", "bigint NOT NULL DEFAULT 0"}, {"val", "bytea"}}
@@ -117,18 +139,6 @@ func newQueries(d Dialect, table string) queries {
 	PRIMARY KEY (name, owner)
 )`
 	if d == MySQL {
-		now = "UTC_TIMESTAMP(6)"
-		// The read is a statement of its own, sent after the lock's
-		// statement has returned: its start, and so UTC_TIMESTAMP(6),
-		// is after the lock.
-		clock = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
-		after = "UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND"
-		left = "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires)"
-		// SYSDATE(6) is read when it is evaluated, for each row; NOW(6)
-		// is the statement's start, UTC_TIMESTAMP(6) in the session's
-		// time zone, as SYSDATE(6) is. A server started with
-		// --sysdate-is-now makes it 0.
-		elapsed = "TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6))"
 		upsert = "ON DUPLICATE KEY UPDATE mode = VALUES(mode), token = VALUES(token), expires = VALUES(expires)," +
 			" lim = VALUES(lim), weight = VALUES(weight), val = VALUES(val)"
 		columns[2][1] = "varbinary(4096) NULL"
