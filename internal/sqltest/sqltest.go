@@ -182,7 +182,17 @@ func StartMariaDB() (*Server, error) {
 		}
 		u = cur.Username
 	}
-	inst := exec.Command(install, "--no-defaults", "--datadir="+data, "--user="+u,
+	// A temp dir of its own: mariadbd deletes every #sql file in its
+	// tmpdir when it starts, so servers sharing /tmp delete each other's
+	// temporary tables (mariadb-install-db failed with "Error on delete of
+	// '/tmp/#sql-temptable-…'" when two packages' tests started MariaDB
+	// at once). mariadb-install-db passes the option on to mariadbd.
+	tmp := filepath.Join(s.dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		s.removeDir()
+		return nil, fmt.Errorf("sqltest: %w", err)
+	}
+	inst := exec.Command(install, "--no-defaults", "--datadir="+data, "--user="+u, "--tmpdir="+tmp,
 		"--auth-root-authentication-method=normal", "--skip-test-db", "--skip-name-resolve")
 	if out, err := inst.CombinedOutput(); err != nil {
 		s.removeDir()
@@ -190,7 +200,7 @@ func StartMariaDB() (*Server, error) {
 	}
 	err := s.startOnFreePort(syscall.SIGTERM, func(port int) []string {
 		s.DSN = fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
-		return []string{mysqld, "--no-defaults", "--datadir=" + data, "--user=" + u,
+		return []string{mysqld, "--no-defaults", "--datadir=" + data, "--user=" + u, "--tmpdir=" + tmp,
 			"--port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
 			"--socket=" + filepath.Join(s.dir, "mysqld.sock"), "--pid-file=" + filepath.Join(s.dir, "mysqld.pid"),
 			"--skip-name-resolve", "--innodb-buffer-pool-size=32M", "--max-connections=300",

@@ -2,6 +2,7 @@ package sqltest
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 )
@@ -79,5 +80,40 @@ func TestServers(t *testing.T) {
 				t.Fatalf("after a crash and restart: v = %d, %v; want 42", v, err)
 			}
 		})
+	}
+}
+
+// TestMariaDBTmpdir checks that a MariaDB server leaves the temporary
+// files of another one alone: mariadbd deletes every #sql file in its
+// tmpdir when it starts, so two servers that shared /tmp deleted each
+// other's temporary tables, and a mariadb-install-db running beside
+// another server's start failed ("Error on delete of
+// '/tmp/#sql-temptable-…'"). Each server has a tmpdir of its own.
+func TestMariaDBTmpdir(t *testing.T) {
+	first, err := StartMariaDB()
+	if err != nil {
+		SkipOrFail(t, err)
+	}
+	defer first.Close()
+	if first.dir == "" {
+		t.Skip("an external server (" + EnvMySQLDSN + "): its tmpdir may be any")
+	}
+	var tmpdir string
+	if err := first.Open(t).QueryRow("SELECT @@tmpdir").Scan(&tmpdir); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(tmpdir, "#sql-locker-probe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	second, err := StartMariaDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	if _, err := os.Stat(f.Name()); err != nil {
+		t.Errorf("a #sql file in the first server's tmpdir (%s): %v; the second server's start deleted it", tmpdir, err)
 	}
 }
