@@ -39,7 +39,22 @@ func TestDelAbandoned(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithCancel(context.Background())
 			if i%2 == 0 {
-				go cancel() // races with the reply
+				// Cancel when the server has applied the delete (its
+				// watch fires): the cancellation races with the reply,
+				// never with the send. (A context done before the call
+				// sends nothing, as checked below; a plain "go cancel()"
+				// sometimes came first on a loaded machine, and its node
+				// stayed.)
+				_, _, applied, err := conn.ExistsW(p)
+				if err != nil {
+					t.Error(err)
+					cancel()
+					return
+				}
+				go func() {
+					<-applied
+					cancel()
+				}()
 			}
 			err := zkdriver.Del(ctx, conn, p, -1)
 			cancel()
