@@ -27,8 +27,12 @@
 //     granted it and took the grant's token (see Tokens) within the
 //     lease's validity: the TTL, counted from the moment the first member
 //     request was sent, minus the time the requests took and minus a
-//     clock-drift allowance of TTL/100 + 2ms ([Drift]). The lease it returns
-//     has the requested TTL and Lease.Start set to that first send time
+//     clock-drift allowance of TTL/100 + 2ms ([Drift]). A member's grant
+//     that began before the request (its Lease.Start: a handoff to a
+//     queued owner lives only as long as the queue entry it replaced)
+//     counts from its own start; the grant counts from the latest moment
+//     at or after which a majority of the members holding it began theirs. The lease it
+//     returns has the requested TTL and Lease.Start set to that start
 //     minus the allowance, so the front-end counts the lease from there.
 //     An attempt that reached fewer than a majority releases what it got,
 //     at once and in parallel (unless its context is done: the front-end

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -416,29 +417,35 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 		// A majority must hold the token: write it back to as few members
 		// as that takes, then, if some failed, to the others.
 		l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
-		confirmed := len(granted) - len(low)
-		for len(low) > 0 && confirmed < d.quorum && ctx.Err() == nil {
-			batch := low[:min(d.quorum-confirmed, len(low))]
+		var confirmed []int // the members that hold the grant with token
+		for _, i := range granted {
+			if rs[i].v.Token == token {
+				confirmed = append(confirmed, i)
+			}
+		}
+		for len(low) > 0 && len(confirmed) < d.quorum && ctx.Err() == nil {
+			batch := low[:min(d.quorum-len(confirmed), len(low))]
 			low = low[len(batch):]
 			wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
 				return struct{}{}, d.floors[i].RaiseTokenFloor(ctx, l, token)
 			})
 			for j, r := range wb {
 				if r.err == nil {
-					confirmed++
+					confirmed = append(confirmed, batch[j])
 				} else {
 					t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
 				}
 			}
 		}
+		begin := d.validFrom(start, rs, confirmed)
 		switch {
-		case confirmed < d.quorum:
-			why = fmt.Errorf("%w: %d of %d members granted, %d took the token", ErrTooFewMembers, len(granted), len(d.members), confirmed)
-		case time.Since(start) >= req.TTL-drift:
+		case len(confirmed) < d.quorum:
+			why = fmt.Errorf("%w: %d of %d members granted, %d took the token", ErrTooFewMembers, len(granted), len(d.members), len(confirmed))
+		case time.Since(begin) >= req.TTL-drift:
 			why = ErrValidity
 		default:
 			l.Token = token
-			l.Start = start.Add(-drift)
+			l.Start = begin.Add(-drift)
 			return l, nil
 		}
 	}
@@ -454,6 +461,28 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 		why = fmt.Errorf("%w: %d of %d members granted%s", ErrTooFewMembers, len(granted), len(d.members), inDoubt(doubted))
 	}
 	return driver.Lease{}, d.failure(ctx, op, req.Key, &t, why)
+}
+
+// validFrom returns when the grant held by the members in held (at least
+// a majority) began, as the validity counts it: a member's grant began
+// when the attempt's first request was sent (start), or earlier when the
+// member says so (Lease.Start: a handoff to a queued owner lives only as
+// long as the queue entry it replaced, whatever the attempt). The
+// majority whose grants began last holds the key until the earliest of
+// their ends, so the grant began at the majority-th latest start.
+func (d *Driver) validFrom(start time.Time, rs []result[driver.Lease], held []int) time.Time {
+	if len(held) < d.quorum {
+		return start
+	}
+	starts := make([]time.Time, len(held))
+	for j, i := range held {
+		starts[j] = start
+		if s := rs[i].v.Start; !s.IsZero() && s.Before(start) {
+			starts[j] = s
+		}
+	}
+	slices.SortFunc(starts, func(a, b time.Time) int { return b.Compare(a) })
+	return starts[d.quorum-1]
 }
 
 // giveBack releases the grants in rs of the members in idx, each by its
