@@ -431,6 +431,9 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 			})
 			for j, r := range wb {
 				if r.err == nil {
+					// The member's hold took the token: a give-back
+					// names it (see giveBack).
+					rs[batch[j]].v.Token = token
 					confirmed = append(confirmed, batch[j])
 				} else {
 					t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))

@@ -1,6 +1,7 @@
 package quorumdriver_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -152,4 +153,64 @@ func TestTokenFloorRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	testTokenFloor(t, m, func(tok uint64) uint64 { return tok + uint64(time.Hour/time.Microsecond) })
+}
+
+// floorless is a member whose token write-backs fail.
+type floorless struct{ *memdriver.Driver }
+
+func (floorless) RaiseTokenFloor(context.Context, driver.Lease, uint64) error {
+	return errors.New("write-back refused")
+}
+
+// TestGiveBackAfterWriteBack: an attempt that wrote its token back to
+// some members but not to a majority gives every grant back, including
+// those whose token the write-back raised, so that no member keeps a hold
+// that nobody reported. A give-back that named the member's first token
+// found the hold's token changed, was answered "not held", and left the
+// key blocked for others until the hold expired.
+func TestGiveBackAfterWriteBack(t *testing.T) {
+	ctx := ctxT(t)
+	const key = "k"
+	bs := newBackends(5)
+	ms := make([]driver.Driver, len(bs))
+	for i, b := range bs {
+		ms[i] = b.Driver()
+	}
+	ms[1] = floorless{bs[1].Driver()}
+	// Member 2's counter runs far ahead: members 0 and 1 grant lower
+	// tokens and are written back to.
+	r0 := req(key, time.Second)
+	l0, err := ms[2].TryAcquire(ctx, r0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ms[2].(driver.TokenFloor).RaiseTokenFloor(ctx, l0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	l0.Token = 1000 // the hold took the floor
+	if err := ms[2].Release(ctx, l0); err != nil {
+		t.Fatal(err)
+	}
+	// Another owner holds members 3 and 4.
+	for _, m := range ms[3:] {
+		if _, err := m.TryAcquire(ctx, req(key, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := quorumdriver.New(ms, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := d.TryAcquire(ctx, req(key, time.Minute)); err == nil {
+		t.Fatalf("granted (token %d) with 2 of 5 members holding the token", l.Token)
+	}
+	for i, m := range ms[:3] {
+		st, err := m.(driver.Inspector).Inspect(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Holders) != 0 {
+			t.Errorf("member %d still holds the key after the attempt gave it back: %+v", i, st.Holders)
+		}
+	}
 }
