@@ -1,22 +1,22 @@
-// Package memdriver is the in-process reference driver for package locker.
+// Package memdriver is the in-process backend of package locker: for
+// tests of code that takes locks, with fault hooks, and for coordinating
+// goroutines of one process. It needs no server.
 //
-// It keeps all lock state in memory, in a [Backend] that plays the part of
-// a lock server, and hands out clients of that backend, [Driver] values,
-// that play the part of connections from separate processes. It implements
-// the whole driver contract of package
-// [github.com/go-locker/locker/driver], every optional interface included
-// ([driver.Sharer], [driver.Notifier], [driver.Queuer], [driver.Acquirer],
-// [driver.LossWatcher], [driver.BatchRefresher] and [driver.TTLLimiter];
-// not [driver.TTLChecker], since it accepts every TTL in its range), in the
-// most direct way
-// the contract allows, so it is the implementation to compare other drivers
-// against when the contract's wording leaves a doubt.
+//	c := locker.New(memdriver.New())
+//	defer c.Close(ctx)
 //
-// Its main use is testing: code that takes locks can be tested without a
-// server, and the fault hooks described below make it possible to test how
-// that code copes with lost leases, failing calls, ambiguous replies and
-// network partitions. It is also usable, as is, to coordinate goroutines of
-// one process.
+//	h, err := c.Mutex("orders/42").Acquire(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	defer h.Release(ctx)
+//
+// It does everything the driver contract allows (shared holds, semaphores
+// and elections, a fair wait queue whose waiters are woken at once, loss
+// reports, batched renewals), in the most direct way, so it is also the
+// implementation to compare other drivers against when the contract's
+// wording leaves a doubt. Tokens are a counter per key, starting at 1,
+// kept for the backend's lifetime.
 //
 // # Backends and drivers
 //
@@ -27,52 +27,6 @@
 // [New] is a shortcut for a single client of a fresh backend; its backend
 // is reachable with [Driver.Backend]. Backends share nothing with each
 // other: the package has no global state.
-//
-// # Semantics
-//
-// All state lives under one mutex in the backend, so every operation is
-// atomic. For each key the backend keeps:
-//
-//   - the holds of the key: one exclusive hold, or any number of shared
-//     holds, each with its owner, fencing token, granted TTL and expiry
-//     time;
-//   - a fence counter that is never reset, not by release, not by expiry:
-//     every grant, shared grants included, takes the next value, starting
-//     at 1, so tokens of a key strictly increase whoever the owner;
-//   - a wait queue (see [Driver.TryAcquireQueued] and [Driver.Acquire]);
-//   - the key's live subscriptions (see [Driver.Subscribe]);
-//   - the live loss watches of its holds (see [Driver.WatchLoss]).
-//
-// Because the fence counter must survive, the backend keeps a small record
-// for every key it has ever seen; a backend is meant for tests and
-// short-lived uses, not for an unbounded stream of distinct keys.
-//
-// Expiry is judged with [time.Now] on the backend. Expired holds and
-// expired wait-queue entries are dropped lazily, by the next operation that
-// touches the key (inspection with [Backend.Holders] and [Backend.Queued]
-// included); nothing runs in the background. Subscribers are woken when a
-// key is released, when [Backend.Expire] or [Backend.Revoke] ends its
-// holds, when an entry leaves its wait queue, and when an operation finds
-// and drops an expired hold or queue entry. A hold that merely runs out,
-// with nobody touching the key, wakes no one at the moment it runs out:
-// waiters rely on the front-end's timer, which is capped by
-// [driver.LockedError.Remaining], and a waiting [Driver.Acquire] on a timer
-// of its own. For the same reason a hold's loss watchers hear of its
-// expiry only when an operation finds it expired; they hear of
-// [Backend.Expire] and [Backend.Revoke] at once. Entries of the wait queue
-// that belong to a waiting Acquire do not expire: the call keeps them
-// until it returns.
-//
-// Ownership is checked by owner and mode: Refresh and Release act only on
-// a hold of l.Key by l.Owner in l.Mode and, when l.Token is not 0, only if
-// the hold's token is l.Token. An owner that holds a key in one mode and
-// asks for it in the other gets an error wrapping [driver.ErrLocked] (a
-// *[driver.LockedError] giving the remaining time of its own hold); the
-// front-end never does that, since it uses a fresh owner for every hold.
-//
-// The driver accepts TTLs from [MinTTL] to [MaxTTL] and reports that range
-// through [Driver.TTLRange]; a TTL outside it, or an unknown [driver.Mode],
-// is refused with an error marked [driver.Permanent].
 //
 // # Fault hooks
 //
@@ -120,4 +74,49 @@
 // real waiting. Like
 // any value that holds channels, a backend (with its drivers and
 // subscriptions) must then be created and used within one bubble.
+// # Internals
+//
+// All state lives under one mutex in the backend, so every operation is
+// atomic. For each key the backend keeps:
+//
+//   - the holds of the key: one exclusive hold, or any number of shared
+//     holds, each with its owner, fencing token, granted TTL and expiry
+//     time;
+//   - a fence counter that is never reset, not by release, not by expiry:
+//     every grant, shared grants included, takes the next value, starting
+//     at 1, so tokens of a key strictly increase whoever the owner;
+//   - a wait queue (see [Driver.TryAcquireQueued] and [Driver.Acquire]);
+//   - the key's live subscriptions (see [Driver.Subscribe]);
+//   - the live loss watches of its holds (see [Driver.WatchLoss]).
+//
+// Because the fence counter must survive, the backend keeps a small record
+// for every key it has ever seen; a backend is meant for tests and
+// short-lived uses, not for an unbounded stream of distinct keys.
+//
+// Expiry is judged with [time.Now] on the backend. Expired holds and
+// expired wait-queue entries are dropped lazily, by the next operation that
+// touches the key (inspection with [Backend.Holders] and [Backend.Queued]
+// included); nothing runs in the background. Subscribers are woken when a
+// key is released, when [Backend.Expire] or [Backend.Revoke] ends its
+// holds, when an entry leaves its wait queue, and when an operation finds
+// and drops an expired hold or queue entry. A hold that merely runs out,
+// with nobody touching the key, wakes no one at the moment it runs out:
+// waiters rely on the front-end's timer, which is capped by
+// [driver.LockedError.Remaining], and a waiting [Driver.Acquire] on a timer
+// of its own. For the same reason a hold's loss watchers hear of its
+// expiry only when an operation finds it expired; they hear of
+// [Backend.Expire] and [Backend.Revoke] at once. Entries of the wait queue
+// that belong to a waiting Acquire do not expire: the call keeps them
+// until it returns.
+//
+// Ownership is checked by owner and mode: Refresh and Release act only on
+// a hold of l.Key by l.Owner in l.Mode and, when l.Token is not 0, only if
+// the hold's token is l.Token. An owner that holds a key in one mode and
+// asks for it in the other gets an error wrapping [driver.ErrLocked] (a
+// *[driver.LockedError] giving the remaining time of its own hold); the
+// front-end never does that, since it uses a fresh owner for every hold.
+//
+// The driver accepts TTLs from [MinTTL] to [MaxTTL] and reports that range
+// through [Driver.TTLRange]; a TTL outside it, or an unknown [driver.Mode],
+// is refused with an error marked [driver.Permanent].
 package memdriver

@@ -1,30 +1,81 @@
 // Package quorumdriver is a locker driver over N independent member
 // drivers, in the manner of Redlock: a key is granted when a majority of
-// the members grant it. The members are usually redisdriver drivers over
-// N standalone Redis servers, but any drivers that implement
-// [driver.TokenFloor] will do (memdriver backends in tests, or a mix).
+// the members grant it, so any minority of members may fail, restart or be
+// cut off without dropping a hold. The members are usually redisdriver
+// drivers over N standalone Redis servers, but any drivers that can raise
+// their token floor will do (memdriver backends in tests, or a mix).
 //
 //	members := make([]driver.Driver, len(addrs))
 //	for i, addr := range addrs {
 //		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-//		members[i], _ = redisdriver.New(rdb, nil)
+//		if members[i], err = redisdriver.New(rdb, nil); err != nil {
+//			return err
+//		}
 //	}
 //	d, err := quorumdriver.New(members, nil)
-//	client := locker.New(d)
+//	if err != nil {
+//		return err
+//	}
+//	c := locker.New(d) // one Client per process, shared by every handle
+//	defer c.Close(ctx)
+//
+//	h, err := c.Mutex("orders/42").Acquire(ctx)
 //
 // The members must be independent: two members on one server, or on
-// servers that replicate each other, count twice for one failure.
+// servers that replicate each other, count twice for one failure. Every
+// call goes to every member at once and waits for each at most a member
+// timeout ([Options.MemberTimeout]; by default TTL/10, at least 25ms, at
+// most TTL/3), so a member that is down or black-holed costs a call that
+// timeout, not the TTL.
 //
-// # Requests
+// What the locks can do depends on the members: read locks (RWMutex) when
+// every member offers them; waiters woken by a release, and a fair wait
+// queue, when every member offers them (each member keeps its own queue;
+// with a member down, waiters poll). Semaphores and elections are not
+// offered: each member would count its own majority's grants, and two
+// majorities' holders could together exceed a semaphore's size. Renewals
+// go to the members one lease at a time. The TTLs accepted are those every
+// member accepts, and at least [MinTTL].
+//
+// A grant's token is the highest its majority granted, written back to a
+// majority before the grant is reported, so tokens keep increasing across
+// restarts of members while their clocks agree to within the outage (see
+// the Internals sections).
+//
+// # What it assumes
+//
+// Mutual exclusion needs what Redlock needs: each member counts a TTL at
+// most Drift(TTL) shorter than the client does over the lease, the
+// client's pauses stay within the front-end's safety margin, and members
+// do not lose holds (a member restarted empty while a hold lives gives a
+// minority a second chance: with N = 3, a restart of one member during a
+// hold lets a second owner take the restarted member and the third, while
+// the first still believes it holds; run Redis with AOF appendfsync
+// always, or keep a restarted member out for one TTL, to exclude it). A
+// holder paused beyond its lease can still act after another owner was
+// granted the key; only fencing by token stops its writes. See SAFETY.md.
+//
+// # Errors
+//
+// An error is permanent (driver.Permanent)
+// when more than N − majority members failed permanently, as after their
+// clients were closed: no retry can then reach a majority. A failed
+// call's error lists what each failed member answered ([MemberErrors]),
+// without wrapping those answers: errors.Is and driver.IsPermanent report
+// what the quorum decided, never what one member said, so that a
+// minority's "not held" does not end the front-end's cleanup while other
+// members still keep a queue entry. The driver never closes the members'
+// clients; whoever built them does.
+//
+// # Internals: requests
 //
 // Every call goes to every member at once, with the same owner string (the
-// front-end's, unique per hold), and waits for all replies, each bounded by
-// a member timeout ([Options.MemberTimeout]; by default TTL/10, at least
-// 25ms, at most TTL/3): a member that is down or black-holed costs a call
-// that timeout, not the TTL.
+// front-end's, unique per hold), with member tokens of 0 (each member's
+// token differs), and waits for all replies, each bounded by the member
+// timeout.
 //
 //   - TryAcquire (and TryAcquireQueued) grants the key when a majority
-//     granted it and took the grant's token (see Tokens) within the
+//     granted it and took the grant's token (see Internals: tokens) within the
 //     lease's validity: the TTL, counted from the moment the first member
 //     request was sent, minus the time the requests took and minus a
 //     clock-drift allowance of TTL/100 + 2ms ([Drift]). A member's grant
@@ -66,35 +117,13 @@
 //     majority is known not to hold it any more and one of them released
 //     it, and a transient error when fewer than a majority answered.
 //
-// Calls to members run with member tokens of 0 (the owner is unique per
-// hold; each member's token differs). An error is permanent (driver.Permanent)
-// when more than N − majority members failed permanently, as after their
-// clients were closed: no retry can then reach a majority. A failed
-// call's error lists what each failed member answered ([MemberErrors]),
-// without wrapping those answers: errors.Is and driver.IsPermanent report
-// what the quorum decided, never what one member said, so that a
-// minority's "not held" does not end the front-end's cleanup while other
-// members still keep a queue entry. The driver never closes the members'
-// clients; whoever built them does.
-//
-// Optional interfaces: Mode Shared (driver.Sharer) when every member
-// supports it; driver.Notifier when every member implements it (a
-// subscription needs every member's, since a release is published by the
-// members that refused someone, which may be any of them; with a member
-// down, Subscribe fails and the front-end polls); driver.Queuer when every
-// member implements it (each member keeps its own queue; an owner queued
-// on a majority in the same order is handed the key by each). Not
-// implemented: driver.Acquirer, driver.LossWatcher,
-// driver.BatchRefresher. TTLRange is the intersection of the members'
-// ranges and at least [MinTTL].
-//
-// # Tokens
+// # Internals: tokens
 //
 // Each member has its own token counter (for Redis, its clock), so the
 // maximum of a majority's tokens is not monotonic by itself: two
 // majorities may share only a member whose counter is behind. The grant's
 // token T is the maximum of the tokens its majority granted, and before
-// the grant is reported T is written back ([driver.TokenFloor]) to members
+// the grant is reported T is written back to members
 // that granted a lower one, as many as it takes to make a majority (then
 // to the others, if some of those failed): the member's hold takes T as
 // its token, and every token the member grants later exceeds T. The grant
@@ -150,17 +179,4 @@
 // three). memdriver members restarted as new backends restart their
 // counters at 0: their tokens repeat unless a member that kept its floor
 // is in the new majority.
-//
-// # Timing
-//
-// Mutual exclusion needs what Redlock needs: each member counts a TTL at
-// most Drift(TTL) shorter than the client does over the lease, the
-// client's pauses stay within the front-end's safety margin, and members
-// do not lose holds (a member restarted empty while a hold lives gives a
-// minority a second chance: with N = 3, a restart of one member during a
-// hold lets a second owner take the restarted member and the third, while
-// the first still believes it holds; run Redis with AOF appendfsync
-// always, or keep a restarted member out for one TTL, to exclude it). A
-// holder paused beyond its lease can still act after another owner was
-// granted the key; only fencing by token stops its writes. See SAFETY.md.
 package quorumdriver
