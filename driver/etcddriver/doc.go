@@ -2,192 +2,36 @@
 // [clientv3.Client] (go.etcd.io/etcd/client/v3).
 //
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}})
+//	if err != nil {
+//		return err
+//	}
 //	d, err := etcddriver.New(cli, nil)
-//	m := locker.NewMutex(d, "orders/42", locker.WithTTL(15*time.Second))
+//	if err != nil {
+//		return err
+//	}
+//	c := locker.New(d) // one Client per process, shared by every handle
+//	defer c.Close(ctx)
 //
-// The driver implements [driver.Driver] and the optional [driver.Sharer]
-// (RWMutex), [driver.Counter] (Semaphore), [driver.ValueKeeper] (Election),
-// [driver.Acquirer] (a fair queue in create-revision order),
-// [driver.Queuer], [driver.Notifier], [driver.LossWatcher],
-// [driver.BatchRefresher], [driver.Inspector], [driver.TTLLimiter] and
-// [driver.TTLChecker].
+//	h, err := c.Mutex("orders/42").Acquire(ctx)
 //
-// # Data layout
+// Every lock type works on it: RWMutex, ReentrantMutex, Semaphore,
+// Election and MultiLock. Waiters on every client are served first come,
+// first served, in the order etcd assigns cluster-wide (create revisions),
+// and are woken by a watch, not by polling; a run of readers is served
+// together, and a stream of readers cannot starve a writer. A hold whose
+// lease etcd ends (expiry, revocation) is reported lost at once. Renewals
+// due together go out in batches. Holds and tokens are in etcd's Raft
+// log, so they survive a leader election and restarts of members.
 //
-// A lock key is escaped ('%' as %25, '/' as %2F) and ends with a '/', so that
-// no lock's key range contains another's: "a" and "a/b" are independent,
-// where etcd's concurrency.Mutex on prefixes "a/" and "a/b/" would make "a"
-// wait for holders of "a/b". With the default prefix "locker/", lock key
-// "orders/42" uses:
+// etcd leases last whole seconds: a TTL must be a whole number of seconds,
+// at least the cluster's minimum (1.5 election timeouts, rounded up: 2s
+// with etcd's defaults), and is never rounded (see Internals: leases).
 //
-//	locker/orders%2F42/w/<lease>    an exclusive entry (holder or waiter)
-//	locker/orders%2F42/r/<lease>    a shared entry (holder or waiter)
-//	locker/orders%2F42/s/<lease>    a counted shared entry (a semaphore's)
-//	locker/%leases/<driver>/<lease> the sentinel of a lease of the driver's
-//
-// Every hold and every waiter is one entry: a key attached to an etcd lease
-// of its own, named by that lease's ID (16 hex digits), whose value is
-// "<driver>/<owner>" (the ID of the Driver that made it, 16 hex digits, and
-// the owner) or, for a counted entry or one with a value (Request.Value),
-//
-//	<driver>/<owner> NUL <limit> "," <weight> NUL <value>
-//
-// with the limit and the weight in decimal (0 and 0 for an uncounted
-// entry) and the value's bytes, whatever they are, to the end. Owners have
-// no NUL. The entries of package locker's mutexes keep the short form.
-// "%leases" cannot be a lock's escaped key, which has '%' only in "%25"
-// and "%2F".
-//
-// One rule decides every grant, in create-revision order: an exclusive
-// entry is granted when no entry has a lower create revision; a shared one
-// when every entry with a lower create revision is shared and, for a
-// counted one (Request.Limit > 0), their weights and its own add up to at
-// most its limit. Granted entries are thus always the first ones, and
-// waiters are served first come, first served: a waiter of 3 units on a
-// semaphore of 4 is not overtaken by newcomers of 1 unit, who count its
-// weight although it does not hold yet. A free key is granted at once, in
-// the transaction that puts the entry.
-//
-// Shared entries must agree on the limit (an uncounted one has limit 0):
-// a request that disagrees with an older entry's limit fails with an
-// error wrapping a *[driver.LimitError] that names the older limit, and
-// the entry it may have put is deleted, so it never holds or waits.
-// An exclusive entry conflicts with counted ones like with any other.
-// As "s/" sorts between "r/" and "w/", an uncounted shared entry reads the
-// counted and exclusive entries in one range, and a counted one reads all
-// the lock's entries.
-//
-// Entry keys name the lease rather than the owner on purpose: the driver
-// keeps idle leases for reuse, so a key locked over and over reuses a few
-// etcd keys. With a new key per hold, every hold would leave a tombstone in
-// etcd's index until the next compaction, and every range read of the lock
-// would walk all of them.
-//
-// # Leases
-//
-// Every entry has a lease of its own, with the hold's TTL: a hold whose
-// process dies ends one TTL after its last renewal, and readers of one key
-// expire independently. Two holds never share a lease, so they exclude each
-// other even in one process on one client (etcd's concurrency.Mutex keys its
-// entry by the session's lease, so two mutexes on one session both own the
-// lock). Leases are granted on demand (LeaseGrant, plus the sentinel's Put)
-// and kept in a pool per TTL when their entry is released, for the next
-// entry: a lock+unlock loop grants one lease, once.
-//
-// etcd leases last whole seconds, and etcd raises a TTL below its minimum
-// (1.5 election timeouts, rounded up to whole seconds: 2s with etcd's default
-// 1s election timeout) without saying so. The driver never rounds: CheckTTL
-// rejects a TTL that is not whole seconds, TTLRange reports the cluster's
-// minimum (which New asks the cluster for, see Options.MinTTL), and a grant
-// whose TTL etcd raised anyway fails with an error naming the minimum.
-//
-// The driver keeps no lease alive on its own: leases are renewed when
-// package locker's watchdog calls Refresh (and, for a waiter, by Acquire
-// while it waits). Renewals go out on one bidirectional LeaseKeepAlive stream
-// per Driver, opened on first use; etcd answers keep-alives on the leader
-// without a Raft round. A renewal proves that the lease lives its TTL from
-// the moment the renewal was sent, which is what the front-end counts from.
-//
-// # Operations and round trips
-//
-//   - TryAcquire: one transaction, If(no conflicting entry) Then(Put entry
-//     on its lease). For an idle lease from the pool, a keep-alive goes out
-//     alongside (it proves the lease lives the TTL from the call on), unless
-//     the lease was last proved less than a tenth of the TTL ago (by the
-//     hold that used it before, in a lock+unlock loop): then the grant
-//     carries Lease.Start, the time from which the lease is known to live
-//     the TTL, and the front-end counts from it. A newly granted lease
-//     needs none. An owner's second TryAcquire (an
-//     idempotent re-acquire, or a queued owner reaching the head) reads its
-//     entry and the oldest conflicting one in the same transaction and keeps
-//     its token. After a refusal, the next TryAcquire of the same key by a
-//     new owner first counts the conflicting entries with a linearizable
-//     read, so that a refused attempt under contention costs a read, not a
-//     Raft write.
-//   - TryAcquire of a counted request: one transaction that puts the
-//     entry (If the lock has no entry, Then put it, Else put it and read
-//     all the lock's entries), then the rule above on what it read;
-//     refused, one Delete of the entry. After a refusal, the next new
-//     owner's attempt first reads the entries (a linearizable read) and
-//     writes nothing if it would be refused. A re-acquire keeps the
-//     entry, with its weight and value. (A refusal's
-//     LockedError.Remaining is 0, unknown, on every path: reading the
-//     leases in the way would cost another round trip.)
-//   - TryAcquireQueued: as TryAcquire; refused, it leaves the entry in
-//     the queue (unless the limits disagree).
-//   - Acquire: one transaction that puts the entry (granting at once if
-//     nothing conflicts) and reads the older conflicting entries; then it
-//     waits, on the key's watch, until each of them is deleted. No request
-//     is made while it waits but a keep-alive every third of the TTL. Once
-//     granted by its predecessor's leaving, one serializable Range of the
-//     predecessor's sentinel decides the lock delay (see Losing a hold),
-//     none when this driver made the release; the grant carries
-//     Lease.Start.
-//   - Refresh: a linearizable Get of the entry (owner and token checked)
-//     with a keep-alive of its lease alongside: one round trip.
-//   - RefreshBatch: one read-only transaction per 100 leases, all
-//     concurrent, and all keep-alives at once on the stream: about one round
-//     trip per batch.
-//   - Inspect: one range read of the lock's entries (holders are the
-//     first ones the rule grants, with their weights and values), and one
-//     TimeToLive per holder.
-//   - Release: one Delete of the entry (with the previous value, when the
-//     driver did not grant the entry itself); the lease goes back to the
-//     pool.
-//
-// An uncontended Lock+Unlock pair is therefore one Txn and one Delete (and
-// one keep-alive message when the pooled lease's last proof is older than
-// a tenth of the TTL): the same two Raft writes as concurrency.Mutex (Txn
-// and Delete, on a session made beforehand), without a session to keep
-// alive in the background. A contended handoff is the holder's Delete, the
-// watch event, and the new holder's serializable read of the old holder's
-// sentinel (see Losing a hold): Acquire's grant carries Lease.Start, the
-// time from which the waiter's own lease, renewed while it waited, is known
-// to live the TTL, so package locker needs no confirming Refresh. Per
-// acquisition on a contended key that is two Raft writes (the waiter's
-// queueing Txn and its Delete) and one local read.
-//
-// # Waiting
-//
-// Acquire waits in the key's queue: entries are served in the order of their
-// create revisions, which etcd assigns cluster-wide, so waiters on every
-// client are served first come, first served; a run of shared entries is
-// served together, and a new reader queues behind a waiting writer, so a
-// stream of readers cannot starve a writer. The waiter reads the older
-// entries that concern it once, in the transaction that queues it; as new
-// entries always get higher revisions, that set only shrinks, and the
-// waiter is granted as soon as the watch has reported enough of them
-// deleted, without reading again: each of them for an uncounted waiter,
-// and for a counted one, every exclusive one and enough weight that its
-// own fits (so any older entry's leaving may grant it, not only its
-// predecessor's).
-//
-// Each Driver watches a lock's key range with one etcd watch, shared by its
-// waiters and subscriptions of that key, and kept a few seconds after its
-// last user (Options.WatchLinger). The watch is opened without a start
-// revision, so etcd starts it after its current revision (rev+1) and counts
-// it as synced: it gets every later event as it happens. The driver waits
-// for the watch's created reply before it reads the queue, so no deletion
-// between the read and the watch is missed. A watch opened at the revision
-// of an earlier read is "unsynced" in etcd whenever anything was written
-// since, and gets its events only from etcd's resync loop, every 100 ms:
-// that is why concurrency.Mutex, which watches its predecessor from the
-// revision of its read, manages only about 80 acquisitions per second with 8
-// waiters. The waiters here are woken within the event's delivery time. The watch is opened with
-// WithRequireLeader, so that a member cut off from its cluster ends it
-// rather than leaving it silent; the driver opens it again (possibly on
-// another member) and its waiters read the queue again.
-//
-// A waiter's entry lives on its own lease, which the waiter renews while it
-// waits. If the entry vanishes while it waits (its lease expired or was
-// revoked: etcd-io/etcd#11456 and the #9921, #19597 family, where etcd's
-// own lock granted an expired waiter the lock), Acquire returns an error,
-// never the lock; it also never returns a grant whose lease may have run
-// out (its grant carries the time from which its lease is known to live,
-// proved by a keep-alive or a grant). A waiter whose context ends returns at once and deletes its
-// entry in the background (within 10s, or until the driver or its client
-// is closed), so that it returns by its context's deadline even when etcd
-// does not answer.
+// For a try, run the etcd binary from etcd's releases as is (it listens
+// on localhost:2379); the tests run the lockertest suite, the driver's own
+// tests and a 3-member cluster (leader killed while a lock is held and
+// waiters are queued; a holder's lease revoked) on etcd v3.7.3 embedded in
+// the test process (package internal/etcdtest).
 //
 // # Fencing
 //
@@ -261,7 +105,7 @@
 // The driver never closes the client: whoever created it owns it. Close
 // stops the driver's goroutines (the watches and the keep-alive stream);
 // closing the client ends them too. Close also revokes the idle leases of
-// the pool (see above), at most for a second. Once the driver or the client
+// the pool (see Internals: leases), at most for a second. Once the driver or the client
 // is closed, every call fails at once with an error that driver.IsPermanent
 // reports, instead of clientv3 retrying a request of a closed client until
 // its context ends; a call under way fails too: a waiting Acquire returns,
@@ -272,8 +116,180 @@
 // is already done fails at once, without a request; every call returns
 // by its context's deadline, whether or not etcd answers.
 //
-// The tests run the lockertest suite, the driver's own tests and a 3-member
-// cluster (leader killed while a lock is held and waiters are queued; a
-// holder's lease revoked) on etcd v3.7.3 embedded in the test process
-// (package internal/etcdtest).
+// # Internals: data layout
+//
+// A lock key is escaped ('%' as %25, '/' as %2F) and ends with a '/', so that
+// no lock's key range contains another's: "a" and "a/b" are independent,
+// where etcd's concurrency.Mutex on prefixes "a/" and "a/b/" would make "a"
+// wait for holders of "a/b". With the default prefix "locker/", lock key
+// "orders/42" uses:
+//
+//	locker/orders%2F42/w/<lease>    an exclusive entry (holder or waiter)
+//	locker/orders%2F42/r/<lease>    a shared entry (holder or waiter)
+//	locker/orders%2F42/s/<lease>    a counted shared entry (a semaphore's)
+//	locker/%leases/<driver>/<lease> the sentinel of a lease of the driver's
+//
+// Every hold and every waiter is one entry: a key attached to an etcd lease
+// of its own, named by that lease's ID (16 hex digits), whose value is
+// "<driver>/<owner>" (the ID of the Driver that made it, 16 hex digits, and
+// the owner) or, for a counted entry or one with a value (Request.Value),
+//
+//	<driver>/<owner> NUL <limit> "," <weight> NUL <value>
+//
+// with the limit and the weight in decimal (0 and 0 for an uncounted
+// entry) and the value's bytes, whatever they are, to the end. Owners have
+// no NUL. The entries of package locker's mutexes keep the short form.
+// "%leases" cannot be a lock's escaped key, which has '%' only in "%25"
+// and "%2F".
+//
+// One rule decides every grant, in create-revision order: an exclusive
+// entry is granted when no entry has a lower create revision; a shared one
+// when every entry with a lower create revision is shared and, for a
+// counted one (Request.Limit > 0), their weights and its own add up to at
+// most its limit. Granted entries are thus always the first ones, and
+// waiters are served first come, first served: a waiter of 3 units on a
+// semaphore of 4 is not overtaken by newcomers of 1 unit, who count its
+// weight although it does not hold yet. A free key is granted at once, in
+// the transaction that puts the entry.
+//
+// Shared entries must agree on the limit (an uncounted one has limit 0):
+// a request that disagrees with an older entry's limit fails with an
+// error wrapping a *[driver.LimitError] that names the older limit, and
+// the entry it may have put is deleted, so it never holds or waits.
+// An exclusive entry conflicts with counted ones like with any other.
+// As "s/" sorts between "r/" and "w/", an uncounted shared entry reads the
+// counted and exclusive entries in one range, and a counted one reads all
+// the lock's entries.
+//
+// Entry keys name the lease rather than the owner on purpose: the driver
+// keeps idle leases for reuse, so a key locked over and over reuses a few
+// etcd keys. With a new key per hold, every hold would leave a tombstone in
+// etcd's index until the next compaction, and every range read of the lock
+// would walk all of them.
+//
+// # Internals: leases
+//
+// Every entry has a lease of its own, with the hold's TTL: a hold whose
+// process dies ends one TTL after its last renewal, and readers of one key
+// expire independently. Two holds never share a lease, so they exclude each
+// other even in one process on one client (etcd's concurrency.Mutex keys its
+// entry by the session's lease, so two mutexes on one session both own the
+// lock). Leases are granted on demand (LeaseGrant, plus the sentinel's Put)
+// and kept in a pool per TTL when their entry is released, for the next
+// entry: a lock+unlock loop grants one lease, once.
+//
+// etcd leases last whole seconds, and etcd raises a TTL below its minimum
+// (1.5 election timeouts, rounded up to whole seconds: 2s with etcd's default
+// 1s election timeout) without saying so. The driver never rounds: CheckTTL
+// rejects a TTL that is not whole seconds, TTLRange reports the cluster's
+// minimum (which New asks the cluster for, see Options.MinTTL), and a grant
+// whose TTL etcd raised anyway fails with an error naming the minimum.
+//
+// The driver keeps no lease alive on its own: leases are renewed when
+// package locker's watchdog calls Refresh (and, for a waiter, by Acquire
+// while it waits). Renewals go out on one bidirectional LeaseKeepAlive stream
+// per Driver, opened on first use; etcd answers keep-alives on the leader
+// without a Raft round. A renewal proves that the lease lives its TTL from
+// the moment the renewal was sent, which is what the front-end counts from.
+//
+// # Internals: operations and round trips
+//
+//   - TryAcquire: one transaction, If(no conflicting entry) Then(Put entry
+//     on its lease). For an idle lease from the pool, a keep-alive goes out
+//     alongside (it proves the lease lives the TTL from the call on), unless
+//     the lease was last proved less than a tenth of the TTL ago (by the
+//     hold that used it before, in a lock+unlock loop): then the grant
+//     carries Lease.Start, the time from which the lease is known to live
+//     the TTL, and the front-end counts from it. A newly granted lease
+//     needs none. An owner's second TryAcquire (an
+//     idempotent re-acquire, or a queued owner reaching the head) reads its
+//     entry and the oldest conflicting one in the same transaction and keeps
+//     its token. After a refusal, the next TryAcquire of the same key by a
+//     new owner first counts the conflicting entries with a linearizable
+//     read, so that a refused attempt under contention costs a read, not a
+//     Raft write.
+//   - TryAcquire of a counted request: one transaction that puts the
+//     entry (If the lock has no entry, Then put it, Else put it and read
+//     all the lock's entries), then the rule above on what it read;
+//     refused, one Delete of the entry. After a refusal, the next new
+//     owner's attempt first reads the entries (a linearizable read) and
+//     writes nothing if it would be refused. A re-acquire keeps the
+//     entry, with its weight and value. (A refusal's
+//     LockedError.Remaining is 0, unknown, on every path: reading the
+//     leases in the way would cost another round trip.)
+//   - TryAcquireQueued: as TryAcquire; refused, it leaves the entry in
+//     the queue (unless the limits disagree).
+//   - Acquire: one transaction that puts the entry (granting at once if
+//     nothing conflicts) and reads the older conflicting entries; then it
+//     waits, on the key's watch, until each of them is deleted. No request
+//     is made while it waits but a keep-alive every third of the TTL. Once
+//     granted by its predecessor's leaving, one serializable Range of the
+//     predecessor's sentinel decides the lock delay (see Losing a hold),
+//     none when this driver made the release; the grant carries
+//     Lease.Start.
+//   - Refresh: a linearizable Get of the entry (owner and token checked)
+//     with a keep-alive of its lease alongside: one round trip.
+//   - RefreshBatch: one read-only transaction per 100 leases, all
+//     concurrent, and all keep-alives at once on the stream: about one round
+//     trip per batch.
+//   - Inspect: one range read of the lock's entries (holders are the
+//     first ones the rule grants, with their weights and values), and one
+//     TimeToLive per holder.
+//   - Release: one Delete of the entry (with the previous value, when the
+//     driver did not grant the entry itself); the lease goes back to the
+//     pool.
+//
+// An uncontended Lock+Unlock pair is therefore one Txn and one Delete (and
+// one keep-alive message when the pooled lease's last proof is older than
+// a tenth of the TTL): the same two Raft writes as concurrency.Mutex (Txn
+// and Delete, on a session made beforehand), without a session to keep
+// alive in the background. A contended handoff is the holder's Delete, the
+// watch event, and the new holder's serializable read of the old holder's
+// sentinel (see Losing a hold): Acquire's grant carries Lease.Start, the
+// time from which the waiter's own lease, renewed while it waited, is known
+// to live the TTL, so package locker needs no confirming Refresh. Per
+// acquisition on a contended key that is two Raft writes (the waiter's
+// queueing Txn and its Delete) and one local read.
+//
+// # Internals: waiting
+//
+// Acquire waits in the key's queue: entries are served in the order of their
+// create revisions, which etcd assigns cluster-wide, so waiters on every
+// client are served first come, first served; a run of shared entries is
+// served together, and a new reader queues behind a waiting writer, so a
+// stream of readers cannot starve a writer. The waiter reads the older
+// entries that concern it once, in the transaction that queues it; as new
+// entries always get higher revisions, that set only shrinks, and the
+// waiter is granted as soon as the watch has reported enough of them
+// deleted, without reading again: each of them for an uncounted waiter,
+// and for a counted one, every exclusive one and enough weight that its
+// own fits (so any older entry's leaving may grant it, not only its
+// predecessor's).
+//
+// Each Driver watches a lock's key range with one etcd watch, shared by its
+// waiters and subscriptions of that key, and kept a few seconds after its
+// last user (Options.WatchLinger). The watch is opened without a start
+// revision, so etcd starts it after its current revision (rev+1) and counts
+// it as synced: it gets every later event as it happens. The driver waits
+// for the watch's created reply before it reads the queue, so no deletion
+// between the read and the watch is missed. A watch opened at the revision
+// of an earlier read is "unsynced" in etcd whenever anything was written
+// since, and gets its events only from etcd's resync loop, every 100 ms:
+// that is why concurrency.Mutex, which watches its predecessor from the
+// revision of its read, hands a contended lock over at most once per resync
+// (BENCHMARKS.md has the measurements). The waiters here are woken within the event's delivery time. The watch is opened with
+// WithRequireLeader, so that a member cut off from its cluster ends it
+// rather than leaving it silent; the driver opens it again (possibly on
+// another member) and its waiters read the queue again.
+//
+// A waiter's entry lives on its own lease, which the waiter renews while it
+// waits. If the entry vanishes while it waits (its lease expired or was
+// revoked: etcd-io/etcd#11456 and the #9921, #19597 family, where etcd's
+// own lock granted an expired waiter the lock), Acquire returns an error,
+// never the lock; it also never returns a grant whose lease may have run
+// out (its grant carries the time from which its lease is known to live,
+// proved by a keep-alive or a grant). A waiter whose context ends returns at once and deletes its
+// entry in the background (within 10s, or until the driver or its client
+// is closed), so that it returns by its context's deadline even when etcd
+// does not answer.
 package etcddriver
