@@ -1,5 +1,4 @@
-// Package zkdriver is a locker driver for Apache ZooKeeper, over a
-// go-zookeeper connection ([zk.Conn], github.com/go-zookeeper/zk). Its locks
+// Package zkdriver is a locker driver for Apache ZooKeeper. Its locks
 // follow Curator's InterProcessMutex and InterProcessReadWriteLock:
 // ephemeral sequential nodes in a per-key queue, served in order, each
 // waiter watching only the node it waits for.
@@ -9,21 +8,26 @@
 //		return err
 //	}
 //	defer d.Close()
-//	m := locker.NewMutex(d, "orders/42")
 //
-// The driver implements [driver.Driver] and the optional [driver.Sharer],
-// [driver.Counter], [driver.ValueKeeper], [driver.Acquirer],
-// [driver.LossWatcher], [driver.BatchRefresher], [driver.Inspector] and
-// [driver.TTLLimiter]. It does not implement [driver.Notifier] or
-// [driver.Queuer]: with Acquirer the front-end waits in ZooKeeper's own
-// queue instead.
+//	c := locker.New(d) // one Client per process, shared by every handle
+//	defer c.Close(ctx)
+//	h, err := c.Mutex("orders/42").Acquire(ctx)
+//
+// Every lock type works on it: RWMutex, ReentrantMutex, Semaphore,
+// Election and MultiLock. Waiters on every client are served in arrival
+// order, in ZooKeeper's own queue, consecutive readers together and
+// writers never starved; a release wakes one waiter, not the herd. A
+// hold is lost at once when its session expires. Renewals due together go
+// out in batches. Tokens are the ensemble's zxids: durable, increasing
+// across leader changes and restarts. A TTL may not exceed the session
+// timeout (see TTL and the session timeout).
 //
 // # Connections and sessions
 //
 // The driver must learn the session timeout the server negotiated (it
-// bounds the TTL, see below) and the session's expiry. go-zookeeper tells
-// neither to anyone but the code that made the connection, so a [Session]
-// is hooked into the connection as it is made. [Connect] does it all and
+// bounds the TTL, see TTL and the session timeout) and the session's
+// expiry. go-zookeeper tells neither to anyone but the code that made the
+// connection, so a [Session] is hooked into the connection as it is made. [Connect] does it all and
 // waits for the first session; it returns a driver that owns its
 // connection ([Driver.Close] closes it; [Driver.Conn] returns it for other
 // uses). To make the connection yourself:
@@ -36,7 +40,12 @@
 // long-lived goroutine: for a call whose context can be cancelled, one
 // carries the ZooKeeper request (go-zookeeper's calls take no context) and
 // ends with it; one deletes a node left by a call whose context ended; when
-// a session ends, one calls the LossWatcher functions.
+// a session ends, one reports the loss of its holds.
+//
+// # The ZooKeeper client
+//
+// The driver works over a go-zookeeper connection ([zk.Conn],
+// github.com/go-zookeeper/zk), which Connect makes for you.
 //
 // go-zookeeper v1.0.4, the newest release, has a data race on a
 // connection's last seen zxid after a reconnect while watches are set,
@@ -45,133 +54,6 @@
 // third_party/go-zookeeper/zk/README.md); a replace applies only in the
 // main module, so a program that imports this package gets the unpatched
 // release unless its own go.mod has the same replace.
-//
-// # Nodes
-//
-// With the default root /locker, lock key "orders/42" uses:
-//
-//	/locker                                   persistent, created when missing
-//	/locker/orders%2F42                       the key's node: a container
-//	/locker/orders%2F42/_c_<owner>-w-0000000007   an exclusive hold or waiter
-//	/locker/orders%2F42/_c_<owner>-r-0000000008   a shared one
-//	/locker/orders%2F42/_c_<owner>.4.3-r-0000000009   a counted one: limit 4, weight 3
-//
-// The key's node name is the key with every byte outside ASCII letters,
-// digits and -._~!$&'()*+,;=:@ written %XX, a leading '.' written %2E and
-// the name "zookeeper" written %7Aookeeper: one path segment that
-// ZooKeeper accepts, never "." or "..", never reserved, and a different one
-// for every key (the mapping is injective; a fuzz test checks both). ZooKeeper
-// deletes a container node once it is empty again (every minute by
-// default), so idle keys leave nothing behind; on servers older than
-// 3.5.3, which lack containers, the key's node is persistent.
-//
-// A lock node is ephemeral (it lives as long as the session that created
-// it) and sequential; its name starts with "_c_" and the owner, the
-// front-end's 128-bit random hold id, like Curator's protected nodes, and
-// names its mode: w for exclusive, r for shared. A counted shared node (a
-// semaphore's, see below) carries the key's limit and its own weight in its
-// name, after the owner and a dot each, so that one listing of the queue
-// tells every node's place, mode, limit and weight; owners never contain a
-// dot, and a parser that reads the owner up to the first '-' still sees
-// a shared node. A node's data is the lease length in decimal
-// milliseconds, followed, when the request had a Value, by a newline and
-// the value's bytes (driver.MaxValueLen at most). Every rewrite of the
-// node (refresh, re-acquire, a waiter's keep-alive) writes the same value
-// again: a hold keeps the value it was granted with, and the value goes
-// with the node. Inspect reports it as Holder.Value, with each holder's
-// Weight and the key's Limit.
-//
-// Options.ACL applies to every node the driver creates. The default,
-// zk.WorldACL(zk.PermAll), lets any client of the ensemble delete lock
-// nodes; with a digest ACL (conn.AddAuth("digest", user:password) and
-// zk.DigestACL(zk.PermAll, user, password)) other tenants can neither
-// delete nor create lock nodes: their lock calls fail with a permanent
-// error wrapping zk.ErrNoAuth. The ACL must grant the driver's own identity
-// read, write, create and delete.
-//
-// # Queue and fairness
-//
-// A node is granted when nothing before it in its key's queue blocks it:
-// every node blocks an exclusive node, exclusive nodes block a shared one
-// (for counted ones, see Semaphores below).
-// So holds are served in arrival order (sequence number), consecutive
-// readers together, and a reader that arrives after a waiting writer waits
-// for it: writers are never starved.
-//
-// TryAcquire creates the owner's node and keeps it if it is granted;
-// otherwise it deletes it again and returns a *driver.LockedError.
-// Acquire creates the node and waits: an exclusive node watches the node
-// just before it, a shared node the closest exclusive node before it, so
-// that a release wakes one waiter (all readers behind a writer wake
-// together), never the whole queue. A waiter also watches the blocking
-// node before the one it waits for, and lists the queue again when that
-// one goes: by the time its predecessor is released it knows whether that
-// was the last node in its way, and it takes the lock on the deletion
-// event without another round trip. Each node thus has at most two
-// watchers among exclusive waiters.
-//
-// # Semaphores: counted requests
-//
-// A Shared request with a Limit (driver.Counter) takes Weight units of its
-// key's Limit, in the same queue. A counted node is granted when every
-// node before it, holder or waiter, is a shared node of the same limit and
-// their weights plus its own add up to at most the limit. A waiter is thus
-// never overtaken: a newcomer of weight 1 waits behind a waiter of weight
-// 3 even where it alone would fit, by TryAcquire (refused) as by Acquire
-// (queued), and the holds are the run of nodes at the head of the queue
-// whose weights fit. TryAcquire costs what it costs for other modes (one
-// round trip on a free key); an idempotent re-acquire keeps the node, its
-// token and its weight.
-//
-// Every shared node before a request must have the request's limit (an
-// uncounted shared node has limit 0): if one does not, the request is
-// refused with an error wrapping a *driver.LimitError naming that node's
-// limit, and its node, if it made one, is deleted; it is never granted.
-// Exclusive nodes have no limit: they exclude counted ones, and the
-// reverse, as they exclude other shared ones. Since the first node of two
-// with different limits is in every later node's listing, two nodes of
-// different limits are never both granted; two such requests that arrive
-// together may both be refused.
-//
-// A counted waiter cannot tell which holder will go first, as holds are
-// released in any order: the waiter at the head of the waiters (every node
-// before it granted) watches the key's children and lists the queue again
-// when they change, and times the first node's lease; each waiter behind
-// it watches only the node just before it, which, once granted, rewrites
-// its node if nodes follow it (one round trip), so that the waiter behind
-// looks at the queue again. A release thus wakes the head waiter only,
-// and a grant the waiter just behind it.
-//
-// # Leases on ZooKeeper
-//
-// A ZooKeeper lock lives as long as its session. locker's leases must also
-// end when their TTL passes without a renewal, even if the session lives
-// on (a holder whose renewals stopped, a process stopped for longer than
-// the TTL but shorter than the session timeout). The driver enforces both:
-// a lock node's lease runs while its session lives and for its TTL from
-// its last write. Refresh rewrites the node (one round trip), and waiting
-// nodes rewrite themselves every third of their TTL so that the queue
-// behind them does not take them for dead.
-//
-// Expiry by TTL is judged by the other clients, each on its own monotonic
-// clock: a client that sees a node in the same version (mzxid) for the
-// node's whole TTL, counted from the moment it first saw that version,
-// deletes it, naming the version, so that a refresh on its way wins. The
-// holder's own deadline runs from the send time of the write that made
-// that version, which precedes the moment anyone saw it: the holder
-// declares the hold lost before anyone can take it, whatever the clocks
-// read, as long as they run at about the same rate (the front-end's safety
-// margin, a tenth of the TTL, absorbs the difference). Nodes whose owner
-// vanished without its session ending (a create whose outcome was never
-// known, a crashed front-end) are reclaimed this way too. An Acquire
-// reclaims the node it waits for; a TryAcquire reclaims the first node of
-// the queue over repeated calls.
-//
-// The first Refresh after Acquire granted a node (the front-end sends one
-// at once) costs no round trip when the node was written within the last
-// half of its TTL, which a waiting node always is: the lease it returns is
-// what remains of the TTL since that write, which the others' clocks have
-// not started before.
 //
 // # TTL and the session timeout
 //
@@ -201,7 +83,7 @@
 // breaks, instead of after go-zookeeper's pause of a second, so that a
 // reset connection costs a hold no renewal of a short lease, and an
 // expiry is learnt of at once. Expired: every hold of the
-// session is lost at once; LossWatcher registrations are called as soon
+// session is lost at once; the loss is reported to the front-end as soon
 // as the client learns of it (on reconnecting, or when a new session is
 // established). go-zookeeper then opens a new session by itself: a node
 // of the old one is never taken for a hold of the new one (every hold
@@ -220,42 +102,15 @@
 // their hold. Tokens from different ensembles are not comparable, and an
 // ensemble rebuilt without its data starts over.
 //
-// # Ambiguous creates
+// # Access control
 //
-// A create whose reply is lost (a connection dropped, a context done) may
-// or may not have been applied. The driver remembers the owner, and the
-// front-end's retry (same owner) finds the node by its name: it is kept,
-// with its token, if it is a hold of the current session; the front-end's
-// cleanup (Release with the owner) deletes it. A node whose create was
-// abandoned by its context is deleted when the reply comes. Should all of
-// this fail, the node is reclaimed by TTL like any lease that is not
-// renewed: no ghost survives its TTL.
-//
-// # Round trips
-//
-// An uncontended TryAcquire is one round trip: a multi request that
-// creates the node and writes the key's node, whose returned stat gives
-// the transaction's zxid (the token) and the number of nodes in the queue
-// (1: granted). Release is one (delete), so is Refresh (set data) and a
-// re-acquire by the holder; an uncontended Mutex Lock+Unlock takes two.
-// RefreshBatch takes one multi request per 500 leases. The first acquire
-// of a key that the driver has not seen lately (it remembers the last 4096
-// key nodes it found) creates the key's node before the lock node: one
-// more round trip, and for a new key the only one more, so that a new
-// key's Lock+Unlock takes three. (A key whose node exists after all costs
-// that round trip too, a create refused; a known key whose node ZooKeeper
-// deleted meanwhile costs two: the refused multi, then the key node's
-// create.) While a key is contended, TryAcquire
-// lists the queue first (one round trip) and creates no node if it would
-// have to wait; Acquire then creates its node (one), lists the queue
-// unless nothing but its own create and releases ahead of it changed it
-// since TryAcquire's listing (one), reads the two nodes it watches (two),
-// and lists the queue once more when the farther one goes (one). The
-// handoff itself, from the holder's delete to the next holder's Lock
-// returning, takes no round trip (for a counted waiter, one listing: see
-// below). BENCHMARKS.md (at the repository's root)
-// has the measured counts and timings, side by side with go-zookeeper's
-// zk.Lock.
+// Options.ACL applies to every node the driver creates. The default,
+// zk.WorldACL(zk.PermAll), lets any client of the ensemble delete lock
+// nodes; with a digest ACL (conn.AddAuth("digest", user:password) and
+// zk.DigestACL(zk.PermAll, user, password)) other tenants can neither
+// delete nor create lock nodes: their lock calls fail with a permanent
+// error wrapping zk.ErrNoAuth. The ACL must grant the driver's own identity
+// read, write, create and delete.
 //
 // # Contexts
 //
@@ -297,4 +152,160 @@
 // nodes before they wrap and the order breaks (the key's container is
 // deleted, and its counter starts over, whenever the key is idle long
 // enough), a limit every ZooKeeper queue recipe shares.
+//
+// # Internals: nodes
+//
+// With the default root /locker, lock key "orders/42" uses:
+//
+//	/locker                                   persistent, created when missing
+//	/locker/orders%2F42                       the key's node: a container
+//	/locker/orders%2F42/_c_<owner>-w-0000000007   an exclusive hold or waiter
+//	/locker/orders%2F42/_c_<owner>-r-0000000008   a shared one
+//	/locker/orders%2F42/_c_<owner>.4.3-r-0000000009   a counted one: limit 4, weight 3
+//
+// The key's node name is the key with every byte outside ASCII letters,
+// digits and -._~!$&'()*+,;=:@ written %XX, a leading '.' written %2E and
+// the name "zookeeper" written %7Aookeeper: one path segment that
+// ZooKeeper accepts, never "." or "..", never reserved, and a different one
+// for every key (the mapping is injective; a fuzz test checks both). ZooKeeper
+// deletes a container node once it is empty again (every minute by
+// default), so idle keys leave nothing behind; on servers older than
+// 3.5.3, which lack containers, the key's node is persistent.
+//
+// A lock node is ephemeral (it lives as long as the session that created
+// it) and sequential; its name starts with "_c_" and the owner, the
+// front-end's 128-bit random hold id, like Curator's protected nodes, and
+// names its mode: w for exclusive, r for shared. A counted shared node (a
+// semaphore's, see Internals: semaphores) carries the key's limit and its own weight in its
+// name, after the owner and a dot each, so that one listing of the queue
+// tells every node's place, mode, limit and weight; owners never contain a
+// dot, and a parser that reads the owner up to the first '-' still sees
+// a shared node. A node's data is the lease length in decimal
+// milliseconds, followed, when the request had a Value, by a newline and
+// the value's bytes (driver.MaxValueLen at most). Every rewrite of the
+// node (refresh, re-acquire, a waiter's keep-alive) writes the same value
+// again: a hold keeps the value it was granted with, and the value goes
+// with the node. Inspect reports it as Holder.Value, with each holder's
+// Weight and the key's Limit.
+//
+// # Internals: queue and fairness
+//
+// A node is granted when nothing before it in its key's queue blocks it:
+// every node blocks an exclusive node, exclusive nodes block a shared one
+// (for counted ones, see Internals: semaphores).
+// So holds are served in arrival order (sequence number), consecutive
+// readers together, and a reader that arrives after a waiting writer waits
+// for it: writers are never starved.
+//
+// TryAcquire creates the owner's node and keeps it if it is granted;
+// otherwise it deletes it again and returns a *driver.LockedError.
+// Acquire creates the node and waits: an exclusive node watches the node
+// just before it, a shared node the closest exclusive node before it, so
+// that a release wakes one waiter (all readers behind a writer wake
+// together), never the whole queue. A waiter also watches the blocking
+// node before the one it waits for, and lists the queue again when that
+// one goes: by the time its predecessor is released it knows whether that
+// was the last node in its way, and it takes the lock on the deletion
+// event without another round trip. Each node thus has at most two
+// watchers among exclusive waiters.
+//
+// # Internals: semaphores
+//
+// A Shared request with a Limit (a semaphore's) takes Weight units of its
+// key's Limit, in the same queue. A counted node is granted when every
+// node before it, holder or waiter, is a shared node of the same limit and
+// their weights plus its own add up to at most the limit. A waiter is thus
+// never overtaken: a newcomer of weight 1 waits behind a waiter of weight
+// 3 even where it alone would fit, by TryAcquire (refused) as by Acquire
+// (queued), and the holds are the run of nodes at the head of the queue
+// whose weights fit. TryAcquire costs what it costs for other modes (one
+// round trip on a free key); an idempotent re-acquire keeps the node, its
+// token and its weight.
+//
+// Every shared node before a request must have the request's limit (an
+// uncounted shared node has limit 0): if one does not, the request is
+// refused with an error wrapping a *driver.LimitError naming that node's
+// limit, and its node, if it made one, is deleted; it is never granted.
+// Exclusive nodes have no limit: they exclude counted ones, and the
+// reverse, as they exclude other shared ones. Since the first node of two
+// with different limits is in every later node's listing, two nodes of
+// different limits are never both granted; two such requests that arrive
+// together may both be refused.
+//
+// A counted waiter cannot tell which holder will go first, as holds are
+// released in any order: the waiter at the head of the waiters (every node
+// before it granted) watches the key's children and lists the queue again
+// when they change, and times the first node's lease; each waiter behind
+// it watches only the node just before it, which, once granted, rewrites
+// its node if nodes follow it (one round trip), so that the waiter behind
+// looks at the queue again. A release thus wakes the head waiter only,
+// and a grant the waiter just behind it.
+//
+// # Internals: leases on ZooKeeper
+//
+// A ZooKeeper lock lives as long as its session. locker's leases must also
+// end when their TTL passes without a renewal, even if the session lives
+// on (a holder whose renewals stopped, a process stopped for longer than
+// the TTL but shorter than the session timeout). The driver enforces both:
+// a lock node's lease runs while its session lives and for its TTL from
+// its last write. Refresh rewrites the node (one round trip), and waiting
+// nodes rewrite themselves every third of their TTL so that the queue
+// behind them does not take them for dead.
+//
+// Expiry by TTL is judged by the other clients, each on its own monotonic
+// clock: a client that sees a node in the same version (mzxid) for the
+// node's whole TTL, counted from the moment it first saw that version,
+// deletes it, naming the version, so that a refresh on its way wins. The
+// holder's own deadline runs from the send time of the write that made
+// that version, which precedes the moment anyone saw it: the holder
+// declares the hold lost before anyone can take it, whatever the clocks
+// read, as long as they run at about the same rate (the front-end's safety
+// margin, a tenth of the TTL, absorbs the difference). Nodes whose owner
+// vanished without its session ending (a create whose outcome was never
+// known, a crashed front-end) are reclaimed this way too. An Acquire
+// reclaims the node it waits for; a TryAcquire reclaims the first node of
+// the queue over repeated calls.
+//
+// The first Refresh after Acquire granted a node (the front-end sends one
+// at once) costs no round trip when the node was written within the last
+// half of its TTL, which a waiting node always is: the lease it returns is
+// what remains of the TTL since that write, which the others' clocks have
+// not started before.
+//
+// # Internals: ambiguous creates
+//
+// A create whose reply is lost (a connection dropped, a context done) may
+// or may not have been applied. The driver remembers the owner, and the
+// front-end's retry (same owner) finds the node by its name: it is kept,
+// with its token, if it is a hold of the current session; the front-end's
+// cleanup (Release with the owner) deletes it. A node whose create was
+// abandoned by its context is deleted when the reply comes. Should all of
+// this fail, the node is reclaimed by TTL like any lease that is not
+// renewed: no ghost survives its TTL.
+//
+// # Internals: round trips
+//
+// An uncontended TryAcquire is one round trip: a multi request that
+// creates the node and writes the key's node, whose returned stat gives
+// the transaction's zxid (the token) and the number of nodes in the queue
+// (1: granted). Release is one (delete), so is Refresh (set data) and a
+// re-acquire by the holder; an uncontended Mutex Lock+Unlock takes two.
+// RefreshBatch takes one multi request per 500 leases. The first acquire
+// of a key that the driver has not seen lately (it remembers the last 4096
+// key nodes it found) creates the key's node before the lock node: one
+// more round trip, and for a new key the only one more, so that a new
+// key's Lock+Unlock takes three. (A key whose node exists after all costs
+// that round trip too, a create refused; a known key whose node ZooKeeper
+// deleted meanwhile costs two: the refused multi, then the key node's
+// create.) While a key is contended, TryAcquire
+// lists the queue first (one round trip) and creates no node if it would
+// have to wait; Acquire then creates its node (one), lists the queue
+// unless nothing but its own create and releases ahead of it changed it
+// since TryAcquire's listing (one), reads the two nodes it watches (two),
+// and lists the queue once more when the farther one goes (one). The
+// handoff itself, from the holder's delete to the next holder's Lock
+// returning, takes no round trip (for a counted waiter, one listing: see
+// below). BENCHMARKS.md (at the repository's root)
+// has the measured counts and timings, side by side with go-zookeeper's
+// zk.Lock.
 package zkdriver
