@@ -34,7 +34,9 @@ func Example() {
 	defer d.Close()
 	ctx := context.Background()
 
-	m := locker.NewMutex(d, "orders/42", locker.WithTTL(10*time.Second))
+	c := locker.New(d, locker.WithTTL(10*time.Second)) // one Client per process
+	defer c.Close(ctx)
+	m := c.Mutex("orders/42")
 	if err := m.LockContext(ctx); err != nil {
 		panic(err)
 	}

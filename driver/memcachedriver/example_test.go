@@ -25,13 +25,17 @@ func Example() {
 	}
 	defer d.Close()
 
-	// TTLs are whole seconds, at least 3.
-	m := locker.NewMutex(d, "reports/daily", locker.WithTTL(10*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := m.LockContext(ctx); err != nil {
+	// One Client per process, shared by every handle. TTLs are whole
+	// seconds, at least 3.
+	c := locker.New(d, locker.WithTTL(10*time.Second))
+	defer c.Close(ctx)
+
+	h, err := c.Mutex("reports/daily").Acquire(ctx)
+	if err != nil {
 		log.Fatal(err)
 	}
-	defer m.Unlock()
-	fmt.Println("fencing token", m.Token())
+	defer h.Release(ctx)
+	fmt.Println("fencing token", h.Token())
 }

@@ -6,13 +6,41 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
 )
 
+// Locks on the in-process backend: one Client, shared by every handle, as
+// on any other backend.
+func Example() {
+	ctx := context.Background()
+	c := locker.New(memdriver.New())
+	defer c.Close(ctx)
+
+	h, err := c.Mutex("orders/42").Acquire(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("holding orders/42 with fencing token", h.Token())
+	if err := h.Release(ctx); err != nil {
+		panic(err)
+	}
+
+	h, err = c.Mutex("orders/42").Acquire(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer h.Release(ctx)
+	fmt.Println("again, with token", h.Token())
+	// Output:
+	// holding orders/42 with fencing token 1
+	// again, with token 2
+}
+
 // Two clients of one backend stand for two processes. The fault hooks make
 // one of them fail a call and then lose its lease.
-func Example() {
+func Example_faultHooks() {
 	ctx := context.Background()
 	backend := memdriver.NewBackend()
 	worker, other := backend.Driver(), backend.Driver()

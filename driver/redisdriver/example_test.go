@@ -7,14 +7,45 @@ import (
 	"log"
 	"time"
 
+	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
 
+// A lock on Redis: one Client per process, shared by every handle, and
+// holds from it.
+func Example() {
+	rdb := redis.NewClient(&redis.Options{
+		Addr: "localhost:6379",
+		// Let context deadlines bound every network call.
+		ContextTimeoutEnabled: true,
+	})
+	defer rdb.Close() // the driver never closes the client
+
+	d, err := redisdriver.New(rdb, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	c := locker.New(d)
+	defer c.Close(ctx) // releases every hold at once
+
+	h, err := c.Mutex("orders/42").Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Release(ctx)
+	// Work under h.Context() stops if the hold is lost; pass h.Token()
+	// with every write to the resource.
+	fmt.Println("holding orders/42 with fencing token", h.Token())
+}
+
 // Applications use the driver through package locker; this example calls
 // it directly to show what a driver does.
-func Example() {
+func Example_driver() {
 	rdb := redis.NewClient(&redis.Options{
 		Addr: "localhost:6379",
 		// Let context deadlines bound every network call.

@@ -32,14 +32,17 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	m := locker.NewMutex(d, "orders/42", locker.WithTTL(15*time.Second))
-	if err := m.LockContext(ctx); err != nil {
+	c := locker.New(d) // one Client per process, shared by every handle
+	defer c.Close(ctx)
+
+	h, err := c.Mutex("orders/42").Acquire(ctx)
+	if err != nil {
 		log.Fatal(err)
 	}
-	defer m.Unlock()
+	defer h.Release(ctx)
 
-	res, err := db.ExecContext(ctx,
-		"UPDATE orders SET status = 'shipped', fence = $1 WHERE id = 42 AND fence <= $1", int64(m.Token()))
+	res, err := db.ExecContext(h.Context(),
+		"UPDATE orders SET status = 'shipped', fence = $1 WHERE id = 42 AND fence <= $1", int64(h.Token()))
 	if err != nil {
 		log.Fatal(err)
 	}

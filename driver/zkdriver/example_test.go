@@ -21,10 +21,15 @@ func ExampleConnect() {
 	}
 	defer d.Close() // closes the connection, which ends the session
 
-	m := locker.NewMutex(d, "orders/42") // TTL 15s: within the 20s session
-	m.Lock()
-	defer m.Unlock()
-	// Pass m.Token(), the node's czxid, with every write to the resource.
+	c := locker.New(d) // one Client per process; TTL 15s: within the 20s session
+	defer c.Close(ctx)
+
+	h, err := c.Mutex("orders/42").Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer h.Release(ctx)
+	// Pass h.Token(), the node's czxid, with every write to the resource.
 }
 
 // A connection made with zk.Connect needs a Session hooked into it.
@@ -46,7 +51,10 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rw := locker.NewRWMutex(d, "config", locker.WithTTL(10*time.Second))
+	c := locker.New(d, locker.WithTTL(10*time.Second))
+	defer c.Close(context.Background())
+
+	rw := c.RWMutex("config")
 	rw.RLock()
 	defer rw.RUnlock()
 }
