@@ -3,9 +3,11 @@ package locker_test
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,6 +191,11 @@ func TestREADMEGoBlocks(t *testing.T) {
 	// A directory whose name starts with "_" is left out of ./... patterns,
 	// so that one left behind by a killed run is never built by others.
 	dir, err := os.MkdirTemp(".", "_readmecheck")
+	if errors.Is(err, fs.ErrPermission) {
+		// A read-only copy, as in the module cache under go test all:
+		// the repository's own runs compile the blocks.
+		t.Skipf("cannot write in the module directory to compile README.md's blocks: %v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
