@@ -14,9 +14,10 @@
 //
 // Every lock type works on it: RWMutex (each reader expiring on its own),
 // ReentrantMutex, Semaphore, Election and MultiLock. Waiters are woken by
-// pub/sub when a key is released, and wait in a queue on the server that
-// newcomers cannot overtake: a release hands the key straight to the
-// head of the queue, and only that waiter's process is told. Renewals due
+// pub/sub when a key is released and, once they have waited a moment
+// (locker.WithFairnessThreshold), join a queue on the server that
+// newcomers cannot overtake: a release hands the key straight to the head
+// of the queue, and only that waiter's process is told. Renewals due
 // together go out in pipelined batches. Tokens are the server's clock in
 // microseconds, so they keep increasing across restarts and failovers
 // (see Tokens); holds survive them only as far as Redis keeps its data

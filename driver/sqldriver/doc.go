@@ -19,9 +19,10 @@
 //	h, err := c.Mutex("orders/42").Acquire(ctx)
 //
 // Every lock type works on it: RWMutex (a row per reader, each expiring on
-// its own), ReentrantMutex, Semaphore, Election and MultiLock. Waiters in
-// every process are served in order through a queue of rows, so a waiting
-// writer is not starved by a stream of readers; on PostgreSQL they are
+// its own), ReentrantMutex, Semaphore, Election and MultiLock. Waiters
+// that have waited a moment (locker.WithFairnessThreshold) join a queue of
+// rows, served in order across processes, so a waiting writer is not
+// starved by a stream of readers; on PostgreSQL they are
 // woken by NOTIFY, on MySQL they poll (see Waiting). Renewals due together
 // go out in one statement (PostgreSQL) or a few transactions (MySQL). A
 // lost hold is learnt from a refused renewal or the front-end's local
