@@ -131,7 +131,9 @@
 // Within a Client, lock calls for a key line up first come, first served
 // (shared calls together), and only the head of the line talks to the
 // backend: a hundred goroutines waiting for a key cost the backend one
-// waiter. A releaser that locks again at once queues behind them.
+// waiter (two where the backend has a queue of its own, so that the next
+// in line already waits in it). A releaser that locks again at once
+// queues behind them.
 //
 // Across processes, waiters wait in the backend's own fair queue where it
 // has one (etcd, ZooKeeper); otherwise they are woken by the backend when
