@@ -1,5 +1,6 @@
 // Package zkdriver is a locker driver for Apache ZooKeeper, over a
-// go-zookeeper connection ([zk.Conn], github.com/go-zookeeper/zk). Its locks
+// go-zookeeper connection ([zk.Conn]; package zk below this one is
+// go-zookeeper with a data race fixed, see the last section). Its locks
 // follow Curator's InterProcessMutex and InterProcessReadWriteLock:
 // ephemeral sequential nodes in a per-key queue, served in order, each
 // waiter watching only the node it waits for.
@@ -37,14 +38,6 @@
 // carries the ZooKeeper request (go-zookeeper's calls take no context) and
 // ends with it; one deletes a node left by a call whose context ended; when
 // a session ends, one calls the LossWatcher functions.
-//
-// go-zookeeper v1.0.4, the newest release, has a data race on a
-// connection's last seen zxid after a reconnect while watches are set,
-// which go test -race reports. This repository builds against a copy with
-// that one fix, through a replace directive in its go.mod (see
-// third_party/go-zookeeper/zk/README.md); a replace applies only in the
-// main module, so a program that imports this package gets the unpatched
-// release unless its own go.mod has the same replace.
 //
 // # Nodes
 //
@@ -297,4 +290,23 @@
 // nodes before they wrap and the order breaks (the key's container is
 // deleted, and its counter starts over, whenever the key is idle long
 // enough), a limit every ZooKeeper queue recipe shares.
+//
+// # The ZooKeeper client
+//
+// The driver takes a [zk.Conn] of package
+// github.com/go-locker/locker/driver/zkdriver/zk, not of
+// github.com/go-zookeeper/zk: that package is go-zookeeper v1.0.4, the
+// newest release, with the same API and one fix, to a data race on a
+// connection's last seen zxid between the goroutine that sets watches
+// again after a reconnect and the one that reads replies (reproduced by
+// TestReconnectWithWatches under -race; upstream has no release with a
+// fix). Shipping the copy inside this module, rather than a replace
+// directive (which applies only when this module is the main module, and
+// which go install refuses) or upstream's package exempted from the race
+// detector (which would also hide races between this driver and the
+// client), means a program builds this driver against exactly the client
+// its tests ran with under -race, with nothing to add to its go.mod; a
+// program that already uses go-zookeeper switches that import line, or
+// lets [Connect] make the connection. The package's README.md says what
+// differs and when the copy goes away.
 package zkdriver
