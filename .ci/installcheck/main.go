@@ -30,6 +30,11 @@
 //
 //	cd .ci/installcheck && GOWORK=off go run . -repo ../..
 //
+// go mod tidy of a submodule fails in the repository before the root
+// module is tagged (it ignores go.work and asks the proxy for the root's
+// version); -tidy runs it in every module with the packed root instead,
+// leaving the root's go.sum lines out.
+//
 // Our modules are not in the checksum database before their tag:
 // GONOSUMDB names them; the dependencies are checked as usual.
 package main
@@ -57,6 +62,7 @@ type check struct {
 	version string // the version every published module is packed at
 	tmp     string // the temporary directory: proxy/, modcache/, bin/, user/
 	mods    []*repoModule
+	write   bool              // -tidy: tidy the modules rather than check them
 	hashes  map[string]string // module path -> h1: hash of its packed zip
 	failed  []string
 }
@@ -65,6 +71,7 @@ func main() {
 	repo := flag.String("repo", "../..", "the repository's top directory")
 	version := flag.String("version", "v0.1.0", "the version to pack the published modules at")
 	keep := flag.Bool("keep", false, "keep the temporary directory (printed) for a look")
+	write := flag.Bool("tidy", false, "run go mod tidy in every module (the submodules see the packed root) instead of checking")
 	flag.Parse()
 	abs, err := filepath.Abs(*repo)
 	if err != nil {
@@ -74,7 +81,7 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	c := &check{repo: abs, version: *version, tmp: tmp, hashes: map[string]string{}}
+	c := &check{repo: abs, version: *version, tmp: tmp, write: *write, hashes: map[string]string{}}
 	defer c.cleanUp(*keep)
 
 	c.step("modules in go.work, published go.mod files", c.modules)
@@ -82,7 +89,11 @@ func main() {
 	if len(c.hashes) > 0 {
 		c.step("go install "+rootPath+"/cmd/locker@"+c.version, c.install)
 		c.step("go get and build in a fresh module", c.user)
-		c.step("go mod tidy -diff of every module", c.tidy)
+		tidy := "go mod tidy -diff of every module"
+		if c.write {
+			tidy = "go mod tidy of every module"
+		}
+		c.step(tidy, c.tidy)
 	}
 	c.step("the workspace selects the root module's versions", c.workspace)
 	if len(c.failed) > 0 {

@@ -12,10 +12,20 @@ import (
 // submodules find the root module at the release version in the packed
 // proxy. The go.sum lines of that version are left out of the verdict:
 // its hash is known only once it is tagged (then the submodules' go.sum
-// get them, see RELEASING.md).
+// get them, see RELEASING.md). With -tidy, it runs go mod tidy instead,
+// which rewrites the files, and then drops those lines from go.sum.
 func (c *check) tidy() {
 	for _, m := range c.mods {
 		dir := filepath.Join(c.repo, filepath.FromSlash(m.dir))
+		if c.write {
+			fmt.Printf("   $ go mod tidy   (in %s)\n", m.dir)
+			if _, err := c.run(dir, c.env(), "go", "mod", "tidy"); err != nil {
+				c.fail("%v", err)
+			} else if err := c.dropRootSums(filepath.Join(dir, "go.sum")); err != nil {
+				c.fail("%v", err)
+			}
+			continue
+		}
 		fmt.Printf("   $ go mod tidy -diff   (in %s)\n", m.dir)
 		out, err := c.run(dir, c.env(), "go", "mod", "tidy", "-diff")
 		var diff []string
@@ -37,6 +47,27 @@ func (c *check) tidy() {
 			c.fail("%v", err) // tidy itself failed
 		}
 	}
+}
+
+// dropRootSums removes the go.sum lines of the root module at the
+// release version, which hold the hash of the packed zip, not of the tag.
+func (c *check) dropRootSums(name string) error {
+	data, err := os.ReadFile(name)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var keep []string
+	for _, line := range strings.SplitAfter(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == rootPath && strings.TrimSuffix(f[1], "/go.mod") == c.version {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	return os.WriteFile(name, []byte(strings.Join(keep, "")), 0o666)
 }
 
 // workspace checks that go.work selects, for every module in the root
