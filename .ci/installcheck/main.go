@@ -63,6 +63,7 @@ type check struct {
 	tmp     string // the temporary directory: proxy/, modcache/, bin/, user/
 	mods    []*repoModule
 	write   bool              // -tidy: tidy the modules rather than check them
+	proxy   string            // GOPROXY of the user's go commands
 	hashes  map[string]string // module path -> h1: hash of its packed zip
 	failed  []string
 }
@@ -82,6 +83,7 @@ func main() {
 		fatal(err)
 	}
 	c := &check{repo: abs, version: *version, tmp: tmp, write: *write, hashes: map[string]string{}}
+	c.proxy = c.goproxy()
 	defer c.cleanUp(*keep)
 
 	c.step("modules in go.work, published go.mod files", c.modules)
@@ -167,7 +169,7 @@ func (c *check) env(extra ...string) []string {
 		"GOWORK=off",
 		"GOTOOLCHAIN=local",
 		"GOFLAGS=-trimpath", // the fresh cache's paths must not defeat the build cache
-		"GOPROXY="+c.goproxy(),
+		"GOPROXY="+c.proxy,
 		"GONOSUMDB="+rootPath,
 		"GOMODCACHE="+filepath.Join(c.tmp, "modcache"),
 		"GOBIN="+filepath.Join(c.tmp, "bin"),
