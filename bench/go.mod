@@ -2,11 +2,9 @@ module github.com/go-locker/locker/bench
 
 go 1.26.8
 
-replace github.com/go-locker/locker => ../
-
 require (
 	github.com/bsm/redislock v0.9.4
-	github.com/go-locker/locker v0.0.0-00010101000000-000000000000
+	github.com/go-locker/locker v0.1.0
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/redis/go-redis/v9 v9.23.0
@@ -21,7 +19,6 @@ require (
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
@@ -75,5 +72,3 @@ require (
 	k8s.io/utils v0.0.0-20260108192941-914a6e750570 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/go-zookeeper/zk => ../third_party/go-zookeeper/zk

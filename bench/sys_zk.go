@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver/zkdriver"
+	lockerzk "github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -59,7 +60,7 @@ func lockerZKDrivers(e *env, n int, timeout time.Duration) ([]*zkdriver.Driver, 
 	}
 	for range n {
 		sess := &zkdriver.Session{Dialer: e.zkOps.dialTimeout}
-		conn, _, err := zk.Connect([]string{e.zk.addr}, timeout, zk.WithLogger(nopLogger{}), sess.ConnOption())
+		conn, _, err := lockerzk.Connect([]string{e.zk.addr}, timeout, lockerzk.WithLogger(nopLogger{}), sess.ConnOption())
 		if err != nil {
 			closeAll()
 			return nil, nil, err

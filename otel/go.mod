@@ -3,7 +3,7 @@ module github.com/go-locker/locker/otel
 go 1.26.8
 
 require (
-	github.com/go-locker/locker v0.0.0
+	github.com/go-locker/locker v0.1.0
 	go.opentelemetry.io/otel v1.45.0
 	go.opentelemetry.io/otel/metric v1.45.0
 	go.opentelemetry.io/otel/sdk v1.45.0
@@ -13,7 +13,6 @@ require (
 )
 
 require (
-	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -21,5 +20,3 @@ require (
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
-
-replace github.com/go-locker/locker => ../

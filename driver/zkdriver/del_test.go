@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-zookeeper/zk"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // TestDelAbandoned checks the pooled deletes that Release sends with a

@@ -44,16 +44,22 @@
 //
 // # The ZooKeeper client
 //
-// The driver works over a go-zookeeper connection ([zk.Conn],
-// github.com/go-zookeeper/zk), which Connect makes for you.
-//
-// go-zookeeper v1.0.4, the newest release, has a data race on a
-// connection's last seen zxid after a reconnect while watches are set,
-// which go test -race reports. This repository builds against a copy with
-// that one fix, through a replace directive in its go.mod (see
-// third_party/go-zookeeper/zk/README.md); a replace applies only in the
-// main module, so a program that imports this package gets the unpatched
-// release unless its own go.mod has the same replace.
+// The driver takes a [zk.Conn] of package
+// github.com/go-locker/locker/driver/zkdriver/zk, not of
+// github.com/go-zookeeper/zk: that package is go-zookeeper v1.0.4, the
+// newest release, with the same API and one fix, to a data race on a
+// connection's last seen zxid between the goroutine that sets watches
+// again after a reconnect and the one that reads replies (reproduced by
+// TestReconnectWithWatches under -race; upstream has no release with a
+// fix). Shipping the copy inside this module, rather than a replace
+// directive (which applies only when this module is the main module, and
+// which go install refuses) or upstream's package exempted from the race
+// detector (which would also hide races between this driver and the
+// client), means a program builds this driver against exactly the client
+// its tests ran with under -race, with nothing to add to its go.mod; a
+// program that already uses go-zookeeper switches that import line, or
+// lets [Connect] make the connection. The package's README.md says what
+// differs and when the copy goes away.
 //
 // # TTL and the session timeout
 //

@@ -12,9 +12,9 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/zktest"
-	"github.com/go-zookeeper/zk"
 )
 
 // plainKey returns a key unique to this run whose znode name is the key

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // observation is a node of another owner watched for expiry by TryAcquire.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-zookeeper/zk"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // Inspect implements driver.Inspector: it lists the key's queue (one

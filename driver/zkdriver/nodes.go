@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-zookeeper/zk"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // queue is a parsed, ordered list of a lock's nodes.

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-zookeeper/zk"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // ReconnectAtOnce returns a go-zookeeper connection option (it sets the

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-zookeeper/zk"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // Refresh implements driver.Driver: it rewrites the node's data (one round

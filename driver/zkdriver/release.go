@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-zookeeper/zk"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // Release implements driver.Driver: it deletes l's node (one round trip)

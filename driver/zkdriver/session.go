@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-zookeeper/zk"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // A Session follows the ZooKeeper session of one *zk.Conn for the drivers

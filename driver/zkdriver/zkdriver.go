@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-zookeeper/zk"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // DefaultRoot is the parent of all lock nodes when Options.Root is empty.

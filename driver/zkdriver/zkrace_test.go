@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/faultproxy"
-	"github.com/go-zookeeper/zk"
 )
 
 // TestReconnectWithWatches resets a go-zookeeper connection that holds many
@@ -19,7 +19,7 @@ import (
 // and checks that the session and its watches survive every reconnect.
 //
 // It is also the regression test of the data race on the connection's last
-// seen zxid in go-zookeeper v1.0.4 (see third_party/go-zookeeper/zk): after a
+// seen zxid in go-zookeeper v1.0.4 (see driver/zkdriver/zk/README.md): after a
 // reconnect, the goroutine that re-sends the watches reads that zxid for
 // each packet of watches it builds, while the new connection's receive loop
 // already stores the zxid of the replies to the requests queued meanwhile.
