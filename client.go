@@ -25,7 +25,9 @@ import (
 //
 // Close releases every hold the Client granted and ends its background
 // work; later calls fail with ErrClosed. A Client is safe for concurrent
-// use; make one per driver and share it.
+// use; make one per driver with New and share it. The zero Client has no
+// driver: Close and the lock calls of its handles fail with an error
+// wrapping ErrZeroValue (the sync forms panic with it).
 type Client struct {
 	drv      driver.Driver
 	notifier driver.Notifier
@@ -112,7 +114,7 @@ func (c *Client) ReentrantMutex(key string, opts ...Option) *ReentrantMutex {
 
 // config returns the configuration of a handle made with opts.
 func (c *Client) config(opts []Option) config {
-	if len(c.opts) == 0 {
+	if c == nil || len(c.opts) == 0 { // a nil Client's handles fail with ErrZeroValue
 		return newConfig(opts)
 	}
 	all := make([]Option, 0, len(c.opts)+len(opts))
@@ -133,6 +135,9 @@ func (c *Client) config(opts []Option) config {
 // background work again. Handles of a closed Client still need their
 // Unlock calls, which then report ErrClosed instead of panicking.
 func (c *Client) Close(ctx context.Context) error {
+	if c.isZero() {
+		return zeroError("close", kindClient)
+	}
 	if ctx == nil {
 		return opError("close", "", ErrNilContext)
 	}

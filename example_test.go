@@ -209,14 +209,14 @@ func ExampleReentrantMutex() {
 	fmt.Println("after inner unlock: depth", account.Count(ctx))
 
 	// A context that does not carry the hold is another owner.
-	_, ok, _ := account.TryLock(context.Background())
-	fmt.Println("unrelated context gets it:", ok)
+	_, err = account.TryLock(context.Background())
+	fmt.Println("unrelated context:", err)
 	account.Unlock(ctx)
 	// Output:
 	// outer: token 1 depth 1
 	// inner: token 1 depth 2
 	// after inner unlock: depth 1
-	// unrelated context gets it: false
+	// unrelated context: locker: trylock "account/7": held by another owner
 }
 
 func ExampleGuard() {

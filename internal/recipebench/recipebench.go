@@ -65,7 +65,7 @@ func permitPair(b *testing.B, d driver.Driver) {
 	s := client(b, d).Semaphore(key(b), 4)
 	ctx := context.Background()
 	for b.Loop() {
-		h, err := s.AcquireHold(ctx, 1)
+		h, err := s.Acquire(ctx, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
