@@ -88,20 +88,25 @@ func New(d driver.Driver, opts ...Option) *Client {
 }
 
 // Driver returns the driver c was made with.
-func (c *Client) Driver() driver.Driver { return c.drv }
+func (c *Client) Driver() driver.Driver {
+	if c == nil {
+		return nil
+	}
+	return c.drv
+}
 
 // Mutex returns a Mutex for key. It does no I/O: a bad key or option is
 // reported by the first lock call. opts apply after the Client's defaults.
 func (c *Client) Mutex(key string, opts ...Option) *Mutex {
 	m := &Mutex{}
-	m.init(c, key, opts)
+	m.init(c.orZero(), key, opts)
 	return m
 }
 
 // RWMutex returns an RWMutex for key, as Mutex does.
 func (c *Client) RWMutex(key string, opts ...Option) *RWMutex {
 	rw := &RWMutex{}
-	rw.init(c, key, opts)
+	rw.init(c.orZero(), key, opts)
 	return rw
 }
 
@@ -109,7 +114,16 @@ func (c *Client) RWMutex(key string, opts ...Option) *RWMutex {
 // ReentrantMutex handles of c for one key share holds: a context returned
 // by one enters the hold through the others.
 func (c *Client) ReentrantMutex(key string, opts ...Option) *ReentrantMutex {
-	return &ReentrantMutex{c: c, key: key, cfg: c.config(opts)}
+	return &ReentrantMutex{c: c.orZero(), key: key, cfg: c.config(opts)}
+}
+
+// orZero returns c, or a zero Client for a nil c, so that the handles of a
+// nil Client report a zero Client rather than a zero handle.
+func (c *Client) orZero() *Client {
+	if c == nil {
+		return new(Client)
+	}
+	return c
 }
 
 // config returns the configuration of a handle made with opts.

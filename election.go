@@ -59,7 +59,7 @@ type Leader struct {
 // option is reported by the first call.
 func (c *Client) Election(key string, opts ...Option) *Election {
 	e := &Election{}
-	e.init(c, key, opts)
+	e.init(c.orZero(), key, opts)
 	return e
 }
 

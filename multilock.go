@@ -47,7 +47,7 @@ type MultiLock struct {
 func (c *Client) MultiLock(keys []string, opts ...Option) *MultiLock {
 	ks := slices.Clone(keys)
 	slices.Sort(ks)
-	return &MultiLock{c: c, keys: slices.Compact(ks), cfg: c.config(opts)}
+	return &MultiLock{c: c.orZero(), keys: slices.Compact(ks), cfg: c.config(opts)}
 }
 
 // Keys returns the keys of m, sorted, in the order they are locked.

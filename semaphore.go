@@ -45,7 +45,7 @@ type Semaphore struct {
 // Semaphore returns a Semaphore of size permits for key. It does no I/O: a
 // bad key, size or option is reported by the first call.
 func (c *Client) Semaphore(key string, size int64, opts ...Option) *Semaphore {
-	return &Semaphore{c: c, key: key, size: size, cfg: c.config(opts)}
+	return &Semaphore{c: c.orZero(), key: key, size: size, cfg: c.config(opts)}
 }
 
 // Key returns the semaphore's key.
