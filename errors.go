@@ -71,6 +71,14 @@ type Error struct {
 // Error implements error, in the form `locker: lock "orders/42": hold lost`.
 // The message has one "locker:" prefix, whatever Err wraps, and quotes at
 // most the first driver.MaxQuotedKeyLen (64) bytes of the key.
+//
+// The prefix is the only place the message names the operation and the
+// key. A cause that names them again, as a driver's *driver.OpError does
+// (`redisdriver: acquire "s2": limit differs`), or a wrapped *Error of the
+// same key, keeps its words but not that part:
+// `locker: acquire "s2": redisdriver: limit differs (theirs: 3)`. Only
+// the message is shortened: errors.As still finds the driver's error with
+// its Op and Key.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("locker: ")
@@ -87,8 +95,45 @@ func (e *Error) Error() string {
 	// A wrapped *Error (a loss reported by an unlock, say) keeps its
 	// words but not its prefix.
 	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "locker: "), ": locker: ", ": ")
+	if e.Key != "" {
+		msg = dropOpKey(msg, driver.QuoteKey(e.Key))
+	}
 	b.WriteString(msg)
 	return b.String()
+}
+
+// dropOpKey removes from msg every "<op> <quoted>: " that begins msg or a
+// part of it (after ": "), where op is one word, such as "acquire" or
+// "force-release": the way a driver's *driver.OpError, or a wrapped *Error,
+// names an operation and the key that the message's prefix names already.
+func dropOpKey(msg, quoted string) string {
+	tail := " " + quoted + ": "
+	if !strings.Contains(msg, tail) {
+		return msg
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, tail)
+		if i < 0 {
+			break
+		}
+		j := i
+		for j > 0 && isWordByte(msg[j-1]) {
+			j--
+		}
+		if j < i && (j == 0 || strings.HasSuffix(msg[:j], ": ")) {
+			b.WriteString(msg[:j])
+		} else {
+			b.WriteString(msg[:i+len(tail)])
+		}
+		msg = msg[i+len(tail):]
+	}
+	b.WriteString(msg)
+	return b.String()
+}
+
+func isWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
 
 // Unwrap returns the underlying error.
