@@ -69,6 +69,11 @@ func New(d driver.Driver, opts ...Option) *Client {
 	c := &Client{drv: d, opts: opts, gates: make(map[string]*gate)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.notifier, _ = d.(driver.Notifier)
+	if n, ok := d.(interface{ SupportsNotify() bool }); ok && !n.SupportsNotify() {
+		// A driver whose notifications depend on its backend
+		// (sqldriver: PostgreSQL only) says so, as Sharer does.
+		c.notifier = nil
+	}
 	c.queuer, _ = d.(driver.Queuer)
 	c.batcher, _ = d.(driver.BatchRefresher)
 	c.acquirer, _ = d.(driver.Acquirer)
