@@ -3,7 +3,10 @@ package locker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/memdriver"
@@ -94,4 +97,40 @@ func TestTryLockPanicsOnlyOnMisuse(t *testing.T) {
 	mustPanic(t, func() { c.Mutex("").TryLock() })
 	mustPanic(t, func() { c.RWMutex("k", locker.WithTTL(0)).TryRLock() })
 	mustPanic(t, func() { c.MultiLock(nil).TryLock() })
+}
+
+// TestMinTTL: a TTL the watchdog cannot keep is refused, before any I/O,
+// with an error naming the limit, on a driver whose own minimum is lower
+// (memdriver: 1ms), with or without renewals; MinTTL itself is kept.
+func TestMinTTL(t *testing.T) {
+	ctx := context.Background()
+	b := memdriver.NewBackend()
+	for _, opts := range [][]locker.Option{nil, {locker.WithFixedLease()}} {
+		for _, ttl := range []time.Duration{time.Microsecond, 2 * time.Millisecond, 20 * time.Millisecond, locker.MinTTL - time.Nanosecond} {
+			m := locker.NewMutex(b.Driver(), "k", append(opts, locker.WithTTL(ttl))...)
+			err := m.LockContext(ctx)
+			if !errors.Is(err, locker.ErrInvalidTTL) || !strings.Contains(err.Error(), "locker.MinTTL, 80ms") {
+				t.Errorf("LockContext with TTL %v: %v; want ErrInvalidTTL naming locker.MinTTL, 80ms", ttl, err)
+			}
+			if ok, err := m.TryLockContext(ctx); ok || !errors.Is(err, locker.ErrInvalidTTL) {
+				t.Errorf("TryLockContext with TTL %v: %v, %v; want ErrInvalidTTL", ttl, ok, err)
+			}
+		}
+	}
+	if n := b.Calls(); n != 0 {
+		t.Errorf("lock calls with a TTL below MinTTL made %d driver calls", n)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		h, err := locker.NewMutex(memdriver.New(), "k", locker.WithTTL(locker.MinTTL)).Acquire(ctx)
+		if err != nil {
+			t.Fatalf("Acquire with TTL MinTTL: %v", err)
+		}
+		time.Sleep(time.Second)
+		if err := h.Err(); err != nil {
+			t.Fatalf("a hold with TTL MinTTL after a second of renewals: %v", err)
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
