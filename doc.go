@@ -34,11 +34,40 @@
 // process-wide state: handles share a line, batched renewals and Close
 // only when they come from one Client.
 //
+// Unlike sync.Mutex, no type of this package that talks to a backend is
+// usable as a zero value: it needs a driver, which only its constructor
+// gives it. A zero Mutex, Client, Semaphore, Hold and so on fails every
+// call that returns an error with one wrapping ErrZeroValue, naming the
+// type and its constructors, and the sync forms panic with it. Keep
+// handles in struct fields as pointers made by a Client (mu
+// *locker.Mutex), not as values. Guard is the exception: its zero value is
+// ready to use.
+//
+// # Forms
+//
+// Every lock type offers the same forms, with the same result shapes:
+//
+//	sync     Lock()  Unlock()  TryLock() bool
+//	context  LockContext(ctx) error  UnlockContext(ctx) error  TryLockContext(ctx) (bool, error)
+//	hold     Acquire(ctx) (*Hold, error)  TryAcquire(ctx) (*Hold, error)
+//
+// Mutex and MultiLock (whose hold is a *MultiHold) have all of them, and
+// RWMutex has them on both sides (RLock, RUnlock, TryRLock, RLockContext,
+// RUnlockContext, TryRLockContext, RAcquire, TryRAcquire). A try that
+// returns a bool reports a taken key as false; one that returns a value
+// reports it as an error wrapping ErrLocked, since it has no value to
+// return. Semaphore has the hold forms only, with a weight (a grant of
+// permits is released through its Hold); Election has Campaign, its
+// Acquire, and Resign; ReentrantMutex has the context forms with the
+// context in place of the hold: Lock(ctx) (context.Context, error),
+// TryLock(ctx) (context.Context, error), Unlock(ctx) and
+// UnlockContext(ctx). Each type's documentation says why.
+//
 // # Holds
 //
 // Every grant of a key is a Hold: Mutex.Acquire and RWMutex.Acquire and
-// RAcquire return it (TryAcquire without waiting), and the sync-style
-// methods keep it in their handle. A Hold has the fencing Token, Done and
+// RAcquire return it (TryAcquire and TryRAcquire without waiting), and the
+// sync-style methods keep it in their handle. A Hold has the fencing Token, Done and
 // Err, a Context that is cancelled when the hold ends (to run work under
 // the lock), Refresh and Release. Each reader of an RWMutex has its own.
 //
@@ -54,9 +83,10 @@
 // Three recipes are built on holds, so their grants are leases renewed by
 // the watchdog, lost the same way, and fenced:
 //
-//   - Client.Semaphore(key, n): n permits, taken with a weight
-//     (golang.org/x/sync/semaphore's Acquire, TryAcquire and Release, or
-//     AcquireHold for the hold itself). Waiters are served in order without
+//   - Client.Semaphore(key, n): n permits, taken with a weight by Acquire
+//     and TryAcquire, each grant a Hold whose Release gives its permits
+//     back (golang.org/x/sync/semaphore across processes). Waiters are
+//     served in order without
 //     barging: a request for many permits is not overtaken by later
 //     requests for fewer. Every user of key must give the same n; another
 //     n fails with ErrLimitMismatch instead of oversubscribing. Needs a
@@ -66,24 +96,24 @@
 //     leader's; Resign, Leader and Observe. A leader whose lease cannot be
 //     renewed learns it before a successor can be elected. Needs
 //     driver.ValueKeeper and driver.Inspector.
-//   - Client.MultiLock(keys...): every key or none, locked in sorted order
+//   - Client.MultiLock(keys, opts...): every key or none, locked in sorted order
 //     so that overlapping sets never deadlock; one MultiHold with a token
 //     per key, whose Done closes when any part ends. Works on every driver.
 //
 // For example:
 //
 //	s := c.Semaphore("exports", 3)
-//	h, err := s.AcquireHold(ctx, 2) // 2 of the 3 permits
+//	h, err := s.Acquire(ctx, 2) // 2 of the 3 permits
 //	...
 //	lead, err := c.Election("scheduler").Campaign(ctx, "node-a:8080")
 //	...
-//	mh, err := c.MultiLock("accounts/7", "accounts/9").Acquire(ctx)
+//	mh, err := c.MultiLock([]string{"accounts/7", "accounts/9"}).Acquire(ctx)
 //
 // # Model
 //
 // A lock is a key on a backend. Locking it asks the backend, through a
 // driver, for a lease: a grant of the key to an owner for a TTL (WithTTL,
-// 15 seconds by default). Every hold has an owner token of 128 random bits
+// 15 seconds by default, at least MinTTL: 80ms). Every hold has an owner token of 128 random bits
 // that only this hold knows, so no other handle or process can release or
 // renew it. While the hold lasts, the Client's watchdog renews the lease
 // every third of the TTL, batching renewals that fall due together into
@@ -97,9 +127,12 @@
 // the first Unlock, and any goroutine may unlock. Context variants
 // (LockContext, TryLockContext, UnlockContext, and the R forms) return
 // errors; Lock retries transient backend errors and panics only on errors no
-// retry can cure (a bad key or TTL, a driver without the needed capability,
-// a closed backend client or Client). Unlock of a handle that is not locked
-// panics as sync does.
+// retry can cure (a zero value, a bad key or TTL, a driver without the
+// needed capability, a closed backend client or Client). TryLock panics
+// only on the errors that are bugs in the calling code (a zero value, a
+// bad key, TTL or option, a missing capability); any other failure,
+// including a closed backend client or Client, makes it report false.
+// Unlock of a handle that is not locked panics as sync does.
 //
 // ReentrantMutex carries its owner in a context instead: the context Lock
 // returns may lock the same key again, and N Locks need N Unlocks. An
@@ -145,7 +178,8 @@
 //     Client.Close, wait for it. TryLock and TryRLock, which take no
 //     context, give up after the try timeout (WithTryTimeout, 1s).
 //   - Closed clients: a backend client that was closed is a permanent
-//     error, never retried: LockContext returns it, Lock panics with it.
+//     error, never retried: LockContext returns it, Lock panics with it,
+//     TryLock reports false at once and passes it to the error handler.
 //   - No leaks: after Unlock returns no renewal is sent for that hold, and
 //     every goroutine the package starts ends once no hold is left and
 //     the background cleanups are over (Close waits for them).
@@ -212,13 +246,15 @@
 // Every error from a lock call is an *Error that names the operation and
 // the key and wraps the cause, so errors.Is and errors.As see through it to
 // the sentinels of this package (ErrInvalidKey, ErrInvalidTTL,
-// ErrInvalidOption, ErrNilDriver, ErrNilContext, ErrNotHeld, ErrLost,
-// ErrClosed, ErrReentryLimit, ErrInvalidWeight, ErrLimitMismatch,
-// ErrInvalidValue, ErrNoLeader, and ErrLocked from TryAcquire),
-// errors.ErrUnsupported for a missing capability, the context's error, and
-// the backend's own error types (driver.IsPermanent tells a closed backend
-// client). Messages carry one "locker:" prefix and quote at most 64 bytes
-// of a key.
+// ErrInvalidOption, ErrNilDriver, ErrNilContext, ErrZeroValue, ErrNotHeld,
+// ErrLost, ErrClosed, ErrReentryLimit, ErrInvalidWeight, ErrLimitMismatch,
+// ErrInvalidValue, ErrNoLeader, and ErrLocked from the tries that return a
+// value), errors.ErrUnsupported for a missing capability, the context's
+// error, and the backend's own error types (driver.IsPermanent tells a
+// closed backend client). Messages carry one "locker:" prefix, name the
+// operation and the key once, in that prefix (a driver's error keeps its
+// driver's name and cause: `locker: lock "orders/42": redisdriver: …`),
+// and quote at most 64 bytes of a key.
 // Keys must be non-empty valid UTF-8 without NUL bytes, at most MaxKeyLen
 // bytes; any such key works on every driver, which encodes it for its
 // backend. TTLs are never rounded: a TTL outside the driver's range is an
@@ -233,5 +269,6 @@
 // # Copying
 //
 // Lock handles must not be copied after first use; go vet's copylocks check
-// reports copies. Clients and Holds are used through pointers.
+// reports copies. Clients, handles and Holds are used through the pointers
+// their constructors return.
 package locker

@@ -241,3 +241,35 @@ func ExampleGuard() {
 	// locker: resource "balance": token 33 is lower than 34: stale fencing token
 	// balance: 100
 }
+
+func ExampleErrZeroValue() {
+	// A Mutex that no constructor made has no backend to lock.
+	var m locker.Mutex
+	err := m.LockContext(context.Background())
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, locker.ErrZeroValue))
+	// Output:
+	// locker: lock: zero value of locker.Mutex: make it with NewMutex or Client.Mutex
+	// true
+}
+
+func ExampleRWMutex_TryRAcquire() {
+	c := locker.New(memdriver.New())
+	defer c.Close(context.Background())
+	ctx := context.Background()
+
+	w, err := c.RWMutex("config").Acquire(ctx)
+	if err != nil {
+		panic(err)
+	}
+	// The hold form of a try reports a taken key as an error.
+	_, err = c.RWMutex("config").TryRAcquire(ctx)
+	fmt.Println("while written:", errors.Is(err, locker.ErrLocked))
+	w.Release(ctx)
+	r, err := c.RWMutex("config").TryRAcquire(ctx)
+	fmt.Println("after:", err, r.Shared())
+	r.Release(ctx)
+	// Output:
+	// while written: true
+	// after: <nil> true
+}

@@ -42,7 +42,7 @@ func WithObserver(o *Observer) Option { return func(c *config) { c.observer = o 
 
 // AcquireStart describes a lock call that starts.
 type AcquireStart struct {
-	Op   string // "lock", "trylock", "rlock" or "tryrlock", as in Error.Op
+	Op   string // "lock", "trylock", "rlock", "acquire", "campaign"…, as in Error.Op
 	Key  string
 	Mode driver.Mode
 	Try  bool // one attempt, no waiting

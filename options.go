@@ -36,8 +36,9 @@ const (
 	// sync.Mutex's starvation mode, waiters that have waited longer than
 	// this are served in order, and newcomers may no longer overtake them.
 	DefaultFairnessThreshold = 1 * time.Millisecond
-	// DefaultTryTimeout bounds TryLock and TryRLock, which take no
-	// context, when the backend does not answer.
+	// DefaultTryTimeout bounds TryLock and TryRLock (of Mutex, RWMutex
+	// and MultiLock), which take no context, when the backend does not
+	// answer.
 	DefaultTryTimeout = 1 * time.Second
 )
 
@@ -102,8 +103,8 @@ func WithRenewInterval(d time.Duration) Option {
 // the key to anyone else.
 func WithFixedLease() Option { return func(c *config) { c.fixed = true } }
 
-// WithTryTimeout bounds TryLock and TryRLock, which take no context, when
-// the backend does not answer. It must be positive; the default is
+// WithTryTimeout bounds TryLock and TryRLock (of Mutex, RWMutex and
+// MultiLock), which take no context, when the backend does not answer. It must be positive; the default is
 // DefaultTryTimeout.
 func WithTryTimeout(d time.Duration) Option {
 	return func(c *config) {
