@@ -58,11 +58,12 @@ var (
 // error that caused it.
 type Error struct {
 	// Op is the operation: "lock", "trylock", "rlock", "tryrlock",
-	// "acquire" and "tryacquire" (Semaphore), "campaign", "leader" and
-	// "observe" (Election), "multilock" and "trymultilock" (MultiLock),
-	// "unlock", "runlock", "refresh", "release", "hold" (the state of a
-	// hold, from Err), "cleanup" (the background removal of what an
-	// abandoned call left), "renew" (a renewal of the watchdog) or "close".
+	// "acquire" and "tryacquire" (Semaphore), "campaign", "resign",
+	// "leader" and "observe" (Election), "multilock" and "trymultilock"
+	// (MultiLock), "unlock", "runlock", "refresh", "release", "hold" (the
+	// state of a hold, from Err), "cleanup" (the background removal of
+	// what an abandoned call left), "renew" (a renewal of the watchdog) or
+	// "close".
 	Op  string
 	Key string // the key, whole; the message cuts it (see Error)
 	Err error
