@@ -158,11 +158,11 @@ func isFinal(err error) bool {
 func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
 
 // isInputError reports whether err can only be cured by changing the code:
-// a bad key, TTL, option, driver or context, or a capability the driver
-// lacks.
+// a zero value, a bad key, TTL, option, driver or context, or a capability
+// the driver lacks.
 func isInputError(err error) bool {
 	for _, target := range []error{ErrInvalidKey, ErrInvalidTTL, ErrInvalidOption, ErrNilDriver, ErrNilContext,
-		errors.ErrUnsupported, ErrInvalidWeight, ErrInvalidValue, ErrLimitMismatch} {
+		ErrZeroValue, errors.ErrUnsupported, ErrInvalidWeight, ErrInvalidValue, ErrLimitMismatch} {
 		if errors.Is(err, target) {
 			return true
 		}
