@@ -156,15 +156,21 @@ func (hd *handle) tryLock(k kind, op string, mode driver.Mode) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), hd.cfg.tryTimeout)
 	defer cancel()
 	h, err := hd.lock(ctx, k, op, mode, true)
-	if err != nil {
-		if isInputError(err) {
-			panic(err)
-		}
-		if !isClosed(err) {
-			hd.cfg.reportError(err)
-		}
-	}
+	hd.cfg.tryFailed(err)
 	return h != nil
+}
+
+// tryFailed deals with the error of a sync try (TryLock), which returns
+// no error: err panics if only a change of the code cures it, and goes to
+// the error handler otherwise, unless it is the caller's own Close.
+func (c *config) tryFailed(err error) {
+	switch {
+	case err == nil, isClosed(err):
+	case isInputError(err):
+		panic(err)
+	default:
+		c.reportError(err)
+	}
 }
 
 // tryLockContext is the (bool, error) form of a try.

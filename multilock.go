@@ -97,14 +97,7 @@ func (m *MultiLock) TryLock() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.tryTimeout)
 	defer cancel()
 	ok, err := m.lock(ctx, op, true)
-	if err != nil {
-		if isInputError(err) {
-			panic(err)
-		}
-		if !isClosed(err) {
-			m.cfg.reportError(err)
-		}
-	}
+	m.cfg.tryFailed(err)
 	return ok
 }
 
