@@ -56,7 +56,7 @@ func mutexPair(b *testing.B, d driver.Driver) {
 	}
 }
 
-// permitPair is an uncontended AcquireHold(1) and Release of a permit of
+// permitPair is an uncontended Acquire(1) and Hold.Release of a permit of
 // a semaphore of 4.
 func permitPair(b *testing.B, d driver.Driver) {
 	if c, ok := d.(driver.Counter); !ok || !c.SupportsCounted() {
