@@ -85,10 +85,14 @@ func (e *Error) Error() string {
 	b.WriteString("locker: ")
 	b.WriteString(e.Op)
 	if e.Key != "" {
-		b.WriteByte(' ')
+		if e.Op != "" {
+			b.WriteByte(' ')
+		}
 		b.WriteString(driver.QuoteKey(e.Key))
 	}
-	b.WriteString(": ")
+	if e.Op != "" || e.Key != "" { // a zero Error says "locker: <nil>"
+		b.WriteString(": ")
+	}
 	msg := "<nil>"
 	if e.Err != nil {
 		msg = e.Err.Error()

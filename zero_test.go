@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/memdriver"
 )
 
 // wantZero checks that err wraps ErrZeroValue and names the type and its
@@ -249,4 +250,26 @@ func TestZeroGuard(t *testing.T) {
 	if err := g.Admit("r", 1); err != nil {
 		t.Errorf("Admit on a zero Guard: %v", err)
 	}
+}
+
+// TestZeroDataTypes: the exported types that are plain data, or options,
+// work as zero values.
+func TestZeroDataTypes(t *testing.T) {
+	var e locker.Error
+	if got := e.Error(); got != "locker: <nil>" {
+		t.Errorf("zero Error = %q", got)
+	}
+	if got := (&locker.Error{Key: "k", Err: locker.ErrLost}).Error(); got != `locker: "k": hold lost` {
+		t.Errorf("Error without Op = %q", got)
+	}
+	var st locker.StaleTokenError
+	if !errors.Is(&st, locker.ErrStaleToken) {
+		t.Error("a zero StaleTokenError is not ErrStaleToken")
+	}
+	// A zero Observer observes nothing; a nil Option is skipped.
+	c := locker.New(memdriver.New(), locker.WithObserver(&locker.Observer{}), nil)
+	defer c.Close(context.Background())
+	m := c.Mutex("k", nil)
+	m.Lock()
+	m.Unlock()
 }
