@@ -310,6 +310,12 @@ func (h *Hold) end(s holdState, err error) bool {
 	h.state, h.err = s, err
 	hooks := h.onEnd
 	h.onEnd = nil
+	h.mu.Unlock()
+	// The Observer hears of the end before Done closes and Context is
+	// cancelled, so that what it records is there for whoever waited
+	// for them.
+	h.observeEnd(err)
+	h.mu.Lock()
 	if h.cancel != nil {
 		h.cancel(h.cause())
 	}
@@ -322,7 +328,6 @@ func (h *Hold) end(s holdState, err error) bool {
 	for _, f := range hooks {
 		f(err)
 	}
-	h.observeEnd(err)
 	if s == stateLost && h.cfg.onLost != nil {
 		go h.cfg.onLost(opError("hold", h.lease.Key, err))
 	}
