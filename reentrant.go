@@ -95,8 +95,9 @@ func (r *ReentrantMutex) Lock(ctx context.Context) (context.Context, error) {
 }
 
 // TryLock is Lock without waiting: when another owner holds the key it
-// returns an *Error wrapping ErrLocked, as Mutex.TryAcquire does. A
-// context that carries the hold enters it again, as with Lock.
+// returns a nil context and an *Error wrapping ErrLocked, as
+// Mutex.TryAcquire does. A context that carries the hold enters it again,
+// as with Lock.
 func (r *ReentrantMutex) TryLock(ctx context.Context) (context.Context, error) {
 	lctx, err := r.lock(ctx, "trylock", true)
 	if lctx == nil && err == nil {
