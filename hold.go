@@ -192,7 +192,16 @@ func (h *Hold) Refresh(ctx context.Context) error {
 		return nil
 	case errors.Is(err, driver.ErrNotHeld):
 		h.c.wd.lost(h, err)
-		_, lerr := h.status()
+		state, lerr := h.status()
+		switch {
+		case lerr != nil:
+		case state == stateReleased:
+			lerr = fmt.Errorf("%w: released", ErrNotHeld)
+		default:
+			// Another goroutine (the driver's loss report) is ending
+			// the hold as lost and has not yet said why.
+			lerr = fmt.Errorf("%w: %w", ErrLost, err)
+		}
 		return opError("refresh", h.lease.Key, lerr)
 	}
 	return opError("refresh", h.lease.Key, err)
