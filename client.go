@@ -25,7 +25,9 @@ import (
 //
 // Close releases every hold the Client granted and ends its background
 // work; later calls fail with ErrClosed. A Client is safe for concurrent
-// use; make one per driver and share it.
+// use; make one per driver with New and share it. The zero Client has no
+// driver: Close and the lock calls of its handles fail with an error
+// wrapping ErrZeroValue (the sync forms panic with it).
 type Client struct {
 	drv      driver.Driver
 	notifier driver.Notifier
@@ -67,6 +69,11 @@ func New(d driver.Driver, opts ...Option) *Client {
 	c := &Client{drv: d, opts: opts, gates: make(map[string]*gate)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.notifier, _ = d.(driver.Notifier)
+	if n, ok := d.(interface{ SupportsNotify() bool }); ok && !n.SupportsNotify() {
+		// A driver whose notifications depend on its backend
+		// (sqldriver: PostgreSQL only) says so, as Sharer does.
+		c.notifier = nil
+	}
 	c.queuer, _ = d.(driver.Queuer)
 	c.batcher, _ = d.(driver.BatchRefresher)
 	c.acquirer, _ = d.(driver.Acquirer)
@@ -86,20 +93,25 @@ func New(d driver.Driver, opts ...Option) *Client {
 }
 
 // Driver returns the driver c was made with.
-func (c *Client) Driver() driver.Driver { return c.drv }
+func (c *Client) Driver() driver.Driver {
+	if c == nil {
+		return nil
+	}
+	return c.drv
+}
 
 // Mutex returns a Mutex for key. It does no I/O: a bad key or option is
 // reported by the first lock call. opts apply after the Client's defaults.
 func (c *Client) Mutex(key string, opts ...Option) *Mutex {
 	m := &Mutex{}
-	m.init(c, key, opts)
+	m.init(c.orZero(), key, opts)
 	return m
 }
 
 // RWMutex returns an RWMutex for key, as Mutex does.
 func (c *Client) RWMutex(key string, opts ...Option) *RWMutex {
 	rw := &RWMutex{}
-	rw.init(c, key, opts)
+	rw.init(c.orZero(), key, opts)
 	return rw
 }
 
@@ -107,12 +119,21 @@ func (c *Client) RWMutex(key string, opts ...Option) *RWMutex {
 // ReentrantMutex handles of c for one key share holds: a context returned
 // by one enters the hold through the others.
 func (c *Client) ReentrantMutex(key string, opts ...Option) *ReentrantMutex {
-	return &ReentrantMutex{c: c, key: key, cfg: c.config(opts)}
+	return &ReentrantMutex{c: c.orZero(), key: key, cfg: c.config(opts)}
+}
+
+// orZero returns c, or a zero Client for a nil c, so that the handles of a
+// nil Client report a zero Client rather than a zero handle.
+func (c *Client) orZero() *Client {
+	if c == nil {
+		return new(Client)
+	}
+	return c
 }
 
 // config returns the configuration of a handle made with opts.
 func (c *Client) config(opts []Option) config {
-	if len(c.opts) == 0 {
+	if c == nil || len(c.opts) == 0 { // a nil Client's handles fail with ErrZeroValue
 		return newConfig(opts)
 	}
 	all := make([]Option, 0, len(c.opts)+len(opts))
@@ -133,6 +154,9 @@ func (c *Client) config(opts []Option) config {
 // background work again. Handles of a closed Client still need their
 // Unlock calls, which then report ErrClosed instead of panicking.
 func (c *Client) Close(ctx context.Context) error {
+	if c.isZero() {
+		return zeroError("close", kindClient)
+	}
 	if ctx == nil {
 		return opError("close", "", ErrNilContext)
 	}

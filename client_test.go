@@ -61,7 +61,15 @@ func TestClient_Close(t *testing.T) {
 
 		checkErr(t, c.Mutex("d").LockContext(context.Background()), "lock", "d", locker.ErrClosed)
 		mustPanic(t, func() { c.Mutex("d").Lock() })
-		mustPanic(t, func() { c.Mutex("d").TryLock() })
+		// TryLock reports the closed Client as false, not as a panic,
+		// and does not report the caller's own Close as an error.
+		var reported []error
+		if c.Mutex("d", locker.WithErrorHandler(func(err error) { reported = append(reported, err) })).TryLock() {
+			t.Fatal("TryLock through a closed Client = true")
+		}
+		if len(reported) != 0 {
+			t.Fatalf("TryLock through a closed Client reported %v", reported)
+		}
 		checkErr(t, m.UnlockContext(context.Background()), "unlock", "a", locker.ErrClosed)
 		rw.RUnlock() // no panic: the hold was ended by Close, not misuse
 		checkErr(t, h.Release(context.Background()), "release", "b", locker.ErrClosed)
@@ -98,18 +106,40 @@ func TestClient_CloseBoundedByContext(t *testing.T) {
 }
 
 // TestClient_ClosedDriverIsPermanent: a closed backend client is not
-// retried: LockContext returns its error, Lock panics with it at once.
+// retried: LockContext returns its error, Lock panics with it at once, and
+// TryLock reports false at once and the error to the error handler.
 func TestClient_ClosedDriverIsPermanent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d := memdriver.New()
 		d.Close()
-		m := locker.NewMutex(d, "k")
+		var reported []error
+		m := locker.NewMutex(d, "k", locker.WithErrorHandler(func(err error) { reported = append(reported, err) }))
 		err := m.LockContext(context.Background())
 		if !errors.Is(err, memdriver.ErrClosed) || !driver.IsPermanent(err) {
 			t.Fatalf("LockContext on a closed client = %v", err)
 		}
 		mustPanic(t, m.Lock)
-		mustPanic(t, func() { m.TryLock() })
+		start := time.Now()
+		if m.TryLock() {
+			t.Fatal("TryLock on a closed client = true")
+		}
+		if el := time.Since(start); el != 0 {
+			t.Fatalf("TryLock on a closed client took %v; want no retry", el)
+		}
+		if len(reported) != 1 || !errors.Is(reported[0], memdriver.ErrClosed) || !driver.IsPermanent(reported[0]) {
+			t.Fatalf("TryLock on a closed client reported %v; want its permanent error once", reported)
+		}
+		if ok, err := m.TryLockContext(context.Background()); ok || !errors.Is(err, memdriver.ErrClosed) {
+			t.Fatalf("TryLockContext on a closed client = %v, %v", ok, err)
+		}
+		rw := locker.NewRWMutex(d, "k", locker.WithErrorHandler(func(error) {}))
+		if rw.TryRLock() || rw.TryLock() {
+			t.Fatal("TryRLock or TryLock on a closed client = true")
+		}
+		ml := locker.New(d, locker.WithErrorHandler(func(error) {})).MultiLock([]string{"a", "b"})
+		if ml.TryLock() {
+			t.Fatal("MultiLock.TryLock on a closed client = true")
+		}
 	})
 }
 

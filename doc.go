@@ -50,16 +50,45 @@
 // context that carries no hold panics, so a misplaced context cannot leak
 // a hold.
 //
+// Unlike sync.Mutex, no type of this package that talks to a backend is
+// usable as a zero value: it needs a driver, which only its constructor
+// gives it. A zero Mutex, Client, Semaphore, Hold and so on fails every
+// call that returns an error with one wrapping ErrZeroValue, naming the
+// type and its constructors, and the sync forms panic with it. Keep
+// handles in struct fields as pointers made by a Client (mu
+// *locker.Mutex), not as values. Guard is the exception: its zero value is
+// ready to use.
+//
+// # Forms
+//
+// Every lock type offers the same forms, with the same result shapes:
+//
+//	sync     Lock()  Unlock()  TryLock() bool
+//	context  LockContext(ctx) error  UnlockContext(ctx) error  TryLockContext(ctx) (bool, error)
+//	hold     Acquire(ctx) (*Hold, error)  TryAcquire(ctx) (*Hold, error)
+//
+// Mutex and MultiLock (whose hold is a *MultiHold) have all of them, and
+// RWMutex has them on both sides (RLock, RUnlock, TryRLock, RLockContext,
+// RUnlockContext, TryRLockContext, RAcquire, TryRAcquire). A try that
+// returns a bool reports a taken key as false; one that returns a value
+// reports it as an error wrapping ErrLocked, since it has no value to
+// return. Semaphore has the hold forms only, with a weight (a grant of
+// permits is released through its Hold); Election has Campaign, its
+// Acquire, and Resign; ReentrantMutex has the context forms with the
+// context in place of the hold: Lock(ctx) (context.Context, error),
+// TryLock(ctx) (context.Context, error), Unlock(ctx) and
+// UnlockContext(ctx). Each type's documentation says why.
+//
 // # Holds
 //
-// Every grant of a key is a Hold: Acquire, RAcquire and AcquireHold return
-// it (TryAcquire without waiting), and the sync-style methods keep it in
-// their handle. A Hold has the fencing Token; Done, Err and a Context that
-// is cancelled when the hold ends (released, lost, or ended by Close), to
-// run work under the lock; Refresh and Release. Each reader of an RWMutex
-// has its own.
+// Every grant of a key is a Hold: Mutex.Acquire and RWMutex.Acquire and
+// RAcquire return it (TryAcquire and TryRAcquire without waiting), and the
+// sync-style methods keep it in their handle. A Hold has the fencing Token, Done and
+// Err, a Context that is cancelled when the hold ends (to run work under
+// the lock), Refresh and Release. Each reader of an RWMutex has its own.
 //
-// A hold is a lease: a grant of the key for a TTL (WithTTL; DefaultTTL).
+// A hold is a lease: a grant of the key for a TTL (WithTTL; DefaultTTL;
+// at least MinTTL).
 // While it lasts, the Client's watchdog renews it every third of the TTL
 // (WithRenewInterval). With WithFixedLease there is no renewal: the hold
 // ends at its TTL unless Hold.Refresh extends it. If the holder crashes,
@@ -70,18 +99,29 @@
 // Three recipes are built on holds, so their grants are leases renewed by
 // the watchdog, lost the same way, and fenced:
 //
-//   - Client.Semaphore(key, n): n permits, taken with a weight, with the
-//     methods of golang.org/x/sync/semaphore, and AcquireHold for the hold
-//     itself. Waiters are served in order: a request for many permits is
-//     not overtaken by later requests for fewer. Every user of a key must
-//     give the same n; another n fails with ErrLimitMismatch.
-//   - Client.Election(key): Campaign returns leadership as a hold whose
-//     token is the term, greater than every earlier leader's; Resign,
-//     Leader and Observe. A leader whose lease cannot be renewed learns it
-//     before a successor can be elected.
-//   - Client.MultiLock(keys...): every key or none, locked in sorted order
-//     so that overlapping sets never deadlock; a MultiHold with a token per
-//     key, whose Done closes when any part ends.
+//   - Client.Semaphore(key, n): n permits, taken with a weight by Acquire
+//     and TryAcquire, each grant a Hold whose Release gives its permits
+//     back (golang.org/x/sync/semaphore across processes). Waiters are
+//     served in order without
+//     barging: a request for many permits is not overtaken by later
+//     requests for fewer. Every user of key must give the same n; another
+//     n fails with ErrLimitMismatch instead of oversubscribing.
+//   - Client.Election(key): Campaign(ctx, value) returns leadership as a
+//     hold whose token is the term, strictly greater than every earlier
+//     leader's; Resign, Leader and Observe. A leader whose lease cannot be
+//     renewed learns it before a successor can be elected.
+//   - Client.MultiLock(keys, opts...): every key or none, locked in sorted order
+//     so that overlapping sets never deadlock; one MultiHold with a token
+//     per key, whose Done closes when any part ends.
+//
+// For example:
+//
+//	s := c.Semaphore("exports", 3)
+//	h, err := s.Acquire(ctx, 2) // 2 of the 3 permits
+//	...
+//	lead, err := c.Election("scheduler").Campaign(ctx, "node-a:8080")
+//	...
+//	mh, err := c.MultiLock([]string{"accounts/7", "accounts/9"}).Acquire(ctx)
 //
 // MultiLock works on every driver; Semaphore and Election need a driver
 // that can count shared holds and keep a value with a hold, and fail with
@@ -112,13 +152,16 @@
 //   - Ownership: release and renewal compare a 128-bit random owner token
 //     on the backend; a stale handle never touches someone else's hold.
 //   - Deadlines: every call that takes a context returns by its deadline,
-//     even when the backend does not answer. What an abandoned call may
-//     have left on the backend (a grant whose reply was lost, a queue
-//     entry) is removed in the background; later lock calls for that key
-//     through the Client, and Close, wait for it. TryLock and TryRLock,
-//     which take no context, give up after WithTryTimeout.
-//   - Closed clients: a closed backend client is a permanent error, never
-//     retried: LockContext returns it, Lock panics with it.
+//     even when the backend does not answer (drivers honour their
+//     context; lockertest checks it). What an abandoned lock call may have
+//     left on the backend (a grant whose reply was lost, a wait-queue
+//     entry) is removed in the background on a fresh context bounded by
+//     the TTL; later lock calls for that key through the Client, and
+//     Client.Close, wait for it. TryLock and TryRLock, which take no
+//     context, give up after the try timeout (WithTryTimeout, 1s).
+//   - Closed clients: a backend client that was closed is a permanent
+//     error, never retried: LockContext returns it, Lock panics with it,
+//     TryLock reports false at once and passes it to the error handler.
 //   - No leaks: after Unlock returns no renewal is sent for that hold, and
 //     the package's goroutines end once no hold is left.
 //
@@ -179,19 +222,23 @@
 // # Errors
 //
 // Every error from a lock call is an *Error that names the operation and
-// the key once, with one "locker:" prefix, and wraps the cause, so that
-// errors.Is and errors.As see the sentinels of this package: ErrInvalidKey,
-// ErrInvalidTTL, ErrInvalidOption, ErrNilDriver, ErrNilContext,
-// ErrNotHeld, ErrLocked (from TryAcquire), ErrLost, ErrClosed,
-// ErrReentryLimit, ErrInvalidWeight, ErrLimitMismatch, ErrInvalidValue and
-// ErrNoLeader; errors.ErrUnsupported for a missing capability; the
-// context's error; and the backend's own error types (driver.IsPermanent
-// tells a closed backend client). A Guard refuses a stale token with an
-// error wrapping ErrStaleToken.
+// the key and wraps the cause, so errors.Is and errors.As see through it to
+// the sentinels of this package (ErrInvalidKey, ErrInvalidTTL,
+// ErrInvalidOption, ErrNilDriver, ErrNilContext, ErrZeroValue, ErrNotHeld,
+// ErrLost, ErrClosed, ErrReentryLimit, ErrInvalidWeight, ErrLimitMismatch,
+// ErrInvalidValue, ErrNoLeader, and ErrLocked from the tries that return a
+// value), errors.ErrUnsupported for a missing capability, the context's
+// error, and the backend's own error types (driver.IsPermanent tells a
+// closed backend client). Messages carry one "locker:" prefix, name the
+// operation and the key once, in that prefix (a driver's error keeps its
+// driver's name and cause: `locker: lock "orders/42": redisdriver: …`),
+// and quote at most 64 bytes of a key. A Guard refuses a stale token
+// with an error wrapping ErrStaleToken.
 //
-// Keys are non-empty valid UTF-8 without NUL bytes, at most MaxKeyLen
-// bytes; any such key works on every driver. TTLs are never rounded: a TTL
-// outside the driver's range is an error naming the limit.
+// Keys must be non-empty valid UTF-8 without NUL bytes, at most MaxKeyLen
+// bytes; any such key works on every driver, which encodes it for its
+// backend. TTLs are never rounded: a TTL outside the driver's range is an
+// error naming the limit.
 //
 // Errors that no call can return (backend errors from Unlock and TryLock,
 // failed renewals before a loss, transient errors Lock retries, failed
@@ -203,5 +250,6 @@
 // # Copying
 //
 // Lock handles must not be copied after first use; go vet's copylocks check
-// reports copies. Clients and Holds are used through pointers.
+// reports copies. Clients, handles and Holds are used through the pointers
+// their constructors return.
 package locker

@@ -25,11 +25,17 @@ import (
 // driver.ValueKeeper and driver.Inspector; otherwise its calls return an
 // error wrapping errors.ErrUnsupported.
 //
-// Campaign and Resign follow Mutex's Lock and Unlock: a second Campaign on
-// the same Election waits until the first leadership is resigned, also
-// after it was lost (Resign then reports the loss); a Campaign on another
-// Election of the key campaigns at once. An Election is safe for
-// concurrent use.
+// Campaign and Resign follow Mutex's Acquire and UnlockContext: a second
+// Campaign on the same Election waits until the first leadership is
+// resigned, also after it was lost (Resign then reports the loss); a
+// Campaign on another Election of the key campaigns at once. An Election
+// has only these forms: leadership carries a value and is used through its
+// Hold (the term, Done, Context), which a sync-style Lock could not
+// return, and a process campaigns to lead until it is elected, not to
+// try once. An Election is safe for concurrent use.
+//
+// Make an Election with Client.Election: the zero Election fails with an
+// error wrapping ErrZeroValue.
 type Election struct {
 	handle
 }
@@ -53,7 +59,7 @@ type Leader struct {
 // option is reported by the first call.
 func (c *Client) Election(key string, opts ...Option) *Election {
 	e := &Election{}
-	e.init(c, key, opts)
+	e.init(c.orZero(), key, opts)
 	return e
 }
 
@@ -70,7 +76,7 @@ func (e *Election) Campaign(ctx context.Context, value string) (*Hold, error) {
 	if len(value) > driver.MaxValueLen {
 		return nil, opError(op, e.key, fmt.Errorf("%w: %d bytes, more than %d", ErrInvalidValue, len(value), driver.MaxValueLen))
 	}
-	return e.lockOp(ctx, lockOp{op: op, mode: driver.Exclusive, value: value})
+	return e.lockOp(ctx, kindElection, lockOp{op: op, mode: driver.Exclusive, value: value})
 }
 
 // Resign gives up the leadership that Campaign returned, as
@@ -210,6 +216,9 @@ func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
 // with its driver.
 func (e *Election) check(op string) error {
 	c := e.c
+	if err := zeroCheck(op, kindElection, c); err != nil {
+		return err
+	}
 	switch {
 	case c.drv == nil:
 		return opError(op, e.key, ErrNilDriver)

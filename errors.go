@@ -58,11 +58,12 @@ var (
 // error that caused it.
 type Error struct {
 	// Op is the operation: "lock", "trylock", "rlock", "tryrlock",
-	// "acquire" and "tryacquire" (Semaphore), "campaign", "leader" and
-	// "observe" (Election), "multilock" and "trymultilock" (MultiLock),
-	// "unlock", "runlock", "refresh", "release", "hold" (the state of a
-	// hold, from Err), "cleanup" (the background removal of what an
-	// abandoned call left), "renew" (a renewal of the watchdog) or "close".
+	// "acquire" and "tryacquire" (Semaphore), "campaign", "resign",
+	// "leader" and "observe" (Election), "multilock" and "trymultilock"
+	// (MultiLock), "unlock", "runlock", "refresh", "release", "hold" (the
+	// state of a hold, from Err), "cleanup" (the background removal of
+	// what an abandoned call left), "renew" (a renewal of the watchdog) or
+	// "close".
 	Op  string
 	Key string // the key, whole; the message cuts it (see Error)
 	Err error
@@ -71,15 +72,27 @@ type Error struct {
 // Error implements error, in the form `locker: lock "orders/42": hold lost`.
 // The message has one "locker:" prefix, whatever Err wraps, and quotes at
 // most the first driver.MaxQuotedKeyLen (64) bytes of the key.
+//
+// The prefix is the only place the message names the operation and the
+// key. A cause that names them again, as a driver's *driver.OpError does
+// (`redisdriver: acquire "s2": limit differs`), or a wrapped *Error of the
+// same key, keeps its words but not that part:
+// `locker: acquire "s2": redisdriver: limit differs (theirs: 3)`. Only
+// the message is shortened: errors.As still finds the driver's error with
+// its Op and Key.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("locker: ")
 	b.WriteString(e.Op)
 	if e.Key != "" {
-		b.WriteByte(' ')
+		if e.Op != "" {
+			b.WriteByte(' ')
+		}
 		b.WriteString(driver.QuoteKey(e.Key))
 	}
-	b.WriteString(": ")
+	if e.Op != "" || e.Key != "" { // a zero Error says "locker: <nil>"
+		b.WriteString(": ")
+	}
 	msg := "<nil>"
 	if e.Err != nil {
 		msg = e.Err.Error()
@@ -87,8 +100,45 @@ func (e *Error) Error() string {
 	// A wrapped *Error (a loss reported by an unlock, say) keeps its
 	// words but not its prefix.
 	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "locker: "), ": locker: ", ": ")
+	if e.Key != "" {
+		msg = dropOpKey(msg, driver.QuoteKey(e.Key))
+	}
 	b.WriteString(msg)
 	return b.String()
+}
+
+// dropOpKey removes from msg every "<op> <quoted>: " that begins msg or a
+// part of it (after ": "), where op is one word, such as "acquire" or
+// "force-release": the way a driver's *driver.OpError, or a wrapped *Error,
+// names an operation and the key that the message's prefix names already.
+func dropOpKey(msg, quoted string) string {
+	tail := " " + quoted + ": "
+	if !strings.Contains(msg, tail) {
+		return msg
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, tail)
+		if i < 0 {
+			break
+		}
+		j := i
+		for j > 0 && isWordByte(msg[j-1]) {
+			j--
+		}
+		if j < i && (j == 0 || strings.HasSuffix(msg[:j], ": ")) {
+			b.WriteString(msg[:j])
+		} else {
+			b.WriteString(msg[:i+len(tail)])
+		}
+		msg = msg[i+len(tail):]
+	}
+	b.WriteString(msg)
+	return b.String()
+}
+
+func isWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
 }
 
 // Unwrap returns the underlying error.
@@ -112,11 +162,11 @@ func isFinal(err error) bool {
 func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
 
 // isInputError reports whether err can only be cured by changing the code:
-// a bad key, TTL, option, driver or context, or a capability the driver
-// lacks.
+// a zero value, a bad key, TTL, option, driver or context, or a capability
+// the driver lacks.
 func isInputError(err error) bool {
 	for _, target := range []error{ErrInvalidKey, ErrInvalidTTL, ErrInvalidOption, ErrNilDriver, ErrNilContext,
-		errors.ErrUnsupported, ErrInvalidWeight, ErrInvalidValue, ErrLimitMismatch} {
+		ErrZeroValue, errors.ErrUnsupported, ErrInvalidWeight, ErrInvalidValue, ErrLimitMismatch} {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -209,14 +209,14 @@ func ExampleReentrantMutex() {
 	fmt.Println("after inner unlock: depth", account.Count(ctx))
 
 	// A context that does not carry the hold is another owner.
-	_, ok, _ := account.TryLock(context.Background())
-	fmt.Println("unrelated context gets it:", ok)
+	_, err = account.TryLock(context.Background())
+	fmt.Println("unrelated context:", err)
 	account.Unlock(ctx)
 	// Output:
 	// outer: token 1 depth 1
 	// inner: token 1 depth 2
 	// after inner unlock: depth 1
-	// unrelated context gets it: false
+	// unrelated context: locker: trylock "account/7": held by another owner
 }
 
 func ExampleGuard() {
@@ -240,4 +240,36 @@ func ExampleGuard() {
 	// <nil>
 	// locker: resource "balance": token 33 is lower than 34: stale fencing token
 	// balance: 100
+}
+
+func ExampleErrZeroValue() {
+	// A Mutex that no constructor made has no backend to lock.
+	var m locker.Mutex
+	err := m.LockContext(context.Background())
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, locker.ErrZeroValue))
+	// Output:
+	// locker: lock: zero value of locker.Mutex: make it with NewMutex or Client.Mutex
+	// true
+}
+
+func ExampleRWMutex_TryRAcquire() {
+	c := locker.New(memdriver.New())
+	defer c.Close(context.Background())
+	ctx := context.Background()
+
+	w, err := c.RWMutex("config").Acquire(ctx)
+	if err != nil {
+		panic(err)
+	}
+	// The hold form of a try reports a taken key as an error.
+	_, err = c.RWMutex("config").TryRAcquire(ctx)
+	fmt.Println("while written:", errors.Is(err, locker.ErrLocked))
+	w.Release(ctx)
+	r, err := c.RWMutex("config").TryRAcquire(ctx)
+	fmt.Println("after:", err, r.Shared())
+	r.Release(ctx)
+	// Output:
+	// while written: true
+	// after: <nil> true
 }

@@ -38,13 +38,17 @@ func (hd *handle) init(c *Client, key string, opts []Option) {
 
 // lock runs one lock call through the handle: it takes the handle's slot,
 // then the key. It returns nil and no error when a try finds either taken.
-func (hd *handle) lock(ctx context.Context, op string, mode driver.Mode, try bool) (*Hold, error) {
-	return hd.lockOp(ctx, lockOp{op: op, mode: mode, try: try})
+// k is the handle's exported type, for the error of a zero value.
+func (hd *handle) lock(ctx context.Context, k kind, op string, mode driver.Mode, try bool) (*Hold, error) {
+	return hd.lockOp(ctx, k, lockOp{op: op, mode: mode, try: try})
 }
 
 // lockOp runs the lock call o through the handle, as lock does; the
 // handle fills in o's key, options and handle.
-func (hd *handle) lockOp(ctx context.Context, o lockOp) (*Hold, error) {
+func (hd *handle) lockOp(ctx context.Context, k kind, o lockOp) (*Hold, error) {
+	if err := zeroCheck(o.op, k, hd.c); err != nil {
+		return nil, err
+	}
 	if ctx == nil {
 		return nil, opError(o.op, hd.key, ErrNilContext)
 	}
@@ -139,20 +143,50 @@ func (hd *handle) mustLock(_ *Hold, err error) {
 	}
 }
 
-// tryLock is the bool form of a try, bounded by the try timeout: input
-// errors and permanent errors panic, as in Lock; others go to the error
-// handler.
-func (hd *handle) tryLock(op string, mode driver.Mode) bool {
+// tryLock is the bool form of a try, bounded by the try timeout. Errors
+// that only a change of the code can cure (a zero value, a bad key, TTL,
+// option or driver, a missing capability) panic, as misuse does in package
+// sync; every other failure, a closed backend client included, is a false
+// result, and its error goes to the error handler (but for ErrClosed: the
+// caller closed the Client).
+func (hd *handle) tryLock(k kind, op string, mode driver.Mode) bool {
+	if err := zeroCheck(op, k, hd.c); err != nil {
+		panic(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), hd.cfg.tryTimeout)
 	defer cancel()
-	h, err := hd.lock(ctx, op, mode, true)
-	if err != nil {
-		if isFinal(err) {
-			panic(err)
-		}
-		hd.cfg.reportError(err)
-	}
+	h, err := hd.lock(ctx, k, op, mode, true)
+	hd.cfg.tryFailed(err)
 	return h != nil
+}
+
+// tryFailed deals with the error of a sync try (TryLock), which returns
+// no error: err panics if only a change of the code cures it, and goes to
+// the error handler otherwise, unless it is the caller's own Close.
+func (c *config) tryFailed(err error) {
+	switch {
+	case err == nil, isClosed(err):
+	case isInputError(err):
+		panic(err)
+	default:
+		c.reportError(err)
+	}
+}
+
+// tryLockContext is the (bool, error) form of a try.
+func (hd *handle) tryLockContext(ctx context.Context, k kind, op string, mode driver.Mode) (bool, error) {
+	h, err := hd.lock(ctx, k, op, mode, true)
+	return h != nil, err
+}
+
+// tryAcquire is the hold form of a try: a key held elsewhere, or through
+// the handle, is an error wrapping ErrLocked.
+func (hd *handle) tryAcquire(ctx context.Context, k kind, op string, mode driver.Mode) (*Hold, error) {
+	h, err := hd.lock(ctx, k, op, mode, true)
+	if h == nil && err == nil {
+		err = opError(op, hd.key, ErrLocked)
+	}
+	return h, err
 }
 
 // unlock ends the handle's hold in mode m for an Unlock without error

@@ -27,6 +27,9 @@ const (
 //
 // Token, Key and Mode stay readable after the hold ends. Done, Err and
 // Context tell whether it still holds. A Hold is safe for concurrent use.
+// Only lock calls make holds: a zero Hold holds nothing, its Done is
+// closed, and Err, Refresh, Release and the cause of Context report an
+// error wrapping ErrZeroValue.
 type Hold struct {
 	c        *Client
 	g        *gate
@@ -115,13 +118,21 @@ func (h *Hold) Weight() int64 { return h.place.weight }
 
 // Done returns a channel that is closed when the hold ends: by Release (or
 // the Unlock of its handle), by loss, or by Client.Close.
-func (h *Hold) Done() <-chan struct{} { return h.done }
+func (h *Hold) Done() <-chan struct{} {
+	if h.done == nil {
+		return closedChan // a zero Hold
+	}
+	return h.done
+}
 
 // Err returns nil while h is held and after a release, an *Error wrapping
 // ErrLost after a loss (the backend reported the lease gone, no renewal was
 // confirmed before the local deadline, or a fixed lease ran out), and an
 // *Error wrapping ErrClosed after Client.Close ended it.
 func (h *Hold) Err() error {
+	if h.c == nil {
+		return zeroError("hold", kindHold)
+	}
 	_, err := h.status()
 	if err == nil {
 		return nil
@@ -134,6 +145,9 @@ func (h *Hold) Err() error {
 // (context.Cause) is Err's error, or an error wrapping ErrNotHeld after a
 // release. It carries no values and no deadline.
 func (h *Hold) Context() context.Context {
+	if h.c == nil {
+		return zeroContext(zeroError("hold", kindHold))
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ctx == nil {
@@ -161,6 +175,9 @@ func (h *Hold) cause() error {
 // the backend's error otherwise; a backend that says the lease is gone ends
 // the hold as lost.
 func (h *Hold) Refresh(ctx context.Context) error {
+	if h.c == nil {
+		return zeroError("refresh", kindHold)
+	}
 	if ctx == nil {
 		return opError("refresh", h.lease.Key, ErrNilContext)
 	}
@@ -175,7 +192,16 @@ func (h *Hold) Refresh(ctx context.Context) error {
 		return nil
 	case errors.Is(err, driver.ErrNotHeld):
 		h.c.wd.lost(h, err)
-		_, lerr := h.status()
+		state, lerr := h.status()
+		switch {
+		case lerr != nil:
+		case state == stateReleased:
+			lerr = fmt.Errorf("%w: released", ErrNotHeld)
+		default:
+			// Another goroutine (the driver's loss report) is ending
+			// the hold as lost and has not yet said why.
+			lerr = fmt.Errorf("%w: %w", ErrLost, err)
+		}
 		return opError("refresh", h.lease.Key, lerr)
 	}
 	return opError("refresh", h.lease.Key, err)
@@ -208,6 +234,9 @@ func (h *Hold) live() error {
 // fresh context bounded by the TTL; later lock calls for the key through
 // the Client wait for it.
 func (h *Hold) Release(ctx context.Context) error {
+	if h.c == nil {
+		return zeroError("release", kindHold)
+	}
 	if ctx == nil {
 		return opError("release", h.lease.Key, ErrNilContext)
 	}
@@ -290,6 +319,12 @@ func (h *Hold) end(s holdState, err error) bool {
 	h.state, h.err = s, err
 	hooks := h.onEnd
 	h.onEnd = nil
+	h.mu.Unlock()
+	// The Observer hears of the end before Done closes and Context is
+	// cancelled, so that what it records is there for whoever waited
+	// for them.
+	h.observeEnd(err)
+	h.mu.Lock()
 	if h.cancel != nil {
 		h.cancel(h.cause())
 	}
@@ -302,7 +337,6 @@ func (h *Hold) end(s holdState, err error) bool {
 	for _, f := range hooks {
 		f(err)
 	}
-	h.observeEnd(err)
 	if s == stateLost && h.cfg.onLost != nil {
 		go h.cfg.onLost(opError("hold", h.lease.Key, err))
 	}

@@ -21,9 +21,14 @@ import (
 //
 // A grant is one *MultiHold: a hold per key, each with its own fencing
 // token and renewed by the Client's watchdog, and one Done that closes as
-// soon as any part ends. Lock and Unlock give a MultiLock the shape of a
-// sync.Locker. A MultiLock is safe for concurrent use and must not be
-// copied after first use.
+// soon as any part ends.
+//
+// A MultiLock has Mutex's three forms: Lock, Unlock and TryLock (a
+// sync.Locker); LockContext, UnlockContext and TryLockContext; and Acquire
+// and TryAcquire, whose hold is the *MultiHold. A MultiLock is safe for
+// concurrent use and must not be copied after first use. Make it with
+// Client.MultiLock: the zero MultiLock fails with an error wrapping
+// ErrZeroValue.
 type MultiLock struct {
 	_    noCopy
 	c    *Client
@@ -35,13 +40,14 @@ type MultiLock struct {
 	held *MultiHold // taken by Lock, until Unlock
 }
 
-// MultiLock returns a MultiLock for keys, with the Client's default
-// options. Repeated keys count once. It does no I/O: a bad key, or no key
-// at all, is reported by the first lock call.
-func (c *Client) MultiLock(keys ...string) *MultiLock {
+// MultiLock returns a MultiLock for keys. Repeated keys count once; opts
+// apply to the hold of every key, after the Client's defaults. It does no
+// I/O: a bad key, no key at all, or a bad option is reported by the first
+// lock call.
+func (c *Client) MultiLock(keys []string, opts ...Option) *MultiLock {
 	ks := slices.Clone(keys)
 	slices.Sort(ks)
-	return &MultiLock{c: c, keys: slices.Compact(ks), cfg: c.config(nil)}
+	return &MultiLock{c: c.orZero(), keys: slices.Compact(ks), cfg: c.config(opts)}
 }
 
 // Keys returns the keys of m, sorted, in the order they are locked.
@@ -63,7 +69,8 @@ func (m *MultiLock) TryAcquire(ctx context.Context) (*MultiHold, error) {
 
 // Lock locks every key of m, waiting first for m's previous Lock to be
 // unlocked, as sync.Mutex does. It panics with the error that stopped it,
-// as Mutex.Lock does: an invalid key or a closed Client.
+// as Mutex.Lock does: a zero MultiLock, an invalid key, a permanent
+// backend error or a closed Client.
 func (m *MultiLock) Lock() {
 	if err := m.LockContext(context.Background()); err != nil {
 		panic(err)
@@ -73,22 +80,62 @@ func (m *MultiLock) Lock() {
 // LockContext is Lock that returns the error instead of panicking, and
 // gives up when ctx ends.
 func (m *MultiLock) LockContext(ctx context.Context) error {
+	_, err := m.lock(ctx, "multilock", false)
+	return err
+}
+
+// TryLock tries once to lock every key of m, without waiting, and reports
+// whether it did, as Mutex.TryLock does: it gives up after the try timeout
+// (WithTryTimeout), reports failures other than a taken key to the error
+// handler, and panics only on a zero MultiLock or an invalid key or
+// option.
+func (m *MultiLock) TryLock() bool {
+	const op = "trymultilock"
+	if err := zeroCheck(op, kindMultiLock, m.c); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.tryTimeout)
+	defer cancel()
+	ok, err := m.lock(ctx, op, true)
+	m.cfg.tryFailed(err)
+	return ok
+}
+
+// TryLockContext tries once to lock every key of m, without waiting. It
+// reports false and no error when a key is held elsewhere (or m is
+// locked), and false and the error when an attempt failed.
+func (m *MultiLock) TryLockContext(ctx context.Context) (bool, error) {
+	return m.lock(ctx, "trymultilock", true)
+}
+
+// lock takes m's slot, then every key, for Lock. A try reports false and
+// no error when the slot or a key is taken.
+func (m *MultiLock) lock(ctx context.Context, op string, try bool) (bool, error) {
+	if err := zeroCheck(op, kindMultiLock, m.c); err != nil {
+		return false, err
+	}
 	if ctx == nil {
-		return opError("multilock", m.first(), ErrNilContext)
+		return false, opError(op, m.first(), ErrNilContext)
 	}
-	ok, err := m.slot.acquire(ctx, driver.Exclusive, false, m.c.ctx.Done())
+	ok, err := m.slot.acquire(ctx, driver.Exclusive, try, m.c.ctx.Done())
 	if !ok {
-		return opError("multilock", m.first(), err)
+		if err != nil {
+			return false, opError(op, m.first(), err)
+		}
+		return false, nil
 	}
-	mh, err := m.Acquire(ctx)
-	if err != nil {
+	mh, err := m.acquire(ctx, op, try)
+	if mh == nil {
 		m.slot.release(driver.Exclusive)
-		return err
+		if errors.Is(err, ErrLocked) && try {
+			return false, nil
+		}
+		return false, err
 	}
 	m.mu.Lock()
 	m.held = mh
 	m.mu.Unlock()
-	return nil
+	return true, nil
 }
 
 // Unlock releases the keys that Lock took. It panics if m is not locked;
@@ -138,6 +185,9 @@ func (m *MultiLock) first() string {
 }
 
 func (m *MultiLock) acquire(ctx context.Context, op string, try bool) (*MultiHold, error) {
+	if err := zeroCheck(op, kindMultiLock, m.c); err != nil {
+		return nil, err
+	}
 	if len(m.keys) == 0 {
 		return nil, opError(op, "", fmt.Errorf("%w: a MultiLock needs at least one key", ErrInvalidKey))
 	}
@@ -158,7 +208,9 @@ func (m *MultiLock) acquire(ctx context.Context, op string, try bool) (*MultiHol
 }
 
 // A MultiHold is the grant of a MultiLock: one Hold per key. Release it
-// with Release; it ends, and Done closes, as soon as any part ends.
+// with Release; it ends, and Done closes, as soon as any part ends. A zero
+// MultiHold holds nothing: Done is closed, and Err and the cause of
+// Context wrap ErrZeroValue.
 type MultiHold struct {
 	holds []*Hold // in key order
 
@@ -184,15 +236,23 @@ func (mh *MultiHold) Token(key string) Token {
 
 // Done returns a channel that is closed as soon as any part of mh ends:
 // released, lost, or ended by Client.Close.
-func (mh *MultiHold) Done() <-chan struct{} { return mh.ctx.Done() }
+func (mh *MultiHold) Done() <-chan struct{} { return mh.Context().Done() }
 
 // Context returns a context that is cancelled when Done closes, with the
 // ending part's reason as its cause.
-func (mh *MultiHold) Context() context.Context { return mh.ctx }
+func (mh *MultiHold) Context() context.Context {
+	if mh.ctx == nil {
+		return zeroContext(zeroError("hold", kindMultiHold))
+	}
+	return mh.ctx
+}
 
 // Err returns nil while every part holds and after a release, and
 // otherwise the error of the first part that was lost or closed.
 func (mh *MultiHold) Err() error {
+	if mh.ctx == nil {
+		return zeroError("hold", kindMultiHold)
+	}
 	mh.mu.Lock()
 	defer mh.mu.Unlock()
 	return mh.err

@@ -27,7 +27,16 @@ import (
 // handles of the process, go ahead at once; this handle, like a sync.Mutex,
 // still needs its Unlock before it locks again.
 //
-// A Mutex must not be copied after first use.
+// Make a Mutex with Client.Mutex or NewMutex: the zero Mutex has no
+// backend, and its methods fail with an error wrapping ErrZeroValue (Lock
+// and TryLock panic with it). A Mutex must not be copied after first use.
+//
+// Every lock type of this package offers the same three forms where it
+// can: the sync forms Lock, Unlock and TryLock() bool; the context forms
+// LockContext, UnlockContext and TryLockContext(ctx) (bool, error); and
+// the hold forms Acquire(ctx) (*Hold, error) and TryAcquire(ctx) (*Hold,
+// error), whose try reports a key held elsewhere as an error wrapping
+// ErrLocked, since it has no hold to return.
 type Mutex struct {
 	handle
 }
@@ -50,9 +59,9 @@ func (m *Mutex) Key() string { return m.key }
 
 // Lock locks m, waiting as long as it takes. Transient backend errors are
 // retried with backoff and reported to the error handler. Lock panics with
-// the *Error if the lock can never be acquired: a bad key, TTL, option or
-// driver, a permanent backend error (such as a closed backend client), or a
-// closed Client.
+// the *Error if the lock can never be acquired: a zero Mutex, a bad key,
+// TTL, option or driver, a permanent backend error (such as a closed
+// backend client), or a closed Client.
 func (m *Mutex) Lock() { m.mustLock(m.Acquire(context.Background())) }
 
 // LockContext locks m, waiting until it is held, ctx is done, or a
@@ -68,33 +77,31 @@ func (m *Mutex) LockContext(ctx context.Context) error {
 
 // Acquire locks m as LockContext does and returns the hold.
 func (m *Mutex) Acquire(ctx context.Context) (*Hold, error) {
-	return m.lock(ctx, "lock", driver.Exclusive, false)
+	return m.lock(ctx, kindMutex, "lock", driver.Exclusive, false)
 }
 
 // TryLock tries to lock m once, without waiting, and reports whether it
 // succeeded. It gives up after the try timeout (WithTryTimeout, 1s by
-// default) when the backend does not answer. A backend error counts as
-// failure and goes to the error handler. Like Lock it panics on a bad key,
-// TTL, option or driver, a permanent error, or a closed Client.
-func (m *Mutex) TryLock() bool { return m.tryLock("trylock", driver.Exclusive) }
+// default) when the backend does not answer. Any failure of the attempt,
+// a backend error, a closed backend client or a closed Client, is a false
+// result, and its error goes to the error handler (ErrClosed excepted).
+// Like Lock, and like package sync on misuse, it panics on errors that
+// only a change of the code can cure: a zero Mutex, a bad key, TTL, option
+// or driver.
+func (m *Mutex) TryLock() bool { return m.tryLock(kindMutex, "trylock", driver.Exclusive) }
 
 // TryLockContext tries to lock m once, without waiting. It reports false
 // and no error when the key is held elsewhere (or through this handle),
 // and false and the error when the attempt failed.
 func (m *Mutex) TryLockContext(ctx context.Context) (bool, error) {
-	h, err := m.lock(ctx, "trylock", driver.Exclusive, true)
-	return h != nil, err
+	return m.tryLockContext(ctx, kindMutex, "trylock", driver.Exclusive)
 }
 
 // TryAcquire tries to lock m once, without waiting, and returns the hold.
 // When the key is held elsewhere (or through this handle) it returns an
 // *Error wrapping ErrLocked.
 func (m *Mutex) TryAcquire(ctx context.Context) (*Hold, error) {
-	h, err := m.lock(ctx, "trylock", driver.Exclusive, true)
-	if h == nil && err == nil {
-		err = opError("trylock", m.key, ErrLocked)
-	}
-	return h, err
+	return m.tryAcquire(ctx, kindMutex, "trylock", driver.Exclusive)
 }
 
 // Unlock unlocks m. It is a run-time error, as with sync.Mutex, if m is not

@@ -20,7 +20,8 @@ import (
 //
 // For one hold the events come in this order: AcquireStart, the end
 // function it returned (with the grant), any RenewalFailed, then exactly
-// one HoldEnd. A hold granted while the Client closes is reported granted
+// one HoldEnd, which is called before the hold's Done channel closes and
+// its Context is cancelled. A hold granted while the Client closes is reported granted
 // and then ended as closed at once.
 type Observer struct {
 	// AcquireStart is called when a lock call (Lock, Acquire, TryLock,
@@ -42,7 +43,7 @@ func WithObserver(o *Observer) Option { return func(c *config) { c.observer = o 
 
 // AcquireStart describes a lock call that starts.
 type AcquireStart struct {
-	Op   string // "lock", "trylock", "rlock" or "tryrlock", as in Error.Op
+	Op   string // "lock", "trylock", "rlock", "acquire", "campaign"…, as in Error.Op
 	Key  string
 	Mode driver.Mode
 	Try  bool // one attempt, no waiting

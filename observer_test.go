@@ -222,3 +222,44 @@ func TestObserver_None(t *testing.T) {
 		}
 	}
 }
+
+// TestObserver_HoldEndBeforeDone: HoldEnd is called before the hold's
+// Done closes and its Context is cancelled, so that whoever waits for
+// them finds the end recorded (otel's TestMetrics read the metrics after
+// Done and sometimes found no end: the observer ran after Done closed).
+func TestObserver_HoldEndBeforeDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memdriver.NewBackend()
+		var mu sync.Mutex
+		ended := map[string]bool{}
+		c := locker.New(b.Driver(), locker.WithErrorHandler(func(error) {}), locker.WithObserver(&locker.Observer{
+			HoldEnd: func(e locker.HoldEnd) {
+				time.Sleep(10 * time.Millisecond) // a slow observer
+				mu.Lock()
+				ended[e.Key] = true
+				mu.Unlock()
+			},
+		}))
+		defer c.Close(context.Background())
+		check := func(key string, wait <-chan struct{}, end func()) {
+			t.Helper()
+			go end()
+			<-wait
+			mu.Lock()
+			defer mu.Unlock()
+			if !ended[key] {
+				t.Errorf("%s: the hold's end was seen before its HoldEnd was observed", key)
+			}
+		}
+		lost, err := c.Mutex("lost").Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("lost", lost.Done(), func() { b.Expire("lost") })
+		released, err := c.Mutex("released").Acquire(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("released", released.Context().Done(), func() { released.Release(context.Background()) })
+	})
+}

@@ -12,6 +12,19 @@ import (
 const (
 	// DefaultTTL is the lease length used without WithTTL.
 	DefaultTTL = 15 * time.Second
+	// MinTTL is the shortest TTL that WithTTL accepts, on every driver:
+	// the shortest lease the watchdog can keep with its full safety
+	// margin. The margin (see "Guarantees" in the package documentation)
+	// is how much earlier than the backend's expiry a hold's local
+	// deadline comes, and absorbs timer and scheduling delays of the
+	// holder; it is max(TTL/10, min(20ms, TTL/4)), so below 80ms it
+	// shrinks with the TTL, down to half a millisecond at 2ms, which a
+	// busy process overruns. At MinTTL the margin is 20ms, and a renewal,
+	// sent a third of the TTL after the last confirmed one, has 33ms to
+	// come back. A shorter TTL fails the first lock call with an error
+	// wrapping ErrInvalidTTL that names this limit. SAFETY.md records how
+	// shorter TTLs fared.
+	MinTTL = 80 * time.Millisecond
 	// DefaultMinBackoff is the shortest delay between attempts used
 	// without WithBackoff.
 	DefaultMinBackoff = 1 * time.Millisecond
@@ -23,8 +36,9 @@ const (
 	// sync.Mutex's starvation mode, waiters that have waited longer than
 	// this are served in order, and newcomers may no longer overtake them.
 	DefaultFairnessThreshold = 1 * time.Millisecond
-	// DefaultTryTimeout bounds TryLock and TryRLock, which take no
-	// context, when the backend does not answer.
+	// DefaultTryTimeout bounds TryLock and TryRLock (of Mutex, RWMutex
+	// and MultiLock), which take no context, when the backend does not
+	// answer.
 	DefaultTryTimeout = 1 * time.Second
 )
 
@@ -66,8 +80,8 @@ func newConfig(opts []Option) config {
 
 // WithTTL sets the lease length. While a lock is held its lease is renewed
 // in the background, so the TTL bounds how long a lock outlives a crashed
-// holder, not how long it may be held. It must be positive and within the
-// driver's limits. The default is DefaultTTL (15s).
+// holder, not how long it may be held. It must be at least MinTTL (80ms)
+// and within the driver's limits. The default is DefaultTTL (15s).
 func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
 
 // WithRenewInterval sets how often the watchdog renews a held lease. It
@@ -89,8 +103,8 @@ func WithRenewInterval(d time.Duration) Option {
 // the key to anyone else.
 func WithFixedLease() Option { return func(c *config) { c.fixed = true } }
 
-// WithTryTimeout bounds TryLock and TryRLock, which take no context, when
-// the backend does not answer. It must be positive; the default is
+// WithTryTimeout bounds TryLock and TryRLock (of Mutex, RWMutex and
+// MultiLock), which take no context, when the backend does not answer. It must be positive; the default is
 // DefaultTryTimeout.
 func WithTryTimeout(d time.Duration) Option {
 	return func(c *config) {
@@ -177,7 +191,7 @@ func (c *config) validate(d driver.Driver) error {
 	}
 	if l, ok := d.(driver.TTLLimiter); ok {
 		lo, hi := l.TTLRange()
-		if c.ttl < lo {
+		if c.ttl < lo && lo >= MinTTL {
 			return fmt.Errorf("%w: %v is below the driver's minimum of %v", ErrInvalidTTL, c.ttl, lo)
 		}
 		if hi > 0 && c.ttl > hi {
@@ -188,6 +202,9 @@ func (c *config) validate(d driver.Driver) error {
 		if err := tc.CheckTTL(c.ttl); err != nil {
 			return fmt.Errorf("%w: %v: %w", ErrInvalidTTL, c.ttl, err)
 		}
+	}
+	if c.ttl < MinTTL { // also below a driver's minimum shorter than MinTTL
+		return fmt.Errorf("%w: %v is below locker.MinTTL, %v, the shortest lease the watchdog can keep", ErrInvalidTTL, c.ttl, MinTTL)
 	}
 	if c.renew > 0 && c.renew >= c.ttl-margin(c.ttl) {
 		return fmt.Errorf("%w: renew interval %v is not shorter than TTL %v minus the safety margin %v", ErrInvalidOption, c.renew, c.ttl, margin(c.ttl))

@@ -17,19 +17,24 @@ func ExampleSemaphore() {
 	// At most 3 exports run at once, across every process that uses the
 	// key: each takes a weight by its size.
 	exports := c.Semaphore("exports", 3)
-	big, err := exports.AcquireHold(ctx, 2)
+	big, err := exports.Acquire(ctx, 2)
 	if err != nil {
 		panic(err)
 	}
+	defer big.Release(ctx)
 	fmt.Println("big export holds", big.Weight(), "permits, token", big.Token())
-	fmt.Println("a second big export fits:", exports.TryAcquire(2))
-	fmt.Println("a small one fits:", exports.TryAcquire(1))
-	exports.Release(1)
-	big.Release(ctx)
+	_, err = exports.TryAcquire(ctx, 2)
+	fmt.Println("a second big export:", err)
+	small, err := exports.TryAcquire(ctx, 1)
+	if err != nil {
+		panic(err)
+	}
+	defer small.Release(ctx)
+	fmt.Println("a small one fits, token", small.Token())
 	// Output:
 	// big export holds 2 permits, token 1
-	// a second big export fits: false
-	// a small one fits: true
+	// a second big export: locker: tryacquire "exports": held by another owner
+	// a small one fits, token 2
 }
 
 func ExampleElection() {
@@ -74,7 +79,7 @@ func ExampleMultiLock() {
 	// A transfer locks both accounts; another process transferring the
 	// other way asks for ("accounts/9", "accounts/7") and cannot deadlock
 	// with it: keys are locked in sorted order.
-	mh, err := c.MultiLock("accounts/9", "accounts/7").Acquire(ctx)
+	mh, err := c.MultiLock([]string{"accounts/9", "accounts/7"}).Acquire(ctx)
 	if err != nil {
 		panic(err)
 	}

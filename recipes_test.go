@@ -34,7 +34,7 @@ func TestRecipesUnsupported(t *testing.T) {
 	c := locker.New(bare{memdriver.New()})
 	defer c.Close(context.Background())
 	ctx := context.Background()
-	if err := c.Semaphore("s", 2).Acquire(ctx, 1); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := c.Semaphore("s", 2).Acquire(ctx, 1); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Semaphore.Acquire on a driver without Counter: %v; want ErrUnsupported", err)
 	}
 	e := c.Election("e")
@@ -57,42 +57,58 @@ func TestSemaphoreLocalFIFO(t *testing.T) {
 	defer c.Close(context.Background())
 	ctx := context.Background()
 	s := c.Semaphore("pool", 2)
-	if err := s.Acquire(ctx, 1); err != nil {
+	h1, err := s.Acquire(ctx, 1)
+	if err != nil {
 		t.Fatal(err)
 	}
-	big := make(chan error, 1)
-	go func() { big <- s.Acquire(ctx, 2) }()
+	big := make(chan *locker.Hold, 1)
+	go func() {
+		h, err := s.Acquire(ctx, 2)
+		if err != nil {
+			t.Errorf("Acquire(2): %v", err)
+		}
+		big <- h
+	}()
 	time.Sleep(50 * time.Millisecond)
-	if s.TryAcquire(1) {
-		t.Errorf("TryAcquire(1) overtook a waiting Acquire(2)")
-		s.Release(1)
+	if h, err := s.TryAcquire(ctx, 1); !errors.Is(err, locker.ErrLocked) {
+		t.Errorf("TryAcquire(1) while an Acquire(2) waits: %v; want ErrLocked", err)
+		if h != nil {
+			h.Release(ctx)
+		}
 	}
-	s.Release(1)
-	if err := <-big; err != nil {
-		t.Fatalf("Acquire(2): %v", err)
+	h1.Release(ctx)
+	if h2 := <-big; h2 != nil {
+		if h2.Weight() != 2 {
+			t.Errorf("Weight of Acquire(2)'s hold = %d", h2.Weight())
+		}
+		h2.Release(ctx)
 	}
-	s.Release(2)
 }
 
-func TestSemaphoreReleaseMisuse(t *testing.T) {
+func TestSemaphoreMisuse(t *testing.T) {
 	c := locker.New(memdriver.New())
 	defer c.Close(context.Background())
+	ctx := context.Background()
 	s := c.Semaphore("pool", 3)
-	if err := s.Acquire(context.Background(), 2); err != nil {
+	h, err := s.Acquire(ctx, 2)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []int64{1, 3, 0} {
-		func() {
-			defer func() {
-				if r := recover(); r == nil || !strings.Contains(r.(string), "do not add up") {
-					t.Errorf("Release(%d) with one hold of 2 recovered %v; want a panic", w, r)
-				}
-			}()
-			s.Release(w)
-		}()
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
-	s.Release(2)
-	if err := c.Semaphore("bad", 0).Acquire(context.Background(), 1); !errors.Is(err, locker.ErrInvalidWeight) {
+	if err := h.Release(ctx); !errors.Is(err, locker.ErrNotHeld) {
+		t.Errorf("a second Release of a permit hold: %v; want ErrNotHeld", err)
+	}
+	for _, w := range []int64{0, -1, 4} {
+		if _, err := s.Acquire(ctx, w); !errors.Is(err, locker.ErrInvalidWeight) {
+			t.Errorf("Acquire(%d) of a Semaphore of 3: %v; want ErrInvalidWeight", w, err)
+		}
+		if _, err := s.TryAcquire(ctx, w); !errors.Is(err, locker.ErrInvalidWeight) {
+			t.Errorf("TryAcquire(%d) of a Semaphore of 3: %v; want ErrInvalidWeight", w, err)
+		}
+	}
+	if _, err := c.Semaphore("bad", 0).Acquire(ctx, 1); !errors.Is(err, locker.ErrInvalidWeight) {
 		t.Errorf("Acquire on a Semaphore of size 0: %v; want ErrInvalidWeight", err)
 	}
 }
@@ -104,7 +120,7 @@ func TestSemaphoreLoss(t *testing.T) {
 	c := locker.New(b.Driver(), locker.WithTTL(300*time.Millisecond), locker.WithErrorHandler(func(error) {}))
 	defer c.Close(context.Background())
 	ctx := context.Background()
-	h, err := c.Semaphore("pool", 1).AcquireHold(ctx, 1)
+	h, err := c.Semaphore("pool", 1).Acquire(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +133,9 @@ func TestSemaphoreLoss(t *testing.T) {
 	if !errors.Is(h.Err(), locker.ErrLost) {
 		t.Errorf("Err of a dropped permit = %v; want ErrLost", h.Err())
 	}
-	h2, err := c.Semaphore("pool", 1).AcquireHold(ctx, 1)
+	h2, err := c.Semaphore("pool", 1).Acquire(ctx, 1)
 	if err != nil {
-		t.Fatalf("AcquireHold after the loss: %v", err)
+		t.Fatalf("Acquire after the loss: %v", err)
 	}
 	if h2.Token() <= h.Token() {
 		t.Errorf("token after the loss %d, not above %d", h2.Token(), h.Token())
@@ -132,7 +148,7 @@ func TestMultiHoldLoss(t *testing.T) {
 	c := locker.New(b.Driver(), locker.WithTTL(300*time.Millisecond), locker.WithErrorHandler(func(error) {}))
 	defer c.Close(context.Background())
 	ctx := context.Background()
-	mh, err := c.MultiLock("b", "a", "c", "a").Acquire(ctx)
+	mh, err := c.MultiLock([]string{"b", "a", "c", "a"}).Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,13 +184,13 @@ func TestMultiHoldLoss(t *testing.T) {
 func TestMultiLockMisuse(t *testing.T) {
 	c := locker.New(memdriver.New())
 	defer c.Close(context.Background())
-	if _, err := c.MultiLock().Acquire(context.Background()); !errors.Is(err, locker.ErrInvalidKey) {
+	if _, err := c.MultiLock(nil).Acquire(context.Background()); !errors.Is(err, locker.ErrInvalidKey) {
 		t.Errorf("Acquire of a MultiLock without keys: %v; want ErrInvalidKey", err)
 	}
-	if _, err := c.MultiLock("a", "").Acquire(context.Background()); !errors.Is(err, locker.ErrInvalidKey) {
+	if _, err := c.MultiLock([]string{"a", ""}).Acquire(context.Background()); !errors.Is(err, locker.ErrInvalidKey) {
 		t.Errorf("Acquire of a MultiLock with an empty key: %v; want ErrInvalidKey", err)
 	}
-	ml := c.MultiLock("a", "b")
+	ml := c.MultiLock([]string{"a", "b"})
 	if err := ml.UnlockContext(context.Background()); !errors.Is(err, locker.ErrNotHeld) {
 		t.Errorf("UnlockContext of an unlocked MultiLock: %v; want ErrNotHeld", err)
 	}

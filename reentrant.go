@@ -39,7 +39,17 @@ var ErrReentryLimit = errors.New("reentry limit reached")
 // unlocked sync.Mutex is: it panics, so that a misplaced context cannot
 // leave a hold renewed for ever. UnlockContext returns ErrNotHeld instead.
 //
-// A ReentrantMutex must not be copied after first use.
+// ReentrantMutex has no sync forms (Lock(), TryLock() bool): Go has no
+// goroutine identity, so a lock call without a context would have no
+// owner to recognise. Its forms are those of the hold forms of Mutex with
+// the context in place of the *Hold: Lock(ctx) (context.Context, error),
+// TryLock(ctx) (context.Context, error) whose error wraps ErrLocked when
+// another owner holds the key, Unlock(ctx), which panics on misuse as
+// sync does, and UnlockContext(ctx) error.
+//
+// Make a ReentrantMutex with Client.ReentrantMutex or NewReentrantMutex:
+// the zero ReentrantMutex fails with an error wrapping ErrZeroValue. A
+// ReentrantMutex must not be copied after first use.
 type ReentrantMutex struct {
 	_   noCopy
 	c   *Client
@@ -84,17 +94,23 @@ func (r *ReentrantMutex) Lock(ctx context.Context) (context.Context, error) {
 	return r.lock(ctx, "lock", false)
 }
 
-// TryLock is Lock without waiting: it reports false and no error when
-// another owner holds the key.
-func (r *ReentrantMutex) TryLock(ctx context.Context) (context.Context, bool, error) {
+// TryLock is Lock without waiting: when another owner holds the key it
+// returns a nil context and an *Error wrapping ErrLocked, as
+// Mutex.TryAcquire does. A context that carries the hold enters it again,
+// as with Lock.
+func (r *ReentrantMutex) TryLock(ctx context.Context) (context.Context, error) {
 	lctx, err := r.lock(ctx, "trylock", true)
-	if lctx == nil {
-		return ctx, false, err
+	if lctx == nil && err == nil {
+		err = opError("trylock", r.key, ErrLocked)
 	}
-	return lctx, true, nil
+	return lctx, err
 }
 
+// lock returns nil and no error when a try finds the key taken.
 func (r *ReentrantMutex) lock(ctx context.Context, op string, try bool) (context.Context, error) {
+	if err := zeroCheck(op, kindReentrant, r.c); err != nil {
+		return nil, err
+	}
 	if rh := r.held(ctx); rh != nil {
 		rh.mu.Lock()
 		defer rh.mu.Unlock()

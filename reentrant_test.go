@@ -59,9 +59,8 @@ func TestReentrant_OtherContextsExclude(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Same goroutine, same handle, unrelated context: a new owner.
-		_, ok, err := r.TryLock(context.Background())
-		if ok || err != nil {
-			t.Fatalf("TryLock with an unrelated context = %v, %v; want false", ok, err)
+		if lctx, err := r.TryLock(context.Background()); lctx != nil || !errors.Is(err, locker.ErrLocked) {
+			t.Fatalf("TryLock with an unrelated context = %v, %v; want nil and ErrLocked", lctx, err)
 		}
 		got := make(chan error)
 		go func() {

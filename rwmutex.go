@@ -31,7 +31,12 @@ import (
 // unlocked), and Err reports the first such end. Token reports the write
 // hold, or the most recent read hold.
 //
-// An RWMutex must not be copied after first use.
+// Make an RWMutex with Client.RWMutex or NewRWMutex: the zero RWMutex
+// fails as the zero Mutex does (ErrZeroValue). It has Mutex's three forms
+// on each side: Lock, Unlock, TryLock, LockContext, UnlockContext,
+// TryLockContext, Acquire and TryAcquire for writing, and RLock, RUnlock,
+// TryRLock, RLockContext, RUnlockContext, TryRLockContext, RAcquire and
+// TryRAcquire for reading. An RWMutex must not be copied after first use.
 type RWMutex struct {
 	handle
 }
@@ -57,17 +62,23 @@ func (rw *RWMutex) LockContext(ctx context.Context) error {
 // Acquire locks rw for writing and returns the hold, as Mutex.Acquire
 // does.
 func (rw *RWMutex) Acquire(ctx context.Context) (*Hold, error) {
-	return rw.lock(ctx, "lock", driver.Exclusive, false)
+	return rw.lock(ctx, kindRWMutex, "lock", driver.Exclusive, false)
 }
 
 // TryLock tries once to lock rw for writing, as Mutex.TryLock does.
-func (rw *RWMutex) TryLock() bool { return rw.tryLock("trylock", driver.Exclusive) }
+func (rw *RWMutex) TryLock() bool { return rw.tryLock(kindRWMutex, "trylock", driver.Exclusive) }
 
 // TryLockContext tries once to lock rw for writing, as
 // Mutex.TryLockContext does.
 func (rw *RWMutex) TryLockContext(ctx context.Context) (bool, error) {
-	h, err := rw.lock(ctx, "trylock", driver.Exclusive, true)
-	return h != nil, err
+	return rw.tryLockContext(ctx, kindRWMutex, "trylock", driver.Exclusive)
+}
+
+// TryAcquire tries once to lock rw for writing and returns the hold, as
+// Mutex.TryAcquire does: a key held elsewhere (or through this handle) is
+// an *Error wrapping ErrLocked.
+func (rw *RWMutex) TryAcquire(ctx context.Context) (*Hold, error) {
+	return rw.tryAcquire(ctx, kindRWMutex, "trylock", driver.Exclusive)
 }
 
 // RLock locks rw for reading, waiting as long as it takes. Like Lock it
@@ -85,17 +96,24 @@ func (rw *RWMutex) RLockContext(ctx context.Context) error {
 // RAcquire locks rw for reading as RLockContext does and returns the read
 // hold, which is this reader's own.
 func (rw *RWMutex) RAcquire(ctx context.Context) (*Hold, error) {
-	return rw.lock(ctx, "rlock", driver.Shared, false)
+	return rw.lock(ctx, kindRWMutex, "rlock", driver.Shared, false)
 }
 
 // TryRLock tries once to lock rw for reading and reports whether it
 // succeeded, as TryLock does.
-func (rw *RWMutex) TryRLock() bool { return rw.tryLock("tryrlock", driver.Shared) }
+func (rw *RWMutex) TryRLock() bool { return rw.tryLock(kindRWMutex, "tryrlock", driver.Shared) }
 
-// TryRLockContext tries once to lock rw for reading.
+// TryRLockContext tries once to lock rw for reading. It reports false and
+// no error when a writer holds the key (or waits for it through this
+// handle), and false and the error when the attempt failed.
 func (rw *RWMutex) TryRLockContext(ctx context.Context) (bool, error) {
-	h, err := rw.lock(ctx, "tryrlock", driver.Shared, true)
-	return h != nil, err
+	return rw.tryLockContext(ctx, kindRWMutex, "tryrlock", driver.Shared)
+}
+
+// TryRAcquire tries once to lock rw for reading and returns the read hold;
+// a key held for writing is an *Error wrapping ErrLocked.
+func (rw *RWMutex) TryRAcquire(ctx context.Context) (*Hold, error) {
+	return rw.tryAcquire(ctx, kindRWMutex, "tryrlock", driver.Shared)
 }
 
 // Unlock unlocks rw for writing, as Mutex.Unlock does: it panics if rw is

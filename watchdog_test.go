@@ -61,8 +61,10 @@ func TestWatchdog_NoRenewalAfterUnlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
 		d := &countingDriver{Driver: b.Driver()}
-		for i := range 20 {
-			m := locker.NewMutex(d, "k", locker.WithTTL(30*time.Millisecond))
+		// TTL MinTTL: a renewal every 26.7ms; 60 rounds, 1ms apart, cover
+		// more than two renewal cycles.
+		for i := range 60 {
+			m := locker.NewMutex(d, "k", locker.WithTTL(locker.MinTTL))
 			m.Lock()
 			// Unlock at every phase of the renewal cycle, including while a
 			// renewal is on its way.

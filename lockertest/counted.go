@@ -289,7 +289,7 @@ func (e *env) waitFor(d driver.Driver, r driver.Request) (driver.Lease, error) {
 		try = q.TryAcquireQueued
 	}
 	var wake <-chan struct{}
-	if n, ok := d.(driver.Notifier); ok {
+	if n, ok := notifierOf(d); ok {
 		sub, err := n.Subscribe(e.ctx, r.Key)
 		if err != nil {
 			return driver.Lease{}, err

@@ -56,7 +56,7 @@ func (e *env) driverCalls(d driver.Driver, held driver.Lease, k2 string, reqs *[
 			return errors.Join(b.RefreshBatch(ctx, []driver.Lease{held})...)
 		}})
 	}
-	if n, ok := d.(driver.Notifier); ok {
+	if n, ok := notifierOf(d); ok {
 		calls = append(calls, driverCall{"Subscribe", func(ctx context.Context) error {
 			s, err := n.Subscribe(ctx, fresh)
 			if err == nil {

@@ -495,7 +495,7 @@ func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode d
 			e.errorf("RefreshBatch([%s]) = %v; want [<nil>]", fmtLease(l), errs)
 		}
 	}
-	if n, ok := d.(driver.Notifier); ok {
+	if n, ok := notifierOf(d); ok {
 		sub, err := n.Subscribe(ctx, own)
 		if err != nil {
 			e.errorf("Subscribe(%q): %v", own, err)

@@ -106,7 +106,7 @@ func testSharedExpiry(e *env, ds []driver.Driver) {
 // front-end waits (a driver may skip notifying the release of a hold that
 // refused nobody).
 func testNotify(e *env) {
-	n, ok := e.d.(driver.Notifier)
+	n, ok := notifierOf(e.d)
 	e.skipUnless(ok, "Notifier")
 	ds := e.drivers(2)
 	key := e.key("k")

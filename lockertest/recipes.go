@@ -58,10 +58,10 @@ func testSemaphoreHammer(e *env) {
 				for i := 0; i < iterations && time.Now().Before(stop) && e.ctx.Err() == nil; i++ {
 					w := 1 + rand.Int64N(2)
 					floor := maxToken.Load()
-					h, err := s.AcquireHold(e.ctx, w)
+					h, err := s.Acquire(e.ctx, w)
 					if err != nil {
 						if e.ctx.Err() == nil {
-							e.errorf("Semaphore.AcquireHold(%d): %v", w, err)
+							e.errorf("Semaphore.Acquire(%d): %v", w, err)
 						}
 						return
 					}
@@ -93,63 +93,83 @@ func testSemaphoreHammer(e *env) {
 	e.t.Logf("%d permit grants", grants.Load())
 }
 
-// testSemaphore checks a Semaphore's rules: the x/sync shape (Acquire,
-// TryAcquire, Release), no barging past a large waiting request, a size
-// mismatch reported at once, and bad weights refused before any I/O.
+// testSemaphore checks a Semaphore's rules: Acquire and TryAcquire (a try
+// that finds the permits taken fails with ErrLocked), no barging past a
+// large waiting request, a size mismatch reported at once, and bad weights
+// refused before any I/O.
 func testSemaphore(e *env) {
 	e.skipUnlessCounted()
 	cs := e.clients(3)
 	key := e.key("k")
 	s0, s1, s2 := cs[0].Semaphore(key, 2), cs[1].Semaphore(key, 2), cs[2].Semaphore(key, 2)
 
-	if err := s0.Acquire(e.ctx, 1); err != nil {
+	h0, err := s0.Acquire(e.ctx, 1)
+	if err != nil {
 		e.t.Fatalf("Semaphore.Acquire(1): %v", err)
 	}
-	if !s1.TryAcquire(1) {
-		e.t.Fatalf("Semaphore.TryAcquire(1) with 1 of 2 permits held = false; want true")
+	h1, err := s1.TryAcquire(e.ctx, 1)
+	if err != nil {
+		e.t.Fatalf("Semaphore.TryAcquire(1) with 1 of 2 permits held: %v; want the permit", err)
 	}
-	if s2.TryAcquire(1) {
-		e.t.Errorf("Semaphore.TryAcquire(1) with 2 of 2 permits held = true; want false")
-		s2.Release(1)
+	if h, err := s2.TryAcquire(e.ctx, 1); !errors.Is(err, locker.ErrLocked) {
+		e.t.Errorf("Semaphore.TryAcquire(1) with every permit held: %v; want an error wrapping ErrLocked", err)
+		if h != nil {
+			h.Release(e.ctx)
+		}
 	}
-	if _, err := s2.TryAcquireHold(e.ctx, 1); !errors.Is(err, locker.ErrLocked) {
-		e.t.Errorf("Semaphore.TryAcquireHold(1) with every permit held: %v; want an error wrapping ErrLocked", err)
+	if err := h1.Release(e.ctx); err != nil {
+		e.t.Errorf("Hold.Release of a permit: %v", err)
 	}
-	s1.Release(1)
 
 	// A waiting request for 2 is not overtaken by a later one for 1.
-	acquired := make(chan error, 1)
-	go func() { acquired <- s2.Acquire(e.ctx, 2) }()
+	type grant struct {
+		h   *locker.Hold
+		err error
+	}
+	acquired := make(chan grant, 1)
+	go func() {
+		h, err := s2.Acquire(e.ctx, 2)
+		acquired <- grant{h, err}
+	}()
 	e.sleep(300 * time.Millisecond)
 	_, q := e.d.(driver.Queuer)
 	_, a := e.d.(driver.Acquirer)
 	if q || a {
-		if h, err := s1.TryAcquireHold(e.ctx, 1); err == nil {
-			e.t.Errorf("Semaphore.TryAcquireHold(1) succeeded while a request for 2 waited ahead of it")
+		if h, err := s1.TryAcquire(e.ctx, 1); err == nil {
+			e.t.Errorf("Semaphore.TryAcquire(1) succeeded while a request for 2 waited ahead of it")
 			h.Release(e.ctx)
 		}
 	}
-	s0.Release(1)
+	if err := h0.Release(e.ctx); err != nil {
+		e.t.Errorf("Hold.Release of a permit: %v", err)
+	}
+	var h2 *locker.Hold
 	select {
-	case err := <-acquired:
-		if err != nil {
-			e.t.Fatalf("Semaphore.Acquire(2) once the permits were free: %v", err)
+	case g := <-acquired:
+		if g.err != nil {
+			e.t.Fatalf("Semaphore.Acquire(2) once the permits were free: %v", g.err)
 		}
+		h2 = g.h
 	case <-time.After(budget / 3):
 		e.t.Fatalf("Semaphore.Acquire(2) still waits %v after both permits were released", budget/3)
 	}
 
 	// Other sizes are refused at once while the key is held.
 	start := time.Now()
-	if err := cs[0].Semaphore(key, 3).Acquire(e.ctx, 1); !errors.Is(err, locker.ErrLimitMismatch) {
+	if h, err := cs[0].Semaphore(key, 3).Acquire(e.ctx, 1); !errors.Is(err, locker.ErrLimitMismatch) {
 		e.t.Errorf("Acquire on a Semaphore of size 3 while size-2 permits are held: %v; want an error wrapping ErrLimitMismatch", err)
+		if h != nil {
+			h.Release(e.ctx)
+		}
 	} else if d := time.Since(start); d > 5*time.Second {
 		e.t.Errorf("the size mismatch took %v to report; want it at once", d)
 	}
-	s2.Release(2)
+	if err := h2.Release(e.ctx); err != nil {
+		e.t.Errorf("Hold.Release of 2 permits: %v", err)
+	}
 
 	for _, w := range []int64{0, -1, 3} {
-		if err := s0.Acquire(e.ctx, w); !errors.Is(err, locker.ErrInvalidWeight) {
+		if _, err := s0.Acquire(e.ctx, w); !errors.Is(err, locker.ErrInvalidWeight) {
 			e.t.Errorf("Semaphore.Acquire(%d) of a semaphore of 2: %v; want an error wrapping ErrInvalidWeight", w, err)
 		}
 	}
@@ -273,7 +293,7 @@ func testMultiLock(e *env) {
 	for ci, cl := range cs {
 		for g := range perClient {
 			id := ci*perClient + g + 1
-			ml := cl.MultiLock(sets[id%len(sets)]...)
+			ml := cl.MultiLock(sets[id%len(sets)])
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -320,10 +340,10 @@ func testMultiLock(e *env) {
 	if err := m.LockContext(e.ctx); err != nil {
 		e.t.Fatalf("Mutex.LockContext: %v", err)
 	}
-	if _, err := cs[1].MultiLock(a, b, c).TryAcquire(e.ctx); !errors.Is(err, locker.ErrLocked) {
+	if _, err := cs[1].MultiLock([]string{a, b, c}).TryAcquire(e.ctx); !errors.Is(err, locker.ErrLocked) {
 		e.t.Errorf("MultiLock.TryAcquire with one key held elsewhere: %v; want an error wrapping ErrLocked", err)
 	}
-	other := cs[2].MultiLock(a, c)
+	other := cs[2].MultiLock([]string{a, c})
 	mh, err := other.TryAcquire(e.ctx)
 	if err != nil {
 		e.t.Fatalf("MultiLock.TryAcquire of the keys a failed try had taken: %v; want them free", err)

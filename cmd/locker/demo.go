@@ -258,7 +258,7 @@ func demoSemaphore(w io.Writer, log *demoLog, backend *memdriver.Backend, cfg de
 		go func() {
 			c := locker.New(backend.Driver(), locker.WithTTL(cfg.ttl))
 			defer c.Close(ctx)
-			h, err := c.Semaphore(pool, size).AcquireHold(ctx, 1)
+			h, err := c.Semaphore(pool, size).Acquire(ctx, 1)
 			if err != nil {
 				errs <- err
 				return

@@ -212,9 +212,7 @@ func sqlBackend(ctx context.Context, db *sql.DB, dialect sqldriver.Dialect, tabl
 		return nil, err
 	}
 	return &backend{drv: d, close: func() error {
-		if c, ok := d.(interface{ Close() error }); ok {
-			_ = c.Close()
-		}
+		_ = d.Close()
 		return db.Close()
 	}}, nil
 }

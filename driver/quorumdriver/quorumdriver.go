@@ -104,6 +104,9 @@ func New(members []driver.Driver, opts *Options) (driver.Driver, error) {
 	notify, queue := true, true
 	for _, m := range members {
 		_, ok := m.(driver.Notifier)
+		if s, has := m.(interface{ SupportsNotify() bool }); has && !s.SupportsNotify() {
+			ok = false // sqldriver on MySQL: a Notifier that does not notify
+		}
 		notify = notify && ok
 		_, ok = m.(driver.Queuer)
 		queue = queue && ok

@@ -310,7 +310,7 @@ func BenchmarkRefreshBatch1000(b *testing.B) {
 			}
 			ls[i] = l
 		}
-		br := d.(driver.BatchRefresher)
+		br := driver.BatchRefresher(d)
 		rt.n.Store(0)
 		for b.Loop() {
 			for _, err := range br.RefreshBatch(ctx, ls) {

@@ -45,7 +45,7 @@ func calls(d driver.Driver, key string, l driver.Lease) []call {
 			return d.Release(ctx, l0)
 		}},
 	}
-	if n, ok := d.(driver.Notifier); ok {
+	if n, ok := d.(*sqldriver.Driver); ok && n.SupportsNotify() {
 		cs = append(cs, call{"Subscribe", func(ctx context.Context) error {
 			s, err := n.Subscribe(ctx, key)
 			if err == nil {
@@ -72,7 +72,7 @@ func TestClosedClient(t *testing.T) {
 		key := uniqueKey(t, "k")
 		l := mustAcquire(t, d, req(key, driver.Exclusive, time.Minute))
 		var woken <-chan struct{}
-		if n, ok := d.(driver.Notifier); ok {
+		if n, ok := d.(*sqldriver.Driver); ok && n.SupportsNotify() {
 			s, err := n.Subscribe(ctxT(t), key)
 			if err != nil {
 				t.Fatal(err)

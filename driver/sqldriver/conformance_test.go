@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/lockertest"
 )
 
@@ -35,8 +36,8 @@ func TestConformancePortable(t *testing.T) {
 	b := plainPostgres(t)
 	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
 		d := b.driver(t, nil)
-		if _, ok := d.(driver.Notifier); ok {
-			t.Fatalf("New returned a Notifier %T for a driver it should not know", d)
+		if d.(*sqldriver.Driver).SupportsNotify() {
+			t.Fatalf("New returned a driver that notifies for a database/sql driver it should not know")
 		}
 		return d
 	}, lockertest.WithCloseClient(closeClient), lockertest.WithStall(stall))

@@ -103,12 +103,13 @@
 //
 // # Waiting
 //
-// On PostgreSQL through pgx, New returns a [*NotifyDriver]: Release (and an
+// On PostgreSQL through pgx, New returns a [*Driver] that notifies
+// ([Driver.SupportsNotify]): Release (and an
 // acquire that removes expired queue entries) calls pg_notify on the
 // channel "locker:<table>" with the key as payload, and the driver LISTENs
 // on one connection of its own, taken from the pool while waiters are
 // subscribed (and for a second after the last one leaves, or until
-// [NotifyDriver.Close]), and reconnecting when that connection fails. The
+// [Driver.Close]), and reconnecting when that connection fails. The
 // connection hears the releases of every key in the table and passes on
 // those of the keys it has subscribers for. On
 // MySQL (and with Options.NoNotify) waiters poll TryAcquire with

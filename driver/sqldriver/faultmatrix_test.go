@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"testing"
@@ -53,9 +52,7 @@ func dialMatrix(addr string) (driver.Driver, func() error, error) {
 		return nil, nil, err
 	}
 	return d, func() error {
-		if c, ok := d.(io.Closer); ok {
-			_ = c.Close()
-		}
+		_ = d.Close()
 		return db.Close()
 	}, nil
 }

@@ -250,8 +250,8 @@ func (b backend) newDriver(t testing.TB, opts *sqldriver.Options, proxied bool) 
 	return d
 }
 
-// closeAtCleanup closes d, if it is a *sqldriver.NotifyDriver, at t's
-// cleanup, before its pool is closed.
+// closeAtCleanup closes d, if it has a Close (a *sqldriver.Driver stops
+// listening), at t's cleanup, before its pool is closed.
 func closeAtCleanup(t testing.TB, d driver.Driver) {
 	if c, ok := d.(io.Closer); ok {
 		t.Cleanup(func() { _ = c.Close() })

@@ -66,7 +66,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 
 // ForceRelease implements driver.Inspector: one DELETE of the lock's live
 // holds, whatever their owner, then, on PostgreSQL when it deleted any, a
-// NOTIFY that wakes the waiters (a NotifyDriver's subscribers). The wait
+// NOTIFY that wakes the waiters (a notifying Driver's subscribers). The wait
 // queue is kept.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	const op = "force-release"

@@ -16,9 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// NotifyDriver is a Driver on PostgreSQL whose waiters are woken by
-// LISTEN/NOTIFY: it also implements driver.Notifier. New returns one for a
-// *sql.DB of pgx's stdlib driver.
+// A listener wakes the waiters of a Driver on PostgreSQL by
+// LISTEN/NOTIFY: New gives one to a Driver for a *sql.DB of pgx's stdlib
+// driver, and the Driver's Subscribe and Close use it.
 //
 // Its subscriptions share one connection taken from the pool for LISTEN,
 // and one goroutine, both started by the first Subscribe and ended (the
@@ -31,7 +31,7 @@ import (
 // use), the driver notices within a quarter of a second, closes its LISTEN
 // connection, ends its goroutine and wakes every subscriber; Subscribe
 // then fails at once with a permanent error wrapping ErrClosed.
-type NotifyDriver struct {
+type listener struct {
 	*Driver
 
 	mu  sync.Mutex
@@ -41,11 +41,8 @@ type NotifyDriver struct {
 // linger is how long a hub outlives its last subscription.
 const linger = time.Second
 
-// Close stops listening at once, ending the driver's goroutine and closing
-// its LISTEN connection, instead of a second after the last subscription
-// was closed. Open subscriptions hear nothing more; a later Subscribe
-// listens again. It never closes the *sql.DB and always returns nil.
-func (d *NotifyDriver) Close() error {
+// Close stops listening at once (see Driver.Close).
+func (d *listener) Close() error {
 	d.mu.Lock()
 	h := d.hub
 	d.hub = nil
@@ -58,7 +55,7 @@ func (d *NotifyDriver) Close() error {
 
 // stopIfIdle stops h if it is still the driver's hub and has no
 // subscription.
-func (d *NotifyDriver) stopIfIdle(h *hub) {
+func (d *listener) stopIfIdle(h *hub) {
 	d.mu.Lock()
 	h.mu.Lock()
 	idle := h.fan.Total() == 0 && d.hub == h
@@ -72,12 +69,7 @@ func (d *NotifyDriver) stopIfIdle(h *hub) {
 	}
 }
 
-var (
-	_ driver.Notifier    = (*NotifyDriver)(nil)
-	_ driver.Counter     = (*NotifyDriver)(nil)
-	_ driver.ValueKeeper = (*NotifyDriver)(nil)
-	_ driver.Inspector   = (*NotifyDriver)(nil)
-)
+var _ driver.Notifier = (*listener)(nil)
 
 // channel returns the notification channel of the driver's table:
 // "locker:" followed by the table name, or by a hash of it when that
@@ -113,7 +105,7 @@ type hub struct {
 
 // idleLater arranges for h to stop after linger when it has no
 // subscription left: the OnClose of its Fanout.
-func (h *hub) idleLater(d *NotifyDriver) {
+func (h *hub) idleLater(d *listener) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -159,9 +151,10 @@ func (h *hub) stop() {
 	<-h.done
 }
 
-// Subscribe implements driver.Notifier. It returns once the driver
-// listens, so that every release after it returns is heard.
-func (d *NotifyDriver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+// Subscribe implements driver.Notifier for Driver.Subscribe. It returns
+// once the driver listens, so that every release after it returns is
+// heard.
+func (d *listener) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, d.opError("subscribe", key, err)
 	}

@@ -1,9 +1,12 @@
 package sqldriver_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/internal/sqltest"
@@ -17,9 +20,9 @@ func TestNotifyLingerAndClose(t *testing.T) {
 		sqltest.SkipOrFail(t, pgServerErr)
 	}
 	b := backend{name: "postgres", srv: pgServer}
-	nd, ok := b.driver(t, nil).(*sqldriver.NotifyDriver)
-	if !ok {
-		t.Fatal("New did not return a *NotifyDriver on PostgreSQL through pgx")
+	nd, ok := b.driver(t, nil).(*sqldriver.Driver)
+	if !ok || !nd.SupportsNotify() {
+		t.Fatal("New did not return a *Driver that notifies on PostgreSQL through pgx")
 	}
 	other := b.driver(t, nil)
 	key := uniqueKey(t, "k")
@@ -49,4 +52,40 @@ func TestNotifyLingerAndClose(t *testing.T) {
 	if err := nd.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestNoSubscribeWithoutNotify: on a Driver that does not notify (MySQL,
+// or Options.NoNotify), package locker polls and never subscribes, so a
+// contended wait reports no error. New returns a *Driver either way.
+func TestNoSubscribeWithoutNotify(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		for _, opts := range []*sqldriver.Options{nil, {NoNotify: true}} {
+			d := b.driver(t, opts).(*sqldriver.Driver)
+			if d.SupportsNotify() {
+				continue
+			}
+			// Two Clients: a waiter of the holder's own Client would wait
+			// in its line, not on the backend.
+			report := locker.WithErrorHandler(func(err error) { t.Errorf("reported while waiting: %v", err) })
+			holder, waiter := locker.New(d, report), locker.New(d, report)
+			key := uniqueKey(t, "k")
+			h, err := holder.Mutex(key).Acquire(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+			if err := waiter.Mutex(key).LockContext(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("LockContext of a held key: %v; want the deadline", err)
+			}
+			cancel()
+			if err := h.Release(ctxT(t)); err != nil {
+				t.Error(err)
+			}
+			for _, c := range []*locker.Client{holder, waiter} {
+				if err := c.Close(ctxT(t)); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	})
 }

@@ -136,16 +136,23 @@ func TestDialect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, notifier := d.(driver.Notifier)
-		if notifier != (want == sqldriver.PostgreSQL) {
-			t.Errorf("New returned %T; Notifier = %v, want it on PostgreSQL only", d, notifier)
+		if d.SupportsNotify() != (want == sqldriver.PostgreSQL) {
+			t.Errorf("New: SupportsNotify = %v, want it on PostgreSQL only", d.SupportsNotify())
+		}
+		if !d.SupportsNotify() {
+			if _, err := d.Subscribe(ctxT(t), "k"); !errors.Is(err, errors.ErrUnsupported) || !driver.IsPermanent(err) {
+				t.Errorf("Subscribe on a driver that does not notify: %v; want a permanent ErrUnsupported", err)
+			}
 		}
 		d, err = sqldriver.New(db, &sqldriver.Options{NoNotify: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := d.(driver.Notifier); ok {
-			t.Errorf("New with NoNotify returned a Notifier %T", d)
+		if d.SupportsNotify() {
+			t.Errorf("New with NoNotify: SupportsNotify = true")
+		}
+		if err := d.Close(); err != nil {
+			t.Errorf("Close of a driver that does not notify: %v", err)
 		}
 	})
 }

@@ -67,16 +67,24 @@ type Options struct {
 	// other database/sql drivers.
 	Dialect Dialect
 	// NoNotify turns off PostgreSQL LISTEN/NOTIFY: New then returns a
-	// driver without driver.Notifier, whose waiters poll, and which never
-	// takes a connection of its own from the pool.
+	// driver that does not notify (SupportsNotify reports false), whose
+	// waiters poll, and which never takes a connection of its own from
+	// the pool.
 	NoNotify bool
 }
 
 // Driver is a locker driver over a database/sql database. It implements
 // driver.Driver, driver.Sharer, driver.Counter, driver.ValueKeeper,
-// driver.Queuer, driver.BatchRefresher, driver.TTLLimiter and
-// driver.Inspector. It is safe for concurrent use. Create it with New,
-// which wraps it in a *NotifyDriver on PostgreSQL.
+// driver.Queuer, driver.BatchRefresher, driver.TTLLimiter,
+// driver.Inspector and driver.Notifier. It is safe for concurrent use.
+// Create it with New.
+//
+// Whether it notifies depends on the database, which a method set cannot
+// say: on PostgreSQL through pgx's stdlib driver (and without
+// Options.NoNotify) its waiters are woken by LISTEN/NOTIFY; elsewhere
+// Subscribe fails with an error wrapping errors.ErrUnsupported,
+// SupportsNotify reports false, and package locker does not subscribe:
+// waiters poll.
 type Driver struct {
 	db      *sql.DB
 	dialect Dialect
@@ -85,6 +93,9 @@ type Driver struct {
 	// pipeline: acquires pipeline their statements over pgx (PostgreSQL
 	// through pgx's stdlib driver).
 	pipeline bool
+	// ln wakes waiters by LISTEN/NOTIFY; nil when the driver does not
+	// notify.
+	ln *listener
 }
 
 var (
@@ -95,16 +106,16 @@ var (
 	_ driver.Queuer         = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
 	_ driver.TTLLimiter     = (*Driver)(nil)
+	_ driver.Notifier       = (*Driver)(nil)
 )
 
 // New returns a driver over db that keeps its leases in the table named by
 // opts (see CreateTable). opts may be nil. The driver never closes db.
 //
-// On PostgreSQL through pgx's stdlib driver it returns a *NotifyDriver,
-// whose waiters are woken by NOTIFY (unless Options.NoNotify); otherwise a
-// *Driver, whose waiters poll with a backoff bounded by the holder's
-// remaining lease.
-func New(db *sql.DB, opts *Options) (driver.Driver, error) {
+// On PostgreSQL through pgx's stdlib driver its waiters are woken by
+// NOTIFY (unless Options.NoNotify); otherwise they poll with a backoff
+// bounded by the holder's remaining lease.
+func New(db *sql.DB, opts *Options) (*Driver, error) {
 	d, err := NewPolling(db, opts)
 	if err != nil {
 		return nil, err
@@ -115,10 +126,38 @@ func New(db *sql.DB, opts *Options) (driver.Driver, error) {
 	if _, ok := db.Driver().(*stdlib.Driver); !ok {
 		return d, nil
 	}
-	return &NotifyDriver{Driver: d}, nil
+	d.ln = &listener{Driver: d}
+	return d, nil
 }
 
-// NewPolling is New without LISTEN/NOTIFY: it always returns a *Driver.
+// SupportsNotify reports whether d wakes waiters by LISTEN/NOTIFY: on
+// PostgreSQL through pgx's stdlib driver, made by New without
+// Options.NoNotify.
+func (d *Driver) SupportsNotify() bool { return d.ln != nil }
+
+// Subscribe implements driver.Notifier where SupportsNotify reports true,
+// and otherwise fails with a permanent error wrapping
+// errors.ErrUnsupported. It returns once the driver listens, so that every
+// release after it returns is heard.
+func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+	if d.ln == nil {
+		return nil, driver.Permanent(d.opError("subscribe", key, fmt.Errorf("LISTEN/NOTIFY (PostgreSQL through pgx, without Options.NoNotify): %w", errors.ErrUnsupported)))
+	}
+	return d.ln.Subscribe(ctx, key)
+}
+
+// Close stops listening at once, ending the driver's goroutine and closing
+// its LISTEN connection, instead of a second after the last subscription
+// was closed. Open subscriptions hear nothing more; a later Subscribe
+// listens again. It never closes the *sql.DB and always returns nil.
+func (d *Driver) Close() error {
+	if d.ln == nil {
+		return nil
+	}
+	return d.ln.Close()
+}
+
+// NewPolling is New without LISTEN/NOTIFY, as with Options.NoNotify.
 func NewPolling(db *sql.DB, opts *Options) (*Driver, error) {
 	if db == nil {
 		return nil, errors.New("sqldriver: nil *sql.DB")

@@ -16,7 +16,7 @@ type semL struct {
 }
 
 func (l *semL) lock(ctx context.Context) (uint64, <-chan struct{}, error) {
-	h, err := l.s.AcquireHold(ctx, l.w)
+	h, err := l.s.Acquire(ctx, l.w)
 	if err != nil {
 		return 0, nil, err
 	}

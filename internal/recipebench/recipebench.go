@@ -56,7 +56,7 @@ func mutexPair(b *testing.B, d driver.Driver) {
 	}
 }
 
-// permitPair is an uncontended AcquireHold(1) and Release of a permit of
+// permitPair is an uncontended Acquire(1) and Hold.Release of a permit of
 // a semaphore of 4.
 func permitPair(b *testing.B, d driver.Driver) {
 	if c, ok := d.(driver.Counter); !ok || !c.SupportsCounted() {
@@ -65,7 +65,7 @@ func permitPair(b *testing.B, d driver.Driver) {
 	s := client(b, d).Semaphore(key(b), 4)
 	ctx := context.Background()
 	for b.Loop() {
-		h, err := s.AcquireHold(ctx, 1)
+		h, err := s.Acquire(ctx, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
