@@ -244,6 +244,10 @@ func (h *Hold) release(ctx context.Context, op string) error {
 		}
 		return opError(op, h.lease.Key, ErrNotHeld)
 	}
+	if until := h.keepUntil(); !until.IsZero() {
+		h.linger(until) // WithMinHold
+		return nil
+	}
 	if ctx.Err() != nil {
 		// The caller has no time left: release in the background (the
 		// cleanup keeps the key's line alive: it starts before the end).

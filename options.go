@@ -37,6 +37,7 @@ type config struct {
 	ttl        time.Duration
 	renew      time.Duration // 0: ttl/3
 	fixed      bool
+	minHold    time.Duration // WithMinHold; 0: none
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	fairAfter  time.Duration
@@ -188,6 +189,9 @@ func (c *config) validate(d driver.Driver) error {
 		if err := tc.CheckTTL(c.ttl); err != nil {
 			return fmt.Errorf("%w: %v: %w", ErrInvalidTTL, c.ttl, err)
 		}
+	}
+	if err := c.validateMinHold(); err != nil {
+		return err
 	}
 	if c.renew > 0 && c.renew >= c.ttl-margin(c.ttl) {
 		return fmt.Errorf("%w: renew interval %v is not shorter than TTL %v minus the safety margin %v", ErrInvalidOption, c.renew, c.ttl, margin(c.ttl))
