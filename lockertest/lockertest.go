@@ -242,6 +242,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		serial(t, st, "MultiLockHammer", testMultiLock)
 		parallel(t, st, "Semaphore", testSemaphore)
 		parallel(t, st, "Election", testElection)
+		parallel(t, st, "LeaderLatch", testLeaderLatch)
 	})
 }
 
