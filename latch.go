@@ -25,13 +25,13 @@ import (
 // the leadership away by force (Inspector.ForceRelease), which a leader
 // learns at its next renewal.
 //
-// OnElected and OnOusted set functions called at each change, in order,
+// OnElected and OnOusted add functions called at each change, in order,
 // from the latch's goroutine. A LeaderLatch is safe for concurrent use.
 type LeaderLatch struct {
 	e       *Election
 	value   string
-	elected func(*Hold)
-	ousted  func(error)
+	elected []func(*Hold)
+	ousted  []func(error)
 
 	cur  atomic.Pointer[Hold] // the leadership, or nil
 	done chan struct{}        // closed when the latch has stopped
@@ -44,22 +44,31 @@ type LeaderLatch struct {
 // A LatchOption configures a LeaderLatch.
 type LatchOption func(*LeaderLatch)
 
-// OnElected sets a function called with the leadership each time the
-// latch is elected, after IsLeader has become true. It runs in the
+// OnElected adds a function called with the leadership each time the
+// latch is elected, after IsLeader has become true. Functions given by
+// several options are called in their order. It runs in the
 // latch's goroutine, which does not campaign or resign meanwhile: it
 // should return soon (start the leader's work in a goroutine of its own,
 // bounded by the Hold's Context).
 func OnElected(f func(leadership *Hold)) LatchOption {
-	return func(l *LeaderLatch) { l.elected = f }
+	return func(l *LeaderLatch) {
+		if f != nil {
+			l.elected = append(l.elected, f)
+		}
+	}
 }
 
-// OnOusted sets a function called each time the latch stops leading,
+// OnOusted adds a function called each time the latch stops leading,
 // after IsLeader has become false: with nil when it resigned because its
 // context ended, and with the Hold's error (wrapping ErrLost or
 // ErrClosed) when the leadership was lost or the Client closed. It runs in
 // the latch's goroutine, as OnElected does.
 func OnOusted(f func(err error)) LatchOption {
-	return func(l *LeaderLatch) { l.ousted = f }
+	return func(l *LeaderLatch) {
+		if f != nil {
+			l.ousted = append(l.ousted, f)
+		}
+	}
 }
 
 // Latch starts a LeaderLatch that campaigns on e with value (see
@@ -206,8 +215,8 @@ func (l *LeaderLatch) run(ctx context.Context) error {
 		}
 		delay = e.cfg.minBackoff
 		l.set(h)
-		if l.elected != nil {
-			l.elected(h)
+		for _, f := range l.elected {
+			f(h)
 		}
 		select {
 		case <-h.Done():
@@ -234,8 +243,8 @@ func (l *LeaderLatch) resign(ctx context.Context, h *Hold) {
 	if cause == nil && errors.Is(err, ErrLost) {
 		cause = err // lost as it resigned
 	}
-	if l.ousted != nil {
-		l.ousted(cause)
+	for _, f := range l.ousted {
+		f(cause)
 	}
 }
 
