@@ -47,9 +47,6 @@ type Client struct {
 	// bg counts the goroutines of Election.Observe and LeaderLatch; Close
 	// waits for them.
 	bg sync.WaitGroup
-	// lingers counts the releases waiting for a minimum hold to pass
-	// (WithMinHold); Close waits for them.
-	lingers lingerSet
 
 	mu     sync.Mutex
 	closed bool
@@ -128,8 +125,8 @@ func (c *Client) config(opts []Option) config {
 // error, and ends every hold c granted: their Done channels close, their
 // Err reports ErrClosed, and their leases are released on the backend,
 // concurrently. It then waits for c's background work (cleanups, renewals
-// on their way, releases waiting for a minimum hold: see WithMinHold) to
-// end.
+// on their way) to end. A hold with a minimum hold (WithMinHold) that has
+// not passed keeps its lease until then, and Close does not wait for it.
 //
 // Close returns by ctx's deadline: what is not done by then goes on in
 // the background (a lease not released expires after its TTL) and Close
@@ -161,7 +158,7 @@ func (c *Client) Close(ctx context.Context) error {
 		c.bg.Wait() // they end with c.ctx, cancelled above
 		close(observers)
 	}()
-	for _, ch := range []<-chan struct{}{idle, flights, observers, c.lingers.wait()} {
+	for _, ch := range []<-chan struct{}{idle, flights, observers} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -178,7 +175,7 @@ func (c *Client) releaseAll(ctx context.Context, holds []*Hold) []error {
 	for i, h := range holds {
 		h.end(stateClosed, ErrClosed)
 		if until := h.keepUntil(); !until.IsZero() {
-			c.lingers.add() // WithMinHold: Close does not shorten it
+			// WithMinHold: Close does not shorten it.
 			c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -15,9 +14,11 @@ import (
 // then ends the hold for the caller at once (Done closes, the handle is
 // unlocked, Release returns nil), but the lease stays on the backend, not
 // renewed, until d after the acquiring request was sent, and is released
-// then in the background. Client.Close does not shorten it: Close waits,
-// within its context, for these releases (it returns early with ctx's
-// error, and the lease then expires on the backend by its TTL).
+// then in the background. Client.Close does not shorten it, nor wait for
+// it: the holds it ends are kept the same way, and if the process exits
+// before their release, their leases expire on the backend by their TTL,
+// later still. (The driver's backend client must stay open until then
+// for the release to be sent; a failed one is left to the TTL.)
 //
 // It is ShedLock's lockAtLeastFor, for work that must run once per
 // scheduled time across replicas whose clocks disagree a little: a replica
@@ -69,64 +70,21 @@ func (h *Hold) keepUntil() time.Time {
 // last renewed, after h.granted lasts at least a TTL, longer than until
 // (validateMinHold).
 func (h *Hold) linger(until time.Time) {
-	c := h.c
-	c.lingers.add()
-	if !h.end(stateReleased, nil) {
-		// Close ended h first, and releases it.
-		c.lingers.done()
-		return
+	if h.end(stateReleased, nil) { // else Close ended h first, and releases it
+		h.c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
 	}
-	c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
 }
 
 // releaseAt releases l at until, in the background, for a hold whose
-// minimum hold lasts until then. The caller has counted it in c.lingers.
+// minimum hold lasts until then. Nothing waits for it, not even Close: if
+// the process ends first, the lease expires on the backend by its TTL,
+// later than until.
 func (c *Client) releaseAt(l driver.Lease, ttl time.Duration, until time.Time, report func(error)) {
 	time.AfterFunc(time.Until(until), func() {
-		defer c.lingers.done()
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupBound(ttl))
 		defer cancel()
 		if err := c.cleanUp(ctx, l); err != nil && !errors.Is(err, driver.ErrNotHeld) && !driver.IsPermanent(err) {
 			report(opError("release", l.Key, fmt.Errorf("after the minimum hold: %w", err)))
 		}
 	})
-}
-
-// A lingerSet counts the releases of a Client that wait for the end of a
-// minimum hold, so that Close can wait for them.
-type lingerSet struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0; nil while nobody waits
-}
-
-func (s *lingerSet) add() {
-	s.mu.Lock()
-	s.n++
-	s.mu.Unlock()
-}
-
-func (s *lingerSet) done() {
-	s.mu.Lock()
-	s.n--
-	if s.n == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
-	}
-	s.mu.Unlock()
-}
-
-// wait returns a channel that is closed when no release waits.
-func (s *lingerSet) wait() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.n == 0 {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
-	}
-	if s.idle == nil {
-		s.idle = make(chan struct{})
-	}
-	return s.idle
 }
