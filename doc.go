@@ -63,9 +63,10 @@
 //     driver with driver.Counter.
 //   - Client.Election(key): Campaign(ctx, value) returns leadership as a
 //     hold whose token is the term, strictly greater than every earlier
-//     leader's; Resign, Leader and Observe. A leader whose lease cannot be
-//     renewed learns it before a successor can be elected. Needs
-//     driver.ValueKeeper and driver.Inspector.
+//     leader's; Resign, Leader and Observe; Latch keeps campaigning (see
+//     "Scheduled jobs"). A leader whose lease cannot be renewed learns it
+//     before a successor can be elected. Needs driver.ValueKeeper and
+//     driver.Inspector.
 //   - Client.MultiLock(keys...): every key or none, locked in sorted order
 //     so that overlapping sets never deadlock; one MultiHold with a token
 //     per key, whose Done closes when any part ends. Works on every driver.
@@ -78,6 +79,30 @@
 //	lead, err := c.Election("scheduler").Campaign(ctx, "node-a:8080")
 //	...
 //	mh, err := c.MultiLock("accounts/7", "accounts/9").Acquire(ctx)
+//
+// # Scheduled jobs
+//
+// A job scheduled on every replica of a service must run once per tick,
+// yet replicas' clocks disagree by milliseconds: with a plain lock, a
+// replica whose clock is late takes the key after the first has finished
+// and runs the tick again. Two recipes avoid it, for any scheduler:
+//
+//   - Once per tick: lock a key named by the job and its scheduled time,
+//     cron/<job>/<tick in unix seconds>, with TryAcquire and
+//     WithMinHold(d) (d within the TTL): the key stays held for d after
+//     the grant even when the job ends sooner, and Client.Close does not
+//     shorten it, so a late replica finds it held and skips the tick. d
+//     must exceed the clock disagreement plus scheduling jitter (seconds
+//     are plenty: the key is never wanted again). One key per job,
+//     without the tick, works too if d is also shorter than the interval
+//     between ticks (ShedLock's lockAtLeastFor).
+//   - One leader: Election.Latch starts a LeaderLatch that campaigns for
+//     the life of a context and campaigns again after a loss; the
+//     scheduler asks IsLeader at each tick. A leader that dies is replaced
+//     within its TTL; the ticks in between run nowhere.
+//
+// Module github.com/go-locker/locker/gocronlock implements both for
+// github.com/go-co-op/gocron/v2 (its Locker and Elector).
 //
 // # Model
 //
