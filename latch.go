@@ -101,20 +101,30 @@ func (e *Election) Latch(ctx context.Context, value string, opts ...LatchOption)
 			o(l)
 		}
 	}
-	c := e.c
+	if !e.c.goBackground(func() {
+		defer close(l.done)
+		l.stop(l.run(ctx))
+	}) {
+		return nil, opError(op, e.key, ErrClosed)
+	}
+	return l, nil
+}
+
+// goBackground runs f in a goroutine that Close waits for, and reports
+// false, without running it, if c is closed.
+func (c *Client) goBackground(f func()) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, opError(op, e.key, ErrClosed)
+		return false
 	}
 	c.bg.Add(1)
 	c.mu.Unlock()
 	go func() {
 		defer c.bg.Done()
-		defer close(l.done)
-		l.stop(l.run(ctx))
+		f()
 	}()
-	return l, nil
+	return true
 }
 
 // IsLeader reports whether the latch leads the election now. It takes no

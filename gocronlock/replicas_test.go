@@ -94,20 +94,11 @@ func runReplica(cfg replicaConfig) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clock := offsetClock{clockwork.NewRealClock(), cfg.Offset}
-	opts := []gocron.SchedulerOption{gocron.WithClock(clock)}
-	switch cfg.Mode {
-	case "locker":
-		opts = append(opts, gocron.WithDistributedLocker(gocronlock.NewLocker(c, lockerMinHold, locker.WithTTL(lockerTTL))))
-	case "elector":
-		el, err := gocronlock.NewElector(ctx, c.Election(gocronlock.KeyPrefix+"leader", locker.WithTTL(electorTTL)), cfg.ID, electorSettle)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, gocron.WithDistributedElector(el))
-	default:
-		return fmt.Errorf("unknown mode %q", cfg.Mode)
+	guard, err := guardOption(ctx, cfg, c)
+	if err != nil {
+		return err
 	}
-	s, err := gocron.NewScheduler(opts...)
+	s, err := gocron.NewScheduler(gocron.WithClock(clock), guard)
 	if err != nil {
 		return err
 	}
@@ -149,6 +140,22 @@ func runReplica(cfg replicaConfig) error {
 	return nil
 }
 
+// guardOption returns the scheduler option of cfg.Mode: a Locker or an
+// Elector over c.
+func guardOption(ctx context.Context, cfg replicaConfig, c *locker.Client) (gocron.SchedulerOption, error) {
+	switch cfg.Mode {
+	case "locker":
+		return gocron.WithDistributedLocker(gocronlock.NewLocker(c, lockerMinHold, locker.WithTTL(lockerTTL))), nil
+	case "elector":
+		el, err := gocronlock.NewElector(ctx, c.Election(gocronlock.KeyPrefix+"leader", locker.WithTTL(electorTTL)), cfg.ID, electorSettle)
+		if err != nil {
+			return nil, err
+		}
+		return gocron.WithDistributedElector(el), nil
+	}
+	return nil, fmt.Errorf("unknown mode %q", cfg.Mode)
+}
+
 // TestReplicas is the scheduled-job test of issue 32: three schedulers in
 // processes of their own, on Redis, with clocks 30ms behind, exact and
 // 30ms ahead, run a job every second for 20 ticks (8 with -short); the
@@ -175,94 +182,114 @@ func TestReplicas(t *testing.T) {
 	}
 }
 
+// A run is one scenario of TestReplicas: its replicas and their ticks.
+type run struct {
+	t           *testing.T
+	rdb         *redis.Client
+	prefix      string // of every Redis key of the run
+	first, last time.Time
+	offsets     []time.Duration
+	procs       []*exec.Cmd
+	outs        []*bytes.Buffer
+	exits       []error
+	wg          sync.WaitGroup
+}
+
+var offsets = []time.Duration{-30 * time.Millisecond, 0, 30 * time.Millisecond}
+
 func runReplicas(t *testing.T, addr, mode string, ticks int, grace time.Duration) {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
 	var rb [6]byte
 	rand.Read(rb[:])
-	prefix := "gocronlock-test-" + hex.EncodeToString(rb[:]) + ":"
-	defer func() {
-		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
-		}
-	}()
-
 	// Ticks first..last are counted; the replicas start 2s before the
 	// first and stop 1.5s after the last.
 	first := time.Now().Truncate(time.Second).Add(3 * time.Second)
-	last := first.Add(time.Duration(ticks-1) * time.Second)
-	offsets := []time.Duration{-30 * time.Millisecond, 0, 30 * time.Millisecond}
-	procs := make([]*exec.Cmd, len(offsets))
-	outs := make([]*bytes.Buffer, len(offsets))
-	for i, off := range offsets {
-		js, _ := json.Marshal(replicaConfig{Addr: addr, Prefix: prefix, Mode: mode, ID: strconv.Itoa(i),
-			Offset: off, Until: last.Add(1500 * time.Millisecond)})
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envReplica+"="+string(js))
-		outs[i] = new(bytes.Buffer)
-		cmd.Stdout, cmd.Stderr = outs[i], outs[i]
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs[i] = cmd
-	}
-	var wg sync.WaitGroup
-	exits := make([]error, len(procs))
-	for i, p := range procs {
-		wg.Go(func() { exits[i] = p.Wait() })
-	}
-	defer func() {
-		for _, p := range procs {
-			p.Process.Kill()
-		}
-		wg.Wait()
-	}()
+	r := &run{t: t, rdb: redis.NewClient(&redis.Options{Addr: addr}), prefix: "gocronlock-test-" + hex.EncodeToString(rb[:]) + ":",
+		first: first, last: first.Add(time.Duration(ticks-1) * time.Second)}
+	defer r.cleanUp()
+	r.start(addr, mode)
 
 	// Kill the replica that ran the middle tick, 150ms after it.
-	ctx := context.Background()
 	middle := first.Add(time.Duration(ticks/2) * time.Second)
 	time.Sleep(time.Until(middle.Add(150 * time.Millisecond)))
-	ran, err := rdb.LRange(ctx, runsKey(prefix, middle.Unix()), 0, -1).Result()
-	if err != nil || len(ran) == 0 {
-		t.Fatalf("nobody ran the middle tick %d by 150ms after it: %q, %v", middle.Unix(), ran, err)
+	victim := r.runners(middle)
+	if len(victim) == 0 {
+		t.Fatalf("nobody ran the middle tick %d by 150ms after it", middle.Unix())
 	}
-	victim, _ := strconv.Atoi(ran[0])
+	v, _ := strconv.Atoi(victim[0])
 	killed := time.Now()
-	if err := procs[victim].Process.Signal(syscall.SIGKILL); err != nil {
+	if err := r.procs[v].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
-	for i, err := range exits {
-		if i == victim {
-			continue
-		}
-		if err != nil {
-			t.Errorf("replica %d (clock %v): %v\n%s", i, offsets[i], err, outs[i])
+	r.wg.Wait()
+	for i, err := range r.exits {
+		if i != v && err != nil {
+			t.Errorf("replica %d (clock %v): %v\n%s", i, offsets[i], err, r.outs[i])
 		}
 	}
+	lost, byReplica := r.count(killed, grace)
+	t.Logf("%s: %d ticks, %d run, %d lost %v after replica %d (clock %v) was killed 150ms after tick %d; runs by replica: %v",
+		mode, ticks, ticks-len(lost), len(lost), lost, v, offsets[v], middle.Unix(), byReplica)
+}
 
-	// Count.
-	byReplica := map[string]int{}
-	var lost []int64
-	for tick := first; !tick.After(last); tick = tick.Add(time.Second) {
-		ran, err := rdb.LRange(ctx, runsKey(prefix, tick.Unix()), 0, -1).Result()
-		if err != nil {
-			t.Fatal(err)
+// start starts a replica per clock offset.
+func (r *run) start(addr, mode string) {
+	r.exits = make([]error, len(offsets))
+	for i, off := range offsets {
+		js, _ := json.Marshal(replicaConfig{Addr: addr, Prefix: r.prefix, Mode: mode, ID: strconv.Itoa(i),
+			Offset: off, Until: r.last.Add(1500 * time.Millisecond)})
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envReplica+"="+string(js))
+		out := new(bytes.Buffer)
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Start(); err != nil {
+			r.t.Fatal(err)
 		}
+		r.procs, r.outs = append(r.procs, cmd), append(r.outs, out)
+		r.wg.Go(func() { r.exits[i] = cmd.Wait() })
+	}
+}
+
+// cleanUp kills what is left of the replicas and deletes the run's keys.
+func (r *run) cleanUp() {
+	for _, p := range r.procs {
+		p.Process.Kill()
+	}
+	r.wg.Wait()
+	ctx := context.Background()
+	if keys, _ := r.rdb.Keys(ctx, r.prefix+"*").Result(); len(keys) > 0 {
+		r.rdb.Del(ctx, keys...)
+	}
+	r.rdb.Close()
+}
+
+// runners returns the IDs of the replicas that ran tick, in order.
+func (r *run) runners(tick time.Time) []string {
+	ran, err := r.rdb.LRange(context.Background(), runsKey(r.prefix, tick.Unix()), 0, -1).Result()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return ran
+}
+
+// count checks that every tick ran once, but those within grace after
+// killed, which ran at most once. It returns the ticks lost and the runs
+// of each replica.
+func (r *run) count(killed time.Time, grace time.Duration) (lost []int64, byReplica map[string]int) {
+	byReplica = map[string]int{}
+	for tick := r.first; !tick.After(r.last); tick = tick.Add(time.Second) {
+		ran := r.runners(tick)
 		for _, id := range ran {
 			byReplica[id]++
 		}
 		switch {
 		case len(ran) > 1:
-			t.Errorf("tick %d ran %d times, by replicas %q", tick.Unix(), len(ran), ran)
+			r.t.Errorf("tick %d ran %d times, by replicas %q", tick.Unix(), len(ran), ran)
 		case len(ran) == 0:
 			lost = append(lost, tick.Unix())
 			if tick.Before(killed) || tick.Sub(killed) > grace {
-				t.Errorf("tick %d did not run (%v after the kill; only ticks within %v may be lost)", tick.Unix(), tick.Sub(killed).Round(time.Millisecond), grace)
+				r.t.Errorf("tick %d did not run (%v after the kill; only ticks within %v may be lost)", tick.Unix(), tick.Sub(killed).Round(time.Millisecond), grace)
 			}
 		}
 	}
-	t.Logf("%s: %d ticks, %d run, %d lost %v after replica %d (clock %v) was killed 150ms after tick %d; runs by replica: %v",
-		mode, ticks, ticks-len(lost), len(lost), lost, victim, offsets[victim], middle.Unix(), byReplica)
+	return lost, byReplica
 }

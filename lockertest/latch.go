@@ -3,6 +3,7 @@ package lockertest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,68 +27,91 @@ func testLeaderLatch(e *env) {
 	e.latchLoss()
 }
 
+// latchPool is the state of latchHandoff: a latch per Client, restarted
+// after each resignation, and the terms they were elected with.
+type latchPool struct {
+	e       *env
+	cs      []*locker.Client
+	key     string
+	elected chan int // the index of each latch elected
+
+	mu      sync.Mutex
+	latches []*locker.LeaderLatch
+	cancels []context.CancelFunc
+	term    locker.Token // the last
+	terms   int
+}
+
+// start starts latch i, on Client i.
+func (p *latchPool) start(i int) {
+	e := p.e
+	ctx, cancel := context.WithCancel(e.ctx)
+	var l *locker.LeaderLatch
+	onElected := func(h *locker.Hold) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for j, o := range p.latches {
+			if o != nil && o != l && o.IsLeader() {
+				e.errorf("latch %d elected (term %d) while latch %d still reports IsLeader", i, h.Token(), j)
+			}
+		}
+		if h.Token() <= p.term {
+			e.errorf("latch %d elected with term %d, not above the last term %d", i, h.Token(), p.term)
+		}
+		p.term = h.Token()
+		p.terms++
+		p.elected <- i
+	}
+	p.mu.Lock() // l is set before onElected reads it
+	defer p.mu.Unlock()
+	var err error
+	l, err = p.cs[i].Election(p.key).Latch(ctx, "latch", locker.OnElected(onElected))
+	if err != nil {
+		cancel()
+		e.t.Fatalf("Election.Latch: %v", err)
+	}
+	p.latches[i], p.cancels[i] = l, cancel
+}
+
+// stop stops every latch and waits for them.
+func (p *latchPool) stop() {
+	p.mu.Lock() // not held while waiting: OnElected takes it
+	latches, cancels := slices.Clone(p.latches), slices.Clone(p.cancels)
+	p.mu.Unlock()
+	for i, cancel := range cancels {
+		if cancel != nil {
+			cancel()
+			<-latches[i].Done()
+		}
+	}
+}
+
+// next waits for the next election and returns the latch elected and the
+// function that stops it.
+func (p *latchPool) next(round int) (int, *locker.LeaderLatch, context.CancelFunc) {
+	var i int
+	select {
+	case i = <-p.elected:
+	case <-time.After(budget / 3):
+		p.e.t.Fatalf("round %d: no latch was elected within %v", round, budget/3)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return i, p.latches[i], p.cancels[i]
+}
+
 // latchHandoff runs latches on three Clients and makes the leader resign,
 // latchRounds times, starting a new latch in its place each time.
 func (e *env) latchHandoff() {
 	cs := e.clients(3)
-	key := e.key("k")
-	var (
-		mu      sync.Mutex
-		latches = make([]*locker.LeaderLatch, len(cs))
-		cancels = make([]context.CancelFunc, len(cs))
-		term    locker.Token
-		terms   int
-	)
-	elected := make(chan int, 2*latchRounds+len(cs))
-	start := func(i int) {
-		ctx, cancel := context.WithCancel(e.ctx)
-		var l *locker.LeaderLatch
-		onElected := func(h *locker.Hold) {
-			mu.Lock()
-			defer mu.Unlock()
-			for j, o := range latches {
-				if o != nil && o != l && o.IsLeader() {
-					e.errorf("latch %d elected (term %d) while latch %d still reports IsLeader", i, h.Token(), j)
-				}
-			}
-			if h.Token() <= term {
-				e.errorf("latch %d elected with term %d, not above the last term %d", i, h.Token(), term)
-			}
-			term = h.Token()
-			terms++
-			elected <- i
-		}
-		mu.Lock() // l is set before onElected reads it
-		defer mu.Unlock()
-		var err error
-		l, err = cs[i].Election(key).Latch(ctx, "latch", locker.OnElected(onElected))
-		if err != nil {
-			cancel()
-			e.t.Fatalf("Election.Latch: %v", err)
-		}
-		latches[i], cancels[i] = l, cancel
-	}
+	p := &latchPool{e: e, cs: cs, key: e.key("k"), elected: make(chan int, 2*latchRounds+len(cs)),
+		latches: make([]*locker.LeaderLatch, len(cs)), cancels: make([]context.CancelFunc, len(cs))}
 	for i := range cs {
-		start(i)
+		p.start(i)
 	}
-	defer func() {
-		for _, cancel := range cancels {
-			cancel()
-		}
-		for _, l := range latches {
-			<-l.Done()
-		}
-	}()
+	defer p.stop()
 	for round := 0; round <= latchRounds; round++ {
-		var i int
-		select {
-		case i = <-elected:
-		case <-time.After(budget / 3):
-			e.t.Fatalf("round %d: no latch was elected within %v", round, budget/3)
-		}
-		mu.Lock()
-		l, cancel := latches[i], cancels[i]
-		mu.Unlock()
+		i, l, cancel := p.next(round)
 		if !l.IsLeader() || l.Leadership() == nil {
 			e.t.Fatalf("latch %d: IsLeader %v, Leadership %v after OnElected; want true and its Hold", i, l.IsLeader(), l.Leadership())
 		}
@@ -106,14 +130,45 @@ func (e *env) latchHandoff() {
 		if err := l.Err(); !errors.Is(err, context.Canceled) {
 			e.t.Errorf("LeaderLatch.Err after its context was cancelled = %v; want an error wrapping context.Canceled", err)
 		}
-		start(i)
+		p.start(i)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e.t.Logf("%d terms, the last %d", p.terms, p.term)
+	if p.terms != latchRounds+1 {
+		e.t.Errorf("%d terms for %d resignations; want %d", p.terms, latchRounds, latchRounds+1)
+	}
+}
+
+// watchedLatch is a latch whose changes are sent on channels.
+type watchedLatch struct {
+	*locker.LeaderLatch
+	elected chan *locker.Hold
+	ousted  chan error
+}
+
+// watchLatch starts a latch on c for key, checking that IsLeader is false
+// whenever it is ousted.
+func (e *env) watchLatch(ctx context.Context, c *locker.Client, key string) *watchedLatch {
+	w := &watchedLatch{elected: make(chan *locker.Hold, 4), ousted: make(chan error, 4)}
+	var mu sync.Mutex // w.LeaderLatch is set before OnOusted reads it
 	mu.Lock()
 	defer mu.Unlock()
-	e.t.Logf("%d terms, the last %d", terms, term)
-	if terms != latchRounds+1 {
-		e.t.Errorf("%d terms for %d resignations; want %d", terms, latchRounds, latchRounds+1)
+	l, err := c.Election(key).Latch(ctx, "latch",
+		locker.OnElected(func(h *locker.Hold) { w.elected <- h }),
+		locker.OnOusted(func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if w.IsLeader() {
+				e.errorf("IsLeader true in OnOusted")
+			}
+			w.ousted <- err
+		}))
+	if err != nil {
+		e.t.Fatalf("Election.Latch: %v", err)
 	}
+	w.LeaderLatch = l
+	return w
 }
 
 // latchLoss takes the leadership away from a latch behind its back and
@@ -125,35 +180,9 @@ func (e *env) latchLoss() {
 	key := e.key("lost")
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
-	elected := make(chan *locker.Hold, 4)
-	ousted := make(chan error, 4)
-	var (
-		l   *locker.LeaderLatch
-		err error
-		mu  sync.Mutex // l is set before OnOusted reads it
-	)
-	mu.Lock()
-	l, err = c.Election(key).Latch(ctx, "latch",
-		locker.OnElected(func(h *locker.Hold) { elected <- h }),
-		locker.OnOusted(func(err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if l.IsLeader() {
-				e.errorf("IsLeader true in OnOusted")
-			}
-			ousted <- err
-		}))
-	mu.Unlock()
-	if err != nil {
-		e.t.Fatalf("Election.Latch: %v", err)
-	}
+	l := e.watchLatch(ctx, c, key)
 	wait := 2*e.medium + expiryGrace
-	var h1 *locker.Hold
-	select {
-	case h1 = <-elected:
-	case <-time.After(budget / 3):
-		e.t.Fatalf("a lone latch was not elected within %v", budget/3)
-	}
+	h1 := e.nextLeadership(l, "a lone latch was not elected")
 	if n, err := in.ForceRelease(e.ctx, key); err != nil || n < 1 {
 		e.t.Fatalf("Inspector.ForceRelease of the leader's key = %d, %v; want at least 1, nil", n, err)
 	}
@@ -167,29 +196,22 @@ func (e *env) latchLoss() {
 		e.t.Errorf("Leadership after the loss is the lost term %d", h1.Token())
 	}
 	select {
-	case err := <-ousted:
+	case err := <-l.ousted:
 		if !errors.Is(err, locker.ErrLost) {
 			e.t.Errorf("OnOusted(%v) after the leadership was taken away; want an error wrapping ErrLost", err)
 		}
 	case <-time.After(wait):
 		e.t.Fatalf("OnOusted not called within %v of the loss", wait)
 	}
-	select {
-	case h2 := <-elected:
-		if h2.Token() <= h1.Token() {
-			e.t.Errorf("re-elected with term %d, not above the lost term %d", h2.Token(), h1.Token())
-		}
-		if !l.IsLeader() {
-			e.t.Errorf("IsLeader false after re-election")
-		}
-		e.t.Logf("term %d lost, re-elected with term %d", h1.Token(), h2.Token())
-	case <-time.After(budget / 3):
-		e.t.Fatalf("the latch was not re-elected within %v of its loss", budget/3)
+	h2 := e.nextLeadership(l, "the latch was not re-elected after its loss")
+	if h2.Token() <= h1.Token() {
+		e.t.Errorf("re-elected with term %d, not above the lost term %d", h2.Token(), h1.Token())
 	}
+	e.t.Logf("term %d lost, re-elected with term %d", h1.Token(), h2.Token())
 	cancel()
 	<-l.Done()
 	select {
-	case err := <-ousted:
+	case err := <-l.ousted:
 		if err != nil {
 			e.t.Errorf("OnOusted(%v) when the latch's context ended; want nil", err)
 		}
@@ -197,4 +219,23 @@ func (e *env) latchLoss() {
 		e.t.Errorf("OnOusted not called when the latch resigned at the end of its context")
 	}
 	e.expectFree(e.driver(), key, driver.Exclusive, "after the latch stopped")
+}
+
+// nextLeadership waits for l's next election, and fails with what
+// otherwise.
+func (e *env) nextLeadership(l *watchedLatch, what string) *locker.Hold {
+	select {
+	case h := <-l.elected:
+		if lead := l.Leadership(); lead != h && h.Err() == nil {
+			select {
+			case <-h.Done():
+			default:
+				e.t.Errorf("Leadership() = %v while the Hold OnElected reported still holds", lead)
+			}
+		}
+		return h
+	case <-time.After(budget / 3):
+		e.t.Fatalf("%s within %v", what, budget/3)
+	}
+	return nil
 }
