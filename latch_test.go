@@ -3,6 +3,7 @@ package locker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -21,15 +22,8 @@ func TestLeaderLatch_Handoff(t *testing.T) {
 		defer c1.Close(bg)
 		defer c2.Close(bg)
 
-		var (
-			mu     sync.Mutex
-			events []string
-		)
-		event := func(s string) {
-			mu.Lock()
-			events = append(events, s)
-			mu.Unlock()
-		}
+		var log eventLog
+		event := log.add
 		ctx1, cancel1 := context.WithCancel(bg)
 		defer cancel1()
 		l1, err := c1.Election("e").Latch(ctx1, "one",
@@ -71,21 +65,31 @@ func TestLeaderLatch_Handoff(t *testing.T) {
 			t.Fatalf("second leader %v, %v; want a term above %d", h2, err, h1.Token())
 		}
 		synctest.Wait() // for OnElected, which runs after Await returns
-		mu.Lock()
-		defer mu.Unlock()
-		want := []string{"one elected", "one ousted: <nil>", "two elected"}
-		if len(events) != len(want) {
-			t.Fatalf("events %q; want %q", events, want)
-		}
-		for i := range want {
-			if events[i] != want[i] {
-				t.Fatalf("events %q; want %q", events, want)
-			}
+		if got, want := log.String(), "one elected; one ousted: <nil>; two elected"; got != want {
+			t.Errorf("events: %s; want %s", got, want)
 		}
 		if _, err := l1.Await(bg); !errors.Is(err, context.Canceled) {
 			t.Errorf("Await on a stopped latch: %v; want its error", err)
 		}
 	})
+}
+
+// eventLog records events from several goroutines.
+type eventLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (l *eventLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, s)
+}
+
+func (l *eventLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.events, "; ")
 }
 
 func errString(err error) string {
