@@ -76,11 +76,11 @@ func OnOusted(f func(err error)) LatchOption {
 // returns at once; an Election with a latch must not be used for other
 // campaigns. Campaign errors other than the end of ctx go to the error
 // handler (WithErrorHandler) and are retried after the Client's backoff
-// delays (WithBackoff), except permanent ones (a closed backend client),
-// which stop the latch (see Err).
+// delays (WithBackoff), except those no retry can cure (a closed backend
+// client: driver.Permanent), which stop the latch (see Err).
 //
-// Latch returns an error for a nil ctx, a bad value, a driver without
-// elections, or a closed Client.
+// Latch returns an error for a nil ctx, a bad key, value or option, a
+// driver without elections, or a closed Client.
 func (e *Election) Latch(ctx context.Context, value string, opts ...LatchOption) (*LeaderLatch, error) {
 	const op = "latch"
 	if ctx == nil {
@@ -88,6 +88,9 @@ func (e *Election) Latch(ctx context.Context, value string, opts ...LatchOption)
 	}
 	if err := e.check(op); err != nil {
 		return nil, err
+	}
+	if err := validateKey(e.key); err != nil {
+		return nil, opError(op, e.key, err)
 	}
 	if err := e.cfg.validate(e.c.drv); err != nil {
 		return nil, opError(op, e.key, err)
@@ -190,9 +193,14 @@ func (l *LeaderLatch) set(h *Hold) {
 	l.mu.Unlock()
 }
 
+// stop records why the latch stopped: err, as an *Error of the latch
+// unless it is one of the campaign already.
 func (l *LeaderLatch) stop(err error) {
+	if le := (*Error)(nil); !errors.As(err, &le) {
+		err = opError("latch", l.e.key, err)
+	}
 	l.mu.Lock()
-	l.err = opError("latch", l.e.key, err)
+	l.err = err
 	l.mu.Unlock()
 }
 
@@ -211,9 +219,7 @@ func (l *LeaderLatch) run(ctx context.Context) error {
 				cancel()
 			}
 			return ctx.Err()
-		case errors.Is(err, ErrClosed):
-			return ErrClosed
-		case driver.IsPermanent(err):
+		case isFinal(err): // closed, a permanent backend error, bad input
 			return err
 		case err != nil:
 			e.cfg.reportError(err)

@@ -213,3 +213,39 @@ func TestLeaderLatch_Unsupported(t *testing.T) {
 		t.Errorf("Latch(nil ctx): %v; want ErrNilContext", err)
 	}
 }
+
+// TestLeaderLatch_Errors: transient campaign errors are reported and
+// retried; a closed backend client stops the latch with its permanent
+// error; a bad key is refused at once.
+func TestLeaderLatch_Errors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memdriver.NewBackend()
+		d := b.Driver()
+		var reported eventLog
+		c := locker.New(d, locker.WithErrorHandler(func(err error) { reported.add(err.Error()) }))
+		defer c.Close(context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+
+		d.FailNext(3, errors.New("connection reset"))
+		l, err := c.Election("e").Latch(ctx, "v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Await(ctx); err != nil {
+			t.Fatalf("Await after 3 transient errors: %v", err)
+		}
+		if got := reported.String(); !strings.Contains(got, "connection reset") {
+			t.Errorf("errors reported: %q; want the transient ones", got)
+		}
+		d.Close()
+		<-l.Done()
+		if err := l.Err(); !driver.IsPermanent(err) {
+			t.Errorf("Err after the backend client closed = %v; want its permanent error", err)
+		}
+
+		if _, err := c.Election("").Latch(ctx, "v"); !errors.Is(err, locker.ErrInvalidKey) {
+			t.Errorf("Latch with an empty key: %v; want ErrInvalidKey", err)
+		}
+	})
+}
