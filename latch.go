@@ -130,20 +130,32 @@ func (c *Client) goBackground(f func()) bool {
 	return true
 }
 
-// IsLeader reports whether the latch leads the election now. It takes no
-// lock shared with the backend calls and never waits.
-func (l *LeaderLatch) IsLeader() bool {
-	h := l.cur.Load()
-	return h != nil && h.live() == nil
-}
+// IsLeader reports whether the latch leads the election now: it has been
+// elected, has not resigned, and the leadership is neither lost nor past
+// its local deadline (even if the watchdog, delayed on a busy machine, has
+// not yet declared the loss). It never waits for the backend.
+func (l *LeaderLatch) IsLeader() bool { return l.Leadership() != nil }
 
 // Leadership returns the Hold of the current leadership, whose Token is
-// the term (for fencing, see Guard), or nil when the latch does not lead.
+// the term (for fencing, see Guard), or nil when the latch does not lead
+// (see IsLeader).
 func (l *LeaderLatch) Leadership() *Hold {
-	if h := l.cur.Load(); h != nil && h.live() == nil {
+	if h := l.cur.Load(); h != nil && h.live() == nil && h.beforeDeadline() {
 		return h
 	}
 	return nil
+}
+
+// beforeDeadline reports whether h's local deadline (the last confirmed
+// renewal plus the TTL less the safety margin) is still ahead. The
+// watchdog declares the loss at that deadline, unless its goroutine runs
+// late.
+func (h *Hold) beforeDeadline() bool {
+	w := &h.c.wd
+	w.mu.Lock()
+	d := h.deadline
+	w.mu.Unlock()
+	return time.Now().Before(d)
 }
 
 // Await waits until the latch leads and returns its leadership. It
