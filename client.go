@@ -174,16 +174,16 @@ func (c *Client) releaseAll(ctx context.Context, holds []*Hold) []error {
 	var wg sync.WaitGroup
 	for i, h := range holds {
 		h.end(stateClosed, ErrClosed)
-		if until := h.keepUntil(); !until.IsZero() {
-			// WithMinHold: Close does not shorten it.
-			c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rctx, cancel := cleanupContext(ctx, h.ttl)
 			defer cancel()
+			if until, ok := h.keepLease(rctx, "close"); ok {
+				// WithMinHold: Close does not shorten it.
+				c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
+				return
+			}
 			if err := c.drv.Release(rctx, h.lease); err != nil && !errors.Is(err, driver.ErrNotHeld) {
 				errs[i] = opError("close", h.lease.Key, err)
 			}

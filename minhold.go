@@ -33,7 +33,10 @@ import (
 // d must be positive and no longer than the TTL minus the safety margin
 // (a tenth of the TTL, at least 20ms), so that the lease granted lasts
 // until then on its own: ErrInvalidOption otherwise, reported by the
-// first lock call. A hold that is lost is not kept.
+// first lock call. A hold that is lost is not kept. The minimum hold
+// counts from when the grant was received, the latest moment it can have
+// been made, so it lasts at least d on the backend whatever the request's
+// latency.
 func WithMinHold(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -52,27 +55,52 @@ func (c *config) validateMinHold() error {
 }
 
 // keepUntil reports until when a release of h now must leave its lease on
-// the backend: the end of its minimum hold, or the zero time when the
-// release may go ahead.
+// the backend: the end of its minimum hold, counted from when the grant
+// was received (the latest moment it can have been made), or the zero
+// time when the release may go ahead.
 func (h *Hold) keepUntil() time.Time {
 	if h.cfg.minHold <= 0 {
 		return time.Time{}
 	}
-	until := h.granted.Add(h.cfg.minHold)
+	until := h.received.Add(h.cfg.minHold)
 	if !time.Now().Before(until) {
 		return time.Time{}
 	}
 	return until
 }
 
-// linger ends h as released for its caller and releases its lease on the
-// backend at until. The watchdog has let go of h: the lease granted, or
-// last renewed, after h.granted lasts at least a TTL, longer than until
-// (validateMinHold).
-func (h *Hold) linger(until time.Time) {
-	if h.end(stateReleased, nil) { // else Close ended h first, and releases it
-		h.c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
+// keepLease makes sure that the lease of h, which the watchdog has let
+// go, lasts until the end of its minimum hold, and returns that end. It
+// reports false when there is nothing to keep: no minimum hold left, or
+// the lease is gone; the caller then releases h as usual. The lease lasts
+// until h's local deadline at least; when the hold must last longer (an
+// acquire that took long, a driver that counts the grant from before its
+// request), one Refresh extends it. If that Refresh fails otherwise than
+// with ErrNotHeld, the lease is kept for as long as it lasts, and the
+// error reported.
+func (h *Hold) keepLease(ctx context.Context, op string) (time.Time, bool) {
+	until := h.keepUntil()
+	if until.IsZero() {
+		return until, false
 	}
+	w := &h.c.wd
+	w.mu.Lock()
+	deadline := h.deadline
+	w.mu.Unlock()
+	if until.Before(deadline) {
+		return until, true
+	}
+	err := ctx.Err()
+	if err == nil {
+		_, err = h.c.drv.Refresh(ctx, h.lease) // TTL from now: past until (validateMinHold)
+	}
+	switch {
+	case errors.Is(err, driver.ErrNotHeld):
+		return time.Time{}, false
+	case err != nil:
+		h.cfg.reportError(opError(op, h.lease.Key, fmt.Errorf("extending the lease to the end of its minimum hold: %w", err)))
+	}
+	return until, true
 }
 
 // releaseAt releases l at until, in the background, for a hold whose

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
 )
 
@@ -228,4 +229,56 @@ func onceInBubble(t *testing.T, ticks int, opts []locker.Option) []int {
 		wg.Wait()
 	})
 	return runs
+}
+
+// slowGrant is a driver whose grants reach the caller late: the backend
+// counts the lease from before the caller learns of it.
+type slowGrant struct {
+	*memdriver.Driver
+	delay     time.Duration
+	refreshes int
+}
+
+func (s *slowGrant) TryAcquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
+	l, err := s.Driver.TryAcquire(ctx, r)
+	time.Sleep(s.delay)
+	return l, err
+}
+
+func (s *slowGrant) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	s.refreshes++
+	return s.Driver.Refresh(ctx, l)
+}
+
+// TestMinHold_SlowGrant: a grant received 200ms after the backend made it
+// is kept for the minimum hold from its receipt (900ms of a 1s TTL), past
+// the lease the backend granted, which one Refresh at the release extends.
+func TestMinHold_SlowGrant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memdriver.NewBackend()
+		ctx := context.Background()
+		d := &slowGrant{Driver: b.Driver(), delay: 200 * time.Millisecond}
+		c := locker.New(d, locker.WithTTL(time.Second), locker.WithMinHold(900*time.Millisecond))
+		defer c.Close(ctx)
+		start := time.Now()
+		h, err := c.Mutex("k").TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d.refreshes != 1 {
+			t.Errorf("%d refreshes at the release; want 1, to extend the lease past the backend's 1s", d.refreshes)
+		}
+		time.Sleep(start.Add(1099 * time.Millisecond).Sub(time.Now()))
+		if !held(b, "k") {
+			t.Errorf("key free %v after the backend granted it; want it held until 200ms+900ms", time.Since(start))
+		}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if held(b, "k") {
+			t.Error("key still held after the minimum hold")
+		}
+	})
 }
