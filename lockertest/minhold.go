@@ -14,7 +14,7 @@ import (
 // (a TryAcquire that returns before then is refused), and the key is
 // granted to a waiter soon after. Close returns without waiting for it.
 func testMinHold(e *env) {
-	d := e.medium
+	d := min(e.medium, e.long/2) // within the TTL less the safety margin
 	cs := e.clients(2)
 	other := cs[1].Mutex(e.key("released"))
 
