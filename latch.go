@@ -17,13 +17,15 @@ import (
 // that code asks IsLeader ("am I the leader now?") instead of running a
 // campaign loop and selecting on Done. Election.Latch starts one.
 //
-// IsLeader is false from the moment a loss is detected (the watchdog's
-// local deadline, a renewal the backend refuses, a loss the backend
-// reports), before the backend can elect anyone else, and false before a
-// resignation reaches the backend: two latches of one election never
-// both report true, whatever their processes, unless the backend takes
-// the leadership away by force (Inspector.ForceRelease), which a leader
-// learns at its next renewal.
+// IsLeader is false from the moment a loss is detected (a renewal the
+// backend refuses, a loss the backend reports) or the leadership's local
+// deadline passes, before the backend can elect anyone else, and false
+// before a resignation reaches the backend: two latches of one election
+// never both report true, whatever their processes, unless the backend
+// takes the leadership away by force (Inspector.ForceRelease), which a
+// leader learns at its next renewal. What a leader does after asking can
+// still outlast its leadership (a pause, a slow job): fence it with the
+// term (Leadership's Token).
 //
 // OnElected and OnOusted add functions called at each change, in order,
 // from the latch's goroutine. A LeaderLatch is safe for concurrent use.
