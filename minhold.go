@@ -92,7 +92,9 @@ func (h *Hold) keepLease(ctx context.Context, op string) (time.Time, bool) {
 	}
 	err := ctx.Err()
 	if err == nil {
-		_, err = h.c.drv.Refresh(ctx, h.lease) // TTL from now: past until (validateMinHold)
+		rctx, cancel := cleanupContext(ctx, h.ttl) // bounded, like a release
+		_, err = h.c.drv.Refresh(rctx, h.lease)    // TTL from now: past until (validateMinHold)
+		cancel()
 	}
 	switch {
 	case errors.Is(err, driver.ErrNotHeld):
