@@ -297,7 +297,9 @@ func (k *contention) refused(err error) result {
 			}
 			return again()
 		}
-		k.o.cfg.reportError(opError(k.o.op, k.o.key, fmt.Errorf("subscribe: %w", serr)))
+		if k.ctx.Err() == nil { // else the call is over: nothing to report
+			k.o.cfg.reportError(opError(k.o.op, k.o.key, fmt.Errorf("subscribe: %w", serr)))
+		}
 	}
 	if k.joinQueue() {
 		k.queued, k.dirty = true, true

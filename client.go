@@ -46,7 +46,8 @@ type Client struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	// bg counts the goroutines of Election.Observe; Close waits for them.
+	// bg counts the goroutines of Election.Observe and LeaderLatch; Close
+	// waits for them.
 	bg sync.WaitGroup
 
 	mu     sync.Mutex
@@ -145,7 +146,8 @@ func (c *Client) config(opts []Option) config {
 // error, and ends every hold c granted: their Done channels close, their
 // Err reports ErrClosed, and their leases are released on the backend,
 // concurrently. It then waits for c's background work (cleanups, renewals
-// on their way) to end.
+// on their way) to end. A hold with a minimum hold (WithMinHold) that has
+// not passed keeps its lease until then, and Close does not wait for it.
 //
 // Close returns by ctx's deadline: what is not done by then goes on in
 // the background (a lease not released expires after its TTL) and Close
@@ -201,6 +203,11 @@ func (c *Client) releaseAll(ctx context.Context, holds []*Hold) []error {
 			defer wg.Done()
 			rctx, cancel := cleanupContext(ctx, h.ttl)
 			defer cancel()
+			if until, ok := h.keepLease(rctx, "close"); ok {
+				// WithMinHold: Close does not shorten it.
+				c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
+				return
+			}
 			if err := c.drv.Release(rctx, h.lease); err != nil && !errors.Is(err, driver.ErrNotHeld) {
 				errs[i] = opError("close", h.lease.Key, err)
 			}

@@ -108,8 +108,9 @@
 //     n fails with ErrLimitMismatch instead of oversubscribing.
 //   - Client.Election(key): Campaign(ctx, value) returns leadership as a
 //     hold whose token is the term, strictly greater than every earlier
-//     leader's; Resign, Leader and Observe. A leader whose lease cannot be
-//     renewed learns it before a successor can be elected.
+//     leader's; Resign, Leader and Observe; Latch keeps campaigning (see
+//     "Scheduled jobs"). A leader whose lease cannot be renewed learns it
+//     before a successor can be elected.
 //   - Client.MultiLock(keys, opts...): every key or none, locked in sorted order
 //     so that overlapping sets never deadlock; one MultiHold with a token
 //     per key, whose Done closes when any part ends.
@@ -126,6 +127,30 @@
 // MultiLock works on every driver; Semaphore and Election need a driver
 // that can count shared holds and keep a value with a hold, and fail with
 // an error wrapping errors.ErrUnsupported on one that cannot.
+//
+// # Scheduled jobs
+//
+// A job scheduled on every replica of a service must run once per tick,
+// yet replicas' clocks disagree by milliseconds: with a plain lock, a
+// replica whose clock is late takes the key after the first has finished
+// and runs the tick again. Two recipes avoid it, for any scheduler:
+//
+//   - Once per tick: lock a key named by the job and its scheduled time,
+//     cron/<job>/<tick in unix seconds>, with TryAcquire and
+//     WithMinHold(d) (d within the TTL): the key stays held for d after
+//     the grant even when the job ends sooner, and Client.Close does not
+//     shorten it, so a late replica finds it held and skips the tick. d
+//     must exceed the clock disagreement plus scheduling jitter (seconds
+//     are plenty: the key is never wanted again). One key per job,
+//     without the tick, works too if d is also shorter than the interval
+//     between ticks (ShedLock's lockAtLeastFor).
+//   - One leader: Election.Latch starts a LeaderLatch that campaigns for
+//     the life of a context and campaigns again after a loss; the
+//     scheduler asks IsLeader at each tick. A leader that dies is replaced
+//     within its TTL; the ticks in between run nowhere.
+//
+// Module github.com/go-locker/locker/gocronlock implements both for
+// github.com/go-co-op/gocron/v2 (its Locker and Elector).
 //
 // # Guarantees
 //

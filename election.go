@@ -139,20 +139,13 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	if err := e.check(op); err != nil {
 		return nil, err
 	}
-	c := e.c
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, opError(op, e.key, ErrClosed)
-	}
-	c.bg.Add(1)
-	c.mu.Unlock()
 	ch := make(chan Leader)
-	go func() {
-		defer c.bg.Done()
+	if !e.c.goBackground(func() {
 		defer close(ch)
 		e.observe(ctx, ch)
-	}()
+	}) {
+		return nil, opError(op, e.key, ErrClosed)
+	}
 	return ch, nil
 }
 

@@ -43,6 +43,7 @@ type Hold struct {
 	fixed    bool // no renewals: the hold ends at its TTL unless refreshed
 	done     chan struct{}
 	granted  time.Time // send time of the granted request, for the Observer
+	received time.Time // when the grant was received (WithMinHold counts from it)
 
 	// Watchdog state, guarded by c.wd.mu.
 	sent     time.Time     // send time of the last confirmed acquire or renewal
@@ -88,6 +89,7 @@ func newHold(c *Client, g *gate, o *lockOp, l driver.Lease, sent time.Time) *Hol
 		done:     make(chan struct{}),
 		sent:     sent,
 		granted:  sent,
+		received: time.Now(),
 		index:    -1,
 	}
 	h.lease.TTL = ttl
@@ -272,6 +274,12 @@ func (h *Hold) release(ctx context.Context, op string) error {
 			return opError(op, h.lease.Key, err)
 		}
 		return opError(op, h.lease.Key, ErrNotHeld)
+	}
+	if until, ok := h.keepLease(ctx, op); ok { // WithMinHold
+		if h.end(stateReleased, nil) { // else Close ended h first, and keeps it
+			c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
+		}
+		return nil
 	}
 	if ctx.Err() != nil {
 		// The caller has no time left: release in the background (the

@@ -51,6 +51,7 @@ type config struct {
 	ttl        time.Duration
 	renew      time.Duration // 0: ttl/3
 	fixed      bool
+	minHold    time.Duration // WithMinHold; 0: none
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	fairAfter  time.Duration
@@ -205,6 +206,9 @@ func (c *config) validate(d driver.Driver) error {
 	}
 	if c.ttl < MinTTL { // also below a driver's minimum shorter than MinTTL
 		return fmt.Errorf("%w: %v is below locker.MinTTL, %v, the shortest lease the watchdog can keep", ErrInvalidTTL, c.ttl, MinTTL)
+	}
+	if err := c.validateMinHold(); err != nil {
+		return err
 	}
 	if c.renew > 0 && c.renew >= c.ttl-margin(c.ttl) {
 		return fmt.Errorf("%w: renew interval %v is not shorter than TTL %v minus the safety margin %v", ErrInvalidOption, c.renew, c.ttl, margin(c.ttl))

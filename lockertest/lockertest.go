@@ -123,6 +123,9 @@
 //   - ClosedClient ([WithCloseClient]): after the backend client is
 //     closed, LockContext returns within a second with an error that
 //     driver.IsPermanent reports, Lock panics with it, and the hold ends.
+//   - MinHold: a hold with locker.WithMinHold that is released at once,
+//     or ended by Client.Close, keeps the key from other Clients until
+//     its minimum hold has passed, and is then granted to a waiter.
 //
 // The subtests of optional interfaces are skipped, with the reason, when
 // the driver does not implement them, so go test -v shows which
@@ -236,12 +239,14 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "Close", testClientClose)
 		parallel(t, st, "Deadlines", testDeadlines)
 		parallel(t, st, "ClosedClient", testClosedClient)
+		parallel(t, st, "MinHold", testMinHold)
 	})
 	t.Run("Recipes", func(t *testing.T) {
 		serial(t, st, "SemaphoreHammer", testSemaphoreHammer)
 		serial(t, st, "MultiLockHammer", testMultiLock)
 		parallel(t, st, "Semaphore", testSemaphore)
 		parallel(t, st, "Election", testElection)
+		parallel(t, st, "LeaderLatch", testLeaderLatch)
 	})
 }
 

@@ -1,0 +1,16 @@
+package gocronlock_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	if cfg := os.Getenv(envReplica); cfg != "" {
+		// A child process of TestReplicas: one scheduler replica.
+		os.Exit(replicaMain(cfg))
+	}
+	goleak.VerifyTestMain(m)
+}
