@@ -90,7 +90,13 @@ status exits 0 when KEY is held, 1 when it is free.
 
 `
 
+// run is locker with args, writing to stdout and stderr, and returns its
+// exit status. Everything it and the client libraries write goes through
+// a redactor of the secrets of the backend URLs that args and
+// $LOCKER_URL name.
 func run(args []string, stdout, stderr io.Writer) int {
+	urls := urlArgs(args, os.Getenv("LOCKER_URL"))
+	stdout, stderr = newRedactor(stdout, urls), newRedactor(stderr, urls)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, help+urlHelp+"\n")
 		return exitUsage
