@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-locker/locker/driver"
 	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
 	"github.com/go-locker/locker/driver/memcachedriver"
 	"github.com/go-locker/locker/driver/redisdriver"
