@@ -107,8 +107,19 @@ func (d dialer) open(ctx context.Context, rawURL string) (*backend, error) {
 	return nil, fmt.Errorf("%w %q: unknown scheme %q (see locker -h)", errBadURL, redact(u), u.Scheme)
 }
 
-// redact returns u without its password, for messages.
-func redact(u *url.URL) string { return u.Redacted() }
+// redact returns u without its password, nor the values of query
+// parameters that name a password, secret or token, for messages.
+func redact(u *url.URL) string {
+	r := *u
+	q := r.Query()
+	for k := range q {
+		if l := strings.ToLower(k); strings.Contains(l, "pass") || strings.Contains(l, "secret") || strings.Contains(l, "token") {
+			q.Set(k, redacted)
+		}
+	}
+	r.RawQuery = q.Encode()
+	return r.Redacted()
+}
 
 func (d dialer) redis(u *url.URL, prefix string) (*backend, error) {
 	opts, err := redis.ParseURL(u.String())
