@@ -195,7 +195,10 @@ func TestNoSecretInOutput(t *testing.T) {
 		for _, args := range argss {
 			code, out := lockerCmd(t, env, args...)
 			t.Logf("locker %q: exit %d", args, code)
-			outs = append(outs, fmt.Sprintf("locker %q (exit %d):\n%s", args, code, out))
+			// The header names the arguments without the secret: only
+			// the output is searched.
+			header := strings.ReplaceAll(fmt.Sprintf("locker %q (exit %d):", args, code), secret, "<password>")
+			outs = append(outs, header+"\n"+out)
 		}
 	}
 	holder := start(t, url, append([]string{"run", "-v", "k", "--"}, holdCmd(held, "30")...)...)
@@ -216,11 +219,14 @@ func TestNoSecretInOutput(t *testing.T) {
 	if code := holder.wait(t, 20*time.Second); code != exitLost {
 		t.Errorf("holder after release --force: exit %d, want %d", code, exitLost)
 	}
-	outs = append(outs, holder.output())
+	outs = append(outs, "the holder:\n"+holder.output())
 	waiter := start(t, url, "run", "-v", "-connect-timeout", "2s", "k2", "--", "sleep", "30")
 	_ = srv.Kill()
 	waiter.wait(t, 2*time.Second+slack)
-	outs = append(outs, waiter.output())
+	outs = append(outs, "a holder whose backend died:\n"+waiter.output())
+	if all := strings.Join(outs, "\n"); !strings.Contains(all, "app:"+redacted+"@") || !strings.Contains(all, "password="+redacted) {
+		t.Errorf("no output names a backend by its redacted URL:\n%s", all)
+	}
 	for _, out := range outs {
 		if strings.Contains(out, secret) {
 			t.Errorf("output has the password:\n%s", out)
