@@ -270,7 +270,8 @@ func TestBackends(t *testing.T) {
 			}
 			return "mysql://root@" + s.Addr + "/lockercli"
 		}, "1s"},
-		{"memcached", func(t *testing.T) string { return "memcached://" + memcachedtest.Memcached(t).Addr }, "1s"},
+		// memcached refuses TTLs under 3s.
+		{"memcached", func(t *testing.T) string { return "memcached://" + memcachedtest.Memcached(t).Addr }, "3s"},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
