@@ -37,6 +37,7 @@ type childWriter struct {
 	stderr bool
 }
 
+// Write records p.
 func (w childWriter) Write(p []byte) (int, error) {
 	w.c.mu.Lock()
 	defer w.c.mu.Unlock()

@@ -155,6 +155,20 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
+// TestBadURL: a URL that names no backend properly is a usage error (64),
+// by -url or LOCKER_URL, before anything is dialled.
+func TestBadURL(t *testing.T) {
+	for _, u := range []string{"ftp://x:1", "redis://", "redis://h:port", "redis+sentinel://127.0.0.1:1", "mysql://root@127.0.0.1:1",
+		"zk://127.0.0.1:1?session=x", "zk://127.0.0.1:1?session=-1s", "memcached://h:1?locker_prefix=a%20b"} {
+		if code, out := lockerCmd(t, "", "status", "-url", u, "k"); code != exitUsage || !strings.Contains(out, "bad backend URL") {
+			t.Errorf("status -url %s: exit %d, want %d; output:\n%s", u, code, exitUsage, out)
+		}
+		if code, out := lockerCmd(t, u, "run", "k", "--", "true"); code != exitUsage || !strings.Contains(out, "bad backend URL") {
+			t.Errorf("LOCKER_URL=%s run: exit %d, want %d; output:\n%s", u, code, exitUsage, out)
+		}
+	}
+}
+
 // TestVerbose: -v shows the client libraries' own logs (go-redis's dial
 // errors), still without the secret.
 func TestVerbose(t *testing.T) {
@@ -220,9 +234,13 @@ func TestNoSecretInOutput(t *testing.T) {
 		t.Errorf("holder after release --force: exit %d, want %d", code, exitLost)
 	}
 	outs = append(outs, "the holder:\n"+holder.output())
-	waiter := start(t, url, "run", "-v", "-connect-timeout", "2s", "k2", "--", "sleep", "30")
+	lost := filepath.Join(t.TempDir(), "lost")
+	waiter := start(t, url, append([]string{"run", "-v", "-ttl", "2s", "-grace", "1s", "k2", "--"}, holdCmd(lost, "30")...)...)
+	waitFile(t, lost, 20*time.Second)
 	_ = srv.Kill()
-	waiter.wait(t, 2*time.Second+slack)
+	if code := waiter.wait(t, 2*time.Second+slack); code != exitLost {
+		t.Errorf("holder whose backend died: exit %d, want %d", code, exitLost)
+	}
 	outs = append(outs, "a holder whose backend died:\n"+waiter.output())
 	if all := strings.Join(outs, "\n"); !strings.Contains(all, "app:"+redacted+"@") || !strings.Contains(all, "password="+redacted) {
 		t.Errorf("no output names a backend by its redacted URL:\n%s", all)
@@ -250,7 +268,7 @@ func TestBusyOrUnreachable(t *testing.T) {
 			t.Errorf("locker %q on a held key: exit %d, want %d and one line; output:\n%s", args, code, exitBusy, out)
 		}
 	}
-	const timeout = 2 * time.Second
+	const timeout = testTimeout
 	var waiters []*child
 	for _, w := range [][]string{nil, {"-w", "10m"}} {
 		args := append(append([]string{"run", "-connect-timeout", timeout.String()}, w...), "k", "--", "touch", ran)

@@ -34,6 +34,7 @@ func libraryLogs(w io.Writer, verbose bool) {
 // redisLogger is go-redis's logger over a *log.Logger.
 type redisLogger struct{ l *log.Logger }
 
+// Printf logs one line of go-redis.
 func (r redisLogger) Printf(_ context.Context, format string, v ...any) {
 	r.l.Printf(format, v...)
 }
@@ -54,6 +55,7 @@ type zkLogger struct {
 	verbose bool
 }
 
+// Printf logs one line of go-zookeeper, when verbose.
 func (z zkLogger) Printf(format string, args ...any) {
 	if z.verbose {
 		fmt.Fprintf(z.w, "zk: "+format+"\n", args...)

@@ -86,6 +86,8 @@ type backendError struct {
 	err     error
 }
 
+// Error says which backend failed and how: "no answer within" when the
+// time allowed ran out.
 func (e *backendError) Error() string {
 	msg := oneLine(e.err.Error())
 	if e.timeout > 0 {
@@ -94,6 +96,7 @@ func (e *backendError) Error() string {
 	return fmt.Sprintf("backend %s: %s", e.url, msg)
 }
 
+// Unwrap returns the backend's error.
 func (e *backendError) Unwrap() error { return e.err }
 
 // unreachable wraps err, an error of the backend of rawURL seen by a call
