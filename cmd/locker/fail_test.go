@@ -298,3 +298,15 @@ func TestBusyOrUnreachable(t *testing.T) {
 		t.Error("a waiter ran its command without the lock")
 	}
 }
+
+// TestSignalWhileReaching: a signal that arrives while locker waits for a
+// backend that does not answer ends locker at once with 128+N, without
+// waiting for the connect timeout.
+func TestSignalWhileReaching(t *testing.T) {
+	c := start(t, backendURLs(silentAddr(t))["redis"], "run", "-connect-timeout", "1m", "k", "--", "true")
+	time.Sleep(500 * time.Millisecond) // let it start and dial (or not yet: the signal ends either)
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	if code := c.wait(t, slack); code != 128+int(syscall.SIGINT) {
+		t.Errorf("SIGINT while reaching the backend: exit %d, want %d; output:\n%s", code, 128+int(syscall.SIGINT), c.output())
+	}
+}

@@ -91,6 +91,11 @@ type backendError struct {
 func (e *backendError) Error() string {
 	msg := oneLine(e.err.Error())
 	if e.timeout > 0 {
+		// What follows is the driver's account of the abandoned request.
+		const deadline = "context deadline exceeded"
+		if i := strings.Index(msg, deadline); i >= 0 {
+			msg = msg[:i+len(deadline)]
+		}
 		return fmt.Sprintf("backend %s: no answer within %v (%s)", e.url, e.timeout, msg)
 	}
 	return fmt.Sprintf("backend %s: %s", e.url, msg)
