@@ -26,13 +26,32 @@ func secretsOf(raw string) []string {
 			out = append(out, d)
 		}
 	}
-	rest := raw
-	if i := strings.Index(rest, "://"); i >= 0 {
-		rest = rest[i+3:]
-	}
-	if at := strings.LastIndex(strings.SplitN(rest, "/", 2)[0], "@"); at >= 0 {
-		if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
+	if u, err := url.Parse(raw); err == nil {
+		if pw, ok := u.User.Password(); ok {
 			add(pw)
+			add(url.UserPassword("", pw).String()[1:]) // as written back
+			// and as typed: the authority's user information
+			rest := raw[strings.Index(raw, "://")+3:]
+			rest = rest[:strings.IndexAny(rest+"/", "/?#")]
+			if at := strings.LastIndex(rest, "@"); at >= 0 {
+				_, typed, _ := strings.Cut(rest[:at], ":")
+				add(typed)
+			}
+		}
+	} else {
+		// The last '@' before the query: a password with a raw '/'
+		// makes url.Parse fail, and its error may quote a piece of it.
+		rest, _, _ := strings.Cut(raw, "?")
+		if i := strings.Index(rest, "://"); i >= 0 {
+			rest = rest[i+3:]
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
+				add(pw)
+				for _, piece := range strings.Split(pw, "/") {
+					add(piece)
+				}
+			}
 		}
 	}
 	if _, query, ok := strings.Cut(raw, "?"); ok {
