@@ -223,8 +223,12 @@ func acquireFailure(ctx context.Context, d dialer, in driver.Inspector, cfg runC
 		return exitUsage, err
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		// -w ran out: busy only if the backend still answers.
-		if _, err := d.inspect(ctx, in, cfg.url, cfg.key); err != nil {
+		st, err := d.inspect(ctx, in, cfg.url, cfg.key)
+		switch {
+		case err != nil:
 			return exitBackend, err
+		case len(st.Holders) == 0:
+			return exitBusy, fmt.Errorf("%q not acquired within %v (free now)", cfg.key, cfg.wait)
 		}
 		return exitBusy, fmt.Errorf("%q still held after %v", cfg.key, cfg.wait)
 	default:
