@@ -31,16 +31,17 @@ const urlHelp = `Backend URLs (-url, or the LOCKER_URL environment variable):
   redis://[user:password@]host:port[/db]           Redis (rediss:// for TLS)
   redis+sentinel://[user:password@]host:port[,host:port...]/master[?db=N]
                                                    Redis through Sentinel
-  etcd://host:port[,host:port...]                  etcd (http; etcds:// for https)
+  etcd://[user:password@]host:port[,host:port...]  etcd (http; etcds:// for https)
   zk://host:port[,host:port...][/root][?session=20s]
                                                    ZooKeeper (nodes under root, default /locker)
   postgres://user[:password]@host:port/db[?...]    PostgreSQL (pgx connection string)
   mysql://user[:password]@host:port/db             MySQL or MariaDB
   memcached://host:port[,host:port...]             memcached (run it with -M)
 
-Every URL takes ?locker_prefix=P (Redis, etcd: key prefix; ZooKeeper:
-root; SQL: lease table, created if missing; memcached: key prefix). Other query parameters are
-the client library's (go-redis, pgx).`
+Every URL takes ?locker_prefix=P (Redis, etcd, memcached: key prefix;
+ZooKeeper: root; SQL: lease table, created if missing). Other query
+parameters are the client library's (go-redis, pgx). Passwords never
+appear in locker's output.`
 
 // backend is an opened driver and what closes its client.
 type backend struct {
