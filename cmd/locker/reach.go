@@ -195,6 +195,9 @@ func (d dialer) watch(ctx context.Context, cancel context.CancelCauseFunc, in dr
 				return
 			default:
 				wait = min(d.timeout/2, 500*time.Millisecond)
+				if d.verbose {
+					fmt.Fprintf(d.log, "locker: reading %q failed, no answer for %v: %v\n", key, time.Since(lastOK).Round(time.Millisecond), err)
+				}
 			}
 		}
 	}()

@@ -132,11 +132,17 @@ func runCmd(args []string, stderr io.Writer) int {
 	defer be.close()
 	logger := newLogger(stderr, cfg.verbose)
 	c := locker.New(be.drv, locker.WithTTL(cfg.ttl), locker.WithLogger(logger))
-	defer closeClient(c, cfg.timeout)
+	closeWithin := min(cfg.timeout, 5*time.Second)
+	defer func() { closeClient(c, closeWithin) }()
 
 	h, release, err := acquireWatched(ctx, c, d, in, cfg)
 	if sig := waitSig(); err != nil {
 		code, err := acquireFailure(ctx, d, in, cfg, err, sig)
+		if code == exitBackend {
+			// Close's clean-up cannot reach the backend either; the
+			// leases of what it would release run out on their own.
+			closeWithin = min(closeWithin, time.Second)
+		}
 		return fail(code, err)
 	}
 	logger.Debug("acquired", "key", cfg.key, "token", h.Token())
@@ -154,7 +160,7 @@ func runCmd(args []string, stderr io.Writer) int {
 // closeClient closes c, releasing what it still holds, for at most
 // timeout: a backend gone away does not keep locker from exiting.
 func closeClient(c *locker.Client, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), min(timeout, 5*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_ = c.Close(ctx)
 }
