@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/internal/etcdtest"
+	"github.com/go-locker/locker/internal/memcachedtest"
 	"github.com/go-locker/locker/internal/sqltest"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/go-locker/locker/internal/zktest"
@@ -23,15 +25,26 @@ import (
 type child struct {
 	cmd  *exec.Cmd
 	mu   sync.Mutex
-	out  bytes.Buffer
+	out  bytes.Buffer // stdout and stderr
+	err  bytes.Buffer // stderr
 	done chan struct{}
 	code int
 }
 
-func (c *child) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.Write(p)
+// childWriter writes to a child's output, and to its stderr if stderr.
+type childWriter struct {
+	c      *child
+	stderr bool
+}
+
+// Write records p.
+func (w childWriter) Write(p []byte) (int, error) {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	if w.stderr {
+		w.c.err.Write(p)
+	}
+	return w.c.out.Write(p)
 }
 
 func (c *child) output() string {
@@ -40,12 +53,18 @@ func (c *child) output() string {
 	return c.out.String()
 }
 
+func (c *child) stderr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err.String()
+}
+
 // start runs the locker binary with LOCKER_URL set to url.
 func start(t *testing.T, url string, args ...string) *child {
 	t.Helper()
 	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	c.cmd.Env = append(os.Environ(), "LOCKER_URL="+url)
-	c.cmd.Stdout, c.cmd.Stderr = c, c
+	c.cmd.Stdout, c.cmd.Stderr = childWriter{c, false}, childWriter{c, true}
 	// A command that outlives a killed locker keeps the output pipe
 	// open: do not wait for it.
 	c.cmd.WaitDelay = 2 * time.Second
@@ -226,20 +245,23 @@ func TestRun_LostServerKilled(t *testing.T) {
 // key held by `locker run` with its token; release --force ends the hold,
 // which stops the command with status 76; status then finds the key free.
 func TestBackends(t *testing.T) {
+	// TTLs of 3s (memcached's minimum) leave a loaded machine's renewals
+	// room: with 1s, a ZooKeeper holder's lease once ran out under load
+	// (status found the key free while the command ran).
 	backends := []struct {
 		name string
 		url  func(t *testing.T) string
 		ttl  string
 	}{
-		{"redis", redisURL, "1s"},
+		{"redis", redisURL, "3s"},
 		{"etcd", func(t *testing.T) string {
 			return "etcd://" + strings.TrimPrefix(etcdtest.Start(t).ClientURL, "http://")
-		}, "2s"},
-		{"zookeeper", func(t *testing.T) string { return "zk://" + zktest.Standalone(t).Addr + "/lockercli" }, "1s"},
+		}, "3s"},
+		{"zookeeper", func(t *testing.T) string { return "zk://" + zktest.Standalone(t).Addr + "/lockercli" }, "3s"},
 		{"postgres", func(t *testing.T) string {
 			s := sqlServer(t, sqltest.StartPostgres)
 			return s.DSN
-		}, "1s"},
+		}, "3s"},
 		{"mariadb", func(t *testing.T) string {
 			s := sqlServer(t, sqltest.StartMariaDB)
 			db, err := sql.Open(s.Driver, s.DSN)
@@ -251,7 +273,8 @@ func TestBackends(t *testing.T) {
 				t.Fatal(err)
 			}
 			return "mysql://root@" + s.Addr + "/lockercli"
-		}, "1s"},
+		}, "3s"},
+		{"memcached", func(t *testing.T) string { return "memcached://" + memcachedtest.Memcached(t).Addr }, "3s"},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -267,12 +290,14 @@ func TestBackends(t *testing.T) {
 			}
 			code, out := lockerCmd(t, url, "status", key)
 			if code != 0 || !strings.Contains(out, "held (exclusive)") || !strings.Contains(out, "token "+token) {
-				t.Errorf("status of the held key: exit %d; output:\n%s", code, out)
+				t.Errorf("status of the held key: exit %d; output:\n%s\nthe holder's output:\n%s", code, out, c.output())
 			}
+			checkFence(t, out, `highest token granted (\d+)`, token)
 			code, out = lockerCmd(t, url, "status", "-json", key)
 			if code != 0 || !strings.Contains(out, `"held": true`) || !strings.Contains(out, `"token": `+token) {
 				t.Errorf("status -json of the held key: exit %d; output:\n%s", code, out)
 			}
+			checkFence(t, out, `"fence": (\d+)`, token)
 			if code, out := lockerCmd(t, url, "release", key); code != exitUsage {
 				t.Errorf("release without --force: exit %d; output:\n%s", code, out)
 			}
@@ -287,6 +312,21 @@ func TestBackends(t *testing.T) {
 				t.Errorf("status after the forced release: exit %d; output:\n%s", code, out)
 			}
 		})
+	}
+}
+
+// checkFence checks that the highest token granted that status printed
+// (the submatch of pattern in out) is at least token, the holder's.
+func checkFence(t *testing.T, out, pattern, token string) {
+	t.Helper()
+	m := regexp.MustCompile(pattern).FindStringSubmatch(out)
+	tok, _ := strconv.ParseUint(token, 10, 64)
+	if m == nil {
+		t.Errorf("status prints no highest token granted (%s); holder's token %s:\n%s", pattern, token, out)
+		return
+	}
+	if fence, _ := strconv.ParseUint(m[1], 10, 64); fence < tok {
+		t.Errorf("status: highest token granted %d, below the holder's token %d:\n%s", fence, tok, out)
 	}
 }
 

@@ -6,16 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 )
 
 // Exit statuses of locker itself. A command that ran exits locker with its
@@ -33,30 +34,30 @@ const (
 
 // runConfig is what `locker run` was asked to do.
 type runConfig struct {
-	url     string
-	nowait  bool
-	wait    time.Duration
-	ttl     time.Duration
-	shared  bool
-	grace   time.Duration
-	verbose bool
-	key     string
-	argv    []string
+	common
+	nowait bool
+	wait   time.Duration
+	ttl    time.Duration
+	shared bool
+	grace  time.Duration
+	key    string
+	argv   []string
 }
+
+const runUsage = "usage: locker run [-url URL] [-connect-timeout d] [-n] [-w timeout] [-ttl d] [-shared] [-grace d] [-v] KEY [--] command [args...]"
 
 func parseRun(args []string, stderr io.Writer) (runConfig, int) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg runConfig
-	fs.StringVar(&cfg.url, "url", os.Getenv("LOCKER_URL"), "backend URL (default $LOCKER_URL)")
+	cfg.register(fs)
 	fs.BoolVar(&cfg.nowait, "n", false, "do not wait: exit 75 at once if the key is held")
-	fs.DurationVar(&cfg.wait, "w", 0, "give up waiting after this long and exit 75 (0: wait for ever)")
+	fs.DurationVar(&cfg.wait, "w", 0, "give up waiting for the key after this long and exit 75 (0: wait for ever)")
 	fs.DurationVar(&cfg.ttl, "ttl", locker.DefaultTTL, "lease TTL: how long the key outlives a crashed locker")
 	fs.BoolVar(&cfg.shared, "shared", false, "take a shared (read) hold: shared holders run together")
 	fs.DurationVar(&cfg.grace, "grace", defaultGrace, "after a loss, time between SIGTERM and SIGKILL")
-	fs.BoolVar(&cfg.verbose, "v", false, "log renewal errors and the hold's progress to stderr")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: locker run [-url URL] [-n] [-w timeout] [-ttl d] [-shared] [-grace d] KEY -- command [args...]")
+		fmt.Fprintln(stderr, runUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -66,21 +67,31 @@ func parseRun(args []string, stderr io.Writer) (runConfig, int) {
 		return cfg, exitUsage
 	}
 	rest := fs.Args()
-	if len(rest) < 2 {
-		fs.Usage()
+	usage := func(msg string) (runConfig, int) {
+		fmt.Fprintf(stderr, "locker run: %s\n%s\n", msg, runUsage)
 		return cfg, exitUsage
+	}
+	switch {
+	case len(rest) == 0:
+		return usage("no KEY")
+	case len(rest) > 1 && rest[1] != "--" && strings.HasPrefix(rest[1], "-"):
+		return usage(fmt.Sprintf("%s after KEY: flags go before KEY, the command after --", rest[1]))
 	}
 	cfg.key, rest = rest[0], rest[1:]
-	if rest[0] == "--" {
+	if len(rest) > 0 && rest[0] == "--" {
 		rest = rest[1:]
 	}
-	if len(rest) == 0 || cfg.ttl <= 0 || cfg.wait < 0 || cfg.grace < 0 {
-		fs.Usage()
-		return cfg, exitUsage
+	switch {
+	case len(rest) == 0:
+		return usage("no command")
+	case cfg.ttl <= 0 || cfg.wait < 0 || cfg.grace < 0:
+		return usage("-ttl must be positive, -w and -grace not negative")
 	}
-	if cfg.url == "" {
-		fmt.Fprintln(stderr, "locker run:", errNoURL)
-		return cfg, exitUsage
+	if code := cfg.check("run", stderr); code != 0 {
+		return cfg, code
+	}
+	if code := checkKey("run", cfg.key, stderr); code != 0 {
+		return cfg, code
 	}
 	cfg.argv = rest
 	return cfg, 0
@@ -110,23 +121,28 @@ func runCmd(args []string, stderr io.Writer) int {
 	defer cancel()
 	waitSig := cancelOnSignal(sigs, cancel)
 
-	be, err := openBackend(ctx, cfg.url)
+	d := cfg.dialer(stderr)
+	be, in, _, err := d.reach(ctx, cfg.url, cfg.key)
 	if err != nil {
-		waitSig()
+		if sig := waitSig(); sig != nil {
+			return fail(128+sigNum(sig), fmt.Errorf("%v while reaching the backend", sig))
+		}
 		return fail(backendExit(err), err)
 	}
 	defer be.close()
 	logger := newLogger(stderr, cfg.verbose)
 	c := locker.New(be.drv, locker.WithTTL(cfg.ttl), locker.WithLogger(logger))
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = c.Close(cctx)
-		ccancel()
-	}()
+	closeWithin := min(cfg.timeout, 5*time.Second)
+	defer func() { closeClient(c, closeWithin) }()
 
-	h, release, err := acquireWithin(ctx, c, cfg)
+	h, release, err := acquireWatched(ctx, c, d, in, cfg)
 	if sig := waitSig(); err != nil {
-		code, err := acquireFailure(ctx, cfg, err, sig)
+		code, err := acquireFailure(ctx, d, in, cfg, err, sig)
+		if code == exitBackend {
+			// Close's clean-up cannot reach the backend either; the
+			// leases of what it would release run out on their own.
+			closeWithin = min(closeWithin, time.Second)
+		}
 		return fail(code, err)
 	}
 	logger.Debug("acquired", "key", cfg.key, "token", h.Token())
@@ -139,6 +155,28 @@ func runCmd(args []string, stderr io.Writer) int {
 		return fail(exitNoExec, err)
 	}
 	return supervise(cmd, h, release, sigs, cfg.grace, stderr)
+}
+
+// closeClient closes c, releasing what it still holds, for at most
+// timeout: a backend gone away does not keep locker from exiting.
+func closeClient(c *locker.Client, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = c.Close(ctx)
+}
+
+// acquireWatched is acquireWithin while d watches the backend: a backend
+// that stops answering for d.timeout ends the wait with a *backendError.
+func acquireWatched(ctx context.Context, c *locker.Client, d dialer, in driver.Inspector, cfg runConfig) (hold, func(context.Context) error, error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := d.watch(actx, cancel, in, cfg.url, cfg.key)
+	h, release, err := acquireWithin(actx, c, cfg)
+	stop()
+	if cause := context.Cause(actx); err != nil && errors.As(cause, new(*backendError)) {
+		return nil, nil, cause
+	}
+	return h, release, err
 }
 
 // cancelOnSignal calls cancel when a signal arrives on sigs, until the
@@ -165,15 +203,6 @@ func cancelOnSignal(sigs <-chan os.Signal, cancel context.CancelFunc) (stop func
 	}
 }
 
-// newLogger returns the logger of the front-end: quiet unless verbose.
-func newLogger(stderr io.Writer, verbose bool) *slog.Logger {
-	level := slog.LevelError + 1
-	if verbose {
-		level = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-}
-
 // acquireWithin is acquire, waiting at most cfg.wait when it is set.
 func acquireWithin(ctx context.Context, c *locker.Client, cfg runConfig) (hold, func(context.Context) error, error) {
 	if cfg.wait > 0 {
@@ -185,18 +214,31 @@ func acquireWithin(ctx context.Context, c *locker.Client, cfg runConfig) (hold, 
 }
 
 // acquireFailure returns the exit status and message of a failed acquire:
-// busy when the key is held (at once, or still after -wait), 128+n when
-// signal n ended the wait, a backend error otherwise.
-func acquireFailure(ctx context.Context, cfg runConfig, err error, sig os.Signal) (int, error) {
+// 75 when the key is held (at once with -n; still, by a last read of its
+// state, when -w ran out), 128+n when signal n ended the wait, 69 when
+// the backend failed or stopped answering.
+func acquireFailure(ctx context.Context, d dialer, in driver.Inspector, cfg runConfig, err error, sig os.Signal) (int, error) {
 	switch {
 	case errors.Is(err, locker.ErrLocked):
 		return exitBusy, fmt.Errorf("%q is held", cfg.key)
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return exitBusy, fmt.Errorf("%q still held after %v", cfg.key, cfg.wait)
 	case sig != nil:
 		return 128 + sigNum(sig), fmt.Errorf("%v while waiting for %q", sig, cfg.key)
-	default:
+	case errors.As(err, new(*backendError)):
 		return exitBackend, err
+	case errors.Is(err, locker.ErrInvalidKey), errors.Is(err, locker.ErrInvalidTTL), errors.Is(err, locker.ErrInvalidOption):
+		return exitUsage, err
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		// -w ran out: busy only if the backend still answers.
+		st, err := d.inspect(ctx, in, cfg.url, cfg.key)
+		switch {
+		case err != nil:
+			return exitBackend, err
+		case len(st.Holders) == 0:
+			return exitBusy, fmt.Errorf("%q not acquired within %v (free now)", cfg.key, cfg.wait)
+		}
+		return exitBusy, fmt.Errorf("%q still held after %v", cfg.key, cfg.wait)
+	default:
+		return exitBackend, unreachable(cfg.url, 0, err)
 	}
 }
 

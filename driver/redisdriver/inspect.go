@@ -76,7 +76,10 @@ return n
 // exclusive hold, the shared holds (dropping the expired ones, as every
 // operation does) with their weights, values and limit, the fence
 // counter, and the live entries of the wait queue. Remaining times are
-// the server's.
+// the server's. Fence is the larger of the fence counter and the holders'
+// tokens: the counter (FENCE) keeps a token only until the server's clock
+// in microseconds has passed it, so it is 0 for a free key whose last
+// token is older than a millisecond.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	const op = "inspect"
 	if err := ctx.Err(); err != nil {
@@ -122,6 +125,9 @@ func parseInspect(res any) (driver.KeyState, bool) {
 		}
 		st.Holders = append(st.Holders, driver.Holder{Owner: owner, Token: uint64(tok),
 			Remaining: time.Duration(max(ms, 0)) * time.Millisecond, Weight: weight, Value: value})
+		// FENCE keeps a token only until the server's clock passes it:
+		// a live holder's token is then the highest known.
+		st.Fence = max(st.Fence, uint64(tok))
 	}
 	slices.SortFunc(st.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Token, b.Token) })
 	return st, true
