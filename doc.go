@@ -60,12 +60,12 @@
 //     barging: a request for many permits is not overtaken by later
 //     requests for fewer. Every user of key must give the same n; another
 //     n fails with ErrLimitMismatch instead of oversubscribing. Needs a
-//     driver with driver.Counter.
+//     driver whose Capabilities report Counted.
 //   - Client.Election(key): Campaign(ctx, value) returns leadership as a
 //     hold whose token is the term, strictly greater than every earlier
 //     leader's; Resign, Leader and Observe. A leader whose lease cannot be
 //     renewed learns it before a successor can be elected. Needs
-//     driver.ValueKeeper and driver.Inspector.
+//     a driver whose Capabilities report Values and Inspect.
 //   - Client.MultiLock(keys...): every key or none, locked in sorted order
 //     so that overlapping sets never deadlock; one MultiHold with a token
 //     per key, whose Done closes when any part ends. Works on every driver.
@@ -164,14 +164,14 @@
 // Across processes, a driver with a fair queue of its own
 // (driver.Acquirer: etcd's create revisions, ZooKeeper's sequential nodes)
 // waits in it: waiters are served strictly in arrival order. Otherwise
-// waiters are woken by the backend when the driver implements
-// driver.Notifier (Redis pub/sub), and poll with exponential backoff
+// waiters are woken by the backend when the driver notifies them
+// (driver.Notifier: Redis pub/sub), and poll with exponential backoff
 // (WithBackoff) capped by the holder's remaining lease when it does not.
-// Drivers that implement driver.LossWatcher (ZooKeeper session expiry,
+// Drivers that report losses (driver.LossWatcher: ZooKeeper session expiry,
 // etcd lease revocation) end a hold as soon as the backend reports it gone.
 // As in sync.Mutex's starvation mode, a waiter that has waited longer than
 // the fairness threshold (WithFairnessThreshold, 1ms by default) joins the
-// backend's wait queue on drivers that implement driver.Queuer: newcomers,
+// backend's wait queue on drivers that keep one (driver.Request.Queued): newcomers,
 // including a releaser that locks again at once, cannot overtake it.
 //
 // # Fencing

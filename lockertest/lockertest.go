@@ -160,6 +160,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -200,6 +201,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		// Tests that load the CPU run alone, first; the timed ones then
 		// run in parallel, so the suite takes about as long as its
 		// longest subtest.
+		serial(t, st, "Capabilities", testCapabilities)
 		serial(t, st, "ConcurrentMethods", testConcurrentMethods)
 		serial(t, st, "ExclusiveContention", testExclusiveContention)
 		parallel(t, st, "IdempotentReacquire", testIdempotentReacquire)
@@ -218,7 +220,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "BatchRefresh", testBatchRefresh)
 		parallel(t, st, "Acquire", testAcquire)
 		parallel(t, st, "WatchLoss", testWatchLoss)
-		parallel(t, st, "TTLCheck", testTTLCheck)
+		parallel(t, st, "TTLUnit", testTTLUnit)
 		parallel(t, st, "Inspect", testInspect)
 		parallel(t, st, "Counted", testCounted)
 		serial(t, st, "CountedHammer", testCountedHammer)
@@ -322,7 +324,9 @@ type env struct {
 	ctx context.Context
 	// d is the first driver of the subtest, used to discover
 	// capabilities and TTL limits.
-	d      driver.Driver
+	d driver.Driver
+	// caps are d's Capabilities.
+	caps   driver.Capabilities
 	opts   options
 	prefix string
 	errs   atomic.Int32 // reported by errorf
@@ -336,6 +340,7 @@ func newEnv(t *testing.T, st suite) *env {
 	e := &env{t: t, mk: st.mk, opts: st.o}
 	setBudget := e.watchdog()
 	e.d = e.driver()
+	e.caps = driver.CapabilitiesOf(e.d)
 	lo, hi := e.ttlRange()
 	e.short = e.pickTTL(shortFloor, lo, hi)
 	e.medium = e.pickTTL(mediumFloor, lo, hi)
@@ -345,60 +350,40 @@ func newEnv(t *testing.T, st suite) *env {
 	return e
 }
 
-// ttlRange returns the driver's TTL limits ([driver.TTLLimiter]), or 0
-// and 0 when it has none.
+// ttlRange returns the driver's TTL limits (Capabilities MinTTL and
+// MaxTTL; 0 where there is none).
 func (e *env) ttlRange() (lo, hi time.Duration) {
 	e.t.Helper()
-	l, ok := e.d.(driver.TTLLimiter)
-	if !ok {
-		return 0, 0
-	}
-	lo, hi = l.TTLRange()
-	if lo <= 0 || (hi > 0 && hi < lo) {
-		e.t.Fatalf("TTLRange() = %v, %v; want 0 < min <= max", lo, hi)
+	lo, hi = e.caps.MinTTL, e.caps.MaxTTL
+	if lo < 0 || hi < 0 || (hi > 0 && hi < lo) || e.caps.TTLUnit < 0 {
+		e.t.Fatalf("Capabilities() MinTTL %v, MaxTTL %v, TTLUnit %v; want 0 <= MinTTL <= MaxTTL (or MaxTTL 0) and TTLUnit >= 0", lo, hi, e.caps.TTLUnit)
 	}
 	return lo, hi
 }
 
 // pickTTL returns the TTL the suite uses where it wants one of at least
 // floor: floor itself, clamped into [lo, hi] (so every TTL is hi when
-// lo == hi), and, on a [driver.TTLChecker] that rejects it, the nearest
-// longer TTL the checker accepts: floor rounded up to whole milliseconds,
-// tenths of a second or seconds, then whole seconds beyond. It fails the
-// test when it finds none.
+// lo == hi), and, on a driver with a TTLUnit, rounded up to a whole number
+// of units (down, when that would pass hi). It fails the test when no such
+// TTL is within [lo, hi].
 func (e *env) pickTTL(floor, lo, hi time.Duration) time.Duration {
 	e.t.Helper()
-	inRange := func(d time.Duration) bool { return d >= lo && d > 0 && (hi <= 0 || d <= hi) }
 	d := max(floor, lo)
 	if hi > 0 {
 		d = min(d, hi)
 	}
-	tc, ok := e.d.(driver.TTLChecker)
-	if !ok {
+	u := e.caps.TTLUnit
+	if u <= 0 || d%u == 0 {
 		return d
 	}
-	candidates := []time.Duration{d}
-	for _, unit := range []time.Duration{time.Millisecond, 100 * time.Millisecond, time.Second} {
-		candidates = append(candidates, (d+unit-1)/unit*unit)
+	up, down := (d/u+1)*u, d/u*u
+	switch {
+	case hi <= 0 || up <= hi:
+		return up
+	case down >= lo && down > 0:
+		return down
 	}
-	for c, n := (d+time.Second-1)/time.Second*time.Second, 0; n < 120; c, n = c+time.Second, n+1 {
-		candidates = append(candidates, c)
-	}
-	candidates = append(candidates, lo, hi)
-	var first error
-	for _, c := range candidates {
-		if !inRange(c) {
-			continue
-		}
-		err := tc.CheckTTL(c)
-		if err == nil {
-			return c
-		}
-		if first == nil {
-			first = fmt.Errorf("CheckTTL(%v): %w", c, err)
-		}
-	}
-	e.t.Fatalf("lockertest: found no TTL of at least %v that the driver accepts (TTLRange %v, %v; %v)", floor, lo, hi, first)
+	e.t.Fatalf("lockertest: no whole number of the TTLUnit %v of at least %v within [%v, %v]", u, floor, lo, hi)
 	return 0
 }
 
@@ -578,19 +563,26 @@ func validFrom(l driver.Lease, sent time.Time) time.Time {
 	return sent
 }
 
-// acquireQueued is acquire with TryAcquireQueued.
-func (e *env) acquireQueued(q driver.Queuer, r driver.Request) (driver.Lease, time.Time) {
+// acquireQueued is acquire with Request.Queued.
+func (e *env) acquireQueued(d driver.Driver, r driver.Request) (driver.Lease, time.Time) {
 	e.t.Helper()
+	r.Queued = true
 	var sent time.Time
-	l, err := retryOnce(e, "TryAcquireQueued("+fmtReq(r)+")", func() (driver.Lease, error) {
+	l, err := retryOnce(e, "TryAcquire("+fmtReq(r)+")", func() (driver.Lease, error) {
 		sent = time.Now()
-		return q.TryAcquireQueued(e.ctx, r)
+		return d.TryAcquire(e.ctx, r)
 	})
 	if err != nil {
-		e.t.Fatalf("TryAcquireQueued(%s): %v", fmtReq(r), err)
+		e.t.Fatalf("TryAcquire(%s): %v", fmtReq(r), err)
 	}
-	e.checkLease("TryAcquireQueued", r, l)
+	e.checkLease("TryAcquire", r, l)
 	return l, validFrom(l, sent)
+}
+
+// tryQueued is TryAcquire with Request.Queued.
+func tryQueued(ctx context.Context, d driver.Driver, r driver.Request) (driver.Lease, error) {
+	r.Queued = true
+	return d.TryAcquire(ctx, r)
 }
 
 // checkLease reports fields of a granted lease that do not match r.
@@ -789,46 +781,82 @@ func withinLease(sent time.Time, ttl time.Duration) bool {
 	return time.Since(sent) < ttl-guard(ttl)
 }
 
-// skipUnless skips the subtest unless the driver implements the
-// capability.
-func (e *env) skipUnless(ok bool, iface string) {
+// skipUnless skips the subtest unless the driver's Capabilities report
+// the capability named what.
+func (e *env) skipUnless(ok bool, what string) {
 	e.t.Helper()
 	if !ok {
-		e.t.Skipf("driver %T does not implement driver.%s", e.d, iface)
+		e.t.Skipf("driver %T does not report %s in its driver.Capabilities", e.d, what)
 	}
 }
 
 // sharer reports whether the subtest's drivers grant Mode Shared.
-func (e *env) sharer() bool {
-	s, ok := e.d.(driver.Sharer)
-	return ok && s.SupportsShared()
-}
+func (e *env) sharer() bool { return e.caps.Shared }
 
 // skipUnlessShared skips the subtest unless the drivers grant Mode Shared.
 func (e *env) skipUnlessShared() {
 	e.t.Helper()
-	s, ok := e.d.(driver.Sharer)
-	e.skipUnlessClaimed("Sharer", ok, func() bool { return s.SupportsShared() })
-}
-
-// skipUnlessClaimed skips the subtest unless the drivers implement the
-// optional interface iface (implemented) and its Supports method says
-// they support it.
-func (e *env) skipUnlessClaimed(iface string, implemented bool, supports func() bool) {
-	e.t.Helper()
-	e.skipUnless(implemented, iface)
-	if !supports() {
-		e.t.Skipf("driver %T implements driver.%s, but its Supports method returns false", e.d, iface)
-	}
+	e.skipUnless(e.caps.Shared, "Shared")
 }
 
 func fmtReq(r driver.Request) string {
-	if r.Limit > 0 {
-		return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v, Limit: %d, Weight: %d}", r.Key, r.Owner, r.Mode, r.TTL, r.Limit, r.Weight)
+	q := ""
+	if r.Queued {
+		q = ", Queued: true"
 	}
-	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v}", r.Key, r.Owner, r.Mode, r.TTL)
+	if r.Limit > 0 {
+		return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v, Limit: %d, Weight: %d%s}", r.Key, r.Owner, r.Mode, r.TTL, r.Limit, r.Weight, q)
+	}
+	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v%s}", r.Key, r.Owner, r.Mode, r.TTL, q)
 }
 
 func fmtLease(l driver.Lease) string {
 	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, Token: %d, TTL: %v}", l.Key, l.Owner, l.Mode, l.Token, l.TTL)
+}
+
+// claimed returns d as the optional interface T when flag, the
+// Capabilities field named name, reports it, and the zero T (a nil
+// interface) otherwise. A driver that reports the capability without
+// implementing T fails the test.
+func claimed[T any](e *env, d driver.Driver, flag bool, name string) T {
+	e.t.Helper()
+	var zero T
+	if !flag {
+		return zero
+	}
+	v, ok := d.(T)
+	if !ok {
+		e.t.Fatalf("driver %T reports %s in its Capabilities but does not implement driver.%s", d, name, ifaceName[T]())
+	}
+	return v
+}
+
+// ifaceName returns the name of the interface type T.
+func ifaceName[T any]() string {
+	return reflect.TypeFor[T]().Name()
+}
+
+func (e *env) notifier(d driver.Driver) driver.Notifier {
+	e.t.Helper()
+	return claimed[driver.Notifier](e, d, e.caps.Notify, "Notify")
+}
+
+func (e *env) acquirer(d driver.Driver) driver.Acquirer {
+	e.t.Helper()
+	return claimed[driver.Acquirer](e, d, e.caps.Acquire, "Acquire")
+}
+
+func (e *env) lossWatcher(d driver.Driver) driver.LossWatcher {
+	e.t.Helper()
+	return claimed[driver.LossWatcher](e, d, e.caps.WatchLoss, "WatchLoss")
+}
+
+func (e *env) batchRefresher(d driver.Driver) driver.BatchRefresher {
+	e.t.Helper()
+	return claimed[driver.BatchRefresher](e, d, e.caps.RefreshBatch, "RefreshBatch")
+}
+
+func (e *env) inspector(d driver.Driver) driver.Inspector {
+	e.t.Helper()
+	return claimed[driver.Inspector](e, d, e.caps.Inspect, "Inspect")
 }

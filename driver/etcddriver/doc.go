@@ -5,12 +5,12 @@
 //	d, err := etcddriver.New(cli, nil)
 //	m := locker.NewMutex(d, "orders/42", locker.WithTTL(15*time.Second))
 //
-// The driver implements [driver.Driver] and the optional [driver.Sharer]
-// (RWMutex), [driver.Counter] (Semaphore), [driver.ValueKeeper] (Election),
-// [driver.Acquirer] (a fair queue in create-revision order),
-// [driver.Queuer], [driver.Notifier], [driver.LossWatcher],
-// [driver.BatchRefresher], [driver.Inspector], [driver.TTLLimiter] and
-// [driver.TTLChecker].
+// The driver implements [driver.Driver] and reports through
+// [Driver.Capabilities] shared holds (RWMutex), counted ones (Semaphore),
+// values (Election), a wait queue (Request.Queued), TTL limits in whole
+// seconds, and the optional [driver.Acquirer] (a fair queue in
+// create-revision order), [driver.Notifier], [driver.LossWatcher],
+// [driver.BatchRefresher] and [driver.Inspector].
 //
 // # Data layout
 //
@@ -76,8 +76,8 @@
 //
 // etcd leases last whole seconds, and etcd raises a TTL below its minimum
 // (1.5 election timeouts, rounded up to whole seconds: 2s with etcd's default
-// 1s election timeout) without saying so. The driver never rounds: CheckTTL
-// rejects a TTL that is not whole seconds, TTLRange reports the cluster's
+// 1s election timeout) without saying so. The driver never rounds: its
+// Capabilities have a TTLUnit of a second and report the cluster's
 // minimum (which New asks the cluster for, see Options.MinTTL), and a grant
 // whose TTL etcd raised anyway fails with an error naming the minimum.
 //
@@ -113,7 +113,7 @@
 //     entry, with its weight and value. (A refusal's
 //     LockedError.Remaining is 0, unknown, on every path: reading the
 //     leases in the way would cost another round trip.)
-//   - TryAcquireQueued: as TryAcquire; refused, it leaves the entry in
+//   - TryAcquire with Request.Queued: as TryAcquire; refused, it leaves the entry in
 //     the queue (unless the limits disagree).
 //   - Acquire: one transaction that puts the entry (granting at once if
 //     nothing conflicts) and reads the older conflicting entries; then it

@@ -4,11 +4,9 @@
 // a lock server, and hands out clients of that backend, [Driver] values,
 // that play the part of connections from separate processes. It implements
 // the whole driver contract of package
-// [github.com/go-locker/locker/driver], every optional interface included
-// ([driver.Sharer], [driver.Notifier], [driver.Queuer], [driver.Acquirer],
-// [driver.LossWatcher], [driver.BatchRefresher] and [driver.TTLLimiter];
-// not [driver.TTLChecker], since it accepts every TTL in its range), in the
-// most direct way
+// [github.com/go-locker/locker/driver], every optional part included (its
+// [Driver.Capabilities] report them all, with a TTL range and no TTL unit),
+// in the most direct way
 // the contract allows, so it is the implementation to compare other drivers
 // against when the contract's wording leaves a doubt.
 //
@@ -39,7 +37,8 @@
 //   - a fence counter that is never reset, not by release, not by expiry:
 //     every grant, shared grants included, takes the next value, starting
 //     at 1, so tokens of a key strictly increase whoever the owner;
-//   - a wait queue (see [Driver.TryAcquireQueued] and [Driver.Acquire]);
+//   - a wait queue (see queued requests in [Driver.TryAcquire], and
+//     [Driver.Acquire]);
 //   - the key's live subscriptions (see [Driver.Subscribe]);
 //   - the live loss watches of its holds (see [Driver.WatchLoss]).
 //
@@ -71,16 +70,15 @@
 // front-end never does that, since it uses a fresh owner for every hold.
 //
 // The driver accepts TTLs from [MinTTL] to [MaxTTL] and reports that range
-// through [Driver.TTLRange]; a TTL outside it, or an unknown [driver.Mode],
+// through [Driver.Capabilities]; a TTL outside it, or an unknown [driver.Mode],
 // is refused with an error marked [driver.Permanent].
 //
 // # Fault hooks
 //
 // A [Driver] has three hooks that change how its calls reach the backend.
-// They apply to TryAcquire, TryAcquireQueued, Acquire, Refresh,
-// RefreshBatch, Release and Subscribe (WatchLoss, Subscription.Close and
-// the TTLRange and SupportsShared queries are never affected), in this
-// order:
+// They apply to TryAcquire (queued or not, and with a token floor),
+// Acquire, Refresh, RefreshBatch, Release and Subscribe (WatchLoss,
+// Subscription.Close and Capabilities are never affected), in this order:
 //
 //  1. If ctx is already done, the call returns ctx.Err(), wrapped, and
 //     nothing else happens.
