@@ -47,14 +47,15 @@ func inspectFlags(name string, args []string, stderr io.Writer, force, asJSON *b
 	return url, fs.Arg(0), 0
 }
 
-// inspector opens the backend of url and returns its driver.Inspector.
+// inspector opens the backend of url and returns its driver.Inspector,
+// when its Capabilities report Inspect.
 func inspector(ctx context.Context, url string) (driver.Inspector, *backend, error) {
 	be, err := openBackend(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
 	in, ok := be.drv.(driver.Inspector)
-	if !ok {
+	if !ok || !driver.CapabilitiesOf(be.drv).Inspect {
 		_ = be.close()
 		return nil, nil, fmt.Errorf("driver %T cannot inspect keys", be.drv)
 	}

@@ -39,8 +39,8 @@
 // 0 when KEY is held, 1 when it is free. release --force ends every hold
 // of KEY, whoever owns it, as an administrator would: the holders learn of
 // the loss at their next renewal (a `locker run` then stops its command
-// and exits 76). Both need a driver that implements driver.Inspector,
-// which every driver of this module does.
+// and exits 76). Both need a driver whose Capabilities report Inspect
+// (driver.Inspector), which every backend the command opens does.
 //
 // # locker demo
 //

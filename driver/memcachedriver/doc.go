@@ -7,13 +7,14 @@
 //	d, err := memcachedriver.New(mc, nil)
 //	defer d.Close()
 //
-// The driver implements [driver.Driver], [driver.TTLLimiter] and
-// [driver.TTLChecker]. It does not implement [driver.Notifier]: memcached
-// cannot tell anyone that an item was deleted or expired, so waiters poll
-// with backoff, each wait capped by the holder's remaining lease
-// ([driver.LockedError.Remaining]). Nor [driver.Queuer] or
-// [driver.Acquirer] (no server-side queue: waiters in different processes
-// are not served in order), nor [driver.Sharer] (see "Shared mode" below).
+// The driver implements [driver.Driver] and [driver.Inspector], and its
+// [Driver.Capabilities] report TTL limits in whole seconds. It does not
+// notify: memcached cannot tell anyone that an item was deleted or
+// expired, so waiters poll with backoff, each wait capped by the holder's
+// remaining lease ([driver.LockedError.Remaining]). Nor does it queue
+// (Request.Queued) or implement [driver.Acquirer] (no server-side queue:
+// waiters in different processes are not served in order), nor grant
+// Shared mode (see "Shared mode" below).
 //
 // Run memcached with -M, and not with -C; see "Eviction" below.
 //
@@ -101,7 +102,7 @@
 // memcached's timer, which the front-end's safety margin covers) and at
 // most about E+1. The driver writes holds with E = TTL+2, so a hold lives
 // at least its TTL, counted from the request, and at most TTL+3 seconds
-// after its last renewal. TTLs are whole seconds ([Driver.CheckTTL]; the
+// after its last renewal. TTLs are whole seconds ([Driver.Capabilities]; the
 // driver never rounds), from MinTTL, 3 seconds, which keeps that overrun
 // no longer than the TTL, to MaxTTL, 30 days less 2 seconds, beyond which
 // memcached would read the expiration time as a Unix time.

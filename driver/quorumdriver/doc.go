@@ -1,8 +1,9 @@
 // Package quorumdriver is a locker driver over N independent member
 // drivers, in the manner of Redlock: a key is granted when a majority of
 // the members grant it. The members are usually redisdriver drivers over
-// N standalone Redis servers, but any drivers that implement
-// [driver.TokenFloor] will do (memdriver backends in tests, or a mix).
+// N standalone Redis servers, but any drivers whose Capabilities report
+// TokenFloor ([driver.Request].MinToken) will do (memdriver backends in
+// tests, or a mix).
 //
 //	members := make([]driver.Driver, len(addrs))
 //	for i, addr := range addrs {
@@ -77,16 +78,19 @@
 // members still keep a queue entry. The driver never closes the members'
 // clients; whoever built them does.
 //
-// Optional interfaces: Mode Shared (driver.Sharer) when every member
-// supports it; driver.Notifier when every member implements it (a
-// subscription needs every member's, since a release is published by the
-// members that refused someone, which may be any of them; with a member
-// down, Subscribe fails and the front-end polls); driver.Queuer when every
-// member implements it (each member keeps its own queue; an owner queued
-// on a majority in the same order is handed the key by each). Not
-// implemented: driver.Acquirer, driver.LossWatcher,
-// driver.BatchRefresher. TTLRange is the intersection of the members'
-// ranges and at least [MinTTL].
+// Capabilities ([Driver.Capabilities]), the members' in common: Mode
+// Shared when every member grants it; Notify when every member notifies
+// (a subscription needs every member's, since a release is published by
+// the members that refused someone, which may be any of them; with a
+// member down, Subscribe fails and the front-end polls); Queue when every
+// member queues (each member keeps its own queue; an owner queued on a
+// majority in the same order is handed the key by each). The driver
+// implements Subscribe whatever its members, and reports through its
+// Capabilities whether the front-end may use it: no type per combination
+// of members. Not implemented: driver.Acquirer, driver.LossWatcher,
+// driver.BatchRefresher, driver.Inspector, counted requests and values.
+// The TTL limits are the intersection of the members' and at least
+// [MinTTL]; the TTLUnit is a whole number of every member's.
 //
 // # Tokens
 //
@@ -94,7 +98,8 @@
 // maximum of a majority's tokens is not monotonic by itself: two
 // majorities may share only a member whose counter is behind. The grant's
 // token T is the maximum of the tokens its majority granted, and before
-// the grant is reported T is written back ([driver.TokenFloor]) to members
+// the grant is reported T is written back (a TryAcquire with
+// [driver.Request].MinToken T) to members
 // that granted a lower one, as many as it takes to make a majority (then
 // to the others, if some of those failed): the member's hold takes T as
 // its token, and every token the member grants later exceeds T. The grant
@@ -131,7 +136,8 @@
 // What it assumes of the members: that a member whose write-back returned
 // nil keeps its floor. memdriver keeps its counter for the backend's
 // lifetime. redisdriver keeps T in the hold and in the key's fence key
-// until the member's clock passes T (see redisdriver.Driver.RaiseTokenFloor),
+// until the member's clock passes T (see token floors in
+// redisdriver.Driver.TryAcquire),
 // which needs only that the member's clock does not step back: the
 // members' clocks need not agree. A member whose clock is ahead of the
 // others makes their fence keys live for as long as the difference.

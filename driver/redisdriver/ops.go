@@ -11,14 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TryAcquire implements driver.Driver in one round trip.
+// TryAcquire implements driver.Driver in one round trip, queued
+// (Request.Queued) or not, or with a token floor (Request.MinToken, see
+// raiseTokenFloor).
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, false)
-}
-
-// TryAcquireQueued implements driver.Queuer in one round trip.
-func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, true)
+	if req.MinToken != 0 {
+		return d.raiseTokenFloor(ctx, req)
+	}
+	return d.acquire(ctx, req, req.Queued)
 }
 
 func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
@@ -308,7 +308,7 @@ func modeArg(m driver.Mode) (any, error) {
 }
 
 // queuedArg encodes m, which modeArg accepts, for the acquire script of
-// TryAcquireQueued.
+// a queued TryAcquire.
 func queuedArg(m driver.Mode) any {
 	if m == driver.Shared {
 		return "sq"

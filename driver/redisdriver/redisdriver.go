@@ -5,10 +5,11 @@
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 //	d, err := redisdriver.New(rdb, nil)
 //
-// The driver implements [driver.Driver] and the optional [driver.Sharer],
-// [driver.Counter], [driver.ValueKeeper], [driver.Notifier],
-// [driver.Queuer], [driver.BatchRefresher], [driver.TTLLimiter],
-// [driver.Inspector] and [driver.TokenFloor].
+// The driver implements [driver.Driver] and reports through
+// [Driver.Capabilities] shared and counted holds, values, a wait queue
+// (Request.Queued), token floors (Request.MinToken), TTL limits, and the
+// optional [driver.Notifier], [driver.BatchRefresher] and
+// [driver.Inspector].
 //
 // # Data layout
 //
@@ -64,7 +65,7 @@
 // All logic runs server-side in three Lua scripts, with Redis TIME as the
 // clock of shared holds and queue entries and PX for the exclusive hold:
 //
-//   - acquire (TryAcquire, TryAcquireQueued) drops expired shared holds and
+//   - acquire (TryAcquire, queued or not) drops expired shared holds and
 //     queue entries, then: extends the hold of an owner that already holds
 //     the key in the requested mode, keeping its token; or refuses, with
 //     the remaining time of the conflicting holds, when another owner holds
@@ -73,7 +74,7 @@
 //     its head (nor, for Shared, in the run of shared entries at its head),
 //     with the remaining life of the entries ahead; or grants the key with
 //     a new token (see Tokens), and removes the owner's queue
-//     entry. TryAcquireQueued, when refused, appends the owner to the queue
+//     entry. A queued TryAcquire, when refused, appends the owner to the queue
 //     (or keeps its place) with an entry that expires after req.TTL.
 //     A refused request flags the exclusive hold that refused it (a "w"
 //     after the token in the lock's value), so that its release wakes
@@ -100,7 +101,7 @@
 //     confirmed its own yet, where the other Drivers ignore it), so that
 //     no other process reads it: that Driver wakes its subscriptions of
 //     the key and returns the grant from the owner's next
-//     TryAcquireQueued without a round trip (Lease.Start is
+//     queued TryAcquire without a round trip (Lease.Start is
 //     the send time of the request that last renewed the queue entry,
 //     which the grant's expiry cannot precede). A queued request's
 //     refusal reports a bound of every token granted so far, so that a
@@ -146,11 +147,11 @@
 // Scripts are sent with EVALSHA (built by the driver, as few and small
 // arguments as possible), and with EVAL once per script and server
 // when the server answers NOSCRIPT (after a restart, a failover or SCRIPT
-// FLUSH). TryAcquire, TryAcquireQueued, Refresh and Release take one round
+// FLUSH). TryAcquire (queued or not), Refresh and Release take one round
 // trip each. RefreshBatch takes one round trip per 1000 leases (on
 // Cluster, one per master and 1000 leases, in parallel), plus one more for
 // the leases whose script the server did not have. With Options.Replicas,
-// the WAIT goes in the same round trip, but a TryAcquireQueued that a
+// the WAIT goes in the same round trip, but a queued TryAcquire that a
 // handoff granted takes one too (to be acknowledged). Subscribe takes one
 // round trip when the key's channel is not yet subscribed by this driver
 // (two when the driver's pub/sub connection is not open), none otherwise:
@@ -295,7 +296,7 @@ import (
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
 const DefaultPrefix = "locker:"
 
-// TTL limits reported by TTLRange. Redis expires keys in whole
+// TTL limits reported by Capabilities. Redis expires keys in whole
 // milliseconds; a TTL is truncated to a multiple of a millisecond, and the
 // lease reports the truncated TTL.
 const (
@@ -395,13 +396,9 @@ func (q *queuedOwner) start() time.Time {
 
 var (
 	_ driver.Driver         = (*Driver)(nil)
-	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Describer      = (*Driver)(nil)
 	_ driver.Notifier       = (*Driver)(nil)
-	_ driver.Queuer         = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
-	_ driver.TTLLimiter     = (*Driver)(nil)
-	_ driver.Counter        = (*Driver)(nil)
-	_ driver.ValueKeeper    = (*Driver)(nil)
 )
 
 // New returns a Driver that uses client. opts may be nil. The driver does
@@ -461,16 +458,16 @@ func contextBound(client redis.UniversalClient) bool {
 	return false
 }
 
-// SupportsShared reports true: the driver grants Mode Shared.
-func (d *Driver) SupportsShared() bool { return true }
-
-// SupportsCounted reports true: the driver grants counted Shared requests
-// (Request.Limit > 0, up to 2^53).
-func (d *Driver) SupportsCounted() bool { return true }
-
-// SupportsValues reports true: the driver keeps Request.Value with each
-// grant, and Inspect reports it.
-func (d *Driver) SupportsValues() bool { return true }
-
-// TTLRange reports MinTTL and MaxTTL.
-func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
+// Capabilities implements driver.Describer: the driver grants shared and
+// counted requests (Request.Limit > 0, up to 2^53), keeps values and
+// reports them through Inspect, keeps a wait queue (Request.Queued),
+// raises token floors (Request.MinToken), notifies and refreshes in
+// batches, with TTLs from MinTTL to MaxTTL.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared: true, Counted: true, Values: true,
+		MinTTL: MinTTL, MaxTTL: MaxTTL,
+		Queue: true, TokenFloor: true,
+		Notify: true, RefreshBatch: true, Inspect: true,
+	}
+}

@@ -28,7 +28,7 @@ func calls(d driver.Driver, key string, l driver.Lease) []call {
 			return err
 		}},
 		{"TryAcquireQueued", func(ctx context.Context) error {
-			_, err := d.(driver.Queuer).TryAcquireQueued(ctx, req(key, driver.Shared, time.Minute))
+			_, err := tryQueued(d, ctx, req(key, driver.Shared, time.Minute))
 			return err
 		}},
 		{"Refresh", func(ctx context.Context) error {

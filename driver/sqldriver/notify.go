@@ -17,7 +17,8 @@ import (
 )
 
 // NotifyDriver is a Driver on PostgreSQL whose waiters are woken by
-// LISTEN/NOTIFY: it also implements driver.Notifier. New returns one for a
+// LISTEN/NOTIFY: it also implements driver.Notifier, and its Capabilities
+// report Notify. New returns one for a
 // *sql.DB of pgx's stdlib driver.
 //
 // Its subscriptions share one connection taken from the pool for LISTEN,
@@ -73,11 +74,17 @@ func (d *NotifyDriver) stopIfIdle(h *hub) {
 }
 
 var (
-	_ driver.Notifier    = (*NotifyDriver)(nil)
-	_ driver.Counter     = (*NotifyDriver)(nil)
-	_ driver.ValueKeeper = (*NotifyDriver)(nil)
-	_ driver.Inspector   = (*NotifyDriver)(nil)
+	_ driver.Notifier  = (*NotifyDriver)(nil)
+	_ driver.Describer = (*NotifyDriver)(nil)
+	_ driver.Inspector = (*NotifyDriver)(nil)
 )
+
+// Capabilities implements driver.Describer: those of Driver, and Notify.
+func (d *NotifyDriver) Capabilities() driver.Capabilities {
+	c := d.Driver.Capabilities()
+	c.Notify = true
+	return c
+}
 
 // channel returns the notification channel of the driver's table:
 // "locker:" followed by the table name, or by a hash of it when that

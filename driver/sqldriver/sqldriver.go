@@ -19,7 +19,7 @@ import (
 // DefaultTable is the lease table used when Options.Table is empty.
 const DefaultTable = "locker_leases"
 
-// TTL limits reported by TTLRange. Expiry times are kept in microseconds:
+// TTL limits reported by Capabilities. Expiry times are kept in microseconds:
 // a TTL is truncated to a multiple of a microsecond, and the lease reports
 // the truncated TTL.
 const (
@@ -67,15 +67,15 @@ type Options struct {
 	// other database/sql drivers.
 	Dialect Dialect
 	// NoNotify turns off PostgreSQL LISTEN/NOTIFY: New then returns a
-	// driver without driver.Notifier, whose waiters poll, and which never
+	// driver that does not notify, whose waiters poll, and which never
 	// takes a connection of its own from the pool.
 	NoNotify bool
 }
 
 // Driver is a locker driver over a database/sql database. It implements
-// driver.Driver, driver.Sharer, driver.Counter, driver.ValueKeeper,
-// driver.Queuer, driver.BatchRefresher, driver.TTLLimiter and
-// driver.Inspector. It is safe for concurrent use. Create it with New,
+// driver.Driver, driver.BatchRefresher and driver.Inspector, and its
+// Capabilities report shared and counted holds, values, a wait queue
+// (Request.Queued) and TTL limits. It is safe for concurrent use. Create it with New,
 // which wraps it in a *NotifyDriver on PostgreSQL.
 type Driver struct {
 	db      *sql.DB
@@ -89,12 +89,8 @@ type Driver struct {
 
 var (
 	_ driver.Driver         = (*Driver)(nil)
-	_ driver.Sharer         = (*Driver)(nil)
-	_ driver.Counter        = (*Driver)(nil)
-	_ driver.ValueKeeper    = (*Driver)(nil)
-	_ driver.Queuer         = (*Driver)(nil)
+	_ driver.Describer      = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
-	_ driver.TTLLimiter     = (*Driver)(nil)
 )
 
 // New returns a driver over db that keeps its leases in the table named by
@@ -188,20 +184,20 @@ func (d *Driver) Dialect() Dialect { return d.dialect }
 // Table returns the name of the lease table.
 func (d *Driver) Table() string { return d.table }
 
-// SupportsShared reports true: the driver grants Mode Shared.
-func (d *Driver) SupportsShared() bool { return true }
-
-// SupportsCounted reports true: the driver grants counted Shared requests
-// (semaphores; see "Counted holds and values" in the package
-// documentation).
-func (d *Driver) SupportsCounted() bool { return true }
-
-// SupportsValues reports true: the driver keeps each grant's value and
-// Inspect reports it.
-func (d *Driver) SupportsValues() bool { return true }
-
-// TTLRange reports MinTTL and MaxTTL.
-func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
+// Capabilities implements driver.Describer: the driver grants shared and
+// counted requests (semaphores; see "Counted holds and values" in the
+// package documentation), keeps each grant's value and reports it through
+// Inspect, keeps a wait queue (Request.Queued) and refreshes in batches,
+// with TTLs from MinTTL to MaxTTL. It does not notify; a NotifyDriver
+// does.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared: true, Counted: true, Values: true,
+		MinTTL: MinTTL, MaxTTL: MaxTTL,
+		Queue:        true,
+		RefreshBatch: true, Inspect: true,
+	}
+}
 
 // CreateTable creates the lease table if it does not exist, with the DDL
 // shown in the package documentation, and upgrades a table created by an

@@ -11,11 +11,11 @@
 //	defer d.Close()
 //	m := locker.NewMutex(d, "orders/42")
 //
-// The driver implements [driver.Driver] and the optional [driver.Sharer],
-// [driver.Counter], [driver.ValueKeeper], [driver.Acquirer],
-// [driver.LossWatcher], [driver.BatchRefresher], [driver.Inspector] and
-// [driver.TTLLimiter]. It does not implement [driver.Notifier] or
-// [driver.Queuer]: with Acquirer the front-end waits in ZooKeeper's own
+// The driver implements [driver.Driver] and the optional
+// [driver.Acquirer], [driver.LossWatcher], [driver.BatchRefresher] and
+// [driver.Inspector]; its [Driver.Capabilities] report shared and counted
+// holds, values and TTL limits. It neither notifies nor keeps a queue for
+// Request.Queued: with Acquirer the front-end waits in ZooKeeper's own
 // queue instead.
 //
 // # Connections and sessions
@@ -112,7 +112,7 @@
 //
 // # Semaphores: counted requests
 //
-// A Shared request with a Limit (driver.Counter) takes Weight units of its
+// A Shared request with a Limit (driver.Capabilities.Counted) takes Weight units of its
 // key's Limit, in the same queue. A counted node is granted when every
 // node before it, holder or waiter, is a shared node of the same limit and
 // their weights plus its own add up to at most the limit. A waiter is thus
@@ -176,8 +176,8 @@
 // # TTL and the session timeout
 //
 // TTLs range from MinTTL (1ms) to the session timeout that the server
-// negotiated for the connection (TTLRange; before the first session it
-// reports the timeout asked for). A hold must not outlive the session that
+// negotiated for the connection (Capabilities' MaxTTL; before the first
+// session it is the timeout asked for). A hold must not outlive the session that
 // keeps its node: the front-end declares a hold lost at send time + TTL −
 // margin after its last confirmed renewal, and the server, which heard
 // from the client no earlier than that send time, ends the session, and
