@@ -5,7 +5,8 @@
 // this package. Implement a driver here, then check it with
 // [github.com/go-locker/locker/lockertest.TestDriver]; that package's
 // documentation walks a driver author from a complete driver of under 150
-// lines (its ExampleTestDriver) to the optional parts below.
+// lines (its Example (Driver): the three required methods over a map) to
+// the optional parts below.
 //
 // The contract has a required part, three methods every backend can
 // implement, and optional parts, each either something the front-end

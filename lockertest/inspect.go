@@ -136,7 +136,7 @@ func testInspectWaiter(e *env, in driver.Inspector, ds []driver.Driver) {
 	}
 }
 
-// testInspectQueued: an entry of the backend's wait queue (Queuer) is
+// testInspectQueued: an entry of the backend's wait queue (Request.Queued) is
 // counted.
 func testInspectQueued(e *env, in driver.Inspector, ds []driver.Driver) {
 	key := e.key("queued")

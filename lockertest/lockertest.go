@@ -14,6 +14,43 @@
 // separate processes. The suite uses fresh keys in every run, so it may
 // share a server with other tests.
 //
+// # Writing a driver
+//
+// Start with the required part of the contract (package
+// [github.com/go-locker/locker/driver] explains it): TryAcquire, Refresh
+// and Release over the backend. The package's Example (Driver) is a
+// complete driver of that kind, a map behind a mutex standing in for the
+// backend, and TestDriver passes on it: package locker supplies waiting
+// (retries with a backoff capped by [driver.LockedError.Remaining]),
+// renewal, loss detection and fairness among the waiters of a process. Run
+// the suite with go test -v: the subtests of the parts the driver does not
+// have skip, and say so.
+//
+// Then add what the backend offers, one part at a time. Each is announced
+// in the driver's [driver.Capabilities] (implement [driver.Describer]),
+// and each has the subtests named below:
+//
+//  1. The hooks: [WithCloseClient] (a closed client is a permanent error)
+//     and [WithStall] (calls return by their deadline while the backend
+//     does not answer) turn on ClosedClient, Stalled and Deadlines.
+//  2. TTL limits: MinTTL, MaxTTL and TTLUnit when the backend cannot
+//     honour every TTL. The suite picks its TTLs within them (see below);
+//     TTLUnit checks that the front-end refuses the others.
+//  3. Shared, then Counted and Values (with Inspect): Shared,
+//     RWMutexHammer, Counted, CountedHammer, Semaphore, SemaphoreHammer,
+//     Values, Election.
+//  4. Faster waiting: Notify ([driver.Notifier]) wakes waiters on a
+//     release; Queue (Request.Queued) gives waiters in different
+//     processes bounded waiting; Acquire ([driver.Acquirer]) waits in the
+//     backend's own fair queue. Subtests Notify, Queue, Acquire.
+//  5. WatchLoss ([driver.LossWatcher]), RefreshBatch
+//     ([driver.BatchRefresher]) and Inspect ([driver.Inspector]), each a
+//     subtest of its name; TokenFloor (Request.MinToken) for drivers that
+//     quorums combine, checked by those drivers' own tests.
+//
+// Subtest Capabilities checks that every interface the Capabilities name
+// is implemented, and logs an implemented one they do not name.
+//
 // # What it checks
 //
 // The subtests of group "Driver" call the driver directly and check the
@@ -42,10 +79,13 @@
 //     use for its own names, control characters, look-alike Unicode and
 //     512 bytes are all usable, and independent of each other.
 //   - ConcurrentMethods: every method from many goroutines at once.
-//   - Shared ([driver.Sharer]): readers coexist and exclude writers, each
+//   - Capabilities: the optional interfaces the [driver.Capabilities]
+//     report are implemented; Counted comes with Shared, Values with
+//     Inspect.
+//   - Shared (Capabilities.Shared): readers coexist and exclude writers, each
 //     with its own token and its own expiry.
 //   - Notify ([driver.Notifier]): subscribers hear of releases by any client.
-//   - Queue ([driver.Queuer]): queued owners are served in order and before
+//   - Queue (Capabilities.Queue, Request.Queued): queued owners are served in order and before
 //     newcomers, a run of readers at the head together; leaving the queue
 //     unblocks the rest; entries expire.
 //   - BatchRefresh ([driver.BatchRefresher]): one result per lease.
@@ -53,7 +93,7 @@
 //     on several clients, queued one after the other (250ms apart) behind a
 //     holder, are
 //     granted the key in that order, one at a time, with growing tokens
-//     (and, on a [driver.Sharer], shared waiters together); a waiter whose
+//     (and, on a driver that grants Shared, shared waiters together); a waiter whose
 //     context ends returns an error wrapping the context's error and
 //     leaves nothing held or queued: the waiter behind it, then a
 //     newcomer, get the key as soon as it is free.
@@ -63,22 +103,22 @@
 //     caller's goleak, if any, checks that). Losses themselves (a session
 //     that expires, a lease that an administrator revokes) are
 //     backend-specific: test them in the driver's own package.
-//   - TTLCheck ([driver.TTLChecker]): the checker accepts the TTLs the
-//     suite chose, and package locker refuses, before any call to the
-//     driver, a TTL within the [driver.TTLLimiter] range that the checker
-//     rejects, with an error wrapping locker.ErrInvalidTTL and the
-//     checker's message (skipped when no such TTL is found).
-//   - Counted ([driver.Counter]): counted Shared holds share a key while
+//   - TTLUnit (Capabilities.TTLUnit): the suite's TTLs are whole numbers
+//     of it, and package locker refuses, before any call to the driver, a
+//     TTL within [MinTTL, MaxTTL] that is not, with an error wrapping
+//     locker.ErrInvalidTTL that names the unit (skipped when no such TTL
+//     is found).
+//   - Counted (Capabilities.Counted): counted Shared holds share a key while
 //     their weights fit in the limit, each with its own increasing token; a
 //     request with another limit is refused with a *driver.LimitError; on
 //     a driver with a wait queue a large waiting request is not overtaken
 //     by smaller ones; Inspect reports the limit and the weights.
-//   - CountedHammer ([driver.Counter]): goroutines on three drivers take
+//   - CountedHammer (Capabilities.Counted): goroutines on three drivers take
 //     random weights of one key, each waiting the way the driver offers
-//     (Acquire, TryAcquireQueued woken by Subscribe, or TryAcquire
+//     (Acquire, a queued TryAcquire woken by Subscribe, or TryAcquire
 //     retried); the units held, counted by the holders and read by
 //     Inspect, never exceed the limit, and the key is free at the end.
-//   - Values ([driver.ValueKeeper]): the value of a grant is reported by
+//   - Values (Capabilities.Values): the value of a grant is reported by
 //     Inspect while the hold lives, kept by a re-acquire, and gone with
 //     the hold.
 //   - ClosedClient ([WithCloseClient]): once the backend client under a
@@ -124,17 +164,16 @@
 //     closed, LockContext returns within a second with an error that
 //     driver.IsPermanent reports, Lock panics with it, and the hold ends.
 //
-// The subtests of optional interfaces are skipped, with the reason, when
-// the driver does not implement them, so go test -v shows which
-// capabilities were checked. A [driver.TTLLimiter] chooses the lease
+// The subtests of optional parts are skipped, with the reason, when the
+// driver's Capabilities do not report them, so go test -v shows which
+// capabilities were checked. The TTL limits of the Capabilities choose the lease
 // lengths the suite uses: short leases (at least 200ms) where a lease must
 // expire, medium ones (at least 600ms) refreshed on a schedule, and long
 // ones (at least 10s, and 10 times the minimum) where it must not expire;
 // each is clamped into the driver's range, so that a driver whose minimum
 // and maximum are equal (a TTL tied to a session timeout) gets that one
-// TTL everywhere. On a [driver.TTLChecker] each is rounded up to the
-// nearest TTL the checker accepts, trying whole milliseconds, tenths of a
-// second and whole seconds.
+// TTL everywhere. With a TTLUnit each is rounded up to a whole number of
+// units (down, when that would pass the maximum).
 //
 // # Reading the results
 //
@@ -180,7 +219,8 @@ type MakeDriver func(t *testing.T) driver.Driver
 
 // TestDriver tests that the drivers made by mk satisfy the contract of
 // package driver, directly and through package locker's Mutex and RWMutex.
-// Optional interfaces are tested when implemented and skipped otherwise.
+// Optional parts are tested when the driver's Capabilities report them and
+// skipped otherwise.
 //
 // TestDriver returns when all its subtests have finished. Like
 // nettest.TestConn it gives no false positives but may give false

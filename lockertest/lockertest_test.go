@@ -21,6 +21,16 @@ func TestMemDriver(t *testing.T) {
 		}))
 }
 
+// TestExampleDriver runs the suite over the complete driver of
+// Example_driver, which implements the three required methods only: the
+// subtests of optional parts skip, every other one must pass. Stalls are
+// not modelled (Driver/Stalled and Locker/Deadlines skip).
+func TestExampleDriver(t *testing.T) {
+	s := newStore()
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return &mapDriver{s: s} },
+		lockertest.WithCloseClient(func(t *testing.T, d driver.Driver) { d.(*mapDriver).Close() }))
+}
+
 // TestWholeSecondTTLs runs the suite over memdriver with whole-second TTLs,
 // as on etcd: the suite must round its TTLs up to whole numbers of the
 // driver's TTLUnit, and TTLUnit finds TTLs the front-end rejects.
