@@ -178,7 +178,7 @@ type contention struct {
 	req   driver.Request
 
 	sub    driver.Subscription
-	queued bool            // req.Owner has a place in the backend's queue (Queuer)
+	queued bool            // req.Owner has a place in the backend's queue (Request.Queued)
 	dirty  bool            // the backend may hold state for req.Owner
 	bo     *driver.Backoff // made on first need
 	timer  *time.Timer

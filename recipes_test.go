@@ -40,7 +40,7 @@ func TestRecipesUnsupported(t *testing.T) {
 	}
 	e := c.Election("e")
 	if _, err := e.Campaign(ctx, "v"); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Election.Campaign on a driver without ValueKeeper: %v; want ErrUnsupported", err)
+		t.Errorf("Election.Campaign on a driver without values: %v; want ErrUnsupported", err)
 	}
 	if _, err := e.Leader(ctx); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Election.Leader on a driver without Inspector: %v; want ErrUnsupported", err)

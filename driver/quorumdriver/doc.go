@@ -24,7 +24,7 @@
 // 25ms, at most TTL/3): a member that is down or black-holed costs a call
 // that timeout, not the TTL.
 //
-//   - TryAcquire (and TryAcquireQueued) grants the key when a majority
+//   - TryAcquire (queued or not) grants the key when a majority
 //     granted it and took the grant's token (see Tokens) within the
 //     lease's validity: the TTL, counted from the moment the first member
 //     request was sent, minus the time the requests took and minus a

@@ -124,7 +124,7 @@
 //
 // # Operations
 //
-//   - TryAcquire and TryAcquireQueued run one short transaction. It first
+//   - TryAcquire, queued (Request.Queued) or not, runs one short transaction. It first
 //     serialises with the other acquires of the key: on PostgreSQL with
 //     pg_advisory_xact_lock of a 64-bit hash of the key (a
 //     transaction-scoped lock, released at commit, never held on an idle
@@ -233,8 +233,9 @@
 // # Shared holds and fairness
 //
 // Every shared holder has its own row, expiry and token, so a reader that
-// dies expires on its own while others renew. The driver implements
-// [driver.Queuer] with the queue rows above, judged by the database's
+// dies expires on its own while others renew. The driver keeps the wait
+// queue of Request.Queued ([driver.Capabilities] Queue) with the queue
+// rows above, judged by the database's
 // clock: once waiters are queued, the key goes only to the head of the
 // queue, or to a run of readers at its head, so that a waiting writer is
 // not starved by a stream of readers, and a waiter in one process is not
@@ -242,7 +243,8 @@
 //
 // # Counted holds and values
 //
-// The driver implements [driver.Counter] and [driver.ValueKeeper]. A
+// The driver grants counted requests and keeps values ([driver.Capabilities]
+// Counted and Values). A
 // counted shared request (Request.Limit > 0, for locker.Semaphore) is a
 // shared hold whose row also records the key's limit (lim) and the units
 // it takes (weight). The acquire's transaction, serialised with the key's
