@@ -168,7 +168,7 @@
 // Capabilities; what changes a grant (a queue entry, a token floor) is a
 // field of Request, so that it goes through TryAcquire.
 //
-// package locker never closes a driver or the client inside it: whoever
+// Package locker never closes a driver or the client inside it: whoever
 // built the driver owns its client.
 package driver
 

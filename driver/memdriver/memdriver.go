@@ -38,7 +38,6 @@ var (
 	_ driver.BatchRefresher = (*Driver)(nil)
 	_ driver.Acquirer       = (*Driver)(nil)
 	_ driver.LossWatcher    = (*Driver)(nil)
-	_ driver.Inspector      = (*Driver)(nil)
 )
 
 // Driver is a client of a [Backend]: it implements [driver.Driver] and all
