@@ -45,6 +45,8 @@ var bugs = []bug{
 	{"acquire-out-of-order", "Driver/Acquire"},
 	{"acquire-keeps-entry", "Driver/Acquire"},
 	{"watch-reports-release", "Driver/WatchLoss"},
+	{"floor-ignored", "Driver/TokenFloor"},
+	{"claims-acquire", "Driver/Capabilities"},
 }
 
 const bugEnv = "LOCKERTEST_BUG"
@@ -103,6 +105,7 @@ func TestBrokenHelper(t *testing.T) {
 var withoutAcquirer = map[string]bool{
 	"release-keeps-queue": true,
 	"refresh-lies":        true,
+	"claims-acquire":      true, // and reports Acquire all the same
 }
 
 // waitless is a broken driver without Acquire and WatchLoss (nor counted
@@ -132,6 +135,7 @@ func (w *waitless) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Shared: c.Shared, MinTTL: c.MinTTL, MaxTTL: c.MaxTTL,
 		Queue: c.Queue, Notify: c.Notify, RefreshBatch: c.RefreshBatch,
+		Acquire: w.d.bug == "claims-acquire",
 	}
 }
 
@@ -163,6 +167,9 @@ func lossy(key string) string { return strings.ReplaceAll(key, "/", "_") }
 func (d *broken) TryAcquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
 	if r.Queued {
 		return d.tryAcquireQueued(ctx, r)
+	}
+	if r.MinToken != 0 && d.bug == "floor-ignored" {
+		r.MinToken = 0 // a re-acquire: the token stays as it was
 	}
 	ctx = d.ctx(ctx)
 	key := r.Key

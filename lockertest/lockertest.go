@@ -45,8 +45,8 @@
 //     backend's own fair queue. Subtests Notify, Queue, Acquire.
 //  5. WatchLoss ([driver.LossWatcher]), RefreshBatch
 //     ([driver.BatchRefresher]) and Inspect ([driver.Inspector]), each a
-//     subtest of its name; TokenFloor (Request.MinToken) for drivers that
-//     quorums combine, checked by those drivers' own tests.
+//     subtest of its name; TokenFloor (Request.MinToken), for drivers that
+//     a quorum combines, subtest TokenFloor.
 //
 // Subtest Capabilities checks that every interface the Capabilities name
 // is implemented, and logs an implemented one they do not name.
@@ -118,6 +118,10 @@
 //     (Acquire, a queued TryAcquire woken by Subscribe, or TryAcquire
 //     retried); the units held, counted by the holders and read by
 //     Inspect, never exceed the limit, and the key is free at the end.
+//   - TokenFloor (Capabilities.TokenFloor, Request.MinToken): a holder's
+//     floor becomes its token, kept by a re-acquire and exceeded by the
+//     next grant after its release; a floor asked by a non-holder fails
+//     with ErrNotHeld and grants nothing; in each mode the driver grants.
 //   - Values (Capabilities.Values): the value of a grant is reported by
 //     Inspect while the hold lives, kept by a re-acquire, and gone with
 //     the hold.
@@ -265,6 +269,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "Counted", testCounted)
 		serial(t, st, "CountedHammer", testCountedHammer)
 		parallel(t, st, "Values", testValues)
+		parallel(t, st, "TokenFloor", testTokenFloor)
 		parallel(t, st, "ClosedClient", testDriverClosedClient)
 		parallel(t, st, "Stalled", testDriverStalled)
 	})
