@@ -367,40 +367,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	}
 	var why error
 	if len(granted) >= d.quorum {
-		// Write the token back to the members that granted a lower one.
-		var low []int
-		for _, i := range granted {
-			if rs[i].v.Token < token {
-				low = append(low, i)
-			}
-		}
-		// A majority must hold the token: write it back to as few members
-		// as that takes, then, if some failed, to the others.
-		floor := driver.Request{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, MinToken: token}
-		var confirmed []int // the members that hold the grant with token
-		for _, i := range granted {
-			if rs[i].v.Token == token {
-				confirmed = append(confirmed, i)
-			}
-		}
-		for len(low) > 0 && len(confirmed) < d.quorum && ctx.Err() == nil {
-			batch := low[:min(d.quorum-len(confirmed), len(low))]
-			low = low[len(batch):]
-			wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
-				_, err := d.members[i].TryAcquire(ctx, floor)
-				return struct{}{}, err
-			})
-			for j, r := range wb {
-				if r.err == nil {
-					// The member's hold took the token: a give-back
-					// names it (see giveBack).
-					rs[batch[j]].v.Token = token
-					confirmed = append(confirmed, batch[j])
-				} else {
-					t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
-				}
-			}
-		}
+		confirmed := d.writeBack(ctx, timeout, req, token, rs, granted, &t)
 		begin := d.validFrom(start, rs, confirmed)
 		switch {
 		case len(confirmed) < d.quorum:
@@ -425,6 +392,41 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 		why = fmt.Errorf("%w: %d of %d members granted%s", ErrTooFewMembers, len(granted), len(d.members), inDoubt(doubted))
 	}
 	return driver.Lease{}, d.failure(ctx, op, req.Key, &t, why)
+}
+
+// writeBack writes token back to the members of granted that granted a
+// lower one, as a token floor (Request.MinToken), and returns the members
+// that hold the grant with token. A majority must hold it: it writes to as
+// few members as that takes, then, if some failed, to the others. A member
+// whose hold took the token has it in rs, so that a give-back names it
+// (see giveBack); a failed write-back is added to t.
+func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req driver.Request, token uint64, rs []result[driver.Lease], granted []int, t *tally) (confirmed []int) {
+	var low []int
+	for _, i := range granted {
+		if rs[i].v.Token < token {
+			low = append(low, i)
+		} else {
+			confirmed = append(confirmed, i)
+		}
+	}
+	floor := driver.Request{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, MinToken: token}
+	for len(low) > 0 && len(confirmed) < d.quorum && ctx.Err() == nil {
+		batch := low[:min(d.quorum-len(confirmed), len(low))]
+		low = low[len(batch):]
+		wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
+			_, err := d.members[i].TryAcquire(ctx, floor)
+			return struct{}{}, err
+		})
+		for j, r := range wb {
+			if r.err == nil {
+				rs[batch[j]].v.Token = token
+				confirmed = append(confirmed, batch[j])
+			} else {
+				t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
+			}
+		}
+	}
+	return confirmed
 }
 
 // validFrom returns when the grant held by the members in held (at least

@@ -13,20 +13,9 @@ var fenceLua string
 
 var fenceScript = newScript("", fenceLua)
 
-// raiseTokenFloor is TryAcquire with req.MinToken ([driver.Request].MinToken),
-// in one round trip: every later token of req.Key exceeds the floor, and
-// req.Owner's hold of req.Key in req.Mode, if any, takes the floor as its
-// token when its own is lower; the lease returned has the hold's token.
-//
-// The fence key keeps floor, as it keeps a token granted by this server
-// (see Tokens in the package doc), while the server's clock has not passed
-// floor; once it has, the clock alone exceeds floor. So the floor needs no
-// state after that moment, and tokens exceed it as long as the server's
-// clock does not step back. A floor that comes from another server's
-// clock, ahead of this one, is kept until this server's clock catches up
-// with it: the fence key lives as long as the two clocks differ. A restart
-// that loses the data set loses a floor the clock has not yet passed. The
-// hold's release keeps its token, and so the floor, in the same way.
+// raiseTokenFloor is TryAcquire with req.MinToken, a token floor (see
+// Driver.TryAcquire), in one round trip; the lease it returns has the
+// hold's token.
 func (d *Driver) raiseTokenFloor(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "raise-token-floor"
 	if err := ctx.Err(); err != nil {
