@@ -153,7 +153,7 @@
 //     cannot.
 //   - TokenFloor ([Request].MinToken): a holder's token can be raised to a
 //     value chosen elsewhere. Package locker never uses it; drivers that
-//     combine backends into one (package quorumdriver) require it of their
+//     combine several backends into one (a quorum) require it of their
 //     members.
 //
 // # Why eight interfaces

@@ -41,7 +41,7 @@ type KeyState struct {
 	Holders []Holder
 	// Fence is the highest token the backend has granted for the key, or
 	// 0 when it does not know it or has granted none (on backends whose
-	// token is a global counter, such as etcd's revisions, it is the
+	// token is a global counter, such as a store-wide revision, it is the
 	// largest token among the holders).
 	Fence uint64
 	// Waiting counts the entries of the backend's wait queue for the key
