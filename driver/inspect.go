@@ -45,8 +45,8 @@ type KeyState struct {
 	// largest token among the holders).
 	Fence uint64
 	// Waiting counts the entries of the backend's wait queue for the key
-	// (Request.Queued, Acquirer): owners waiting their turn. It is 0 on a backend
-	// without a queue.
+	// (Request.Queued, Acquirer): owners waiting their turn. It is 0 on a
+	// backend without a queue.
 	Waiting int
 }
 
