@@ -40,7 +40,7 @@ type grant struct {
 func testAcquire(e *env) {
 	e.skipUnless(e.caps.Acquire, "Acquire")
 	ds := e.drivers(5)
-	acq := func(i int) driver.Acquirer { return e.acquirer(ds[i]) }
+	acq := func(i int) driver.Acquirer { return claimed[driver.Acquirer](e, ds[i]) }
 
 	// A free key is granted at once.
 	key := e.key("free")
@@ -301,7 +301,7 @@ func (e *env) expectFreeSoon(d driver.Driver, key, why string) {
 func testWatchLoss(e *env) {
 	e.skipUnless(e.caps.WatchLoss, "WatchLoss")
 	ds := e.drivers(2)
-	lw := e.lossWatcher(ds[0])
+	lw := claimed[driver.LossWatcher](e, ds[0])
 	// The callback only records its calls: a driver that calls it after
 	// stop returned might do so after the subtest ended.
 	watch := func(l driver.Lease) (calls *lossCalls, stop func()) {

@@ -53,7 +53,7 @@ func testCounted(e *env) {
 	for _, r := range []driver.Request{counted(key, 5, 1, e.long), req(key, driver.Shared, e.long)} {
 		e.expectMismatch(ds[2], r, 4)
 	}
-	if in := e.inspector(e.d); in != nil {
+	if in := claimed[driver.Inspector](e, e.d); in != nil {
 		st := e.inspect(in, key)
 		var sum int64
 		for _, h := range st.Holders {
@@ -107,7 +107,7 @@ func testCountedQueue(e *env, ds []driver.Driver) {
 	} else {
 		go func() {
 			defer close(granted)
-			lw, werr = e.acquirer(ds[1]).Acquire(e.ctx, rw)
+			lw, werr = claimed[driver.Acquirer](e, ds[1]).Acquire(e.ctx, rw)
 		}()
 		e.sleep(300 * time.Millisecond) // Acquire has queued by then
 	}
@@ -151,7 +151,7 @@ func (e *env) expectMismatch(d driver.Driver, r driver.Request, limit int64) {
 func testValues(e *env) {
 	e.skipUnless(e.caps.Values, "Values")
 	e.skipUnless(e.caps.Inspect, "Inspect")
-	in := e.inspector(e.d)
+	in := claimed[driver.Inspector](e, e.d)
 	ds := e.drivers(2)
 	key := e.key("k")
 
@@ -207,7 +207,7 @@ func testCountedHammer(e *env) {
 	stop := time.Now().Add(hammerTime)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	if in := e.inspector(e.d); in != nil {
+	if in := claimed[driver.Inspector](e, e.d); in != nil {
 		wg.Go(func() { e.inspectCounted(in, key, limit, done) })
 	}
 	var workersWG sync.WaitGroup
@@ -278,7 +278,7 @@ func (e *env) inspectCounted(in driver.Inspector, key string, limit int64, done 
 // Capabilities report it; else TryAcquire (queued, where they report
 // Queue) again on each notification (Notify), or after a short pause.
 func (e *env) waitFor(d driver.Driver, r driver.Request) (driver.Lease, error) {
-	if a := e.acquirer(d); a != nil {
+	if a := claimed[driver.Acquirer](e, d); a != nil {
 		return a.Acquire(e.ctx, r)
 	}
 	try := d.TryAcquire
@@ -286,7 +286,7 @@ func (e *env) waitFor(d driver.Driver, r driver.Request) (driver.Lease, error) {
 		try = func(ctx context.Context, r driver.Request) (driver.Lease, error) { return tryQueued(ctx, d, r) }
 	}
 	var wake <-chan struct{}
-	if n := e.notifier(d); n != nil {
+	if n := claimed[driver.Notifier](e, d); n != nil {
 		sub, err := n.Subscribe(e.ctx, r.Key)
 		if err != nil {
 			return driver.Lease{}, err

@@ -56,15 +56,15 @@ func (e *env) driverCalls(d driver.Driver, held driver.Lease, k2 string, reqs *[
 			return err
 		}})
 	}
-	if a := e.acquirer(d); a != nil {
+	if a := claimed[driver.Acquirer](e, d); a != nil {
 		calls = append(calls, driverCall{"Acquire", try(a.Acquire, k2)})
 	}
-	if b := e.batchRefresher(d); b != nil {
+	if b := claimed[driver.BatchRefresher](e, d); b != nil {
 		calls = append(calls, driverCall{"RefreshBatch", func(ctx context.Context) error {
 			return errors.Join(b.RefreshBatch(ctx, []driver.Lease{held})...)
 		}})
 	}
-	if n := e.notifier(d); n != nil {
+	if n := claimed[driver.Notifier](e, d); n != nil {
 		calls = append(calls, driverCall{"Subscribe", func(ctx context.Context) error {
 			s, err := n.Subscribe(ctx, fresh)
 			if err == nil {
@@ -91,7 +91,7 @@ func testDriverClosedClient(e *env) {
 	d, held, k2, other, blocker := e.hookSetup()
 	defer e.release(other, blocker)
 	var waiting chan error
-	if a := e.acquirer(d); a != nil {
+	if a := claimed[driver.Acquirer](e, d); a != nil {
 		waiting = make(chan error, 1)
 		go func() {
 			_, err := a.Acquire(context.Background(), req(k2, driver.Exclusive, e.long))
@@ -152,7 +152,7 @@ func testDriverStalled(e *env) {
 	var reqs []driver.Request
 	calls := e.driverCalls(d, held, k2, &reqs)
 	var queued *driver.Request
-	if a := e.acquirer(d); a != nil {
+	if a := claimed[driver.Acquirer](e, d); a != nil {
 		r := req(k2, driver.Exclusive, e.long)
 		queued = &r
 		reqs = append(reqs, r)

@@ -14,7 +14,7 @@ import (
 // whoever owns it, keeps the fence counter, and wakes a waiter.
 func testInspect(e *env) {
 	e.skipUnless(e.caps.Inspect, "Inspect")
-	in := e.inspector(e.d)
+	in := claimed[driver.Inspector](e, e.d)
 	ds := e.drivers(3)
 	key := e.key("k")
 
@@ -108,7 +108,7 @@ func testInspectWaiter(e *env, in driver.Inspector, ds []driver.Driver) {
 	rw := req(key, driver.Exclusive, e.long)
 	got := make(chan grant, 1)
 	go func() {
-		l, err := e.acquirer(ds[2]).Acquire(e.ctx, rw)
+		l, err := claimed[driver.Acquirer](e, ds[2]).Acquire(e.ctx, rw)
 		got <- grant{l: l, err: err}
 	}()
 	deadline := time.Now().Add(notifyWait)

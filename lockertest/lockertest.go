@@ -859,49 +859,32 @@ func fmtLease(l driver.Lease) string {
 	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, Token: %d, TTL: %v}", l.Key, l.Owner, l.Mode, l.Token, l.TTL)
 }
 
-// claimed returns d as the optional interface T when flag, the
-// Capabilities field named name, reports it, and the zero T (a nil
-// interface) otherwise. A driver that reports the capability without
-// implementing T fails the test.
-func claimed[T any](e *env, d driver.Driver, flag bool, name string) T {
+// claimed returns d as the optional interface T when the Capabilities
+// report it, and the zero T (a nil interface) otherwise. A driver that
+// reports the capability without implementing T fails the test.
+func claimed[T any](e *env, d driver.Driver) T {
 	e.t.Helper()
 	var zero T
+	var flag bool
+	var name string
+	switch any(&zero).(type) {
+	case *driver.Notifier:
+		flag, name = e.caps.Notify, "Notify"
+	case *driver.Acquirer:
+		flag, name = e.caps.Acquire, "Acquire"
+	case *driver.LossWatcher:
+		flag, name = e.caps.WatchLoss, "WatchLoss"
+	case *driver.BatchRefresher:
+		flag, name = e.caps.RefreshBatch, "RefreshBatch"
+	case *driver.Inspector:
+		flag, name = e.caps.Inspect, "Inspect"
+	}
 	if !flag {
 		return zero
 	}
 	v, ok := d.(T)
 	if !ok {
-		e.t.Fatalf("driver %T reports %s in its Capabilities but does not implement driver.%s", d, name, ifaceName[T]())
+		e.t.Fatalf("driver %T reports %s in its Capabilities but does not implement driver.%s", d, name, reflect.TypeFor[T]().Name())
 	}
 	return v
-}
-
-// ifaceName returns the name of the interface type T.
-func ifaceName[T any]() string {
-	return reflect.TypeFor[T]().Name()
-}
-
-func (e *env) notifier(d driver.Driver) driver.Notifier {
-	e.t.Helper()
-	return claimed[driver.Notifier](e, d, e.caps.Notify, "Notify")
-}
-
-func (e *env) acquirer(d driver.Driver) driver.Acquirer {
-	e.t.Helper()
-	return claimed[driver.Acquirer](e, d, e.caps.Acquire, "Acquire")
-}
-
-func (e *env) lossWatcher(d driver.Driver) driver.LossWatcher {
-	e.t.Helper()
-	return claimed[driver.LossWatcher](e, d, e.caps.WatchLoss, "WatchLoss")
-}
-
-func (e *env) batchRefresher(d driver.Driver) driver.BatchRefresher {
-	e.t.Helper()
-	return claimed[driver.BatchRefresher](e, d, e.caps.RefreshBatch, "RefreshBatch")
-}
-
-func (e *env) inspector(d driver.Driver) driver.Inspector {
-	e.t.Helper()
-	return claimed[driver.Inspector](e, d, e.caps.Inspect, "Inspect")
 }

@@ -107,7 +107,7 @@ func testSharedExpiry(e *env, ds []driver.Driver) {
 // refused nobody).
 func testNotify(e *env) {
 	e.skipUnless(e.caps.Notify, "Notify")
-	n := e.notifier(e.d)
+	n := claimed[driver.Notifier](e, e.d)
 	ds := e.drivers(2)
 	key := e.key("k")
 	subscribe := func(key string) driver.Subscription {
@@ -308,7 +308,7 @@ func testQueueShared(e *env, ds []driver.Driver, qs []driver.Driver) {
 // would and reports per lease.
 func testBatchRefresh(e *env) {
 	e.skipUnless(e.caps.RefreshBatch, "RefreshBatch")
-	br := e.batchRefresher(e.d)
+	br := claimed[driver.BatchRefresher](e, e.d)
 	ds := e.drivers(2)
 
 	if errs := br.RefreshBatch(e.ctx, nil); len(errs) != 0 {
@@ -382,11 +382,11 @@ func testCapabilities(e *env) {
 	if c.Values && !c.Inspect {
 		e.t.Errorf("Capabilities report Values without Inspect: nobody could read the values")
 	}
-	_ = e.notifier(e.d)
-	_ = e.acquirer(e.d)
-	_ = e.lossWatcher(e.d)
-	_ = e.batchRefresher(e.d)
-	_ = e.inspector(e.d)
+	_ = claimed[driver.Notifier](e, e.d)
+	_ = claimed[driver.Acquirer](e, e.d)
+	_ = claimed[driver.LossWatcher](e, e.d)
+	_ = claimed[driver.BatchRefresher](e, e.d)
+	_ = claimed[driver.Inspector](e, e.d)
 	unreported := func(implemented, reported bool, iface, flag string) {
 		if implemented && !reported {
 			e.t.Logf("driver %T implements driver.%s but does not report %s: the front-end will not use it", e.d, iface, flag)

@@ -281,7 +281,7 @@ func TestValues(t *testing.T) {
 		if _, err := d.Refresh(ctx, lx); err != nil {
 			t.Fatal(err)
 		}
-		if err := raiseFloor(d, ctx, lx, lx.Token+1000); err != nil {
+		if _, err := d.TryAcquire(ctx, floorReq(lx, lx.Token+1000)); err != nil {
 			t.Fatal(err)
 		}
 		lx.Token += 1000
@@ -325,7 +325,7 @@ func TestValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A raised token floor (quorumdriver) keeps weight and value.
-		if err := raiseFloor(d, ctx, l3, l3.Token+1000); err != nil {
+		if _, err := d.TryAcquire(ctx, floorReq(l3, l3.Token+1000)); err != nil {
 			t.Fatal(err)
 		}
 		wantValues("counted", map[string]string{s3: bin})
