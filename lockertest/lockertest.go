@@ -81,7 +81,7 @@
 //   - ConcurrentMethods: every method from many goroutines at once.
 //   - Capabilities: the optional interfaces the [driver.Capabilities]
 //     report are implemented; Counted comes with Shared, Values with
-//     Inspect.
+//     Inspect; the flags are the same on every call and every client.
 //   - Shared (Capabilities.Shared): readers coexist and exclude writers, each
 //     with its own token and its own expiry.
 //   - Notify ([driver.Notifier]): subscribers hear of releases by any client.

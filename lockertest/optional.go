@@ -370,7 +370,7 @@ func testBatchRefresh(e *env) {
 
 // testCapabilities checks that the driver's Capabilities are consistent:
 // every optional interface they report is implemented, counted requests
-// come with Shared mode, and values with Inspect. An interface that is
+// come with Shared mode, values with Inspect, and the flags do not change. An interface that is
 // implemented but not reported is only logged: a driver that wraps others
 // implements every method and reports which ones work.
 func testCapabilities(e *env) {
@@ -381,6 +381,17 @@ func testCapabilities(e *env) {
 	}
 	if c.Values && !c.Inspect {
 		e.t.Errorf("Capabilities report Values without Inspect: nobody could read the values")
+	}
+	// The flags do not change: not on a second call, not on another
+	// client (the TTL limits may, as a negotiated limit does).
+	flags := func(c driver.Capabilities) driver.Capabilities {
+		c.MinTTL, c.MaxTTL = 0, 0
+		return c
+	}
+	for i, d := range []driver.Driver{e.d, e.driver()} {
+		if got := driver.CapabilitiesOf(d); flags(got) != flags(c) {
+			e.t.Errorf("Capabilities of driver %d = %+v, after %+v; want the same flags", i, got, c)
+		}
 	}
 	_ = claimed[driver.Notifier](e, e.d)
 	_ = claimed[driver.Acquirer](e, e.d)
