@@ -321,6 +321,11 @@ type Driver interface {
 // Describer is implemented by drivers that can do more than the required
 // part of the contract: its Capabilities say what. A driver without it has
 // the zero Capabilities.
+//
+// A driver that wraps another, to instrument it say, implements every
+// optional interface by forwarding, and Describer by returning
+// CapabilitiesOf the wrapped driver, with the flags of what it does not
+// forward cleared: one wrapper type serves every driver.
 type Describer interface {
 	// Capabilities reports what the driver can do. Its flags must not
 	// change during the driver's life; MinTTL and MaxTTL may (a limit
