@@ -57,9 +57,9 @@ func (o *lockOp) checkCapabilities(c *Client) error {
 	case o.mode == driver.Shared && !c.shared:
 		return fmt.Errorf("shared mode: driver %T: %w", c.drv, errors.ErrUnsupported)
 	case o.limit > 0 && !c.counted:
-		return fmt.Errorf("counted shared mode (driver.Counter): driver %T: %w", c.drv, errors.ErrUnsupported)
+		return fmt.Errorf("counted shared mode (driver.Capabilities.Counted): driver %T: %w", c.drv, errors.ErrUnsupported)
 	case o.value != "" && !c.values:
-		return fmt.Errorf("published values (driver.ValueKeeper): driver %T: %w", c.drv, errors.ErrUnsupported)
+		return fmt.Errorf("published values (driver.Capabilities.Values): driver %T: %w", c.drv, errors.ErrUnsupported)
 	}
 	return nil
 }
@@ -178,7 +178,7 @@ type contention struct {
 	req   driver.Request
 
 	sub    driver.Subscription
-	queued bool            // req.Owner has a place in the backend's queue (Queuer)
+	queued bool            // req.Owner has a place in the backend's queue (Request.Queued)
 	dirty  bool            // the backend may hold state for req.Owner
 	bo     *driver.Backoff // made on first need
 	timer  *time.Timer
@@ -206,22 +206,18 @@ func (k *contention) waitedEnough() bool {
 }
 
 // joinQueue reports whether the wait has lasted long enough to take a
-// place in the backend's queue (Queuer).
+// place in the backend's queue (driver.Request.Queued).
 func (k *contention) joinQueue() bool {
-	return !k.queued && k.c.queuer != nil && k.waitedEnough()
+	return !k.queued && k.c.queue && k.waitedEnough()
 }
 
 // attempt makes one request for the key and decides what follows.
 func (k *contention) attempt() result {
 	k.o.attempts++
 	sent := time.Now()
-	var l driver.Lease
-	var err error
-	if k.queued {
-		l, err = k.c.queuer.TryAcquireQueued(k.ctx, k.req)
-	} else {
-		l, err = k.c.drv.TryAcquire(k.ctx, k.req)
-	}
+	req := k.req
+	req.Queued = k.queued
+	l, err := k.c.drv.TryAcquire(k.ctx, req)
 	if err == nil {
 		return k.granted(l, sent)
 	}
@@ -269,9 +265,9 @@ func (k *contention) backoff() *driver.Backoff {
 }
 
 // refused decides how to wait for a key that another owner holds: in the
-// backend's own queue (Acquirer), or for a notification (Notifier) and
-// with a place in the backend's queue once the call has waited long
-// enough (Queuer), or by polling.
+// backend's own queue (driver.Acquirer), or for a notification
+// (driver.Notifier) and with a place in the backend's queue once the call
+// has waited long enough (driver.Request.Queued), or by polling.
 func (k *contention) refused(err error) result {
 	c := k.c
 	switch {
@@ -290,7 +286,7 @@ func (k *contention) refused(err error) result {
 			// again before waiting for a notification. When the call
 			// joins the backend's queue within catchUp, that queued
 			// attempt is the one: the refusal costs no extra request.
-			if c.queuer != nil && !k.queued && k.o.cfg.fairAfter >= 0 {
+			if c.queue && !k.queued && k.o.cfg.fairAfter >= 0 {
 				if left := k.o.cfg.fairAfter - time.Since(k.start); left <= catchUp {
 					return after(max(left, 0))
 				}
@@ -306,7 +302,7 @@ func (k *contention) refused(err error) result {
 		return again()
 	}
 	wait := k.o.waitTime(err, k.backoff(), k.sub != nil, k.queued)
-	if c.queuer != nil && !k.queued && k.o.cfg.fairAfter >= 0 {
+	if c.queue && !k.queued && k.o.cfg.fairAfter >= 0 {
 		// Come back to join the queue when the threshold is reached: a
 		// driver may hand the key over to its queue and wake only the
 		// new holder.

@@ -3,7 +3,6 @@ package locker_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -251,30 +250,30 @@ func TestAcquirer_NoLossOnUnlock(t *testing.T) {
 	})
 }
 
-// wholeSeconds is memdriver with a driver.TTLChecker that accepts whole
-// seconds only, as etcd's leases are.
+// wholeSeconds is memdriver with a TTLUnit of a second, as etcd's leases
+// have.
 type wholeSeconds struct{ *memdriver.Driver }
 
-func (wholeSeconds) CheckTTL(ttl time.Duration) error {
-	if ttl%time.Second != 0 {
-		return fmt.Errorf("TTL %v is not a whole number of seconds", ttl)
-	}
-	return nil
+func (w wholeSeconds) Capabilities() driver.Capabilities {
+	c := w.Driver.Capabilities()
+	c.TTLUnit = time.Second
+	return c
 }
 
-// TestAcquirer_TTLChecker checks that the front-end refuses a TTL the
-// driver's TTLChecker rejects, before any I/O, and accepts the others.
-func TestAcquirer_TTLChecker(t *testing.T) {
+// TestAcquirer_TTLUnit checks that the front-end refuses a TTL that is not
+// a whole number of the driver's TTLUnit, before any I/O, and accepts the
+// others.
+func TestAcquirer_TTLUnit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
 		d := wholeSeconds{b.Driver()}
 		ctx := context.Background()
-		const msg = "TTL 1.5s is not a whole number of seconds"
+		const msg = "1.5s is not a whole number of the driver's TTL unit 1s: use 1s or 2s"
 		want := func(op string, err error) {
 			t.Helper()
 			checkErr(t, err, op, "k", locker.ErrInvalidTTL)
 			if !strings.Contains(err.Error(), msg) {
-				t.Errorf("%s: %v; want the checker's message %q", op, err, msg)
+				t.Errorf("%s: %v; want the message %q", op, err, msg)
 			}
 		}
 		m := locker.NewMutex(d, "k", locker.WithTTL(1500*time.Millisecond))
@@ -288,7 +287,7 @@ func TestAcquirer_TTLChecker(t *testing.T) {
 		_, err = r.Lock(ctx)
 		want("lock", err)
 		if n := b.Calls(); n != 0 {
-			t.Fatalf("a TTL the checker rejects reached the backend: %d calls", n)
+			t.Fatalf("a TTL the driver rejects reached the backend: %d calls", n)
 		}
 
 		// A TTL it accepts works.
@@ -303,4 +302,4 @@ func TestAcquirer_TTLChecker(t *testing.T) {
 	})
 }
 
-var _ driver.TTLChecker = wholeSeconds{}
+var _ driver.Describer = wholeSeconds{}

@@ -29,16 +29,18 @@ import (
 // driver: Close and the lock calls of its handles fail with an error
 // wrapping ErrZeroValue (the sync forms panic with it).
 type Client struct {
-	drv      driver.Driver
+	drv driver.Driver
+	// The optional parts of d that its Capabilities report, read once by
+	// New: a nil interface, or false, is a part the driver lacks.
 	notifier driver.Notifier
-	queuer   driver.Queuer
 	batcher  driver.BatchRefresher
 	acquirer driver.Acquirer
 	watcher  driver.LossWatcher
 	inspect  driver.Inspector
+	queue    bool // Request.Queued
 	shared   bool
-	counted  bool     // driver.Counter
-	values   bool     // driver.ValueKeeper
+	counted  bool
+	values   bool
 	opts     []Option // the client-wide defaults, applied before a handle's own
 
 	// ctx is cancelled by Close: lock calls waiting for a key, renewals
@@ -69,28 +71,35 @@ type Client struct {
 func New(d driver.Driver, opts ...Option) *Client {
 	c := &Client{drv: d, opts: opts, gates: make(map[string]*gate)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.notifier, _ = d.(driver.Notifier)
-	if n, ok := d.(interface{ SupportsNotify() bool }); ok && !n.SupportsNotify() {
-		// A driver whose notifications depend on its backend
-		// (sqldriver: PostgreSQL only) says so, as Sharer does.
-		c.notifier = nil
-	}
-	c.queuer, _ = d.(driver.Queuer)
-	c.batcher, _ = d.(driver.BatchRefresher)
-	c.acquirer, _ = d.(driver.Acquirer)
-	c.watcher, _ = d.(driver.LossWatcher)
-	c.inspect, _ = d.(driver.Inspector)
-	if s, ok := d.(driver.Sharer); ok {
-		c.shared = s.SupportsShared()
-	}
-	if s, ok := d.(driver.Counter); ok {
-		c.counted = c.shared && s.SupportsCounted()
-	}
-	if s, ok := d.(driver.ValueKeeper); ok {
-		c.values = s.SupportsValues()
-	}
+	c.discover(d)
 	c.wd.c = c
 	return c
+}
+
+// discover reads the optional parts of d from its Capabilities. An
+// interface is used only where the Capabilities report it, so that a
+// driver that wraps others may implement every method and say which work.
+func (c *Client) discover(d driver.Driver) {
+	caps := driver.CapabilitiesOf(d)
+	if caps.Notify {
+		c.notifier, _ = d.(driver.Notifier)
+	}
+	if caps.RefreshBatch {
+		c.batcher, _ = d.(driver.BatchRefresher)
+	}
+	if caps.Acquire {
+		c.acquirer, _ = d.(driver.Acquirer)
+	}
+	if caps.WatchLoss {
+		c.watcher, _ = d.(driver.LossWatcher)
+	}
+	if caps.Inspect {
+		c.inspect, _ = d.(driver.Inspector)
+	}
+	c.queue = caps.Queue
+	c.shared = caps.Shared
+	c.counted = caps.Shared && caps.Counted
+	c.values = caps.Values
 }
 
 // Driver returns the driver c was made with.

@@ -21,8 +21,8 @@ import (
 // backend, so before a successor can be elected.
 //
 // The leader's value, given to Campaign, is published with the grant:
-// Leader and Observe read it. An Election needs a driver that implements
-// driver.ValueKeeper and driver.Inspector; otherwise its calls return an
+// Leader and Observe read it. An Election needs a driver whose
+// Capabilities report Values and Inspect; otherwise its calls return an
 // error wrapping errors.ErrUnsupported.
 //
 // Campaign and Resign follow Mutex's Acquire and UnlockContext: a second
@@ -216,7 +216,7 @@ func (e *Election) check(op string) error {
 	case c.drv == nil:
 		return opError(op, e.key, ErrNilDriver)
 	case !c.values || c.inspect == nil:
-		return opError(op, e.key, fmt.Errorf("elections need driver.ValueKeeper and driver.Inspector: driver %T: %w", c.drv, errors.ErrUnsupported))
+		return opError(op, e.key, fmt.Errorf("elections need a driver whose Capabilities report Values and Inspect: driver %T: %w", c.drv, errors.ErrUnsupported))
 	}
 	return nil
 }

@@ -15,7 +15,8 @@ var (
 	// valid UTF-8, or contains a NUL byte.
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidTTL means the TTL is not positive, or outside the range the
-	// driver can honour (driver.TTLLimiter). It is never rounded.
+	// driver can honour (driver.Capabilities: MinTTL, MaxTTL, TTLUnit). It
+	// is never rounded.
 	ErrInvalidTTL = errors.New("invalid TTL")
 	// ErrInvalidOption means an option value is out of range, such as a
 	// renewal interval not shorter than the TTL.

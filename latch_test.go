@@ -110,7 +110,13 @@ func (n noWatch) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	return n.d.Refresh(ctx, l)
 }
 func (n noWatch) Release(ctx context.Context, l driver.Lease) error { return n.d.Release(ctx, l) }
-func (n noWatch) SupportsValues() bool                              { return n.d.SupportsValues() }
+
+// Capabilities reports memdriver's, less the interfaces noWatch lacks.
+func (n noWatch) Capabilities() driver.Capabilities {
+	c := n.d.Capabilities()
+	c.WatchLoss, c.Acquire, c.Notify, c.RefreshBatch = false, false, false, false
+	return c
+}
 func (n noWatch) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	return n.d.Inspect(ctx, key)
 }

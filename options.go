@@ -32,7 +32,8 @@ const (
 	// WithBackoff.
 	DefaultMaxBackoff = 250 * time.Millisecond
 	// DefaultFairnessThreshold is how long a waiter waits before it joins
-	// the backend's wait queue (drivers implementing driver.Queuer). Like
+	// the backend's wait queue (drivers that report Queue in their
+	// driver.Capabilities). Like
 	// sync.Mutex's starvation mode, waiters that have waited longer than
 	// this are served in order, and newcomers may no longer overtake them.
 	DefaultFairnessThreshold = 1 * time.Millisecond
@@ -133,7 +134,8 @@ func WithBackoff(min, max time.Duration) Option {
 // WithFairnessThreshold sets how long a waiter waits before it asks the
 // backend for a place in its wait queue (see DefaultFairnessThreshold). A
 // negative value disables the queue: waiters then barge, as in polling
-// lock libraries. It has no effect on drivers without driver.Queuer.
+// lock libraries. It has no effect on drivers without a wait queue
+// (driver.Capabilities.Queue).
 func WithFairnessThreshold(d time.Duration) Option { return func(c *config) { c.fairAfter = d } }
 
 // WithOnLost sets a function called, in a goroutine of its own, with the
@@ -190,19 +192,15 @@ func (c *config) validate(d driver.Driver) error {
 	if c.ttl <= 0 {
 		return fmt.Errorf("%w: %v is not positive", ErrInvalidTTL, c.ttl)
 	}
-	if l, ok := d.(driver.TTLLimiter); ok {
-		lo, hi := l.TTLRange()
-		if c.ttl < lo && lo >= MinTTL {
-			return fmt.Errorf("%w: %v is below the driver's minimum of %v", ErrInvalidTTL, c.ttl, lo)
-		}
-		if hi > 0 && c.ttl > hi {
-			return fmt.Errorf("%w: %v is above the driver's maximum of %v", ErrInvalidTTL, c.ttl, hi)
-		}
+	caps := driver.CapabilitiesOf(d)
+	if c.ttl < caps.MinTTL && caps.MinTTL >= MinTTL {
+		return fmt.Errorf("%w: %v is below the driver's minimum of %v", ErrInvalidTTL, c.ttl, caps.MinTTL)
 	}
-	if tc, ok := d.(driver.TTLChecker); ok {
-		if err := tc.CheckTTL(c.ttl); err != nil {
-			return fmt.Errorf("%w: %v: %w", ErrInvalidTTL, c.ttl, err)
-		}
+	if caps.MaxTTL > 0 && c.ttl > caps.MaxTTL {
+		return fmt.Errorf("%w: %v is above the driver's maximum of %v", ErrInvalidTTL, c.ttl, caps.MaxTTL)
+	}
+	if u := caps.TTLUnit; u > 0 && c.ttl%u != 0 {
+		return fmt.Errorf("%w: %v is not a whole number of the driver's TTL unit %v: %s", ErrInvalidTTL, c.ttl, u, ttlHint(c.ttl, caps))
 	}
 	if c.ttl < MinTTL { // also below a driver's minimum shorter than MinTTL
 		return fmt.Errorf("%w: %v is below locker.MinTTL, %v, the shortest lease the watchdog can keep", ErrInvalidTTL, c.ttl, MinTTL)
@@ -214,4 +212,14 @@ func (c *config) validate(d driver.Driver) error {
 		return fmt.Errorf("%w: renew interval %v is not shorter than TTL %v minus the safety margin %v", ErrInvalidOption, c.renew, c.ttl, margin(c.ttl))
 	}
 	return nil
+}
+
+// ttlHint suggests the TTLs next to ttl that caps accept, for a ttl that is
+// not a whole number of caps.TTLUnit.
+func ttlHint(ttl time.Duration, caps driver.Capabilities) string {
+	lo := ttl.Truncate(caps.TTLUnit)
+	if lo <= 0 || lo < caps.MinTTL {
+		return fmt.Sprintf("use %v or more", max(caps.MinTTL, lo+caps.TTLUnit))
+	}
+	return fmt.Sprintf("use %v or %v", lo, lo+caps.TTLUnit)
 }

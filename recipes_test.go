@@ -23,12 +23,13 @@ func (b bare) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error)
 }
 func (b bare) Release(ctx context.Context, l driver.Lease) error { return b.d.Release(ctx, l) }
 
-// counting is bare plus driver.Sharer and driver.Counter: no queue, so
-// that only the Client's own line orders waiters.
+// counting is bare plus shared and counted requests: no queue, so that
+// only the Client's own line orders waiters.
 type counting struct{ bare }
 
-func (counting) SupportsShared() bool  { return true }
-func (counting) SupportsCounted() bool { return true }
+func (counting) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Shared: true, Counted: true}
+}
 
 func TestRecipesUnsupported(t *testing.T) {
 	c := locker.New(bare{memdriver.New()})
@@ -39,7 +40,7 @@ func TestRecipesUnsupported(t *testing.T) {
 	}
 	e := c.Election("e")
 	if _, err := e.Campaign(ctx, "v"); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Election.Campaign on a driver without ValueKeeper: %v; want ErrUnsupported", err)
+		t.Errorf("Election.Campaign on a driver without values: %v; want ErrUnsupported", err)
 	}
 	if _, err := e.Leader(ctx); !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("Election.Leader on a driver without Inspector: %v; want ErrUnsupported", err)

@@ -13,14 +13,15 @@ import (
 // Each read lock is a hold of its own on the backend (in driver.Shared
 // mode) with its own lease and token, so a reader that dies expires on its
 // own while others keep renewing; RAcquire returns it. Read locking needs a
-// driver that implements driver.Sharer; on other drivers it returns an
+// driver whose Capabilities report Shared; on other drivers it returns an
 // error wrapping errors.ErrUnsupported.
 //
 // Writers are not starved by a stream of readers. Within a handle, as in
 // sync.RWMutex, a waiting writer keeps new readers out; within a Client,
 // lock calls on a key are served in arrival order; across processes, a
 // writer that has waited longer than the fairness threshold joins the
-// backend's wait queue (drivers implementing driver.Queuer), and readers
+// backend's wait queue (drivers that keep one, driver.Capabilities.Queue),
+// and readers
 // that arrive after it wait behind it.
 //
 // Read-to-write upgrades are not supported: Lock while holding a read lock

@@ -16,8 +16,8 @@ import (
 //
 // Waiters are served first come, first served, without barging: a request
 // for many permits is not overtaken by later requests for fewer, within the
-// process and, on drivers with a wait queue (driver.Queuer,
-// driver.Acquirer), across processes.
+// process and, on drivers with a wait queue (driver.Capabilities Queue or
+// Acquire), across processes.
 //
 // Every user of key must make its Semaphore with the same size: a request
 // with another size than the key's holders fails with an error wrapping
@@ -30,7 +30,7 @@ import (
 // lease on the backend, and giving back n permits must say which lease
 // ends, which only its Hold can.
 //
-// A Semaphore needs a driver that implements driver.Counter; otherwise its
+// A Semaphore needs a driver whose Capabilities report Counted; otherwise its
 // calls return an error wrapping errors.ErrUnsupported. It is safe for
 // concurrent use. Make it with Client.Semaphore: the zero Semaphore fails
 // with an error wrapping ErrZeroValue.

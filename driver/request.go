@@ -3,9 +3,10 @@ package driver
 import "fmt"
 
 // CheckCount checks the fields of req that counted requests and values
-// add (Limit, Weight, Value), as a driver must before any I/O: the
-// front-end never sends a request that fails it, so a failure is a bug in
-// the caller, and the error is marked Permanent. It accepts Limit and
+// add (Limit, Weight, Value). The front-end validates every request, and
+// a driver may rely on it (see the package documentation); CheckCount is
+// for a driver that wants a defensive check before any I/O anyway. A
+// failure is a bug in the caller, and the error is marked Permanent. It accepts Limit and
 // Weight both 0 (an uncounted request), or a Shared request with
 // 1 ≤ Weight ≤ Limit, and a Value of at most MaxValueLen bytes.
 func CheckCount(req Request) error {

@@ -38,10 +38,9 @@ type grant struct {
 // waiters are served in the order they queued, and a waiter that gives up
 // leaves nothing behind.
 func testAcquire(e *env) {
-	_, ok := e.d.(driver.Acquirer)
-	e.skipUnless(ok, "Acquirer")
+	e.skipUnless(e.caps.Acquire, "Acquire")
 	ds := e.drivers(5)
-	acq := func(i int) driver.Acquirer { return ds[i].(driver.Acquirer) }
+	acq := func(i int) driver.Acquirer { return claimed[driver.Acquirer](e, ds[i]) }
 
 	// A free key is granted at once.
 	key := e.key("free")
@@ -300,10 +299,9 @@ func (e *env) expectFreeSoon(d driver.Driver, key, why string) {
 // shares: no report for a lease that is refreshed, released, or whose
 // watch was stopped.
 func testWatchLoss(e *env) {
-	_, ok := e.d.(driver.LossWatcher)
-	e.skipUnless(ok, "LossWatcher")
+	e.skipUnless(e.caps.WatchLoss, "WatchLoss")
 	ds := e.drivers(2)
-	lw := ds[0].(driver.LossWatcher)
+	lw := claimed[driver.LossWatcher](e, ds[0])
 	// The callback only records its calls: a driver that calls it after
 	// stop returned might do so after the subtest ended.
 	watch := func(l driver.Lease) (calls *lossCalls, stop func()) {
@@ -368,34 +366,29 @@ func (c *lossCalls) get() (int, error) {
 	return c.n, c.first
 }
 
-// testTTLCheck checks driver.TTLChecker: the suite's TTLs pass it, and the
-// front-end refuses a TTL it rejects before calling the driver.
-func testTTLCheck(e *env) {
-	tc, ok := e.d.(driver.TTLChecker)
-	e.skipUnless(ok, "TTLChecker")
+// testTTLUnit checks Capabilities.TTLUnit: the suite's TTLs are whole
+// numbers of it, and the front-end refuses a TTL that is not, within
+// [MinTTL, MaxTTL], before calling the driver.
+func testTTLUnit(e *env) {
+	u := e.caps.TTLUnit
+	e.skipUnless(u > 0, "a TTLUnit")
 	for _, ttl := range []time.Duration{e.short, e.medium, e.long} {
-		if err := tc.CheckTTL(ttl); err != nil {
-			e.t.Errorf("CheckTTL(%v) = %v; want the TTL the suite chose accepted", ttl, err)
+		if ttl%u != 0 {
+			e.t.Errorf("the suite chose TTL %v, not a whole number of the TTLUnit %v", ttl, u)
 		}
 	}
 	lo, hi := e.ttlRange()
 	var bad time.Duration
-	var cerr error
 	for _, c := range []time.Duration{
-		lo + time.Nanosecond, 1500 * time.Millisecond, e.short + time.Nanosecond,
-		e.medium + time.Nanosecond, e.long + time.Nanosecond, lo + 500*time.Millisecond,
-		e.long + 500*time.Millisecond, hi - time.Nanosecond,
+		e.medium + u/2, e.long + u/2, lo + u/2, e.short + time.Nanosecond, lo + time.Nanosecond, hi - time.Nanosecond,
 	} {
-		if c <= 0 || c < lo || (hi > 0 && c > hi) {
-			continue
-		}
-		if err := tc.CheckTTL(c); err != nil {
-			bad, cerr = c, err
+		if c > 0 && c >= lo && (hi <= 0 || c <= hi) && c%u != 0 {
+			bad = c
 			break
 		}
 	}
-	if cerr == nil {
-		e.t.Skipf("CheckTTL accepted every TTL the suite tried within TTLRange [%v, %v]: no rejected TTL to try the front-end with", lo, hi)
+	if bad == 0 {
+		e.t.Skipf("no TTL within [%v, %v] that is not a whole number of the TTLUnit %v", lo, hi, u)
 	}
 	ds := e.drivers(2)
 	cd := &checkOnly{d: ds[0]}
@@ -403,21 +396,20 @@ func testTTLCheck(e *env) {
 	m := locker.NewMutex(cd, key, locker.WithTTL(bad))
 	want := func(op string, err error) {
 		e.t.Helper()
-		if !errors.Is(err, locker.ErrInvalidTTL) || !strings.Contains(fmt.Sprint(err), cerr.Error()) {
-			e.t.Errorf("%s with TTL %v, which CheckTTL rejects (%v): %v; want an error wrapping locker.ErrInvalidTTL with the checker's message", op, bad, cerr, err)
+		if !errors.Is(err, locker.ErrInvalidTTL) || !strings.Contains(fmt.Sprint(err), u.String()) {
+			e.t.Errorf("%s with TTL %v, not a whole number of the TTLUnit %v: %v; want an error wrapping locker.ErrInvalidTTL that names the unit", op, bad, u, err)
 		}
 	}
 	want("Mutex.LockContext", m.LockContext(e.ctx))
 	_, err := m.TryLockContext(e.ctx)
 	want("Mutex.TryLockContext", err)
 	if n := cd.calls.Load(); n != 0 {
-		e.t.Errorf("a lock call with TTL %v, which CheckTTL rejects, made %d driver calls; want none", bad, n)
+		e.t.Errorf("a lock call with TTL %v, not a whole number of the TTLUnit %v, made %d driver calls; want none", bad, u, n)
 	}
-	e.expectFree(ds[1], key, driver.Exclusive, "after lock calls with a TTL CheckTTL rejects")
+	e.expectFree(ds[1], key, driver.Exclusive, "after lock calls with a TTL that is not a whole number of the TTLUnit")
 }
 
-// checkOnly passes the driver's TTL limits and checks through and counts
-// its calls.
+// checkOnly passes the driver's TTL limits through and counts its calls.
 type checkOnly struct {
 	d     driver.Driver
 	calls atomic.Int32
@@ -438,13 +430,7 @@ func (c *checkOnly) Release(ctx context.Context, l driver.Lease) error {
 	return c.d.Release(ctx, l)
 }
 
-func (c *checkOnly) TTLRange() (lo, hi time.Duration) {
-	if l, ok := c.d.(driver.TTLLimiter); ok {
-		return l.TTLRange()
-	}
-	return 0, 0
-}
-
-func (c *checkOnly) CheckTTL(ttl time.Duration) error {
-	return c.d.(driver.TTLChecker).CheckTTL(ttl)
+func (c *checkOnly) Capabilities() driver.Capabilities {
+	caps := driver.CapabilitiesOf(c.d)
+	return driver.Capabilities{MinTTL: caps.MinTTL, MaxTTL: caps.MaxTTL, TTLUnit: caps.TTLUnit}
 }

@@ -45,6 +45,8 @@ var bugs = []bug{
 	{"acquire-out-of-order", "Driver/Acquire"},
 	{"acquire-keeps-entry", "Driver/Acquire"},
 	{"watch-reports-release", "Driver/WatchLoss"},
+	{"floor-ignored", "Driver/TokenFloor"},
+	{"claims-acquire", "Driver/Capabilities"},
 }
 
 const bugEnv = "LOCKERTEST_BUG"
@@ -96,25 +98,22 @@ func TestBrokenHelper(t *testing.T) {
 	})
 }
 
-// withoutAcquirer lists the bugs whose drivers hide driver.Acquirer and
-// driver.LossWatcher, as Redis does: a queue entry left by Release matters
+// withoutAcquirer lists the bugs whose drivers report neither Acquire nor
+// WatchLoss in their Capabilities, as Redis does: a queue entry left by Release matters
 // only to the front-end's own wait loop, and memdriver's truthful loss
 // reports would reveal a lying refresh before Locker/Renewal can.
 var withoutAcquirer = map[string]bool{
 	"release-keeps-queue": true,
 	"refresh-lies":        true,
+	"claims-acquire":      true, // and reports Acquire all the same
 }
 
-// waitless is a broken driver without driver.Acquirer and
-// driver.LossWatcher.
+// waitless is a broken driver without Acquire and WatchLoss (nor counted
+// requests, values, inspection or token floors).
 type waitless struct{ d *broken }
 
 func (w *waitless) TryAcquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
 	return w.d.TryAcquire(ctx, r)
-}
-
-func (w *waitless) TryAcquireQueued(ctx context.Context, r driver.Request) (driver.Lease, error) {
-	return w.d.TryAcquireQueued(ctx, r)
 }
 
 func (w *waitless) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
@@ -131,8 +130,14 @@ func (w *waitless) Subscribe(ctx context.Context, key string) (driver.Subscripti
 	return w.d.Subscribe(ctx, key)
 }
 
-func (w *waitless) SupportsShared() bool             { return w.d.SupportsShared() }
-func (w *waitless) TTLRange() (lo, hi time.Duration) { return w.d.TTLRange() }
+func (w *waitless) Capabilities() driver.Capabilities {
+	c := w.d.Capabilities()
+	return driver.Capabilities{
+		Shared: c.Shared, MinTTL: c.MinTTL, MaxTTL: c.MaxTTL,
+		Queue: c.Queue, Notify: c.Notify, RefreshBatch: c.RefreshBatch,
+		Acquire: w.d.bug == "claims-acquire",
+	}
+}
 
 // broken is memdriver with one bug.
 type broken struct {
@@ -160,6 +165,12 @@ func (d *broken) ctx(ctx context.Context) context.Context {
 func lossy(key string) string { return strings.ReplaceAll(key, "/", "_") }
 
 func (d *broken) TryAcquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
+	if r.Queued {
+		return d.tryAcquireQueued(ctx, r)
+	}
+	if r.MinToken != 0 && d.bug == "floor-ignored" {
+		r.MinToken = 0 // a re-acquire: the token stays as it was
+	}
 	ctx = d.ctx(ctx)
 	key := r.Key
 	switch d.bug {
@@ -196,11 +207,13 @@ func (d *broken) TryAcquire(ctx context.Context, r driver.Request) (driver.Lease
 	return l, err
 }
 
-func (d *broken) TryAcquireQueued(ctx context.Context, r driver.Request) (driver.Lease, error) {
+// tryAcquireQueued is TryAcquire with r.Queued.
+func (d *broken) tryAcquireQueued(ctx context.Context, r driver.Request) (driver.Lease, error) {
 	if d.bug == "queue-ignored" {
+		r.Queued = false
 		return d.Driver.TryAcquire(ctx, r)
 	}
-	return d.Driver.TryAcquireQueued(d.ctx(ctx), r)
+	return d.Driver.TryAcquire(d.ctx(ctx), r)
 }
 
 func (d *broken) Acquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
@@ -220,7 +233,8 @@ func (d *broken) Acquire(ctx context.Context, r driver.Request) (driver.Lease, e
 	l, err := d.Driver.Acquire(d.ctx(ctx), r)
 	if d.bug == "acquire-keeps-entry" && err != nil && ctx.Err() != nil {
 		// Gives up, but leaves a queue entry behind.
-		d.Driver.TryAcquireQueued(context.Background(), r)
+		r.Queued = true
+		d.Driver.TryAcquire(context.Background(), r)
 	}
 	return l, err
 }

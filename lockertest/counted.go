@@ -1,6 +1,7 @@
 package lockertest
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -21,11 +22,10 @@ func counted(key string, limit, w int64, ttl time.Duration) driver.Request {
 // Shared requests.
 func (e *env) skipUnlessCounted() {
 	e.t.Helper()
-	c, ok := e.d.(driver.Counter)
-	e.skipUnlessClaimed("Counter", ok, func() bool { return c.SupportsCounted() })
+	e.skipUnless(e.caps.Shared && e.caps.Counted, "Shared and Counted")
 }
 
-// testCounted checks driver.Counter: counted holds share the key while
+// testCounted checks Capabilities.Counted: counted holds share the key while
 // their weights fit in the limit, each grant has its own increasing token,
 // a request whose limit differs from the holders' is refused with a
 // *LimitError, exclusive requests conflict, and Inspect reports limit and
@@ -53,7 +53,7 @@ func testCounted(e *env) {
 	for _, r := range []driver.Request{counted(key, 5, 1, e.long), req(key, driver.Shared, e.long)} {
 		e.expectMismatch(ds[2], r, 4)
 	}
-	if in, ok := e.d.(driver.Inspector); ok {
+	if in := claimed[driver.Inspector](e, e.d); in != nil {
 		st := e.inspect(in, key)
 		var sum int64
 		for _, h := range st.Holders {
@@ -84,14 +84,13 @@ func testCounted(e *env) {
 }
 
 // testCountedQueue checks that a counted request waiting in the backend's
-// queue (Queuer or Acquirer) is not overtaken by smaller ones that would
+// queue (Queue or Acquire) is not overtaken by smaller ones that would
 // fit: no barging.
 func testCountedQueue(e *env, ds []driver.Driver) {
 	key := e.key("queue")
-	_, queuer := e.d.(driver.Queuer)
-	_, acquirer := e.d.(driver.Acquirer)
+	queuer, acquirer := e.caps.Queue, e.caps.Acquire
 	if !queuer && !acquirer {
-		e.t.Logf("driver %T keeps no wait queue (Queuer, Acquirer): barging not checked", e.d)
+		e.t.Logf("driver %T keeps no wait queue (Capabilities Queue, Acquire): barging not checked", e.d)
 		return
 	}
 	rh := counted(key, 4, 3, e.long)
@@ -101,15 +100,14 @@ func testCountedQueue(e *env, ds []driver.Driver) {
 	var werr error
 	granted := make(chan struct{})
 	if queuer {
-		qw := ds[1].(driver.Queuer)
-		if _, err := qw.TryAcquireQueued(e.ctx, rw); !errors.Is(err, driver.ErrLocked) {
-			e.t.Fatalf("TryAcquireQueued(%s) with 3 of 4 units held: %v; want an error wrapping driver.ErrLocked", fmtReq(rw), err)
+		if _, err := tryQueued(e.ctx, ds[1], rw); !errors.Is(err, driver.ErrLocked) {
+			e.t.Fatalf("queued TryAcquire(%s) with 3 of 4 units held: %v; want an error wrapping driver.ErrLocked", fmtReq(rw), err)
 		}
 		close(granted)
 	} else {
 		go func() {
 			defer close(granted)
-			lw, werr = ds[1].(driver.Acquirer).Acquire(e.ctx, rw)
+			lw, werr = claimed[driver.Acquirer](e, ds[1]).Acquire(e.ctx, rw)
 		}()
 		e.sleep(300 * time.Millisecond) // Acquire has queued by then
 	}
@@ -118,7 +116,7 @@ func testCountedQueue(e *env, ds []driver.Driver) {
 	e.release(ds[0], lh)
 	<-granted
 	if queuer {
-		lw, werr = ds[1].(driver.Queuer).TryAcquireQueued(e.ctx, rw)
+		lw, werr = tryQueued(e.ctx, ds[1], rw)
 	}
 	if werr != nil {
 		e.t.Fatalf("the queued request for 2 units after the holder of 3 released: %v; want a grant", werr)
@@ -147,14 +145,13 @@ func (e *env) expectMismatch(d driver.Driver, r driver.Request, limit int64) {
 	}
 }
 
-// testValues checks driver.ValueKeeper: the value of a grant, any bytes,
+// testValues checks Capabilities.Values: the value of a grant, any bytes,
 // is reported by Inspect while the hold lives, kept by an idempotent
 // re-acquire, and gone with the hold.
 func testValues(e *env) {
-	v, ok := e.d.(driver.ValueKeeper)
-	e.skipUnless(ok && v.SupportsValues(), "ValueKeeper")
-	in, ok := e.d.(driver.Inspector)
-	e.skipUnless(ok, "Inspector")
+	e.skipUnless(e.caps.Values, "Values")
+	e.skipUnless(e.caps.Inspect, "Inspect")
+	in := claimed[driver.Inspector](e, e.d)
 	ds := e.drivers(2)
 	key := e.key("k")
 
@@ -197,7 +194,7 @@ func testValues(e *env) {
 
 // testCountedHammer has goroutines on three drivers take random weights
 // of a key of 5 units, waiting the way each driver offers (Acquire, or
-// TryAcquireQueued woken by Subscribe, or TryAcquire retried), while
+// a queued TryAcquire woken by Subscribe, or TryAcquire retried), while
 // another goroutine reads the key with Inspect: the units held, counted
 // by the holders and reported by Inspect, never exceed the limit, and the
 // key is empty at the end.
@@ -210,7 +207,7 @@ func testCountedHammer(e *env) {
 	stop := time.Now().Add(hammerTime)
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	if in, ok := e.d.(driver.Inspector); ok {
+	if in := claimed[driver.Inspector](e, e.d); in != nil {
 		wg.Go(func() { e.inspectCounted(in, key, limit, done) })
 	}
 	var workersWG sync.WaitGroup
@@ -277,19 +274,19 @@ func (e *env) inspectCounted(in driver.Inspector, key string, limit int64, done 
 	}
 }
 
-// waitFor waits for r on d the way the driver offers: Acquire on an
-// Acquirer; else TryAcquire (TryAcquireQueued on a Queuer) again on each
-// notification of a Notifier, or after a short pause.
+// waitFor waits for r on d the way the driver offers: Acquire where the
+// Capabilities report it; else TryAcquire (queued, where they report
+// Queue) again on each notification (Notify), or after a short pause.
 func (e *env) waitFor(d driver.Driver, r driver.Request) (driver.Lease, error) {
-	if a, ok := d.(driver.Acquirer); ok {
+	if a := claimed[driver.Acquirer](e, d); a != nil {
 		return a.Acquire(e.ctx, r)
 	}
 	try := d.TryAcquire
-	if q, ok := d.(driver.Queuer); ok {
-		try = q.TryAcquireQueued
+	if e.caps.Queue {
+		try = func(ctx context.Context, r driver.Request) (driver.Lease, error) { return tryQueued(ctx, d, r) }
 	}
 	var wake <-chan struct{}
-	if n, ok := notifierOf(d); ok {
+	if n := claimed[driver.Notifier](e, d); n != nil {
 		sub, err := n.Subscribe(e.ctx, r.Key)
 		if err != nil {
 			return driver.Lease{}, err

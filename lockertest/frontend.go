@@ -116,12 +116,13 @@ func testMutexHammer(e *env) {
 
 // testRWMutexHammer streams readers and writers on several clients: a
 // writer holds the key alone, and a writer waiting behind a stream of
-// readers gets the lock in bounded time (on a driver.Queuer; without one,
+// readers gets the lock in bounded time (on a driver with a wait queue,
+// Capabilities.Queue; without one,
 // fairness across processes is not promised and the wait is only logged).
 func testRWMutexHammer(e *env) {
 	e.skipUnlessShared()
 	const clients, readers, writers = 3, 6, 2
-	_, fair := e.d.(driver.Queuer)
+	fair := e.caps.Queue
 	ds := e.drivers(clients)
 	h := &rwHammer{e: e, key: e.key("k"), fair: fair, stopReaders: make(chan struct{}),
 		deadline: time.Now().Add(hammerTime + rwStarved)}
@@ -155,7 +156,7 @@ const rwStarved = 5 * time.Second
 type rwHammer struct {
 	e           *env
 	key         string
-	fair        bool          // the driver is a driver.Queuer: a starved writer fails the test
+	fair        bool          // the driver keeps a wait queue (Capabilities.Queue): a starved writer fails the test
 	stopReaders chan struct{} // closed when the writers are done
 	deadline    time.Time     // the readers stop by then in any case
 
@@ -250,9 +251,9 @@ func (h *rwHammer) write(rw *locker.RWMutex) bool {
 		switch {
 		case e.ctx.Err() != nil:
 		case h.fair && errors.Is(err, context.DeadlineExceeded):
-			e.errorf("a writer waited %v for %q behind a stream of readers on a driver.Queuer; want it served", rwStarved, h.key)
+			e.errorf("a writer waited %v for %q behind a stream of readers on a driver with a wait queue; want it served", rwStarved, h.key)
 		case errors.Is(err, context.DeadlineExceeded):
-			e.t.Logf("a writer waited %v for %q behind a stream of readers (no driver.Queuer, so not a failure)", rwStarved, h.key)
+			e.t.Logf("a writer waited %v for %q behind a stream of readers (no wait queue, so not a failure)", rwStarved, h.key)
 		default:
 			e.errorf("RWMutex.LockContext: %v", err)
 		}
@@ -394,11 +395,12 @@ func testLockerContextCanceled(e *env) {
 	// A waiter that is woken by a release but finds another owner queued
 	// ahead of it has waited long enough to join the backend's wait queue
 	// itself; when it gives up, it must leave it.
-	if q, ok := ds[0].(driver.Queuer); ok {
+	if e.caps.Queue {
 		ha, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
 		qr := req(key, driver.Exclusive, e.long)
-		if _, err := q.TryAcquireQueued(e.ctx, qr); !errors.Is(err, driver.ErrLocked) {
-			e.t.Fatalf("TryAcquireQueued(%s) while another owner holds the key: %v; want ErrLocked", fmtReq(qr), err)
+		qr.Queued = true
+		if _, err := ds[0].TryAcquire(e.ctx, qr); !errors.Is(err, driver.ErrLocked) {
+			e.t.Fatalf("TryAcquire(%s) while another owner holds the key: %v; want ErrLocked", fmtReq(qr), err)
 		}
 		ctx, cancel := context.WithTimeout(e.ctx, 400*time.Millisecond)
 		errc := make(chan error, 1)
@@ -406,7 +408,7 @@ func testLockerContextCanceled(e *env) {
 		e.sleep(100 * time.Millisecond)
 		e.release(ds[0], ha) // wakes the waiter, which finds qr at the head
 		e.sleep(100 * time.Millisecond)
-		hq, _ := e.acquireQueued(q, qr)
+		hq, _ := e.acquireQueued(ds[0], qr)
 		err := <-errc
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {

@@ -45,18 +45,26 @@ func (e *env) driverCalls(d driver.Driver, held driver.Lease, k2 string, reqs *[
 		{"Refresh", func(ctx context.Context) error { _, err := d.Refresh(ctx, held); return err }},
 		{"Release", func(ctx context.Context) error { return d.Release(ctx, held) }},
 	}
-	if q, ok := d.(driver.Queuer); ok {
-		calls = append(calls, driverCall{"TryAcquireQueued", try(q.TryAcquireQueued, k2)})
+	if e.caps.Queue {
+		queued := func(ctx context.Context, r driver.Request) (driver.Lease, error) { return tryQueued(ctx, d, r) }
+		calls = append(calls, driverCall{"TryAcquire (Queued)", try(queued, k2)})
 	}
-	if a, ok := d.(driver.Acquirer); ok {
+	if e.caps.TokenFloor {
+		calls = append(calls, driverCall{"TryAcquire (MinToken)", func(ctx context.Context) error {
+			r := driver.Request{Key: held.Key, Owner: held.Owner, Mode: held.Mode, TTL: held.TTL, MinToken: held.Token}
+			_, err := d.TryAcquire(ctx, r)
+			return err
+		}})
+	}
+	if a := claimed[driver.Acquirer](e, d); a != nil {
 		calls = append(calls, driverCall{"Acquire", try(a.Acquire, k2)})
 	}
-	if b, ok := d.(driver.BatchRefresher); ok {
+	if b := claimed[driver.BatchRefresher](e, d); b != nil {
 		calls = append(calls, driverCall{"RefreshBatch", func(ctx context.Context) error {
 			return errors.Join(b.RefreshBatch(ctx, []driver.Lease{held})...)
 		}})
 	}
-	if n, ok := notifierOf(d); ok {
+	if n := claimed[driver.Notifier](e, d); n != nil {
 		calls = append(calls, driverCall{"Subscribe", func(ctx context.Context) error {
 			s, err := n.Subscribe(ctx, fresh)
 			if err == nil {
@@ -83,7 +91,7 @@ func testDriverClosedClient(e *env) {
 	d, held, k2, other, blocker := e.hookSetup()
 	defer e.release(other, blocker)
 	var waiting chan error
-	if a, ok := d.(driver.Acquirer); ok {
+	if a := claimed[driver.Acquirer](e, d); a != nil {
 		waiting = make(chan error, 1)
 		go func() {
 			_, err := a.Acquire(context.Background(), req(k2, driver.Exclusive, e.long))
@@ -144,7 +152,7 @@ func testDriverStalled(e *env) {
 	var reqs []driver.Request
 	calls := e.driverCalls(d, held, k2, &reqs)
 	var queued *driver.Request
-	if a, ok := d.(driver.Acquirer); ok {
+	if a := claimed[driver.Acquirer](e, d); a != nil {
 		r := req(k2, driver.Exclusive, e.long)
 		queued = &r
 		reqs = append(reqs, r)

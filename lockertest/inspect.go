@@ -13,8 +13,8 @@ import (
 // queue, and changes nothing; ForceRelease ends every hold of the key,
 // whoever owns it, keeps the fence counter, and wakes a waiter.
 func testInspect(e *env) {
-	in, ok := e.d.(driver.Inspector)
-	e.skipUnless(ok, "Inspector")
+	e.skipUnless(e.caps.Inspect, "Inspect")
+	in := claimed[driver.Inspector](e, e.d)
 	ds := e.drivers(3)
 	key := e.key("k")
 
@@ -64,9 +64,9 @@ func testInspect(e *env) {
 	if e.sharer() {
 		testInspectShared(e, in, ds)
 	}
-	if _, ok := e.d.(driver.Acquirer); ok {
+	if e.caps.Acquire {
 		testInspectWaiter(e, in, ds)
-	} else if _, ok := e.d.(driver.Queuer); ok {
+	} else if e.caps.Queue {
 		testInspectQueued(e, in, ds)
 	}
 
@@ -108,7 +108,7 @@ func testInspectWaiter(e *env, in driver.Inspector, ds []driver.Driver) {
 	rw := req(key, driver.Exclusive, e.long)
 	got := make(chan grant, 1)
 	go func() {
-		l, err := ds[2].(driver.Acquirer).Acquire(e.ctx, rw)
+		l, err := claimed[driver.Acquirer](e, ds[2]).Acquire(e.ctx, rw)
 		got <- grant{l: l, err: err}
 	}()
 	deadline := time.Now().Add(notifyWait)
@@ -136,14 +136,14 @@ func testInspectWaiter(e *env, in driver.Inspector, ds []driver.Driver) {
 	}
 }
 
-// testInspectQueued: an entry of the backend's wait queue (Queuer) is
+// testInspectQueued: an entry of the backend's wait queue (Request.Queued) is
 // counted.
 func testInspectQueued(e *env, in driver.Inspector, ds []driver.Driver) {
 	key := e.key("queued")
 	l, _ := e.acquire(ds[1], req(key, driver.Exclusive, e.long))
 	rq := req(key, driver.Exclusive, e.long)
-	if _, err := ds[2].(driver.Queuer).TryAcquireQueued(e.ctx, rq); !errors.Is(err, driver.ErrLocked) {
-		e.t.Fatalf("TryAcquireQueued of a held key: %v; want an error wrapping driver.ErrLocked", err)
+	if _, err := tryQueued(e.ctx, ds[2], rq); !errors.Is(err, driver.ErrLocked) {
+		e.t.Fatalf("queued TryAcquire of a held key: %v; want an error wrapping driver.ErrLocked", err)
 	}
 	if st := e.inspect(in, key); st.Waiting != 1 || len(st.Holders) != 1 {
 		e.t.Errorf("Inspect with one holder and one queued owner = %+v; want 1 holder and Waiting 1", st)

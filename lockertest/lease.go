@@ -308,20 +308,20 @@ func testContextCanceled(e *env) {
 		}
 		e.expectFree(ds[1], key, driver.Exclusive, fmt.Sprintf("after TryAcquire with a %s context", name))
 
-		q, ok := ds[1].(driver.Queuer)
-		if !ok {
+		if !e.caps.Queue {
 			continue
 		}
 		key = e.key(name + "-queued")
 		la, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
 		r = req(key, driver.Exclusive, e.long)
-		lq, err := q.TryAcquireQueued(ctx, r)
+		r.Queued = true
+		lq, err := ds[1].TryAcquire(ctx, r)
 		if err == nil {
-			e.t.Errorf("TryAcquireQueued(%s) with a %s context succeeded while another owner holds the key", fmtReq(r), name)
+			e.t.Errorf("TryAcquire(%s) with a %s context succeeded while another owner holds the key", fmtReq(r), name)
 			e.release(ds[1], lq)
 		}
 		e.release(ds[0], la)
-		e.expectFree(ds[2], key, driver.Exclusive, fmt.Sprintf("after TryAcquireQueued with a %s context (a queue entry left behind?)", name))
+		e.expectFree(ds[2], key, driver.Exclusive, fmt.Sprintf("after a queued TryAcquire with a %s context (a queue entry left behind?)", name))
 	}
 }
 
@@ -490,12 +490,12 @@ func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode d
 	if l2, err := d.Refresh(ctx, l); err != nil || l2.Token != l.Token {
 		e.errorf("Refresh(%s) = token %d, %v; want token %d", fmtLease(l), l2.Token, err, l.Token)
 	}
-	if br, ok := d.(driver.BatchRefresher); ok {
+	if br, ok := d.(driver.BatchRefresher); ok && e.caps.RefreshBatch {
 		if errs := br.RefreshBatch(ctx, []driver.Lease{l}); len(errs) != 1 || errs[0] != nil {
 			e.errorf("RefreshBatch([%s]) = %v; want [<nil>]", fmtLease(l), errs)
 		}
 	}
-	if n, ok := notifierOf(d); ok {
+	if n, ok := d.(driver.Notifier); ok && e.caps.Notify {
 		sub, err := n.Subscribe(ctx, own)
 		if err != nil {
 			e.errorf("Subscribe(%q): %v", own, err)
@@ -513,8 +513,9 @@ func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode d
 	// The hot key: at most one holder at a time.
 	r = req(c.hot, driver.Exclusive, e.long)
 	l, err = d.TryAcquire(ctx, r)
-	if q, ok := d.(driver.Queuer); ok && errors.Is(err, driver.ErrLocked) {
-		l, err = q.TryAcquireQueued(ctx, r)
+	if e.caps.Queue && errors.Is(err, driver.ErrLocked) {
+		r.Queued = true
+		l, err = d.TryAcquire(ctx, r)
 	}
 	switch {
 	case err == nil:
@@ -530,8 +531,7 @@ func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode d
 		// key over to its queue's head may have granted it to us
 		// meanwhile: then the release succeeds.
 		err := d.Release(ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, TTL: r.TTL})
-		_, queuer := d.(driver.Queuer)
-		if !errors.Is(err, driver.ErrNotHeld) && (err != nil || !queuer) {
+		if !errors.Is(err, driver.ErrNotHeld) && (err != nil || !e.caps.Queue) {
 			e.errorf("Release by an owner that does not hold %q: %v; want ErrNotHeld", c.hot, err)
 		}
 	default:

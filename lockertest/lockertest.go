@@ -14,6 +14,43 @@
 // separate processes. The suite uses fresh keys in every run, so it may
 // share a server with other tests.
 //
+// # Writing a driver
+//
+// Start with the required part of the contract (package
+// [github.com/go-locker/locker/driver] explains it): TryAcquire, Refresh
+// and Release over the backend. The package's Example (Driver) is a
+// complete driver of that kind, a map behind a mutex standing in for the
+// backend, and TestDriver passes on it: package locker supplies waiting
+// (retries with a backoff capped by [driver.LockedError.Remaining]),
+// renewal, loss detection and fairness among the waiters of a process. Run
+// the suite with go test -v: the subtests of the parts the driver does not
+// have skip, and say so.
+//
+// Then add what the backend offers, one part at a time. Each is announced
+// in the driver's [driver.Capabilities] (implement [driver.Describer]),
+// and each has the subtests named below:
+//
+//  1. The hooks: [WithCloseClient] (a closed client is a permanent error)
+//     and [WithStall] (calls return by their deadline while the backend
+//     does not answer) turn on ClosedClient, Stalled and Deadlines.
+//  2. TTL limits: MinTTL, MaxTTL and TTLUnit when the backend cannot
+//     honour every TTL. The suite picks its TTLs within them (see below);
+//     TTLUnit checks that the front-end refuses the others.
+//  3. Shared, then Counted and Values (with Inspect): Shared,
+//     RWMutexHammer, Counted, CountedHammer, Semaphore, SemaphoreHammer,
+//     Values, Election.
+//  4. Faster waiting: Notify ([driver.Notifier]) wakes waiters on a
+//     release; Queue (Request.Queued) gives waiters in different
+//     processes bounded waiting; Acquire ([driver.Acquirer]) waits in the
+//     backend's own fair queue. Subtests Notify, Queue, Acquire.
+//  5. WatchLoss ([driver.LossWatcher]), RefreshBatch
+//     ([driver.BatchRefresher]) and Inspect ([driver.Inspector]), each a
+//     subtest of its name; TokenFloor (Request.MinToken), for drivers that
+//     a quorum combines, subtest TokenFloor.
+//
+// Subtest Capabilities checks that every interface the Capabilities name
+// is implemented, and logs an implemented one they do not name.
+//
 // # What it checks
 //
 // The subtests of group "Driver" call the driver directly and check the
@@ -42,10 +79,13 @@
 //     use for its own names, control characters, look-alike Unicode and
 //     512 bytes are all usable, and independent of each other.
 //   - ConcurrentMethods: every method from many goroutines at once.
-//   - Shared ([driver.Sharer]): readers coexist and exclude writers, each
+//   - Capabilities: the optional interfaces the [driver.Capabilities]
+//     report are implemented; Counted comes with Shared, Values with
+//     Inspect; the flags are the same on every call and every client.
+//   - Shared (Capabilities.Shared): readers coexist and exclude writers, each
 //     with its own token and its own expiry.
 //   - Notify ([driver.Notifier]): subscribers hear of releases by any client.
-//   - Queue ([driver.Queuer]): queued owners are served in order and before
+//   - Queue (Capabilities.Queue, Request.Queued): queued owners are served in order and before
 //     newcomers, a run of readers at the head together; leaving the queue
 //     unblocks the rest; entries expire.
 //   - BatchRefresh ([driver.BatchRefresher]): one result per lease.
@@ -53,7 +93,7 @@
 //     on several clients, queued one after the other (250ms apart) behind a
 //     holder, are
 //     granted the key in that order, one at a time, with growing tokens
-//     (and, on a [driver.Sharer], shared waiters together); a waiter whose
+//     (and, on a driver that grants Shared, shared waiters together); a waiter whose
 //     context ends returns an error wrapping the context's error and
 //     leaves nothing held or queued: the waiter behind it, then a
 //     newcomer, get the key as soon as it is free.
@@ -63,22 +103,26 @@
 //     caller's goleak, if any, checks that). Losses themselves (a session
 //     that expires, a lease that an administrator revokes) are
 //     backend-specific: test them in the driver's own package.
-//   - TTLCheck ([driver.TTLChecker]): the checker accepts the TTLs the
-//     suite chose, and package locker refuses, before any call to the
-//     driver, a TTL within the [driver.TTLLimiter] range that the checker
-//     rejects, with an error wrapping locker.ErrInvalidTTL and the
-//     checker's message (skipped when no such TTL is found).
-//   - Counted ([driver.Counter]): counted Shared holds share a key while
+//   - TTLUnit (Capabilities.TTLUnit): the suite's TTLs are whole numbers
+//     of it, and package locker refuses, before any call to the driver, a
+//     TTL within [MinTTL, MaxTTL] that is not, with an error wrapping
+//     locker.ErrInvalidTTL that names the unit (skipped when no such TTL
+//     is found).
+//   - Counted (Capabilities.Counted): counted Shared holds share a key while
 //     their weights fit in the limit, each with its own increasing token; a
 //     request with another limit is refused with a *driver.LimitError; on
 //     a driver with a wait queue a large waiting request is not overtaken
 //     by smaller ones; Inspect reports the limit and the weights.
-//   - CountedHammer ([driver.Counter]): goroutines on three drivers take
+//   - CountedHammer (Capabilities.Counted): goroutines on three drivers take
 //     random weights of one key, each waiting the way the driver offers
-//     (Acquire, TryAcquireQueued woken by Subscribe, or TryAcquire
+//     (Acquire, a queued TryAcquire woken by Subscribe, or TryAcquire
 //     retried); the units held, counted by the holders and read by
 //     Inspect, never exceed the limit, and the key is free at the end.
-//   - Values ([driver.ValueKeeper]): the value of a grant is reported by
+//   - TokenFloor (Capabilities.TokenFloor, Request.MinToken): a holder's
+//     floor becomes its token, kept by a re-acquire and exceeded by the
+//     next grant after its release; a floor asked by a non-holder fails
+//     with ErrNotHeld and grants nothing; in each mode the driver grants.
+//   - Values (Capabilities.Values): the value of a grant is reported by
 //     Inspect while the hold lives, kept by a re-acquire, and gone with
 //     the hold.
 //   - ClosedClient ([WithCloseClient]): once the backend client under a
@@ -127,17 +171,16 @@
 //     or ended by Client.Close, keeps the key from other Clients until
 //     its minimum hold has passed, and is then granted to a waiter.
 //
-// The subtests of optional interfaces are skipped, with the reason, when
-// the driver does not implement them, so go test -v shows which
-// capabilities were checked. A [driver.TTLLimiter] chooses the lease
+// The subtests of optional parts are skipped, with the reason, when the
+// driver's Capabilities do not report them, so go test -v shows which
+// capabilities were checked. The TTL limits of the Capabilities choose the lease
 // lengths the suite uses: short leases (at least 200ms) where a lease must
 // expire, medium ones (at least 600ms) refreshed on a schedule, and long
 // ones (at least 10s, and 10 times the minimum) where it must not expire;
 // each is clamped into the driver's range, so that a driver whose minimum
 // and maximum are equal (a TTL tied to a session timeout) gets that one
-// TTL everywhere. On a [driver.TTLChecker] each is rounded up to the
-// nearest TTL the checker accepts, trying whole milliseconds, tenths of a
-// second and whole seconds.
+// TTL everywhere. With a TTLUnit each is rounded up to a whole number of
+// units (down, when that would pass the maximum).
 //
 // # Reading the results
 //
@@ -163,6 +206,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -182,7 +226,8 @@ type MakeDriver func(t *testing.T) driver.Driver
 
 // TestDriver tests that the drivers made by mk satisfy the contract of
 // package driver, directly and through package locker's Mutex and RWMutex.
-// Optional interfaces are tested when implemented and skipped otherwise.
+// Optional parts are tested when the driver's Capabilities report them and
+// skipped otherwise.
 //
 // TestDriver returns when all its subtests have finished. Like
 // nettest.TestConn it gives no false positives but may give false
@@ -203,6 +248,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		// Tests that load the CPU run alone, first; the timed ones then
 		// run in parallel, so the suite takes about as long as its
 		// longest subtest.
+		serial(t, st, "Capabilities", testCapabilities)
 		serial(t, st, "ConcurrentMethods", testConcurrentMethods)
 		serial(t, st, "ExclusiveContention", testExclusiveContention)
 		parallel(t, st, "IdempotentReacquire", testIdempotentReacquire)
@@ -221,11 +267,12 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "BatchRefresh", testBatchRefresh)
 		parallel(t, st, "Acquire", testAcquire)
 		parallel(t, st, "WatchLoss", testWatchLoss)
-		parallel(t, st, "TTLCheck", testTTLCheck)
+		parallel(t, st, "TTLUnit", testTTLUnit)
 		parallel(t, st, "Inspect", testInspect)
 		parallel(t, st, "Counted", testCounted)
 		serial(t, st, "CountedHammer", testCountedHammer)
 		parallel(t, st, "Values", testValues)
+		parallel(t, st, "TokenFloor", testTokenFloor)
 		parallel(t, st, "ClosedClient", testDriverClosedClient)
 		parallel(t, st, "Stalled", testDriverStalled)
 	})
@@ -327,7 +374,9 @@ type env struct {
 	ctx context.Context
 	// d is the first driver of the subtest, used to discover
 	// capabilities and TTL limits.
-	d      driver.Driver
+	d driver.Driver
+	// caps are d's Capabilities.
+	caps   driver.Capabilities
 	opts   options
 	prefix string
 	errs   atomic.Int32 // reported by errorf
@@ -341,6 +390,7 @@ func newEnv(t *testing.T, st suite) *env {
 	e := &env{t: t, mk: st.mk, opts: st.o}
 	setBudget := e.watchdog()
 	e.d = e.driver()
+	e.caps = driver.CapabilitiesOf(e.d)
 	lo, hi := e.ttlRange()
 	e.short = e.pickTTL(shortFloor, lo, hi)
 	e.medium = e.pickTTL(mediumFloor, lo, hi)
@@ -350,60 +400,40 @@ func newEnv(t *testing.T, st suite) *env {
 	return e
 }
 
-// ttlRange returns the driver's TTL limits ([driver.TTLLimiter]), or 0
-// and 0 when it has none.
+// ttlRange returns the driver's TTL limits (Capabilities MinTTL and
+// MaxTTL; 0 where there is none).
 func (e *env) ttlRange() (lo, hi time.Duration) {
 	e.t.Helper()
-	l, ok := e.d.(driver.TTLLimiter)
-	if !ok {
-		return 0, 0
-	}
-	lo, hi = l.TTLRange()
-	if lo <= 0 || (hi > 0 && hi < lo) {
-		e.t.Fatalf("TTLRange() = %v, %v; want 0 < min <= max", lo, hi)
+	lo, hi = e.caps.MinTTL, e.caps.MaxTTL
+	if lo < 0 || hi < 0 || (hi > 0 && hi < lo) || e.caps.TTLUnit < 0 {
+		e.t.Fatalf("Capabilities() MinTTL %v, MaxTTL %v, TTLUnit %v; want 0 <= MinTTL <= MaxTTL (or MaxTTL 0) and TTLUnit >= 0", lo, hi, e.caps.TTLUnit)
 	}
 	return lo, hi
 }
 
 // pickTTL returns the TTL the suite uses where it wants one of at least
 // floor: floor itself, clamped into [lo, hi] (so every TTL is hi when
-// lo == hi), and, on a [driver.TTLChecker] that rejects it, the nearest
-// longer TTL the checker accepts: floor rounded up to whole milliseconds,
-// tenths of a second or seconds, then whole seconds beyond. It fails the
-// test when it finds none.
+// lo == hi), and, on a driver with a TTLUnit, rounded up to a whole number
+// of units (down, when that would pass hi). It fails the test when no such
+// TTL is within [lo, hi].
 func (e *env) pickTTL(floor, lo, hi time.Duration) time.Duration {
 	e.t.Helper()
-	inRange := func(d time.Duration) bool { return d >= lo && d > 0 && (hi <= 0 || d <= hi) }
 	d := max(floor, lo)
 	if hi > 0 {
 		d = min(d, hi)
 	}
-	tc, ok := e.d.(driver.TTLChecker)
-	if !ok {
+	u := e.caps.TTLUnit
+	if u <= 0 || d%u == 0 {
 		return d
 	}
-	candidates := []time.Duration{d}
-	for _, unit := range []time.Duration{time.Millisecond, 100 * time.Millisecond, time.Second} {
-		candidates = append(candidates, (d+unit-1)/unit*unit)
+	up, down := (d/u+1)*u, d/u*u
+	switch {
+	case hi <= 0 || up <= hi:
+		return up
+	case down >= lo && down > 0:
+		return down
 	}
-	for c, n := (d+time.Second-1)/time.Second*time.Second, 0; n < 120; c, n = c+time.Second, n+1 {
-		candidates = append(candidates, c)
-	}
-	candidates = append(candidates, lo, hi)
-	var first error
-	for _, c := range candidates {
-		if !inRange(c) {
-			continue
-		}
-		err := tc.CheckTTL(c)
-		if err == nil {
-			return c
-		}
-		if first == nil {
-			first = fmt.Errorf("CheckTTL(%v): %w", c, err)
-		}
-	}
-	e.t.Fatalf("lockertest: found no TTL of at least %v that the driver accepts (TTLRange %v, %v; %v)", floor, lo, hi, first)
+	e.t.Fatalf("lockertest: no whole number of the TTLUnit %v of at least %v within [%v, %v]", u, floor, lo, hi)
 	return 0
 }
 
@@ -583,19 +613,26 @@ func validFrom(l driver.Lease, sent time.Time) time.Time {
 	return sent
 }
 
-// acquireQueued is acquire with TryAcquireQueued.
-func (e *env) acquireQueued(q driver.Queuer, r driver.Request) (driver.Lease, time.Time) {
+// acquireQueued is acquire with Request.Queued.
+func (e *env) acquireQueued(d driver.Driver, r driver.Request) (driver.Lease, time.Time) {
 	e.t.Helper()
+	r.Queued = true
 	var sent time.Time
-	l, err := retryOnce(e, "TryAcquireQueued("+fmtReq(r)+")", func() (driver.Lease, error) {
+	l, err := retryOnce(e, "TryAcquire("+fmtReq(r)+")", func() (driver.Lease, error) {
 		sent = time.Now()
-		return q.TryAcquireQueued(e.ctx, r)
+		return d.TryAcquire(e.ctx, r)
 	})
 	if err != nil {
-		e.t.Fatalf("TryAcquireQueued(%s): %v", fmtReq(r), err)
+		e.t.Fatalf("TryAcquire(%s): %v", fmtReq(r), err)
 	}
-	e.checkLease("TryAcquireQueued", r, l)
+	e.checkLease("TryAcquire", r, l)
 	return l, validFrom(l, sent)
+}
+
+// tryQueued is TryAcquire with Request.Queued.
+func tryQueued(ctx context.Context, d driver.Driver, r driver.Request) (driver.Lease, error) {
+	r.Queued = true
+	return d.TryAcquire(ctx, r)
 }
 
 // checkLease reports fields of a granted lease that do not match r.
@@ -794,46 +831,65 @@ func withinLease(sent time.Time, ttl time.Duration) bool {
 	return time.Since(sent) < ttl-guard(ttl)
 }
 
-// skipUnless skips the subtest unless the driver implements the
-// capability.
-func (e *env) skipUnless(ok bool, iface string) {
+// skipUnless skips the subtest unless the driver's Capabilities report
+// the capability named what.
+func (e *env) skipUnless(ok bool, what string) {
 	e.t.Helper()
 	if !ok {
-		e.t.Skipf("driver %T does not implement driver.%s", e.d, iface)
+		e.t.Skipf("driver %T does not report %s in its driver.Capabilities", e.d, what)
 	}
 }
 
 // sharer reports whether the subtest's drivers grant Mode Shared.
-func (e *env) sharer() bool {
-	s, ok := e.d.(driver.Sharer)
-	return ok && s.SupportsShared()
-}
+func (e *env) sharer() bool { return e.caps.Shared }
 
 // skipUnlessShared skips the subtest unless the drivers grant Mode Shared.
 func (e *env) skipUnlessShared() {
 	e.t.Helper()
-	s, ok := e.d.(driver.Sharer)
-	e.skipUnlessClaimed("Sharer", ok, func() bool { return s.SupportsShared() })
-}
-
-// skipUnlessClaimed skips the subtest unless the drivers implement the
-// optional interface iface (implemented) and its Supports method says
-// they support it.
-func (e *env) skipUnlessClaimed(iface string, implemented bool, supports func() bool) {
-	e.t.Helper()
-	e.skipUnless(implemented, iface)
-	if !supports() {
-		e.t.Skipf("driver %T implements driver.%s, but its Supports method returns false", e.d, iface)
-	}
+	e.skipUnless(e.caps.Shared, "Shared")
 }
 
 func fmtReq(r driver.Request) string {
-	if r.Limit > 0 {
-		return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v, Limit: %d, Weight: %d}", r.Key, r.Owner, r.Mode, r.TTL, r.Limit, r.Weight)
+	q := ""
+	if r.Queued {
+		q = ", Queued: true"
 	}
-	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v}", r.Key, r.Owner, r.Mode, r.TTL)
+	if r.Limit > 0 {
+		return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v, Limit: %d, Weight: %d%s}", r.Key, r.Owner, r.Mode, r.TTL, r.Limit, r.Weight, q)
+	}
+	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, TTL: %v%s}", r.Key, r.Owner, r.Mode, r.TTL, q)
 }
 
 func fmtLease(l driver.Lease) string {
 	return fmt.Sprintf("{Key: %q, Owner: %.8s…, Mode: %v, Token: %d, TTL: %v}", l.Key, l.Owner, l.Mode, l.Token, l.TTL)
+}
+
+// claimed returns d as the optional interface T when the Capabilities
+// report it, and the zero T (a nil interface) otherwise. A driver that
+// reports the capability without implementing T fails the test.
+func claimed[T any](e *env, d driver.Driver) T {
+	e.t.Helper()
+	var zero T
+	var flag bool
+	var name string
+	switch any(&zero).(type) {
+	case *driver.Notifier:
+		flag, name = e.caps.Notify, "Notify"
+	case *driver.Acquirer:
+		flag, name = e.caps.Acquire, "Acquire"
+	case *driver.LossWatcher:
+		flag, name = e.caps.WatchLoss, "WatchLoss"
+	case *driver.BatchRefresher:
+		flag, name = e.caps.RefreshBatch, "RefreshBatch"
+	case *driver.Inspector:
+		flag, name = e.caps.Inspect, "Inspect"
+	}
+	if !flag {
+		return zero
+	}
+	v, ok := d.(T)
+	if !ok {
+		e.t.Fatalf("driver %T reports %s in its Capabilities but does not implement driver.%s", d, name, reflect.TypeFor[T]().Name())
+	}
+	return v
 }

@@ -1,7 +1,6 @@
 package lockertest_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -22,9 +21,19 @@ func TestMemDriver(t *testing.T) {
 		}))
 }
 
+// TestExampleDriver runs the suite over the complete driver of
+// Example_driver, which implements the three required methods only: the
+// subtests of optional parts skip, every other one must pass. Stalls are
+// not modelled (Driver/Stalled and Locker/Deadlines skip).
+func TestExampleDriver(t *testing.T) {
+	s := newStore()
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return &mapDriver{s: s} },
+		lockertest.WithCloseClient(func(t *testing.T, d driver.Driver) { d.(*mapDriver).Close() }))
+}
+
 // TestWholeSecondTTLs runs the suite over memdriver with whole-second TTLs,
-// as on etcd: the suite must round its TTLs up to TTLs the driver's
-// TTLChecker accepts, and TTLCheck finds TTLs it rejects.
+// as on etcd: the suite must round its TTLs up to whole numbers of the
+// driver's TTLUnit, and TTLUnit finds TTLs the front-end rejects.
 func TestWholeSecondTTLs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole suite with second-long leases")
@@ -37,8 +46,8 @@ func TestWholeSecondTTLs(t *testing.T) {
 }
 
 // TestFixedTTL runs the suite over memdriver with a single TTL, as when a
-// driver's leases last as long as a session: TTLRange's minimum and
-// maximum are equal, and the suite uses that TTL everywhere.
+// driver's leases last as long as a session: its MinTTL and MaxTTL are
+// equal, and the suite uses that TTL everywhere.
 func TestFixedTTL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole suite with second-long leases")
@@ -50,18 +59,15 @@ func TestFixedTTL(t *testing.T) {
 	})
 }
 
-// checked is memdriver with a TTL range of [lo, hi] and whole seconds
-// only.
+// checked is memdriver with a TTL range of [lo, hi] and a TTLUnit of a
+// second.
 type checked struct {
 	*memdriver.Driver
 	lo, hi time.Duration
 }
 
-func (d *checked) TTLRange() (lo, hi time.Duration) { return d.lo, d.hi }
-
-func (d *checked) CheckTTL(ttl time.Duration) error {
-	if ttl%time.Second != 0 {
-		return fmt.Errorf("TTL %v is not a whole number of seconds", ttl)
-	}
-	return nil
+func (d *checked) Capabilities() driver.Capabilities {
+	c := d.Driver.Capabilities()
+	c.MinTTL, c.MaxTTL, c.TTLUnit = d.lo, d.hi, time.Second
+	return c
 }

@@ -106,8 +106,8 @@ func testSharedExpiry(e *env, ds []driver.Driver) {
 // front-end waits (a driver may skip notifying the release of a hold that
 // refused nobody).
 func testNotify(e *env) {
-	n, ok := notifierOf(e.d)
-	e.skipUnless(ok, "Notifier")
+	e.skipUnless(e.caps.Notify, "Notify")
+	n := claimed[driver.Notifier](e, e.d)
 	ds := e.drivers(2)
 	key := e.key("k")
 	subscribe := func(key string) driver.Subscription {
@@ -172,23 +172,19 @@ func drain(sub driver.Subscription) {
 	}
 }
 
-// testQueue checks Queuer: queued owners are served in order, before
+// testQueue checks Capabilities.Queue (Request.Queued): queued owners are served in order, before
 // newcomers; leaving the queue unblocks the others; entries expire.
 func testQueue(e *env) {
-	_, ok := e.d.(driver.Queuer)
-	e.skipUnless(ok, "Queuer")
+	e.skipUnless(e.caps.Queue, "Queue")
 	ds := e.drivers(3)
-	qs := make([]driver.Queuer, len(ds))
-	for i, d := range ds {
-		qs[i] = d.(driver.Queuer)
-	}
+	qs := ds
 	key := e.key("fifo")
-	queued := func(q driver.Queuer, r driver.Request, why string) {
+	queued := func(q driver.Driver, r driver.Request, why string) {
 		e.t.Helper()
-		l, err := q.TryAcquireQueued(e.ctx, r)
+		l, err := tryQueued(e.ctx, q, r)
 		if err == nil {
-			e.t.Errorf("TryAcquireQueued(%s) succeeded %s", fmtReq(r), why)
-			e.release(q.(driver.Driver), l)
+			e.t.Errorf("queued TryAcquire(%s) succeeded %s", fmtReq(r), why)
+			e.release(q, l)
 			return
 		}
 		e.checkLocked(r, err, e.long)
@@ -267,14 +263,14 @@ func testQueue(e *env) {
 
 // testQueueShared checks that a run of shared owners at the head of the
 // queue is served together, and that a queued writer holds back newcomers.
-func testQueueShared(e *env, ds []driver.Driver, qs []driver.Queuer) {
+func testQueueShared(e *env, ds []driver.Driver, qs []driver.Driver) {
 	key := e.key("shared")
-	queued := func(q driver.Queuer, r driver.Request, why string) {
+	queued := func(q driver.Driver, r driver.Request, why string) {
 		e.t.Helper()
-		l, err := q.TryAcquireQueued(e.ctx, r)
+		l, err := tryQueued(e.ctx, q, r)
 		if err == nil {
-			e.t.Errorf("TryAcquireQueued(%s) succeeded %s", fmtReq(r), why)
-			e.release(q.(driver.Driver), l)
+			e.t.Errorf("queued TryAcquire(%s) succeeded %s", fmtReq(r), why)
+			e.release(q, l)
 			return
 		}
 		e.checkLocked(r, err, e.long)
@@ -311,8 +307,8 @@ func testQueueShared(e *env, ds []driver.Driver, qs []driver.Queuer) {
 // testBatchRefresh checks that RefreshBatch refreshes each lease as Refresh
 // would and reports per lease.
 func testBatchRefresh(e *env) {
-	br, ok := e.d.(driver.BatchRefresher)
-	e.skipUnless(ok, "BatchRefresher")
+	e.skipUnless(e.caps.RefreshBatch, "RefreshBatch")
+	br := claimed[driver.BatchRefresher](e, e.d)
 	ds := e.drivers(2)
 
 	if errs := br.RefreshBatch(e.ctx, nil); len(errs) != 0 {
@@ -355,8 +351,8 @@ func testBatchRefresh(e *env) {
 		}
 	}
 	e.expectLocked(ds[0], foreign.Key, driver.Exclusive, sentForeign, foreign.TTL)
-	// Released now: with a single TTL (TTLRange's minimum equal to its
-	// maximum) it would not outlast the wait below.
+	// Released now: with a single TTL (MinTTL equal to MaxTTL)
+	// it would not outlast the wait below.
 	e.release(ds[1], foreign)
 	e.expectFree(ds[0], released.Key, driver.Exclusive, "after RefreshBatch of a released lease")
 	e.expectFree(ds[0], never.Key, driver.Exclusive, "after RefreshBatch of a lease never granted")
@@ -370,4 +366,51 @@ func testBatchRefresh(e *env) {
 	}
 	e.release(ds[0], held)
 	e.release(ds[1], held2)
+}
+
+// testCapabilities checks that the driver's Capabilities are consistent:
+// every optional interface they report is implemented, counted requests
+// come with Shared mode, values with Inspect, and the flags do not change. An interface that is
+// implemented but not reported is only logged: a driver that wraps others
+// implements every method and reports which ones work.
+func testCapabilities(e *env) {
+	c := e.caps
+	e.t.Logf("driver %T: Capabilities %+v", e.d, c)
+	if c.Counted && !c.Shared {
+		e.t.Errorf("Capabilities report Counted without Shared: counted requests are Shared ones")
+	}
+	if c.Values && !c.Inspect {
+		e.t.Errorf("Capabilities report Values without Inspect: nobody could read the values")
+	}
+	// The flags do not change: not on a second call, not on another
+	// client (the TTL limits may, as a negotiated limit does).
+	flags := func(c driver.Capabilities) driver.Capabilities {
+		c.MinTTL, c.MaxTTL = 0, 0
+		return c
+	}
+	for i, d := range []driver.Driver{e.d, e.driver()} {
+		if got := driver.CapabilitiesOf(d); flags(got) != flags(c) {
+			e.t.Errorf("Capabilities of driver %d = %+v, after %+v; want the same flags", i, got, c)
+		}
+	}
+	_ = claimed[driver.Notifier](e, e.d)
+	_ = claimed[driver.Acquirer](e, e.d)
+	_ = claimed[driver.LossWatcher](e, e.d)
+	_ = claimed[driver.BatchRefresher](e, e.d)
+	_ = claimed[driver.Inspector](e, e.d)
+	unreported := func(implemented, reported bool, iface, flag string) {
+		if implemented && !reported {
+			e.t.Logf("driver %T implements driver.%s but does not report %s: the front-end will not use it", e.d, iface, flag)
+		}
+	}
+	_, ok := e.d.(driver.Notifier)
+	unreported(ok, c.Notify, "Notifier", "Notify")
+	_, ok = e.d.(driver.Acquirer)
+	unreported(ok, c.Acquire, "Acquirer", "Acquire")
+	_, ok = e.d.(driver.LossWatcher)
+	unreported(ok, c.WatchLoss, "LossWatcher", "WatchLoss")
+	_, ok = e.d.(driver.BatchRefresher)
+	unreported(ok, c.RefreshBatch, "BatchRefresher", "RefreshBatch")
+	_, ok = e.d.(driver.Inspector)
+	unreported(ok, c.Inspect, "Inspector", "Inspect")
 }

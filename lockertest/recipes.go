@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-locker/locker"
-	"github.com/go-locker/locker/driver"
 )
 
 // clients returns n Clients, each on a driver of its own (as n processes
@@ -132,9 +131,7 @@ func testSemaphore(e *env) {
 		acquired <- grant{h, err}
 	}()
 	e.sleep(300 * time.Millisecond)
-	_, q := e.d.(driver.Queuer)
-	_, a := e.d.(driver.Acquirer)
-	if q || a {
+	if e.caps.Queue || e.caps.Acquire {
 		if h, err := s1.TryAcquire(e.ctx, 1); err == nil {
 			e.t.Errorf("Semaphore.TryAcquire(1) succeeded while a request for 2 waited ahead of it")
 			h.Release(e.ctx)
@@ -179,10 +176,8 @@ func testSemaphore(e *env) {
 // and can be inspected.
 func (e *env) skipUnlessElections() {
 	e.t.Helper()
-	v, ok := e.d.(driver.ValueKeeper)
-	e.skipUnless(ok && v.SupportsValues(), "ValueKeeper")
-	_, ok = e.d.(driver.Inspector)
-	e.skipUnless(ok, "Inspector")
+	e.skipUnless(e.caps.Values, "Values")
+	e.skipUnless(e.caps.Inspect, "Inspect")
 }
 
 // testElection elects leaders one after another: each term is greater

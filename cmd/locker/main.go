@@ -112,7 +112,9 @@
 // administrator would, and prints how many it ended: the holders learn of
 // the loss at their next renewal (a `locker run` then stops its command
 // and exits 76). Both take -url, -connect-timeout and -v, and exit 64 on
-// usage errors and 69 when the backend cannot be used, as run does.
+// usage errors and 69 when the backend cannot be used, as run does. Both
+// need a driver whose Capabilities report Inspect, which every backend the
+// command opens does.
 //
 // # locker demo
 //

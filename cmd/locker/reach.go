@@ -142,7 +142,7 @@ func (d dialer) reach(ctx context.Context, rawURL, key string) (*backend, driver
 		return nil, nil, driver.KeyState{}, unreachable(rawURL, d.timeout, err)
 	}
 	in, ok := be.drv.(driver.Inspector)
-	if !ok {
+	if !ok || !driver.CapabilitiesOf(be.drv).Inspect {
 		_ = be.close()
 		return nil, nil, driver.KeyState{}, fmt.Errorf("driver %T cannot inspect keys", be.drv)
 	}

@@ -8,20 +8,6 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
-// SupportsCounted reports true: the driver grants counted Shared requests
-// (driver.Counter), natively in create-revision order (see the package
-// documentation).
-func (d *Driver) SupportsCounted() bool { return true }
-
-// SupportsValues reports true: the driver keeps Request.Value in the
-// entry of each grant and Inspect reports it (driver.ValueKeeper).
-func (d *Driver) SupportsValues() bool { return true }
-
-var (
-	_ driver.Counter     = (*Driver)(nil)
-	_ driver.ValueKeeper = (*Driver)(nil)
-)
-
 // checkRequest rejects a request that the front-end would never make: a
 // bad limit or weight, or a value that is too long.
 func checkRequest(req driver.Request) error { return driver.CheckCount(req) }

@@ -95,7 +95,7 @@ func TestCountedFIFO(t *testing.T) {
 		}
 	}
 	qo := owner()
-	if _, err := d.TryAcquireQueued(ctx, creq(key, qo, limit, 1)); !errors.Is(err, driver.ErrLocked) {
+	if _, err := tryQueued(d, ctx, creq(key, qo, limit, 1)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryAcquireQueued of 1 unit behind a waiter of 3: %v; want ErrLocked", err)
 	}
 	if err := d.Release(ctx, driver.Lease{Key: key, Owner: qo, Mode: driver.Shared}); !errors.Is(err, driver.ErrNotHeld) {
@@ -179,7 +179,7 @@ func TestCountedLimitMismatch(t *testing.T) {
 	}{
 		{"TryAcquire", func(d *etcddriver.Driver, r driver.Request) (driver.Lease, error) { return d.TryAcquire(ctx, r) }},
 		{"TryAcquireQueued", func(d *etcddriver.Driver, r driver.Request) (driver.Lease, error) {
-			return d.TryAcquireQueued(ctx, r)
+			return tryQueued(d, ctx, r)
 		}},
 		{"Acquire", func(d *etcddriver.Driver, r driver.Request) (driver.Lease, error) { return d.Acquire(ctx, r) }},
 	}
@@ -280,7 +280,7 @@ func TestCountedReacquire(t *testing.T) {
 	}
 	// 2 of 3 units are held: a request of 2 more waits in the queue.
 	qr := creq(key, owner(), 3, 2)
-	if _, err := d.TryAcquireQueued(ctx, qr); !errors.Is(err, driver.ErrLocked) {
+	if _, err := tryQueued(d, ctx, qr); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryAcquireQueued of 2 beside 2 of 3: %v", err)
 	}
 	q := driver.Lease{Key: key, Owner: qr.Owner, Mode: driver.Shared, TTL: countedTTL}
@@ -301,7 +301,7 @@ func TestCountedReacquire(t *testing.T) {
 	if err := d.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	lq, err := d.TryAcquireQueued(ctx, qr)
+	lq, err := tryQueued(d, ctx, qr)
 	if err != nil || lq.Token <= l.Token {
 		t.Fatalf("TryAcquireQueued at the head: %+v, %v", lq, err)
 	}
@@ -332,7 +332,7 @@ func TestValues(t *testing.T) {
 	// A waiter's value is not a holder's.
 	wr := req(key, owner(), driver.Exclusive, countedTTL)
 	wr.Value = "waiter"
-	if _, err := other.TryAcquireQueued(ctx, wr); !errors.Is(err, driver.ErrLocked) {
+	if _, err := tryQueued(other, ctx, wr); !errors.Is(err, driver.ErrLocked) {
 		t.Fatal(err)
 	}
 	if st := inspect(t, other, key); len(st.Holders) != 1 || st.Holders[0].Value != binary || st.Waiting != 1 {
@@ -341,7 +341,7 @@ func TestValues(t *testing.T) {
 	if err := d.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
-	wl, err := other.TryAcquireQueued(ctx, wr)
+	wl, err := tryQueued(other, ctx, wr)
 	if err != nil {
 		t.Fatal(err)
 	}

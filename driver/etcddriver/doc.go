@@ -180,8 +180,8 @@
 //
 // etcd leases last whole seconds, and etcd raises a TTL below its minimum
 // (1.5 election timeouts, rounded up to whole seconds: 2s with etcd's default
-// 1s election timeout) without saying so. The driver never rounds: CheckTTL
-// rejects a TTL that is not whole seconds, TTLRange reports the cluster's
+// 1s election timeout) without saying so. The driver never rounds: its
+// Capabilities report a TTL unit of one second and the cluster's
 // minimum (which New asks the cluster for, see Options.MinTTL), and a grant
 // whose TTL etcd raised anyway fails with an error naming the minimum.
 //
@@ -217,7 +217,7 @@
 //     entry, with its weight and value. (A refusal's
 //     LockedError.Remaining is 0, unknown, on every path: reading the
 //     leases in the way would cost another round trip.)
-//   - TryAcquireQueued: as TryAcquire; refused, it leaves the entry in
+//   - TryAcquire with Request.Queued: as TryAcquire; refused, it leaves the entry in
 //     the queue (unless the limits disagree).
 //   - Acquire: one transaction that puts the entry (granting at once if
 //     nothing conflicts) and reads the older conflicting entries; then it

@@ -29,15 +29,15 @@ func TestNew(t *testing.T) {
 	d := newDriverOn(t, c, nil)
 	// The test server's election timeout is 100 ms: its minimum lease
 	// TTL is 1 s, which New asks the server for.
-	if lo, hi := d.TTLRange(); lo != time.Second || hi != etcddriver.MaxTTL {
-		t.Errorf("TTLRange() = %v, %v; want 1s, %v", lo, hi, etcddriver.MaxTTL)
+	if c := d.Capabilities(); c.MinTTL != time.Second || c.MaxTTL != etcddriver.MaxTTL || c.TTLUnit != time.Second {
+		t.Errorf("Capabilities() MinTTL, MaxTTL, TTLUnit = %v, %v, %v; want 1s, %v, 1s", c.MinTTL, c.MaxTTL, c.TTLUnit, etcddriver.MaxTTL)
 	}
 	if p := d.Prefix(); p != etcddriver.DefaultPrefix {
 		t.Errorf("Prefix() = %q; want %q", p, etcddriver.DefaultPrefix)
 	}
 	d2 := newDriverOn(t, c, &etcddriver.Options{MinTTL: 5 * time.Second, Prefix: "app/"})
-	if lo, _ := d2.TTLRange(); lo != 5*time.Second {
-		t.Errorf("TTLRange() with MinTTL 5s = %v", lo)
+	if lo := d2.Capabilities().MinTTL; lo != 5*time.Second {
+		t.Errorf("Capabilities().MinTTL with Options.MinTTL 5s = %v", lo)
 	}
 	for _, bad := range []time.Duration{-time.Second, 1500 * time.Millisecond} {
 		if _, err := etcddriver.New(c, &etcddriver.Options{MinTTL: bad}); err == nil {
@@ -55,18 +55,14 @@ func TestTTLChecks(t *testing.T) {
 		ttl  time.Duration
 		want string
 	}{
-		{1500 * time.Millisecond, "use 2s or more"},
+		{1500 * time.Millisecond, "below the driver's minimum of 2s"},
 		{2500 * time.Millisecond, "use 2s or 3s"},
 		{10*time.Second + time.Nanosecond, "use 10s or 11s"},
 	} {
-		err := d.CheckTTL(c.ttl)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("CheckTTL(%v) = %v; want an error saying %q", c.ttl, err, c.want)
-		}
-	}
-	for _, ttl := range []time.Duration{2 * time.Second, time.Minute} {
-		if err := d.CheckTTL(ttl); err != nil {
-			t.Errorf("CheckTTL(%v) = %v", ttl, err)
+		m := locker.NewMutex(d, uniqueKey(t, "msg"), locker.WithTTL(c.ttl))
+		err := m.LockContext(ctxT(t))
+		if !errors.Is(err, locker.ErrInvalidTTL) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Mutex.LockContext with TTL %v = %v; want ErrInvalidTTL saying %q", c.ttl, err, c.want)
 		}
 	}
 	key := uniqueKey(t, "k")

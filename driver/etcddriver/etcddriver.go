@@ -18,7 +18,7 @@ import (
 const DefaultPrefix = "locker/"
 
 // MaxTTL is the longest lease etcd grants (9,000,000,000 seconds), which
-// TTLRange reports as the maximum.
+// Capabilities report as the maximum.
 const MaxTTL = 9_000_000_000 * time.Second
 
 // DefaultProbeTimeout bounds New's query of the server's minimum lease TTL
@@ -129,14 +129,11 @@ type entry struct {
 
 var (
 	_ driver.Driver         = (*Driver)(nil)
-	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Describer      = (*Driver)(nil)
 	_ driver.Acquirer       = (*Driver)(nil)
-	_ driver.Queuer         = (*Driver)(nil)
 	_ driver.Notifier       = (*Driver)(nil)
 	_ driver.LossWatcher    = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
-	_ driver.TTLLimiter     = (*Driver)(nil)
-	_ driver.TTLChecker     = (*Driver)(nil)
 )
 
 // errClosed and errClientClosed say why a driver can no longer be used:
@@ -274,15 +271,25 @@ func (d *Driver) revokeIdle(ids []clientv3.LeaseID) {
 // Prefix returns the key prefix of the driver.
 func (d *Driver) Prefix() string { return d.prefix }
 
-// SupportsShared reports true: the driver grants Mode Shared.
-func (d *Driver) SupportsShared() bool { return true }
+// Capabilities implements driver.Describer: the driver grants shared and
+// counted requests (counted ones natively in create-revision order, see
+// the package documentation) and keeps values; it queues (Request.Queued),
+// waits in its own queue (Acquire), notifies, watches for loss, refreshes
+// in batches and is inspectable. TTLs are whole seconds (etcd leases have
+// a TTL in seconds), from the cluster's minimum lease TTL (see
+// Options.MinTTL) to MaxTTL.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared: true, Counted: true, Values: true,
+		MinTTL: d.minTTL, MaxTTL: MaxTTL, TTLUnit: time.Second,
+		Queue:  true,
+		Notify: true, Acquire: true, WatchLoss: true, RefreshBatch: true, Inspect: true,
+	}
+}
 
-// TTLRange reports the cluster's minimum lease TTL (see Options.MinTTL)
-// and MaxTTL.
-func (d *Driver) TTLRange() (min, max time.Duration) { return d.minTTL, MaxTTL }
-
-// CheckTTL accepts whole seconds only: etcd leases have a TTL in seconds.
-func (d *Driver) CheckTTL(ttl time.Duration) error {
+// wholeSeconds accepts whole seconds only: etcd leases have a TTL in
+// seconds.
+func (d *Driver) wholeSeconds(ttl time.Duration) error {
 	if ttl%time.Second == 0 {
 		return nil
 	}
@@ -296,7 +303,7 @@ func (d *Driver) CheckTTL(ttl time.Duration) error {
 // checkTTL validates a TTL given to a driver method, for callers that do
 // not go through package locker.
 func (d *Driver) checkTTL(ttl time.Duration) (int64, error) {
-	if err := d.CheckTTL(ttl); err != nil {
+	if err := d.wholeSeconds(ttl); err != nil {
 		return 0, driver.Permanent(fmt.Errorf("TTL %v: %w", ttl, err))
 	}
 	if ttl < d.minTTL {

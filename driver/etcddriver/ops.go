@@ -22,29 +22,15 @@ var errLeaseGone = errors.New("the entry's lease expired or was revoked during t
 // documentation): it grants req.Key to req.Owner if no conflicting entry
 // exists, re-grants it with the same token if req.Owner already holds it,
 // and otherwise returns a *driver.LockedError and leaves nothing behind
-// (an entry req.Owner queued earlier with TryAcquireQueued or Acquire
-// keeps its place).
+// (an entry req.Owner queued earlier with a queued request or Acquire
+// keeps its place). With req.Queued, when the key cannot be granted it
+// puts req.Owner's entry in the key's queue (or keeps it there and renews
+// its lease). Entries are served in the order of their create revisions.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	bctx := d.request(ctx)
-	l, err := d.tryAcquire(bctx, req, false)
+	l, err := d.tryAcquire(bctx, req, req.Queued)
 	if err == nil {
 		err = d.closedErr() // closed while the request was under way
-	}
-	if err != nil {
-		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
-	}
-	return l, nil
-}
-
-// TryAcquireQueued implements driver.Queuer: it is TryAcquire, except that
-// when the key cannot be granted it puts req.Owner's entry in the key's
-// queue (or keeps it there and renews its lease). Entries are served in
-// the order of their create revisions.
-func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	bctx := d.request(ctx)
-	l, err := d.tryAcquire(bctx, req, true)
-	if err == nil {
-		err = d.closedErr()
 	}
 	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)

@@ -204,7 +204,7 @@
 // memcached's timer, which the front-end's safety margin covers) and at
 // most about E+1. The driver writes holds with E = TTL+2, so a hold lives
 // at least its TTL, counted from the request, and at most TTL+3 seconds
-// after its last renewal. TTLs are whole seconds ([Driver.CheckTTL]; the
+// after its last renewal. TTLs are whole seconds (Capabilities.TTLUnit; the
 // driver never rounds), from MinTTL, 3 seconds, which keeps that overrun
 // no longer than the TTL, to MaxTTL, 30 days less 2 seconds, beyond which
 // memcached would read the expiration time as a Unix time.

@@ -28,17 +28,19 @@ func TestTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if lo, hi := d.TTLRange(); lo != 3*time.Second || hi != (30*24*3600-2)*time.Second {
-		t.Fatalf("TTLRange() = %v, %v", lo, hi)
+	c := d.Capabilities()
+	if c.MinTTL != 3*time.Second || c.MaxTTL != (30*24*3600-2)*time.Second || c.TTLUnit != time.Second {
+		t.Fatalf("Capabilities() MinTTL, MaxTTL, TTLUnit = %v, %v, %v", c.MinTTL, c.MaxTTL, c.TTLUnit)
 	}
+	accepts := func(ttl time.Duration) bool { return ttl >= c.MinTTL && ttl <= c.MaxTTL && ttl%c.TTLUnit == 0 }
 	for _, ok := range []time.Duration{3 * time.Second, time.Minute, memcachedriver.MaxTTL} {
-		if err := d.CheckTTL(ok); err != nil {
-			t.Errorf("CheckTTL(%v) = %v", ok, err)
+		if !accepts(ok) {
+			t.Errorf("Capabilities() refuse TTL %v", ok)
 		}
 	}
 	for _, bad := range []time.Duration{0, time.Second, 2 * time.Second, 3500 * time.Millisecond, memcachedriver.MaxTTL + time.Second, 30 * 24 * time.Hour} {
-		if err := d.CheckTTL(bad); err == nil {
-			t.Errorf("CheckTTL(%v) = nil; want an error", bad)
+		if accepts(bad) {
+			t.Errorf("Capabilities() accept TTL %v; want it refused", bad)
 		}
 		start := time.Now()
 		_, err := d.TryAcquire(context.Background(), req("k", owner(), bad))

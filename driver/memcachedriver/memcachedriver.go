@@ -31,8 +31,8 @@ const pendingExptime = 1
 // to now, in seconds (30 days); a larger one is a Unix time.
 const maxRelative = 30 * 24 * 60 * 60
 
-// TTL limits reported by TTLRange. memcached expires items in whole
-// seconds, so CheckTTL accepts whole seconds only. A hold item outlives
+// TTL limits reported by Capabilities. memcached expires items in whole
+// seconds, so the TTLUnit is a second. A hold item outlives
 // its lease by up to 3 seconds (see the package documentation); MinTTL
 // keeps that overrun no longer than the lease itself, so that a hold that
 // is not renewed is gone within twice its TTL. MaxTTL is 30 days less the
@@ -83,9 +83,8 @@ type abandonedCalls struct {
 }
 
 var (
-	_ driver.Driver     = (*Driver)(nil)
-	_ driver.TTLLimiter = (*Driver)(nil)
-	_ driver.TTLChecker = (*Driver)(nil)
+	_ driver.Driver    = (*Driver)(nil)
+	_ driver.Describer = (*Driver)(nil)
 )
 
 // New returns a Driver that uses client. opts may be nil. The driver does
@@ -127,14 +126,13 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// TTLRange reports MinTTL and MaxTTL.
-func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
-
-// CheckTTL accepts whole seconds only: memcached's expiration times are in
-// seconds, and the driver does not round.
-func (d *Driver) CheckTTL(ttl time.Duration) error {
-	_, err := ttlSeconds(ttl)
-	return err
+// Capabilities implements driver.Describer: TTLs from MinTTL to MaxTTL in
+// whole seconds (memcached's expiration times are in seconds, and the
+// driver does not round), and Inspect. The driver grants exclusive holds
+// only, keeps no queue and does not notify (see the package
+// documentation).
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{MinTTL: MinTTL, MaxTTL: MaxTTL, TTLUnit: time.Second, Inspect: true}
 }
 
 // ttlSeconds returns ttl in seconds, or an error when the driver cannot

@@ -31,7 +31,9 @@ type Backend struct {
 // RefreshBatch, whatever the number of its leases. An Acquire call counts
 // once, however long it waits and however often it is woken.
 type Stats struct {
-	TryAcquire       int64
+	TryAcquire int64
+	// TryAcquireQueued counts the TryAcquire calls with Request.Queued
+	// (TryAcquire counts the others).
 	TryAcquireQueued int64
 	Refresh          int64
 	RefreshBatch     int64
@@ -314,7 +316,7 @@ func (ks *keyState) dequeue(owner string) {
 	}
 }
 
-// acquire implements TryAcquire and TryAcquireQueued.
+// acquire implements TryAcquire, queued or not.
 func (b *Backend) acquire(op string, req driver.Request, queued bool) (driver.Lease, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -384,7 +386,7 @@ func (ks *keyState) grant(op string, req driver.Request, enqueue, pinned bool, n
 }
 
 // checkLimit refuses a Shared request whose limit differs from that of
-// the key's live holds or shared queue entries (driver.Counter).
+// the key's live holds or shared queue entries (driver.Capabilities.Counted).
 func (ks *keyState) checkLimit(req driver.Request) error {
 	if req.Mode != driver.Shared {
 		return nil

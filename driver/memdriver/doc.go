@@ -31,10 +31,9 @@
 // # Fault hooks
 //
 // A [Driver] has three hooks that change how its calls reach the backend.
-// They apply to TryAcquire, TryAcquireQueued, Acquire, Refresh,
-// RefreshBatch, Release and Subscribe (WatchLoss, Subscription.Close and
-// the TTLRange and SupportsShared queries are never affected), in this
-// order:
+// They apply to TryAcquire (queued or not, and with a token floor),
+// Acquire, Refresh, RefreshBatch, Release and Subscribe (WatchLoss,
+// Subscription.Close and Capabilities are never affected), in this order:
 //
 //  1. If ctx is already done, the call returns ctx.Err(), wrapped, and
 //     nothing else happens.
@@ -85,7 +84,7 @@
 //   - a fence counter that is never reset, not by release, not by expiry:
 //     every grant, shared grants included, takes the next value, starting
 //     at 1, so tokens of a key strictly increase whoever the owner;
-//   - a wait queue (see [Driver.TryAcquireQueued] and [Driver.Acquire]);
+//   - a wait queue (see queued requests in [Driver.TryAcquire] and [Driver.Acquire]);
 //   - the key's live subscriptions (see [Driver.Subscribe]);
 //   - the live loss watches of its holds (see [Driver.WatchLoss]).
 //

@@ -17,7 +17,7 @@ import (
 func calls(ctx context.Context, d *memdriver.Driver, l driver.Lease) map[string]error {
 	errs := map[string]error{}
 	_, errs["TryAcquire"] = d.TryAcquire(ctx, rq("k", "x", ex, time.Minute))
-	_, errs["TryAcquireQueued"] = d.TryAcquireQueued(ctx, rq("k", "y", ex, time.Minute))
+	_, errs["TryAcquireQueued"] = tryQueued(d, ctx, rq("k", "y", ex, time.Minute))
 	_, errs["Refresh"] = d.Refresh(ctx, l)
 	errs["RefreshBatch"] = d.RefreshBatch(ctx, []driver.Lease{l})[0]
 	errs["Release"] = d.Release(ctx, driver.Lease{Key: "k", Owner: "nobody"})
@@ -174,7 +174,7 @@ func TestLoseReplies(t *testing.T) {
 		// A failed call's reply is lost too (TryAcquireQueued queued).
 		mustAcquire(t, d, rq("k", "h", ex, time.Hour))
 		d.LoseReplies(1)
-		_, err = d.TryAcquireQueued(ctx, rq("k", "q", ex, time.Hour))
+		_, err = tryQueued(d, ctx, rq("k", "q", ex, time.Hour))
 		if !errors.Is(err, memdriver.ErrReplyLost) || errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("err = %v, want ErrReplyLost only", err)
 		}
@@ -273,8 +273,7 @@ func TestBlockAllCalls(t *testing.T) {
 			t.Errorf("Calls = %d, want 2", got)
 		}
 		// Block does not apply to queries, nor to Close.
-		d.SupportsShared()
-		d.TTLRange()
+		d.Capabilities()
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}

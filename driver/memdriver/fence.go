@@ -7,38 +7,30 @@ import (
 	"github.com/go-locker/locker/driver"
 )
 
-var _ driver.TokenFloor = (*Driver)(nil)
-
-// RaiseTokenFloor implements [driver.TokenFloor]: it raises the key's fence
-// counter to floor, so that the next grant's token is greater, and, when
-// l.Owner holds l.Key in l.Mode with a lower token, makes floor that
-// hold's token. The counter is never lowered. When l.Owner does not hold
-// the key it returns an error wrapping [driver.ErrNotHeld] and changes
-// nothing. The fault hooks apply as to [Driver.Refresh]; the
-// call is not counted in [Backend.Stats].
-func (d *Driver) RaiseTokenFloor(ctx context.Context, l driver.Lease, floor uint64) error {
+// raiseTokenFloor is TryAcquire with req.MinToken (see [Driver.TryAcquire]).
+func (d *Driver) raiseTokenFloor(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "raise-token-floor"
 	if err := d.begin(ctx); err != nil {
-		return wrap(op, l.Key, err)
+		return driver.Lease{}, wrap(op, req.Key, err)
 	}
-	err := d.b.raiseFloor(op, l, floor)
+	l, err := d.b.raiseFloor(op, req)
 	if d.replyLost() {
-		return wrap(op, l.Key, ErrReplyLost)
+		return driver.Lease{}, wrap(op, req.Key, ErrReplyLost)
 	}
-	return err
+	return l, err
 }
 
-// raiseFloor is RaiseTokenFloor on the backend.
-func (b *Backend) raiseFloor(op string, l driver.Lease, floor uint64) error {
+// raiseFloor is raiseTokenFloor on the backend.
+func (b *Backend) raiseFloor(op string, req driver.Request) (driver.Lease, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	ks := b.state(l.Key)
+	ks := b.state(req.Key)
 	ks.sweep(time.Now())
-	h, ok := ks.holders[l.Owner]
-	if !ok || ks.mode != l.Mode {
-		return wrap(op, l.Key, driver.ErrNotHeld)
+	h, ok := ks.holders[req.Owner]
+	if !ok || ks.mode != req.Mode {
+		return driver.Lease{}, wrap(op, req.Key, driver.ErrNotHeld)
 	}
-	ks.fence = max(ks.fence, floor)
-	h.token = max(h.token, floor)
-	return nil
+	ks.fence = max(ks.fence, req.MinToken)
+	h.token = max(h.token, req.MinToken)
+	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: h.token}, nil
 }

@@ -31,9 +31,15 @@ func mustAcquire(t *testing.T, d *memdriver.Driver, r driver.Request) driver.Lea
 	return l
 }
 
+// tryQueued is a TryAcquire with Request.Queued.
+func tryQueued(d driver.Driver, ctx context.Context, r driver.Request) (driver.Lease, error) {
+	r.Queued = true
+	return d.TryAcquire(ctx, r)
+}
+
 func mustAcquireQueued(t *testing.T, d *memdriver.Driver, r driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquireQueued(context.Background(), r)
+	l, err := tryQueued(d, context.Background(), r)
 	if err != nil {
 		t.Fatalf("TryAcquireQueued(%+v): %v", r, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/go-locker/locker/driver"
 )
 
-// The TTLs the driver accepts, reported by [Driver.TTLRange].
+// The TTLs the driver accepts, reported by [Driver.Capabilities].
 const (
 	// MinTTL is the shortest TTL the driver accepts.
 	MinTTL = time.Millisecond
@@ -33,17 +33,15 @@ var (
 
 var (
 	_ driver.Driver         = (*Driver)(nil)
-	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Describer      = (*Driver)(nil)
 	_ driver.Notifier       = (*Driver)(nil)
-	_ driver.Queuer         = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
-	_ driver.TTLLimiter     = (*Driver)(nil)
 	_ driver.Acquirer       = (*Driver)(nil)
 	_ driver.LossWatcher    = (*Driver)(nil)
 )
 
 // Driver is a client of a [Backend]: it implements [driver.Driver] and all
-// the optional driver interfaces on that backend's lock state, and it has
+// the optional parts of the contract on that backend's lock state, and it has
 // fault hooks of its own ([Driver.FailNext], [Driver.LoseReplies],
 // [Driver.Block]). Create one with [Backend.Driver] or [New]. A Driver is
 // safe for concurrent use.
@@ -69,8 +67,8 @@ func New() *Driver {
 }
 
 // Close closes d, as closing the network client of a real backend would:
-// every later call of d (but WatchLoss, Subscription.Close, TTLRange and
-// SupportsShared) fails at once with an error wrapping [ErrClosed] that
+// every later call of d (but WatchLoss, Subscription.Close and
+// Capabilities) fails at once with an error wrapping [ErrClosed] that
 // [driver.IsPermanent] reports as permanent, and the calls under way that
 // wait (Block, Acquire in the queue) end with it. The backend and its
 // other clients are not affected; the holds of d expire on their own.
@@ -88,8 +86,8 @@ func (d *Driver) Backend() *Backend { return d.b }
 // are not counted in [Backend.Stats]. It models requests that never reached
 // the server, such as refused connections. A nil err stands for
 // [ErrInjected]; wrap err with [driver.Permanent] to model a failure that
-// retrying cannot cure. Each call of d but WatchLoss, Subscription.Close,
-// TTLRange and SupportsShared consumes one failure; a RefreshBatch consumes
+// retrying cannot cure. Each call of d but WatchLoss, Subscription.Close
+// and Capabilities consumes one failure; a RefreshBatch consumes
 // one for the whole batch. FailNext replaces the failures still pending; n <= 0
 // cancels them.
 func (d *Driver) FailNext(n int, err error) {
@@ -103,7 +101,7 @@ func (d *Driver) FailNext(n int, err error) {
 }
 
 // LoseReplies makes the next n state-changing calls of d (TryAcquire,
-// TryAcquireQueued, Acquire, Refresh, RefreshBatch and Release, whatever
+// queued or not, Acquire, Refresh, RefreshBatch and Release, whatever
 // their outcome) take effect on the backend but return an error wrapping
 // [ErrReplyLost] instead of their result, as when a network fails after
 // the server has applied a request: an Acquire whose reply is lost leaves
@@ -119,7 +117,7 @@ func (d *Driver) LoseReplies(n int) {
 
 // Block cuts d off from its backend, as a network partition that drops
 // packets would: from now until [Driver.Unblock], every call of d (but
-// WatchLoss, Subscription.Close, TTLRange and SupportsShared) waits,
+// WatchLoss, Subscription.Close and Capabilities) waits,
 // without reaching the backend, until Unblock is called or its context is
 // done; in the latter case it returns the context's error, wrapped. Calls
 // that have already reached the backend are not affected (an Acquire
@@ -196,39 +194,54 @@ func (d *Driver) replyLost() bool {
 // TryAcquire implements [driver.Driver]. It grants req.Key to req.Owner if
 // no other owner holds it in a conflicting mode and, while the key's wait
 // queue has live entries, if req.Owner is allowed by the queue (see
-// [Driver.TryAcquireQueued]); the grant gets the key's next fencing token.
+// "Queued requests" below); the grant gets the key's next fencing token.
 // If req.Owner already holds the key in req.Mode, it extends the hold to
 // req.TTL from now and returns the same token. Otherwise it returns an
 // error wrapping a *[driver.LockedError] whose Remaining is the time until
 // everything that stands in the way expires, were nobody to renew it: the
 // conflicting holds and, while the queue bars req.Owner, the queue entries
-// ahead of it (all of them, when req.Owner is not queued). A plain
-// TryAcquire never joins nor renews a queue entry.
-func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, "try-acquire", req, false)
-}
-
-// TryAcquireQueued implements [driver.Queuer]. It is [Driver.TryAcquire]
-// for a caller that has already waited: when the key cannot be granted, it
-// also records req.Owner at the tail of the key's wait queue, or renews its
-// entry where it already is, so that the entry lasts req.TTL from now.
+// ahead of it (all of them, when req.Owner is not queued). A TryAcquire
+// without req.Queued never joins nor renews a queue entry.
 //
-// While the wait queue has live entries, the key is granted, by TryAcquire
-// or TryAcquireQueued, only to the owner at the head of the queue or, in
-// Mode Shared, to a shared owner all of whose predecessors in the queue are
-// shared; an owner that is granted the key leaves the queue, and so does
-// one that calls Release. Entries that are not renewed expire, so the queue
-// of a crashed waiter frees itself. Every removal from the queue wakes the
-// key's subscribers.
-func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, "try-acquire-queued", req, true)
+// # Queued requests
+//
+// With req.Queued ([driver.Request].Queued) it is the attempt of a caller
+// that has already waited: when the key cannot be granted, it also records
+// req.Owner at the tail of the key's wait queue, or renews its entry where
+// it already is, so that the entry lasts req.TTL from now.
+//
+// While the wait queue has live entries, the key is granted, queued or
+// not, only to the owner at the head of the queue or, in Mode Shared, to a
+// shared owner all of whose predecessors in the queue are shared; an owner
+// that is granted the key leaves the queue, and so does one that calls
+// Release. Entries that are not renewed expire, so the queue of a crashed
+// waiter frees itself. Every removal from the queue wakes the key's
+// subscribers.
+//
+// # Token floors
+//
+// With req.MinToken ([driver.Request].MinToken) it grants nothing: it
+// raises the key's fence counter to req.MinToken, so that the next grant's
+// token is greater, and, when req.Owner holds req.Key in req.Mode with a
+// lower token, makes req.MinToken that hold's token. The counter is never
+// lowered. When req.Owner does not hold the key it returns an error
+// wrapping [driver.ErrNotHeld] and changes nothing. The fault hooks apply
+// as to [Driver.Refresh]; the call is not counted in [Backend.Stats].
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	switch {
+	case req.MinToken != 0:
+		return d.raiseTokenFloor(ctx, req)
+	case req.Queued:
+		return d.acquire(ctx, "try-acquire-queued", req)
+	}
+	return d.acquire(ctx, "try-acquire", req)
 }
 
-func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, queued bool) (driver.Lease, error) {
+func (d *Driver) acquire(ctx context.Context, op string, req driver.Request) (driver.Lease, error) {
 	if err := d.begin(ctx); err != nil {
 		return driver.Lease{}, wrap(op, req.Key, err)
 	}
-	l, err := d.b.acquire(op, req, queued)
+	l, err := d.b.acquire(op, req, req.Queued)
 	if d.replyLost() {
 		return driver.Lease{}, wrap(op, req.Key, ErrReplyLost)
 	}
@@ -236,10 +249,10 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, que
 }
 
 // Acquire implements [driver.Acquirer]: it waits in the key's wait queue
-// (the one of [Driver.TryAcquireQueued]) until req.Key is granted to
+// (the one of queued requests, see [Driver.TryAcquire]) until req.Key is granted to
 // req.Owner or ctx is done.
 //
-// It first makes the attempt [Driver.TryAcquireQueued] would; if the key
+// It first makes the attempt a queued [Driver.TryAcquire] would; if the key
 // cannot be granted, req.Owner joins the tail of the queue (or keeps its
 // place, if already queued), with an entry that does not expire while
 // Acquire waits, so that owners are granted the key in the order in which
@@ -384,23 +397,16 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 	return d.b.subscribe(key), nil
 }
 
-// SupportsShared implements [driver.Sharer]: it returns true.
-func (d *Driver) SupportsShared() bool { return true }
-
-// SupportsCounted implements [driver.Counter]: it returns true.
-func (d *Driver) SupportsCounted() bool { return true }
-
-// SupportsValues implements [driver.ValueKeeper]: it returns true.
-func (d *Driver) SupportsValues() bool { return true }
-
-var (
-	_ driver.Counter     = (*Driver)(nil)
-	_ driver.ValueKeeper = (*Driver)(nil)
-)
-
-// TTLRange implements [driver.TTLLimiter]: it returns [MinTTL] and
-// [MaxTTL].
-func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
+// Capabilities implements [driver.Describer]: the driver has every
+// capability of the contract, and accepts TTLs from [MinTTL] to [MaxTTL].
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared: true, Counted: true, Values: true,
+		MinTTL: MinTTL, MaxTTL: MaxTTL,
+		Queue: true, TokenFloor: true,
+		Notify: true, Acquire: true, WatchLoss: true, RefreshBatch: true, Inspect: true,
+	}
+}
 
 // validate checks what the front-end should already have checked.
 func validate(mode driver.Mode, ttl time.Duration) error {

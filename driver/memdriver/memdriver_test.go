@@ -16,12 +16,14 @@ import (
 
 func TestCapabilities(t *testing.T) {
 	d := memdriver.New()
-	if !d.SupportsShared() {
-		t.Error("SupportsShared() = false")
+	want := driver.Capabilities{
+		Shared: true, Counted: true, Values: true,
+		MinTTL: time.Millisecond, MaxTTL: 365 * 24 * time.Hour,
+		Queue: true, TokenFloor: true,
+		Notify: true, Acquire: true, WatchLoss: true, RefreshBatch: true, Inspect: true,
 	}
-	lo, hi := d.TTLRange()
-	if lo != time.Millisecond || hi != 365*24*time.Hour {
-		t.Errorf("TTLRange() = %v, %v", lo, hi)
+	if got := driver.CapabilitiesOf(d); got != want {
+		t.Errorf("Capabilities() = %+v, want %+v", got, want)
 	}
 	b := d.Backend()
 	if b == nil {
@@ -92,7 +94,7 @@ func TestSameOwnerOtherMode(t *testing.T) {
 		time.Sleep(time.Second)
 		_, err := d.TryAcquire(ctx, rq("k", "a", ex, 10*time.Second))
 		wantLocked(t, err, 3*time.Second)
-		_, err = d.TryAcquireQueued(ctx, rq("k", "a", ex, 10*time.Second))
+		_, err = tryQueued(d, ctx, rq("k", "a", ex, 10*time.Second))
 		wantLocked(t, err, 3*time.Second)
 		if q := d.Backend().Queued("k"); q != nil {
 			t.Errorf("Queued = %v, want none", q)
@@ -337,7 +339,7 @@ func TestTokensStrictlyIncrease(t *testing.T) {
 		l = mustAcquire(t, d1, rq("k", "d", sh, time.Second))
 		check(l)
 		// Queue.
-		_, err := d1.TryAcquireQueued(ctx, rq("k", "e", ex, time.Minute))
+		_, err := tryQueued(d1, ctx, rq("k", "e", ex, time.Minute))
 		wantLocked(t, err, time.Second)
 		time.Sleep(time.Second)
 		l = mustAcquireQueued(t, d1, rq("k", "e", ex, time.Second))
@@ -401,7 +403,7 @@ func TestValidation(t *testing.T) {
 		if _, err := d.TryAcquire(ctx, r); !driver.IsPermanent(err) {
 			t.Errorf("TryAcquire(%+v) err = %v, want permanent", r, err)
 		}
-		if _, err := d.TryAcquireQueued(ctx, r); !driver.IsPermanent(err) {
+		if _, err := tryQueued(d, ctx, r); !driver.IsPermanent(err) {
 			t.Errorf("TryAcquireQueued(%+v) err = %v, want permanent", r, err)
 		}
 	}
@@ -474,7 +476,7 @@ func TestStats(t *testing.T) {
 	b := d.Backend()
 	ctx := context.Background()
 	l := mustAcquire(t, d, rq("k", "a", ex, time.Minute))
-	_, _ = d.TryAcquireQueued(ctx, rq("k", "b", ex, time.Minute))
+	_, _ = tryQueued(d, ctx, rq("k", "b", ex, time.Minute))
 	_, _ = d.Refresh(ctx, l)
 	_ = d.RefreshBatch(ctx, []driver.Lease{l, l})
 	_ = d.Release(ctx, l)

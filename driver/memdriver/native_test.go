@@ -197,7 +197,7 @@ func TestAcquireWakesOnExpiry(t *testing.T) {
 		ctx := context.Background()
 		mustAcquire(t, d, rq("k", "h", ex, 2*time.Second))
 		// A queued owner that never comes back (a crashed process).
-		_, err := d.TryAcquireQueued(ctx, rq("k", "q", ex, 5*time.Second))
+		_, err := tryQueued(d, ctx, rq("k", "q", ex, 5*time.Second))
 		wantLocked(t, err, 2*time.Second)
 		start := time.Now()
 		r := <-goAcquire(ctx, d, rq("k", "a", ex, time.Hour))
@@ -295,7 +295,7 @@ func TestAcquireHeadLeavesWakesNext(t *testing.T) {
 		ctx := context.Background()
 		// A queued owner at the head keeps the free key from the waiter.
 		h := mustAcquire(t, d, rq("k", "h", ex, time.Hour))
-		_, err := d.TryAcquireQueued(ctx, rq("k", "q", ex, time.Hour))
+		_, err := tryQueued(d, ctx, rq("k", "q", ex, time.Hour))
 		wantLocked(t, err, -1)
 		d.Release(ctx, h)
 		c := goAcquire(ctx, d, rq("k", "a", ex, time.Hour))

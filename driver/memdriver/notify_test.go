@@ -102,7 +102,7 @@ func TestNotifyOnQueueChange(t *testing.T) {
 	ctx := context.Background()
 	h := mustAcquire(t, d, rq("k", "h", ex, time.Minute))
 	for _, o := range []string{"a", "b"} {
-		_, err := d.TryAcquireQueued(ctx, rq("k", o, ex, time.Minute))
+		_, err := tryQueued(d, ctx, rq("k", o, ex, time.Minute))
 		wantLocked(t, err, -1)
 	}
 	s := subscribe(t, d, "k")
@@ -113,7 +113,7 @@ func TestNotifyOnQueueChange(t *testing.T) {
 		t.Fatal("not woken by release")
 	}
 	// Joining or renewing a queue entry wakes no one.
-	_, err := d.TryAcquireQueued(ctx, rq("k", "b", ex, time.Minute))
+	_, err := tryQueued(d, ctx, rq("k", "b", ex, time.Minute))
 	wantLocked(t, err, -1)
 	if woken(s) {
 		t.Error("woken by a queue renewal")

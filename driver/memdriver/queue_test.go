@@ -25,14 +25,14 @@ func TestQueueOrder(t *testing.T) {
 		ctx := context.Background()
 		h := mustAcquire(t, d, rq("k", "h", ex, 10*time.Second))
 
-		_, err := d.TryAcquireQueued(ctx, rq("k", "a", ex, 5*time.Second))
+		_, err := tryQueued(d, ctx, rq("k", "a", ex, 5*time.Second))
 		wantLocked(t, err, 10*time.Second)
-		_, err = d.TryAcquireQueued(ctx, rq("k", "b", ex, 20*time.Second))
+		_, err = tryQueued(d, ctx, rq("k", "b", ex, 20*time.Second))
 		wantLocked(t, err, 10*time.Second)
 		wantQueue(t, b, "k", "a", "b")
 		// A further call keeps the owner's place, once.
 		time.Sleep(time.Second)
-		_, err = d.TryAcquireQueued(ctx, rq("k", "a", ex, 5*time.Second))
+		_, err = tryQueued(d, ctx, rq("k", "a", ex, 5*time.Second))
 		wantLocked(t, err, 9*time.Second)
 		wantQueue(t, b, "k", "a", "b")
 
@@ -40,7 +40,7 @@ func TestQueueOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The key is free, but b is behind a, and newcomers behind both.
-		_, err = d.TryAcquireQueued(ctx, rq("k", "b", ex, 20*time.Second))
+		_, err = tryQueued(d, ctx, rq("k", "b", ex, 20*time.Second))
 		wantLocked(t, err, 5*time.Second) // a's entry
 		_, err = d.TryAcquire(ctx, rq("k", "c", ex, time.Second))
 		wantLocked(t, err, 20*time.Second) // the whole queue
@@ -52,7 +52,7 @@ func TestQueueOrder(t *testing.T) {
 		// the queue.
 		la := mustAcquire(t, d, rq("k", "a", ex, time.Second))
 		wantQueue(t, b, "k", "b")
-		_, err = d.TryAcquireQueued(ctx, rq("k", "b", ex, 20*time.Second))
+		_, err = tryQueued(d, ctx, rq("k", "b", ex, 20*time.Second))
 		wantLocked(t, err, time.Second)
 		if err := d.Release(ctx, la); err != nil {
 			t.Fatal(err)
@@ -74,7 +74,7 @@ func TestQueueSharedRun(t *testing.T) {
 			rq("k", "x", ex, time.Minute),
 			rq("k", "s3", sh, time.Minute),
 		} {
-			_, err := d.TryAcquireQueued(ctx, r)
+			_, err := tryQueued(d, ctx, r)
 			wantLocked(t, err, -1)
 		}
 		wantQueue(t, b, "k", "s1", "s2", "x", "s3")
@@ -85,17 +85,17 @@ func TestQueueSharedRun(t *testing.T) {
 		mustAcquireQueued(t, d, rq("k", "s2", sh, time.Minute))
 		wantQueue(t, b, "k", "s1", "x", "s3")
 		// s3 is behind x; a shared newcomer is behind everyone.
-		_, err := d.TryAcquireQueued(ctx, rq("k", "s3", sh, time.Minute))
+		_, err := tryQueued(d, ctx, rq("k", "s3", sh, time.Minute))
 		wantLocked(t, err, -1)
 		_, err = d.TryAcquire(ctx, rq("k", "s4", sh, time.Minute))
 		wantLocked(t, err, -1)
 		ls1 := mustAcquire(t, d, rq("k", "s1", sh, time.Minute))
 		wantQueue(t, b, "k", "x", "s3")
 		// x is the head but the key is held shared.
-		_, err = d.TryAcquireQueued(ctx, rq("k", "x", ex, time.Minute))
+		_, err = tryQueued(d, ctx, rq("k", "x", ex, time.Minute))
 		wantLocked(t, err, time.Minute)
 		// s3 is behind the exclusive head, although the holds are shared.
-		_, err = d.TryAcquireQueued(ctx, rq("k", "s3", sh, time.Minute))
+		_, err = tryQueued(d, ctx, rq("k", "s3", sh, time.Minute))
 		wantLocked(t, err, -1)
 		if err := d.Release(ctx, ls1); err != nil {
 			t.Fatal(err)
@@ -124,14 +124,14 @@ func TestQueueExclusiveRequestNotInSharedRun(t *testing.T) {
 		ctx := context.Background()
 		h := mustAcquire(t, d, rq("k", "h", ex, time.Minute))
 		for _, r := range []driver.Request{rq("k", "s1", sh, time.Minute), rq("k", "x", ex, time.Minute)} {
-			_, err := d.TryAcquireQueued(ctx, r)
+			_, err := tryQueued(d, ctx, r)
 			wantLocked(t, err, -1)
 		}
 		if err := d.Release(ctx, h); err != nil {
 			t.Fatal(err)
 		}
 		// x is second and exclusive: only s1 may go.
-		_, err := d.TryAcquireQueued(ctx, rq("k", "x", ex, time.Minute))
+		_, err := tryQueued(d, ctx, rq("k", "x", ex, time.Minute))
 		wantLocked(t, err, time.Minute)
 		mustAcquireQueued(t, d, rq("k", "s1", sh, time.Minute))
 	})
@@ -143,15 +143,15 @@ func TestQueueEntriesExpire(t *testing.T) {
 		b := d.Backend()
 		ctx := context.Background()
 		h := mustAcquire(t, d, rq("k", "h", ex, time.Minute))
-		_, err := d.TryAcquireQueued(ctx, rq("k", "a", ex, 2*time.Second))
+		_, err := tryQueued(d, ctx, rq("k", "a", ex, 2*time.Second))
 		wantLocked(t, err, time.Minute)
-		_, err = d.TryAcquireQueued(ctx, rq("k", "b", ex, 2*time.Second))
+		_, err = tryQueued(d, ctx, rq("k", "b", ex, 2*time.Second))
 		wantLocked(t, err, time.Minute)
 
 		// a renews its entry; b does not. A plain TryAcquire renews
 		// nothing.
 		time.Sleep(time.Second)
-		_, err = d.TryAcquireQueued(ctx, rq("k", "a", ex, 2*time.Second))
+		_, err = tryQueued(d, ctx, rq("k", "a", ex, 2*time.Second))
 		wantLocked(t, err, 59*time.Second)
 		_, err = d.TryAcquire(ctx, rq("k", "b", ex, 2*time.Second))
 		wantLocked(t, err, 59*time.Second)
@@ -174,7 +174,7 @@ func TestQueueReleaseRemovesEntry(t *testing.T) {
 	ctx := context.Background()
 	mustAcquire(t, d, rq("k", "h", ex, time.Minute))
 	for _, o := range []string{"a", "b", "c"} {
-		_, err := d.TryAcquireQueued(ctx, rq("k", o, ex, time.Minute))
+		_, err := tryQueued(d, ctx, rq("k", o, ex, time.Minute))
 		wantLocked(t, err, -1)
 	}
 	sub, err := d.Subscribe(ctx, "k")
@@ -203,15 +203,15 @@ func TestQueueGrantedViaLostReply(t *testing.T) {
 	d, other := b.Driver(), b.Driver()
 	ctx := context.Background()
 	h := mustAcquire(t, other, rq("k", "h", ex, time.Minute))
-	_, err := d.TryAcquireQueued(ctx, rq("k", "a", ex, time.Minute))
+	_, err := tryQueued(d, ctx, rq("k", "a", ex, time.Minute))
 	wantLocked(t, err, -1)
-	_, err = other.TryAcquireQueued(ctx, rq("k", "b", ex, time.Minute))
+	_, err = tryQueued(other, ctx, rq("k", "b", ex, time.Minute))
 	wantLocked(t, err, -1)
 	if err := other.Release(ctx, h); err != nil {
 		t.Fatal(err)
 	}
 	d.LoseReplies(1)
-	if _, err := d.TryAcquireQueued(ctx, rq("k", "a", ex, time.Minute)); err == nil {
+	if _, err := tryQueued(d, ctx, rq("k", "a", ex, time.Minute)); err == nil {
 		t.Fatal("reply not lost")
 	}
 	if err := d.Release(ctx, driver.Lease{Key: "k", Owner: "a", Mode: ex}); err != nil {

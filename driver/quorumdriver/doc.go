@@ -74,7 +74,7 @@
 // token differs), and waits for all replies, each bounded by the member
 // timeout.
 //
-//   - TryAcquire (and TryAcquireQueued) grants the key when a majority
+//   - TryAcquire (queued or not) grants the key when a majority
 //     granted it and took the grant's token (see Internals: tokens) within the
 //     lease's validity: the TTL, counted from the moment the first member
 //     request was sent, minus the time the requests took and minus a
@@ -160,7 +160,8 @@
 // What it assumes of the members: that a member whose write-back returned
 // nil keeps its floor. memdriver keeps its counter for the backend's
 // lifetime. redisdriver keeps T in the hold and in the key's fence key
-// until the member's clock passes T (see redisdriver.Driver.RaiseTokenFloor),
+// until the member's clock passes T (see token floors in
+// redisdriver.Driver.TryAcquire),
 // which needs only that the member's clock does not step back: the
 // members' clocks need not agree. A member whose clock is ahead of the
 // others makes their fence keys live for as long as the difference.

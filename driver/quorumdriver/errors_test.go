@@ -18,6 +18,9 @@ func (s scripted) TryAcquire(_ context.Context, req driver.Request) (driver.Leas
 	if s.err != nil {
 		return driver.Lease{}, s.err
 	}
+	if req.MinToken != 0 { // a token floor
+		return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: req.MinToken}, nil
+	}
 	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, Token: 1}, nil
 }
 
@@ -30,7 +33,9 @@ func (s scripted) Refresh(_ context.Context, l driver.Lease) (driver.Lease, erro
 
 func (s scripted) Release(context.Context, driver.Lease) error { return s.err }
 
-func (s scripted) RaiseTokenFloor(context.Context, driver.Lease, uint64) error { return s.err }
+func (s scripted) Capabilities() driver.Capabilities {
+	return driver.Capabilities{TokenFloor: true}
+}
 
 // scriptedQuorum returns a quorum driver over members that answer every
 // call with answers[i].

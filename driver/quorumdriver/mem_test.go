@@ -30,7 +30,7 @@ func memQuorum(backends []*memdriver.Backend) lockertest.MakeDriver {
 		if err != nil {
 			t.Fatal(err)
 		}
-		memMembers.Store(quorumdriver.Unwrap(d), mds)
+		memMembers.Store(d, mds)
 		return d
 	}
 }
@@ -45,7 +45,7 @@ func newBackends(n int) []*memdriver.Backend {
 
 func memOf(t *testing.T, d driver.Driver) []*memdriver.Driver {
 	t.Helper()
-	v, ok := memMembers.Load(quorumdriver.Unwrap(d))
+	v, ok := memMembers.Load(d)
 	if !ok {
 		t.Fatalf("driver %T not made by memQuorum", d)
 	}

@@ -9,50 +9,28 @@ import (
 	"github.com/go-locker/locker/driver"
 )
 
-// notifying is a Driver whose members all implement driver.Notifier.
-type notifying struct{ *Driver }
-
-// queuing is a Driver whose members all implement driver.Queuer.
-type queuing struct{ *Driver }
-
-// notifyingQueuing is a Driver whose members all implement both.
-type notifyingQueuing struct{ *Driver }
-
-// Subscribe implements driver.Notifier (see Driver.subscribe).
-func (d notifying) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return d.subscribe(ctx, key)
-}
-
-// Subscribe implements driver.Notifier (see Driver.subscribe).
-func (d notifyingQueuing) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return d.subscribe(ctx, key)
-}
-
-// TryAcquireQueued implements driver.Queuer: TryAcquire with each
-// member's TryAcquireQueued.
-func (d queuing) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.tryAcquireQueued(ctx, req)
-}
-
-// TryAcquireQueued implements driver.Queuer: TryAcquire with each
-// member's TryAcquireQueued.
-func (d notifyingQueuing) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.tryAcquireQueued(ctx, req)
-}
-
-// subscribe implements driver.Notifier for a Driver whose members all
-// implement it: it subscribes to key on every member, in parallel, and
+// Subscribe implements driver.Notifier for a quorum whose Capabilities
+// report Notify, as they do when every member's do; otherwise it returns
+// a permanent error wrapping errors.ErrUnsupported (the front-end never
+// calls it then). It subscribes to key on every member, in parallel, and
 // fails unless every member's subscription succeeded (a release is
 // published only by the members that refused someone, which may be any
 // of them). The subscription's channel receives a value when any member's
 // does.
-func (d *Driver) subscribe(ctx context.Context, key string) (driver.Subscription, error) {
+func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	const op = "subscribe"
+	if !d.caps.Notify {
+		return nil, wrapErr(op, key, driver.Permanent(fmt.Errorf("a member does not notify: %w", errors.ErrUnsupported)))
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, wrapErr(op, key, err)
 	}
 	rs := fanOut(ctx, d.memberTimeout(0), d.all, func(ctx context.Context, i int) (driver.Subscription, error) {
-		return d.members[i].(driver.Notifier).Subscribe(ctx, key)
+		n, ok := d.members[i].(driver.Notifier)
+		if !ok {
+			return nil, driver.Permanent(fmt.Errorf("%T reports Notify but is no driver.Notifier: %w", d.members[i], errors.ErrUnsupported))
+		}
+		return n.Subscribe(ctx, key)
 	})
 	t, ok := tallyOf(rs)
 	subs := make([]driver.Subscription, 0, len(ok))

@@ -39,9 +39,9 @@ const (
 // majority needs.
 var ErrTooFewMembers = errors.New("too few members")
 
-// ErrNoTokenFloor is returned, wrapped, by New for a member that does not
-// implement driver.TokenFloor.
-var ErrNoTokenFloor = errors.New("member does not implement driver.TokenFloor")
+// ErrNoTokenFloor is returned, wrapped, by New for a member whose
+// Capabilities do not report TokenFloor.
+var ErrNoTokenFloor = errors.New("member does not raise token floors (driver.Capabilities.TokenFloor)")
 
 // ErrValidity is wrapped by the errors of grants and renewals that a
 // majority confirmed too late: after the lease's validity (its TTL minus
@@ -60,96 +60,38 @@ type Options struct {
 }
 
 // Driver is a quorum of independent member drivers; see the package doc.
-// Create one with New. It implements driver.Driver, driver.Sharer,
-// driver.TTLLimiter and driver.TTLChecker; the value New returns also
-// implements driver.Notifier and driver.Queuer when every member does.
+// Create one with New. It implements driver.Driver, driver.Describer and
+// driver.Notifier; its Capabilities say what the members have in common
+// (see Capabilities).
 type Driver struct {
 	members []driver.Driver
 	all     []int // the indexes of every member, read only
-	floors  []driver.TokenFloor
 	quorum  int
 	opts    Options
-	shared  bool
-	minTTL  time.Duration
-	maxTTL  time.Duration
-	limbo   limbo.Set // grants whose give-back is in doubt
+	caps    driver.Capabilities // what every member can do, see Capabilities
+	limbo   limbo.Set           // grants whose give-back is in doubt
 }
 
 var (
-	_ driver.Driver     = (*Driver)(nil)
-	_ driver.Sharer     = (*Driver)(nil)
-	_ driver.TTLLimiter = (*Driver)(nil)
-	_ driver.TTLChecker = (*Driver)(nil)
-	_ driver.Notifier   = notifying{}
-	_ driver.Queuer     = queuing{}
-	_ driver.Notifier   = notifyingQueuing{}
-	_ driver.Queuer     = notifyingQueuing{}
+	_ driver.Driver    = (*Driver)(nil)
+	_ driver.Describer = (*Driver)(nil)
+	_ driver.Notifier  = (*Driver)(nil)
 )
 
 // New returns a driver over members, which must be independent backends
-// (separate servers: two members on one server would count twice) and all
-// implement driver.TokenFloor. A majority is len(members)/2 + 1. opts may
-// be nil. The caller keeps ownership of the members: it closes their
-// clients, after which every call of the driver fails with a permanent
-// error.
-//
-// The returned driver is a *Driver, wrapped in a type that also implements
-// driver.Notifier when every member does and driver.Queuer when every
-// member does; use Unwrap to reach the *Driver.
-func New(members []driver.Driver, opts *Options) (driver.Driver, error) {
-	d, err := newDriver(members, opts)
-	if err != nil {
-		return nil, err
-	}
-	notify, queue := true, true
-	for _, m := range members {
-		_, ok := m.(driver.Notifier)
-		if s, has := m.(interface{ SupportsNotify() bool }); has && !s.SupportsNotify() {
-			ok = false // sqldriver on MySQL: a Notifier that does not notify
-		}
-		notify = notify && ok
-		_, ok = m.(driver.Queuer)
-		queue = queue && ok
-	}
-	switch {
-	case notify && queue:
-		return notifyingQueuing{d}, nil
-	case notify:
-		return notifying{d}, nil
-	case queue:
-		return queuing{d}, nil
-	}
-	return d, nil
-}
-
-// Unwrap returns the *Driver of a driver that New returned, or nil when d
-// is not one.
-func Unwrap(d driver.Driver) *Driver {
-	switch v := d.(type) {
-	case *Driver:
-		return v
-	case notifying:
-		return v.Driver
-	case queuing:
-		return v.Driver
-	case notifyingQueuing:
-		return v.Driver
-	}
-	return nil
-}
-
-func newDriver(members []driver.Driver, opts *Options) (*Driver, error) {
+// (separate servers: two members on one server would count twice) whose
+// Capabilities all report TokenFloor. A majority is len(members)/2 + 1.
+// opts may be nil. The caller keeps ownership of the members: it closes
+// their clients, after which every call of the driver fails with a
+// permanent error.
+func New(members []driver.Driver, opts *Options) (*Driver, error) {
 	if len(members) == 0 {
 		return nil, fmt.Errorf("quorumdriver: %w: none given", ErrTooFewMembers)
 	}
 	d := &Driver{
 		members: append([]driver.Driver(nil), members...),
 		all:     make([]int, len(members)),
-		floors:  make([]driver.TokenFloor, len(members)),
 		quorum:  len(members)/2 + 1,
-		shared:  true,
-		minTTL:  MinTTL,
-		maxTTL:  time.Duration(1<<63 - 1),
 	}
 	if opts != nil {
 		d.opts = *opts
@@ -161,23 +103,50 @@ func newDriver(members []driver.Driver, opts *Options) (*Driver, error) {
 		if m == nil {
 			return nil, fmt.Errorf("quorumdriver: member %d is nil", i)
 		}
-		f, ok := m.(driver.TokenFloor)
-		if !ok {
+		if !driver.CapabilitiesOf(m).TokenFloor {
 			return nil, fmt.Errorf("quorumdriver: member %d (%T): %w", i, m, ErrNoTokenFloor)
 		}
-		d.floors[i] = f
 		d.all[i] = i
-		s, ok := m.(driver.Sharer)
-		d.shared = d.shared && ok && s.SupportsShared()
-		if l, ok := m.(driver.TTLLimiter); ok {
-			lo, hi := l.TTLRange()
-			d.minTTL, d.maxTTL = max(d.minTTL, lo), min(d.maxTTL, hi)
+	}
+	caps, err := common(members)
+	if err != nil {
+		return nil, err
+	}
+	d.caps = caps
+	return d, nil
+}
+
+// common returns what every one of members can do, as the quorum's
+// Capabilities: Shared, Queue and Notify when every member reports them;
+// the TTLs every member accepts, and at least MinTTL.
+func common(members []driver.Driver) (driver.Capabilities, error) {
+	c := driver.Capabilities{Shared: true, Queue: true, Notify: true, MinTTL: MinTTL}
+	for _, m := range members {
+		mc := driver.CapabilitiesOf(m)
+		c.Shared = c.Shared && mc.Shared
+		c.Queue = c.Queue && mc.Queue
+		c.Notify = c.Notify && mc.Notify
+		c.MinTTL = max(c.MinTTL, mc.MinTTL)
+		if mc.MaxTTL > 0 && (c.MaxTTL == 0 || mc.MaxTTL < c.MaxTTL) {
+			c.MaxTTL = mc.MaxTTL
+		}
+		if mc.TTLUnit > 0 {
+			c.TTLUnit = lcm(max(c.TTLUnit, 1), mc.TTLUnit)
 		}
 	}
-	if d.minTTL > d.maxTTL {
-		return nil, fmt.Errorf("quorumdriver: the members accept no common TTL (at least %v, at most %v)", d.minTTL, d.maxTTL)
+	if c.MaxTTL > 0 && c.MinTTL > c.MaxTTL {
+		return c, fmt.Errorf("quorumdriver: the members accept no common TTL (at least %v, at most %v)", c.MinTTL, c.MaxTTL)
 	}
-	return d, nil
+	return c, nil
+}
+
+// lcm returns the least common multiple of a and b, both positive.
+func lcm(a, b time.Duration) time.Duration {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
 }
 
 // Members returns the number of members.
@@ -186,26 +155,13 @@ func (d *Driver) Members() int { return len(d.members) }
 // Quorum returns the number of members that make a majority.
 func (d *Driver) Quorum() int { return d.quorum }
 
-// SupportsShared implements driver.Sharer: it reports whether every member
-// supports Mode Shared.
-func (d *Driver) SupportsShared() bool { return d.shared }
-
-// TTLRange implements driver.TTLLimiter: the TTLs every member accepts, and
-// at least MinTTL.
-func (d *Driver) TTLRange() (min, max time.Duration) { return d.minTTL, d.maxTTL }
-
-// CheckTTL implements driver.TTLChecker: it asks every member that
-// implements driver.TTLChecker.
-func (d *Driver) CheckTTL(ttl time.Duration) error {
-	for i, m := range d.members {
-		if c, ok := m.(driver.TTLChecker); ok {
-			if err := c.CheckTTL(ttl); err != nil {
-				return fmt.Errorf("member %d: %w", i, err)
-			}
-		}
-	}
-	return nil
-}
+// Capabilities implements driver.Describer: Mode Shared, queued requests
+// (Request.Queued, passed to every member) and notifications (Subscribe)
+// when every member reports them; the TTLs every member accepts (the
+// longest minimum, at least MinTTL; the shortest maximum; a TTLUnit that
+// is a whole number of every member's). The quorum grants no counted
+// requests, keeps no values, and takes no token floor itself.
+func (d *Driver) Capabilities() driver.Capabilities { return d.caps }
 
 // Drift returns the clock-drift allowance for a lease of ttl: ttl/100 +
 // 2ms. A grant is valid for its TTL minus the time its requests took and
@@ -379,15 +335,16 @@ func wrapErr(op, key string, err error) error {
 // doc). Otherwise it releases what it got, in parallel, and returns an
 // error wrapping a *driver.LockedError when a member refused because of
 // another owner.
+//
+// With req.Queued (on a quorum whose Capabilities report Queue) every
+// member's attempt is queued too.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, "try-acquire", req, func(ctx context.Context, i int) (driver.Lease, error) {
+	op := "try-acquire"
+	if req.Queued {
+		op = "try-acquire-queued"
+	}
+	return d.acquire(ctx, op, req, func(ctx context.Context, i int) (driver.Lease, error) {
 		return d.members[i].TryAcquire(ctx, req)
-	})
-}
-
-func (d *Driver) tryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, "try-acquire-queued", req, func(ctx context.Context, i int) (driver.Lease, error) {
-		return d.members[i].(driver.Queuer).TryAcquireQueued(ctx, req)
 	})
 }
 
@@ -410,39 +367,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	}
 	var why error
 	if len(granted) >= d.quorum {
-		// Write the token back to the members that granted a lower one.
-		var low []int
-		for _, i := range granted {
-			if rs[i].v.Token < token {
-				low = append(low, i)
-			}
-		}
-		// A majority must hold the token: write it back to as few members
-		// as that takes, then, if some failed, to the others.
-		l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL}
-		var confirmed []int // the members that hold the grant with token
-		for _, i := range granted {
-			if rs[i].v.Token == token {
-				confirmed = append(confirmed, i)
-			}
-		}
-		for len(low) > 0 && len(confirmed) < d.quorum && ctx.Err() == nil {
-			batch := low[:min(d.quorum-len(confirmed), len(low))]
-			low = low[len(batch):]
-			wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
-				return struct{}{}, d.floors[i].RaiseTokenFloor(ctx, l, token)
-			})
-			for j, r := range wb {
-				if r.err == nil {
-					// The member's hold took the token: a give-back
-					// names it (see giveBack).
-					rs[batch[j]].v.Token = token
-					confirmed = append(confirmed, batch[j])
-				} else {
-					t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
-				}
-			}
-		}
+		confirmed := d.writeBack(ctx, timeout, req, token, rs, granted, &t)
 		begin := d.validFrom(start, rs, confirmed)
 		switch {
 		case len(confirmed) < d.quorum:
@@ -450,7 +375,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 		case time.Since(begin) >= req.TTL-drift:
 			why = ErrValidity
 		default:
-			l.Token = token
+			l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, Token: token}
 			l.Start = begin.Add(-drift)
 			return l, nil
 		}
@@ -467,6 +392,41 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 		why = fmt.Errorf("%w: %d of %d members granted%s", ErrTooFewMembers, len(granted), len(d.members), inDoubt(doubted))
 	}
 	return driver.Lease{}, d.failure(ctx, op, req.Key, &t, why)
+}
+
+// writeBack writes token back to the members of granted that granted a
+// lower one, as a token floor (Request.MinToken), and returns the members
+// that hold the grant with token. A majority must hold it: it writes to as
+// few members as that takes, then, if some failed, to the others. A member
+// whose hold took the token has it in rs, so that a give-back names it
+// (see giveBack); a failed write-back is added to t.
+func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req driver.Request, token uint64, rs []result[driver.Lease], granted []int, t *tally) (confirmed []int) {
+	var low []int
+	for _, i := range granted {
+		if rs[i].v.Token < token {
+			low = append(low, i)
+		} else {
+			confirmed = append(confirmed, i)
+		}
+	}
+	floor := driver.Request{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, MinToken: token}
+	for len(low) > 0 && len(confirmed) < d.quorum && ctx.Err() == nil {
+		batch := low[:min(d.quorum-len(confirmed), len(low))]
+		low = low[len(batch):]
+		wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
+			_, err := d.members[i].TryAcquire(ctx, floor)
+			return struct{}{}, err
+		})
+		for j, r := range wb {
+			if r.err == nil {
+				rs[batch[j]].v.Token = token
+				confirmed = append(confirmed, batch[j])
+			} else {
+				t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
+			}
+		}
+	}
+	return confirmed
 }
 
 // validFrom returns when the grant held by the members in held (at least

@@ -80,13 +80,13 @@ func redisQuorum(t *testing.T, addrs []string, opts *quorumdriver.Options) drive
 	if err != nil {
 		t.Fatal(err)
 	}
-	redisMade.Store(quorumdriver.Unwrap(d), m)
+	redisMade.Store(d, m)
 	return d
 }
 
 func madeOf(t *testing.T, d driver.Driver) madeRedis {
 	t.Helper()
-	v, ok := redisMade.Load(quorumdriver.Unwrap(d))
+	v, ok := redisMade.Load(d)
 	if !ok {
 		t.Fatalf("driver %T not made by redisQuorum", d)
 	}

@@ -41,7 +41,7 @@ func TestWriteBackOrdersMajorities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ms[0].RaiseTokenFloor(ctx, l0, 1000); err != nil {
+	if err := raiseFloor(ms[0], ctx, l0, 1000); err != nil {
 		t.Fatal(err)
 	}
 	if err := ms[0].Release(ctx, driver.Lease{Key: key, Owner: r0.Owner, Mode: driver.Exclusive}); err != nil {
@@ -79,13 +79,17 @@ func TestRefusesMemberWithoutFloor(t *testing.T) {
 	}
 }
 
-// testTokenFloor checks driver.TokenFloor on one member driver: a floor far
+// testTokenFloor checks token floors (driver.Request.MinToken) on one
+// member driver: a floor far
 // above its tokens becomes the holder's token (a re-acquire returns it), its
 // release keeps it, and the next grant exceeds it; a floor raised for an
 // owner that does not hold the key fails with ErrNotHeld.
 func testTokenFloor(t *testing.T, m driver.Driver, floor func(tok uint64) uint64) {
 	ctx := ctxT(t)
-	f := m.(driver.TokenFloor)
+	if !driver.CapabilitiesOf(m).TokenFloor {
+		t.Fatalf("%T does not report TokenFloor", m)
+	}
+	f := m
 	key := "floor/" + t.Name()
 	r := req(key, 10*time.Second)
 	l, err := m.TryAcquire(ctx, r)
@@ -93,12 +97,12 @@ func testTokenFloor(t *testing.T, m driver.Driver, floor func(tok uint64) uint64
 		t.Fatal(err)
 	}
 	fl := floor(l.Token)
-	if err := f.RaiseTokenFloor(ctx, l, fl); err != nil {
-		t.Fatalf("RaiseTokenFloor(%d) by the holder: %v", fl, err)
+	if err := raiseFloor(f, ctx, l, fl); err != nil {
+		t.Fatalf("token floor (%d) by the holder: %v", fl, err)
 	}
 	again, err := m.TryAcquire(ctx, r)
 	if err != nil || again.Token != fl {
-		t.Fatalf("re-acquire after RaiseTokenFloor(%d) = token %d, %v; want the floor", fl, again.Token, err)
+		t.Fatalf("re-acquire after token floor (%d) = token %d, %v; want the floor", fl, again.Token, err)
 	}
 	if err := m.Release(ctx, again); err != nil {
 		t.Fatal(err)
@@ -108,8 +112,8 @@ func testTokenFloor(t *testing.T, m driver.Driver, floor func(tok uint64) uint64
 		t.Fatalf("grant after the floor's hold was released = token %d, %v; want > %d", l2.Token, err, fl)
 	}
 	fl2 := floor(l2.Token)
-	if err := f.RaiseTokenFloor(ctx, driver.Lease{Key: key, Owner: owner(), Mode: driver.Exclusive}, fl2); !errors.Is(err, driver.ErrNotHeld) {
-		t.Fatalf("RaiseTokenFloor by a non-holder: %v, want ErrNotHeld", err)
+	if err := raiseFloor(f, ctx, driver.Lease{Key: key, Owner: owner(), Mode: driver.Exclusive}, fl2); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("token floor by a non-holder: %v, want ErrNotHeld", err)
 	}
 	if err := m.Release(ctx, l2); err != nil {
 		t.Fatal(err)
@@ -121,11 +125,11 @@ func testTokenFloor(t *testing.T, m driver.Driver, floor func(tok uint64) uint64
 		t.Fatalf("grant after token %d = token %d, %v; want greater", l2.Token, l3.Token, err)
 	}
 	fl3 := floor(l3.Token)
-	if err := f.RaiseTokenFloor(ctx, l3, fl3); err != nil {
-		t.Fatalf("RaiseTokenFloor(%d) by a shared holder: %v", fl3, err)
+	if err := raiseFloor(f, ctx, l3, fl3); err != nil {
+		t.Fatalf("token floor (%d) by a shared holder: %v", fl3, err)
 	}
 	if again, err = m.TryAcquire(ctx, sr); err != nil || again.Token != fl3 {
-		t.Fatalf("shared re-acquire after RaiseTokenFloor(%d) = token %d, %v; want the floor", fl3, again.Token, err)
+		t.Fatalf("shared re-acquire after token floor (%d) = token %d, %v; want the floor", fl3, again.Token, err)
 	}
 	if err := m.Release(ctx, again); err != nil {
 		t.Fatal(err)
@@ -158,8 +162,11 @@ func TestTokenFloorRedis(t *testing.T) {
 // floorless is a member whose token write-backs fail.
 type floorless struct{ *memdriver.Driver }
 
-func (floorless) RaiseTokenFloor(context.Context, driver.Lease, uint64) error {
-	return errors.New("write-back refused")
+func (f floorless) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	if req.MinToken != 0 {
+		return driver.Lease{}, errors.New("write-back refused")
+	}
+	return f.Driver.TryAcquire(ctx, req)
 }
 
 // TestGiveBackAfterWriteBack: an attempt that wrote its token back to
@@ -184,7 +191,7 @@ func TestGiveBackAfterWriteBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ms[2].(driver.TokenFloor).RaiseTokenFloor(ctx, l0, 1000); err != nil {
+	if err := raiseFloor(ms[2], ctx, l0, 1000); err != nil {
 		t.Fatal(err)
 	}
 	l0.Token = 1000 // the hold took the floor

@@ -26,7 +26,7 @@ func TestCluster(t *testing.T) {
 		l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
 		// Queued through waiter: the release hands the key over and
 		// wakes the driver that queued the new holder.
-		_, err := waiter.TryAcquireQueued(ctx, req(k, owner(), driver.Shared, time.Second))
+		_, err := tryQueued(waiter, ctx, req(k, owner(), driver.Shared, time.Second))
 		lockedRemaining(t, err)
 		if _, err := d.Refresh(ctx, l); err != nil {
 			t.Fatal(err)

@@ -46,7 +46,7 @@ func TestHandoffOnDriverChannel(t *testing.T) {
 	var lw driver.Lease
 	var err error
 	wantTrips(t, "TryAcquireQueued after the handoff", tc.count(func() {
-		if lw, err = waiter.TryAcquireQueued(ctx, w); err != nil {
+		if lw, err = tryQueued(waiter, ctx, w); err != nil {
 			t.Fatal(err)
 		}
 	}))
@@ -67,7 +67,7 @@ func queuedBehind(t *testing.T, holder, waiter *redisdriver.Driver, k string) (l
 	l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, 5*time.Second))
 	s = subscribe(t, waiter, k)
 	w = req(k, owner(), driver.Exclusive, 5*time.Second)
-	_, err := waiter.TryAcquireQueued(ctxT(t), w)
+	_, err := tryQueued(waiter, ctxT(t), w)
 	lockedRemaining(t, err)
 	return l, s, w
 }
@@ -91,14 +91,14 @@ func TestStaleHandoffAnnouncement(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantWake(t, "the announcement", s)
-		if got, err := waiter.TryAcquireQueued(ctx, w); err == nil {
+		if got, err := tryQueued(waiter, ctx, w); err == nil {
 			t.Fatalf("granted %+v by a stale announcement; the key is still held", got)
 		}
 		if err := holder.Release(ctx, l); err != nil {
 			t.Fatal(err)
 		}
 		wantWake(t, "the handoff", s)
-		lw, err := waiter.TryAcquireQueued(ctx, w)
+		lw, err := tryQueued(waiter, ctx, w)
 		if err != nil {
 			t.Fatal(err)
 		}

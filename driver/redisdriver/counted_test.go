@@ -87,7 +87,7 @@ func TestCounted(t *testing.T) {
 		// Everyone must agree on the limit.
 		_, err = d.TryAcquire(ctx, counted(k, c, 5, 1, time.Second))
 		wantLimit(t, "another limit", err, 4)
-		_, err = d.TryAcquireQueued(ctx, counted(k, c, 3, 1, time.Second))
+		_, err = tryQueued(d, ctx, counted(k, c, 3, 1, time.Second))
 		wantLimit(t, "another limit, queued", err, 4)
 		_, err = d.TryAcquire(ctx, req(k, c, driver.Shared, time.Second))
 		wantLimit(t, "uncounted on counted holds", err, 4)
@@ -156,20 +156,20 @@ func TestCountedQueue(t *testing.T) {
 		lh2 := mustAcquire(t, d1, counted(k, h2, limit, 1, ttl))
 		s2 := subscribe(t, d2, k)
 		defer s2.Close()
-		_, err := d2.TryAcquireQueued(ctx, counted(k, big, limit, 3, ttl))
+		_, err := tryQueued(d2, ctx, counted(k, big, limit, 3, ttl))
 		lockedRemaining(t, err) // 2 + 3 > 4
 		// Weight 1 would fit, but big is ahead.
-		_, err = d3.TryAcquireQueued(ctx, counted(k, small, limit, 1, ttl))
+		_, err = tryQueued(d3, ctx, counted(k, small, limit, 1, ttl))
 		lockedRemaining(t, err)
 		_, err = d3.TryAcquire(ctx, counted(k, late, limit, 1, ttl))
 		lockedRemaining(t, err)
-		_, err = d3.TryAcquireQueued(ctx, counted(k, small, limit, 1, ttl))
+		_, err = tryQueued(d3, ctx, counted(k, small, limit, 1, ttl))
 		lockedRemaining(t, err)
 		if st := inspect(t, d1, k); st.Waiting != 2 || len(st.Holders) != 2 {
 			t.Fatalf("Inspect = %+v, want 2 holders and 2 waiting", st)
 		}
 		// A queue entry has a limit too.
-		_, err = d1.TryAcquireQueued(ctx, counted(k, late, 5, 1, ttl))
+		_, err = tryQueued(d1, ctx, counted(k, late, 5, 1, ttl))
 		wantLimit(t, "another limit than the holders' and the queue's", err, limit)
 
 		// h1's release leaves 3 units: the head takes them at once.
@@ -177,7 +177,7 @@ func TestCountedQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantWake(t, "handoff to big", s2)
-		lbig, err := d2.TryAcquireQueued(ctx, counted(k, big, limit, 3, ttl))
+		lbig, err := tryQueued(d2, ctx, counted(k, big, limit, 3, ttl))
 		if err != nil {
 			t.Fatalf("head after the release: %v", err)
 		}
@@ -189,13 +189,13 @@ func TestCountedQueue(t *testing.T) {
 		if st.Limit != limit || sum != 4 || ws[big] != 3 || ws[h2] != 1 || st.Waiting != 1 {
 			t.Fatalf("Inspect = %+v, want h2 (1) and big (3), small waiting", st)
 		}
-		_, err = d3.TryAcquireQueued(ctx, counted(k, small, limit, 1, ttl))
+		_, err = tryQueued(d3, ctx, counted(k, small, limit, 1, ttl))
 		lockedRemaining(t, err) // full
 
 		if err := d1.Release(ctx, lh2); err != nil {
 			t.Fatal(err)
 		}
-		lsmall, err := d3.TryAcquireQueued(ctx, counted(k, small, limit, 1, ttl))
+		lsmall, err := tryQueued(d3, ctx, counted(k, small, limit, 1, ttl))
 		if err != nil {
 			t.Fatalf("small after h2's release: %v", err)
 		}
@@ -214,12 +214,12 @@ func TestCountedQueue(t *testing.T) {
 		lx := mustAcquire(t, d1, req(k, owner(), driver.Exclusive, ttl))
 		q1, q2, q3 := owner(), owner(), owner()
 		for _, r := range []driver.Request{counted(k, q1, 3, 2, ttl), counted(k, q2, 3, 1, ttl), counted(k, q3, 3, 1, ttl)} {
-			_, err := d2.TryAcquireQueued(ctx, r)
+			_, err := tryQueued(d2, ctx, r)
 			lockedRemaining(t, err)
 		}
-		_, err = d3.TryAcquireQueued(ctx, counted(k, late, 4, 1, ttl))
+		_, err = tryQueued(d3, ctx, counted(k, late, 4, 1, ttl))
 		wantLimit(t, "another limit than the queue's", err, 3)
-		_, err = d3.TryAcquireQueued(ctx, req(k, late, driver.Shared, ttl))
+		_, err = tryQueued(d3, ctx, req(k, late, driver.Shared, ttl))
 		wantLimit(t, "uncounted behind a counted queue", err, 3)
 		if err := d1.Release(ctx, lx); err != nil {
 			t.Fatal(err)
@@ -281,7 +281,7 @@ func TestValues(t *testing.T) {
 		if _, err := d.Refresh(ctx, lx); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.RaiseTokenFloor(ctx, lx, lx.Token+1000); err != nil {
+		if _, err := d.TryAcquire(ctx, floorReq(lx, lx.Token+1000)); err != nil {
 			t.Fatal(err)
 		}
 		lx.Token += 1000
@@ -291,13 +291,13 @@ func TestValues(t *testing.T) {
 		q := owner()
 		rq := req(k, q, driver.Exclusive, 5*time.Second)
 		rq.Value = long
-		_, err := d.TryAcquireQueued(ctx, rq)
+		_, err := tryQueued(d, ctx, rq)
 		lockedRemaining(t, err)
 		if err := d.Release(ctx, lx); err != nil {
 			t.Fatal(err)
 		}
 		wantValues("handed over", map[string]string{q: long})
-		lq, err := d.TryAcquireQueued(ctx, rq)
+		lq, err := tryQueued(d, ctx, rq)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,7 +325,7 @@ func TestValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A raised token floor (quorumdriver) keeps weight and value.
-		if err := d.RaiseTokenFloor(ctx, l3, l3.Token+1000); err != nil {
+		if _, err := d.TryAcquire(ctx, floorReq(l3, l3.Token+1000)); err != nil {
 			t.Fatal(err)
 		}
 		wantValues("counted", map[string]string{s3: bin})
@@ -360,14 +360,14 @@ func TestCountedCluster(t *testing.T) {
 		la := mustAcquire(t, d, ra)
 		rq := counted(k, q, 3, 2, 5*time.Second)
 		rq.Value = "q"
-		_, err := d2.TryAcquireQueued(ctx, rq)
+		_, err := tryQueued(d2, ctx, rq)
 		lockedRemaining(t, err)
 		_, err = d2.TryAcquire(ctx, counted(k, owner(), 4, 1, time.Second))
 		wantLimit(t, "cluster", err, 3)
 		if err := d.Release(ctx, la); err != nil {
 			t.Fatal(err)
 		}
-		lq, err := d2.TryAcquireQueued(ctx, rq)
+		lq, err := tryQueued(d2, ctx, rq)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -193,7 +193,7 @@
 // All logic runs server-side in three Lua scripts, with Redis TIME as the
 // clock of shared holds and queue entries and PX for the exclusive hold:
 //
-//   - acquire (TryAcquire, TryAcquireQueued) drops expired shared holds and
+//   - acquire (TryAcquire, queued or not) drops expired shared holds and
 //     queue entries, then: extends the hold of an owner that already holds
 //     the key in the requested mode, keeping its token; or refuses, with
 //     the remaining time of the conflicting holds, when another owner holds
@@ -202,7 +202,7 @@
 //     its head (nor, for Shared, in the run of shared entries at its head),
 //     with the remaining life of the entries ahead; or grants the key with
 //     a new token (see Tokens), and removes the owner's queue
-//     entry. TryAcquireQueued, when refused, appends the owner to the queue
+//     entry. A queued TryAcquire (Request.Queued), when refused, appends the owner to the queue
 //     (or keeps its place) with an entry that expires after req.TTL.
 //     A refused request flags the exclusive hold that refused it (a "w"
 //     after the token in the lock's value), so that its release wakes
@@ -229,7 +229,7 @@
 //     confirmed its own yet, where the other Drivers ignore it), so that
 //     no other process reads it: that Driver wakes its subscriptions of
 //     the key and returns the grant from the owner's next
-//     TryAcquireQueued without a round trip (Lease.Start is
+//     queued TryAcquire without a round trip (Lease.Start is
 //     the send time of the request that last renewed the queue entry,
 //     which the grant's expiry cannot precede). A queued request's
 //     refusal reports a bound of every token granted so far, so that a
@@ -275,11 +275,11 @@
 // Scripts are sent with EVALSHA (built by the driver, as few and small
 // arguments as possible), and with EVAL once per script and server
 // when the server answers NOSCRIPT (after a restart, a failover or SCRIPT
-// FLUSH). TryAcquire, TryAcquireQueued, Refresh and Release take one round
+// FLUSH). TryAcquire (queued or not), Refresh and Release take one round
 // trip each. RefreshBatch takes one round trip per 1000 leases (on
 // Cluster, one per master and 1000 leases, in parallel), plus one more for
 // the leases whose script the server did not have. With Options.Replicas,
-// the WAIT goes in the same round trip, but a TryAcquireQueued that a
+// the WAIT goes in the same round trip, but a queued TryAcquire that a
 // handoff granted takes one too (to be acknowledged). Subscribe takes one
 // round trip when the key's channel is not yet subscribed by this driver
 // (two when the driver's pub/sub connection is not open), none otherwise:

@@ -210,7 +210,7 @@ func TestQueue(t *testing.T) {
 
 		lh := mustAcquire(t, d, req(k, h, driver.Exclusive, time.Second))
 		for _, w := range []string{w1, w2, w1} { // w1 only once
-			_, err := d.TryAcquireQueued(ctx, req(k, w, driver.Exclusive, 5*time.Second))
+			_, err := tryQueued(d, ctx, req(k, w, driver.Exclusive, 5*time.Second))
 			lockedRemaining(t, err)
 		}
 		if err := d.Release(ctx, lh); err != nil {
@@ -221,7 +221,7 @@ func TestQueue(t *testing.T) {
 		if rem := lockedRemaining(t, err); rem <= 4*time.Second {
 			t.Fatalf("Remaining behind the queue = %v, want the head's entry (~5s)", rem)
 		}
-		_, err = d.TryAcquireQueued(ctx, req(k, w2, driver.Exclusive, 5*time.Second))
+		_, err = tryQueued(d, ctx, req(k, w2, driver.Exclusive, 5*time.Second))
 		lockedRemaining(t, err)
 		_, err = d.TryAcquire(ctx, req(k, n, driver.Shared, time.Second))
 		lockedRemaining(t, err)
@@ -231,7 +231,7 @@ func TestQueue(t *testing.T) {
 		}
 		_, err = d.TryAcquire(ctx, req(k, n, driver.Exclusive, time.Second))
 		lockedRemaining(t, err) // w2 is the head now
-		l2, err := d.TryAcquireQueued(ctx, req(k, w2, driver.Exclusive, time.Second))
+		l2, err := tryQueued(d, ctx, req(k, w2, driver.Exclusive, time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,31 +256,31 @@ func TestQueueShared(t *testing.T) {
 			req(k, w3, driver.Exclusive, 5*time.Second),
 			req(k, r4, driver.Shared, 5*time.Second),
 		} {
-			_, err := d.TryAcquireQueued(ctx, q)
+			_, err := tryQueued(d, ctx, q)
 			lockedRemaining(t, err)
 		}
 		if err := d.Release(ctx, lh); err != nil {
 			t.Fatal(err)
 		}
 		// The run of shared entries at the head may go, in any order.
-		l2, err := d.TryAcquireQueued(ctx, req(k, r2, driver.Shared, time.Second))
+		l2, err := tryQueued(d, ctx, req(k, r2, driver.Shared, time.Second))
 		if err != nil {
 			t.Fatalf("second reader of the head run: %v", err)
 		}
-		_, err = d.TryAcquireQueued(ctx, req(k, r4, driver.Shared, time.Second))
+		_, err = tryQueued(d, ctx, req(k, r4, driver.Shared, time.Second))
 		lockedRemaining(t, err) // behind the exclusive w3
-		l1, err := d.TryAcquireQueued(ctx, req(k, r1, driver.Shared, time.Second))
+		l1, err := tryQueued(d, ctx, req(k, r1, driver.Shared, time.Second))
 		if err != nil {
 			t.Fatalf("head reader: %v", err)
 		}
-		_, err = d.TryAcquireQueued(ctx, req(k, w3, driver.Exclusive, time.Second))
+		_, err = tryQueued(d, ctx, req(k, w3, driver.Exclusive, time.Second))
 		lockedRemaining(t, err) // head, but readers hold
 		for _, l := range []driver.Lease{l1, l2} {
 			if err := d.Release(ctx, l); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_, err = d.TryAcquireQueued(ctx, req(k, r4, driver.Shared, time.Second))
+		_, err = tryQueued(d, ctx, req(k, r4, driver.Shared, time.Second))
 		lockedRemaining(t, err) // still behind w3
 		grantedQueued(t, d, req(k, w3, driver.Exclusive, time.Second))
 		mustAcquire(t, d, req(k, r4, driver.Shared, time.Second))
@@ -296,9 +296,9 @@ func TestQueueEntryExpiryAndRelease(t *testing.T) {
 		h, dead, quitter, n := owner(), owner(), owner(), owner()
 
 		lh := mustAcquire(t, d, req(k, h, driver.Exclusive, time.Second))
-		_, err := d.TryAcquireQueued(ctx, req(k, dead, driver.Exclusive, 60*time.Millisecond))
+		_, err := tryQueued(d, ctx, req(k, dead, driver.Exclusive, 60*time.Millisecond))
 		lockedRemaining(t, err)
-		_, err = d.TryAcquireQueued(ctx, req(k, quitter, driver.Exclusive, 5*time.Second))
+		_, err = tryQueued(d, ctx, req(k, quitter, driver.Exclusive, 5*time.Second))
 		lockedRemaining(t, err)
 		if err := d.Release(ctx, lh); err != nil {
 			t.Fatal(err)
@@ -310,7 +310,7 @@ func TestQueueEntryExpiryAndRelease(t *testing.T) {
 		time.Sleep(120 * time.Millisecond) // the dead waiter's entry expires
 		_, err = d.TryAcquire(ctx, req(k, n, driver.Exclusive, time.Second))
 		lockedRemaining(t, err) // quitter is the head now
-		_, err = d.TryAcquireQueued(ctx, req(k, dead, driver.Exclusive, time.Second))
+		_, err = tryQueued(d, ctx, req(k, dead, driver.Exclusive, time.Second))
 		if rem := lockedRemaining(t, err); rem <= 4*time.Second {
 			t.Fatalf("Remaining behind quitter = %v, want quitter's entry (~5s)", rem)
 		}
@@ -334,7 +334,7 @@ func TestQueueKeysExpire(t *testing.T) {
 		d := newDriver(t, c)
 		k := uniqueKey(t, "k")
 		mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
-		_, err := d.TryAcquireQueued(ctx, req(k, owner(), driver.Exclusive, 80*time.Millisecond))
+		_, err := tryQueued(d, ctx, req(k, owner(), driver.Exclusive, 80*time.Millisecond))
 		lockedRemaining(t, err)
 		for _, s := range []string{"queue", "queue-exp"} {
 			pttl, _ := c.PTTL(ctx, "locker:{"+k+"}:"+s).Result()
@@ -473,22 +473,22 @@ func TestQueueLeaveUnblocks(t *testing.T) {
 			req(k, w2, driver.Exclusive, 5*time.Second),
 			req(k, r3, driver.Shared, 5*time.Second),
 		} {
-			_, err := d.TryAcquireQueued(ctx, q)
+			_, err := tryQueued(d, ctx, q)
 			lockedRemaining(t, err)
 		}
 		if err := d.Release(ctx, lh); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := d.TryAcquireQueued(ctx, req(k, r1, driver.Shared, time.Second)); err != nil {
+		if _, err := tryQueued(d, ctx, req(k, r1, driver.Shared, time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		_, err := d.TryAcquireQueued(ctx, req(k, r3, driver.Shared, time.Second))
+		_, err := tryQueued(d, ctx, req(k, r3, driver.Shared, time.Second))
 		lockedRemaining(t, err)
 		s := subscribe(t, d, k)
 		defer s.Close()
 		wantNotHeld(t, "w2 leaves", d.Release(ctx, driver.Lease{Key: k, Owner: w2, Mode: driver.Exclusive}))
 		wantWake(t, "w2 left", s)
-		if _, err := d.TryAcquireQueued(ctx, req(k, r3, driver.Shared, time.Second)); err != nil {
+		if _, err := tryQueued(d, ctx, req(k, r3, driver.Shared, time.Second)); err != nil {
 			t.Fatalf("r3 after w2 left: %v", err)
 		}
 	})
@@ -517,7 +517,7 @@ func TestRefusalOfFlaggedHold(t *testing.T) {
 		if l := mustAcquire(t, d, req(k, h, driver.Exclusive, 2*time.Second)); l.Token != lh.Token {
 			t.Fatalf("re-acquire token %d, want %d", l.Token, lh.Token)
 		}
-		_, err := d.TryAcquireQueued(ctx, req(k, w, driver.Exclusive, 5*time.Second))
+		_, err := tryQueued(d, ctx, req(k, w, driver.Exclusive, 5*time.Second))
 		lockedRemaining(t, err)
 		_, err = d.TryAcquire(ctx, req(k, n, driver.Exclusive, time.Second))
 		if rem := lockedRemaining(t, err); rem <= 4*time.Second || rem > 5*time.Second {
@@ -544,7 +544,7 @@ func TestRefusalOfFlaggedHold(t *testing.T) {
 // and releases the grant.
 func grantedQueued(t *testing.T, d *redisdriver.Driver, r driver.Request) {
 	t.Helper()
-	l, err := d.TryAcquireQueued(ctxT(t), r)
+	l, err := tryQueued(d, ctxT(t), r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,8 @@
--- fence: RaiseTokenFloor (fence.go).
+-- fence: a token floor, TryAcquire with Request.MinToken (fence.go).
 -- ARGV: 1 owner, 2 mode ('x' or 's'), 3 floor (a token, > 0).
--- Reply: 1 the owner holds the key in that mode (its token is now at least
--- the floor, and every later token of the key exceeds the floor); 0 it
--- does not (nothing changed). A holder's floor is kept: FENCE keeps it (keep_token) while the server's clock
+-- Reply: the hold's token, at least the floor, when the owner holds the
+-- key in that mode (every later token of the key exceeds the floor); 0
+-- when it does not (nothing changed). A holder's floor is kept: FENCE keeps it (keep_token) while the server's clock
 -- has not passed it, unless FENCE already keeps a larger token; once the
 -- clock has passed it, next_token's clock reading alone exceeds it. The
 -- owner's hold takes the floor as its token when its own is lower, so that
@@ -39,7 +39,7 @@ if not shared then
 		redis.call('SET', LOCK, int(floor) .. w .. ':' .. owner .. data, 'KEEPTTL')
 	end
 	raise()
-	return 1
+	return math.max(tonumber(tok), floor)
 end
 
 if not redis.call('ZSCORE', READERS, owner) then
@@ -55,4 +55,4 @@ if tonumber(tok) < floor then
 	redis.call('HSET', TOKENS, owner, int(floor) .. data)
 end
 raise()
-return 1
+return math.max(tonumber(tok), floor)

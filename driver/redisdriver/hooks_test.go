@@ -96,7 +96,7 @@ func allCalls(d *redisdriver.Driver, l driver.Lease, fresh string) []call {
 	other := driver.Request{Key: l.Key, Owner: owner(), Mode: driver.Exclusive, TTL: time.Second}
 	return []call{
 		{"TryAcquire", func(ctx context.Context) error { _, err := d.TryAcquire(ctx, other); return err }},
-		{"TryAcquireQueued", func(ctx context.Context) error { _, err := d.TryAcquireQueued(ctx, other); return err }},
+		{"TryAcquireQueued", func(ctx context.Context) error { _, err := tryQueued(d, ctx, other); return err }},
 		{"Refresh", func(ctx context.Context) error { _, err := d.Refresh(ctx, l); return err }},
 		{"RefreshBatch", func(ctx context.Context) error { return errors.Join(d.RefreshBatch(ctx, []driver.Lease{l, l})...) }},
 		{"Release", func(ctx context.Context) error { return d.Release(ctx, l) }},

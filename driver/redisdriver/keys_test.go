@@ -204,11 +204,12 @@ func TestNew(t *testing.T) {
 	if err != nil || d.prefix != DefaultPrefix {
 		t.Errorf("New(&Options{}) = %v, %v; want default prefix", d, err)
 	}
-	if min, max := d.TTLRange(); min != time.Millisecond || max < time.Hour || max.Milliseconds() > 1<<40 {
-		t.Errorf("TTLRange = %v, %v", min, max)
+	c := d.Capabilities()
+	if min, max := c.MinTTL, c.MaxTTL; min != time.Millisecond || max < time.Hour || max.Milliseconds() > 1<<40 {
+		t.Errorf("Capabilities MinTTL, MaxTTL = %v, %v", min, max)
 	}
-	if !d.SupportsShared() {
-		t.Error("SupportsShared = false")
+	if !c.Shared {
+		t.Error("Capabilities Shared = false")
 	}
 }
 

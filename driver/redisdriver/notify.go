@@ -278,7 +278,7 @@ func (d *Driver) endIdle(h *hub, gen uint64) {
 // wake d's subscriptions to the key: every message does but a handoff
 // ("g<token>:<owner>") to an owner that d did not queue, after which only
 // that owner can proceed. A handoff to an owner d queued is recorded for
-// its next TryAcquireQueued. d.mu is held.
+// its next queued TryAcquire. d.mu is held.
 func (d *Driver) concerns(payload string) bool {
 	q, handoff := d.handoff(payload)
 	return !handoff || q != nil
@@ -286,7 +286,7 @@ func (d *Driver) concerns(payload string) bool {
 
 // handoff reports whether payload is a handoff ("g<token>:<owner>") and,
 // if it is to an owner d queued, returns that owner, with the handoff
-// recorded for its next TryAcquireQueued. d.mu is held.
+// recorded for its next queued TryAcquire. d.mu is held.
 func (d *Driver) handoff(payload string) (q *queuedOwner, handoff bool) {
 	rest, ok := strings.CutPrefix(payload, "g")
 	if !ok {

@@ -169,7 +169,7 @@ func TestNotify(t *testing.T) {
 		// Removing the queue's head publishes: the next waiter may go.
 		l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
 		w := owner()
-		_, err = holder.TryAcquireQueued(ctx, req(k, w, driver.Exclusive, time.Second))
+		_, err = tryQueued(holder, ctx, req(k, w, driver.Exclusive, time.Second))
 		lockedRemaining(t, err)
 		wantQuiet(t, "after queueing", s1)
 		wantNotHeld(t, "waiter leaves", holder.Release(ctx, driver.Lease{Key: k, Owner: w}))
@@ -345,7 +345,7 @@ func TestHandoff(t *testing.T) {
 			d *redisdriver.Driver
 			r driver.Request
 		}{{dA, wA}, {dB, wB}} {
-			_, err := q.d.TryAcquireQueued(ctx, q.r)
+			_, err := tryQueued(q.d, ctx, q.r)
 			lockedRemaining(t, err)
 		}
 		if err := holder.Release(ctx, l); err != nil {
@@ -356,7 +356,7 @@ func TestHandoff(t *testing.T) {
 		// The key is the head's now: a newcomer is refused.
 		_, err := holder.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
 		lockedRemaining(t, err)
-		lA, err := dA.TryAcquireQueued(ctx, wA)
+		lA, err := tryQueued(dA, ctx, wA)
 		if err != nil {
 			t.Fatalf("the head after the handoff: %v", err)
 		}

@@ -11,14 +11,25 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TryAcquire implements driver.Driver in one round trip.
+// TryAcquire implements driver.Driver in one round trip, queued
+// (Request.Queued) or not.
+//
+// With Request.MinToken (a token floor) it grants nothing: every later
+// token of req.Key exceeds the floor, and req.Owner's hold of req.Key in
+// req.Mode, if any, takes the floor as its token when its own is lower.
+// The fence key keeps the floor, as it keeps a token granted by this
+// server (see Tokens in the package doc), while the server's clock has not
+// passed it; once it has, the clock alone exceeds it. So the floor needs
+// no state after that moment, and tokens exceed it as long as the server's
+// clock does not step back. A floor from another server's clock, ahead of
+// this one, is kept until this server's clock catches up with it. A
+// restart that loses the data set loses a floor the clock has not yet
+// passed. The hold's release keeps its token, and so the floor.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, false)
-}
-
-// TryAcquireQueued implements driver.Queuer in one round trip.
-func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, true)
+	if req.MinToken != 0 {
+		return d.raiseTokenFloor(ctx, req)
+	}
+	return d.acquire(ctx, req, req.Queued)
 }
 
 func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
@@ -308,7 +319,7 @@ func modeArg(m driver.Mode) (any, error) {
 }
 
 // queuedArg encodes m, which modeArg accepts, for the acquire script of
-// TryAcquireQueued.
+// a queued TryAcquire.
 func queuedArg(m driver.Mode) any {
 	if m == driver.Shared {
 		return "sq"

@@ -17,7 +17,7 @@ import (
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
 const DefaultPrefix = "locker:"
 
-// TTL limits reported by TTLRange. Redis expires keys in whole
+// TTL limits reported by Capabilities. Redis expires keys in whole
 // milliseconds; a TTL is truncated to a multiple of a millisecond, and the
 // lease reports the truncated TTL.
 const (
@@ -117,13 +117,9 @@ func (q *queuedOwner) start() time.Time {
 
 var (
 	_ driver.Driver         = (*Driver)(nil)
-	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Describer      = (*Driver)(nil)
 	_ driver.Notifier       = (*Driver)(nil)
-	_ driver.Queuer         = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
-	_ driver.TTLLimiter     = (*Driver)(nil)
-	_ driver.Counter        = (*Driver)(nil)
-	_ driver.ValueKeeper    = (*Driver)(nil)
 )
 
 // New returns a Driver that uses client. opts may be nil. The driver does
@@ -183,16 +179,16 @@ func contextBound(client redis.UniversalClient) bool {
 	return false
 }
 
-// SupportsShared reports true: the driver grants Mode Shared.
-func (d *Driver) SupportsShared() bool { return true }
-
-// SupportsCounted reports true: the driver grants counted Shared requests
-// (Request.Limit > 0, up to 2^53).
-func (d *Driver) SupportsCounted() bool { return true }
-
-// SupportsValues reports true: the driver keeps Request.Value with each
-// grant, and Inspect reports it.
-func (d *Driver) SupportsValues() bool { return true }
-
-// TTLRange reports MinTTL and MaxTTL.
-func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
+// Capabilities implements driver.Describer: the driver grants shared and
+// counted requests (Request.Limit > 0, up to 2^53), keeps values and
+// reports them through Inspect, keeps a wait queue (Request.Queued),
+// raises token floors (Request.MinToken), notifies and refreshes in
+// batches, with TTLs from MinTTL to MaxTTL.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared: true, Counted: true, Values: true,
+		MinTTL: MinTTL, MaxTTL: MaxTTL,
+		Queue: true, TokenFloor: true,
+		Notify: true, RefreshBatch: true, Inspect: true,
+	}
+}

@@ -81,7 +81,7 @@ func TestRoundTrips(t *testing.T) {
 		var l driver.Lease
 		wantTrips(t, "TryAcquire", tc.count(func() { l = mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second)) }), "evalsha")
 		wantTrips(t, "contended TryAcquireQueued", tc.count(func() {
-			_, err := d.TryAcquireQueued(ctx, req(k, owner(), driver.Exclusive, time.Second))
+			_, err := tryQueued(d, ctx, req(k, owner(), driver.Exclusive, time.Second))
 			lockedRemaining(t, err)
 		}), "evalsha")
 		wantTrips(t, "Refresh", tc.count(func() {
@@ -128,7 +128,7 @@ func TestDoneContext(t *testing.T) {
 		trips := tc.count(func() {
 			_, err := d.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
 			errs = append(errs, err)
-			_, err = d.TryAcquireQueued(ctx, req(k, owner(), driver.Exclusive, time.Second))
+			_, err = tryQueued(d, ctx, req(k, owner(), driver.Exclusive, time.Second))
 			errs = append(errs, err)
 			_, err = d.Refresh(ctx, l)
 			errs = append(errs, err)

@@ -135,7 +135,7 @@ func BenchmarkServerTimeHandoff(b *testing.B) {
 		if _, err := ds[next].TryAcquire(ctx, reqs[next]); !errors.Is(err, driver.ErrLocked) {
 			b.Fatalf("plain attempt: %v", err)
 		}
-		if _, err := ds[next].TryAcquireQueued(ctx, reqs[next]); !errors.Is(err, driver.ErrLocked) {
+		if _, err := tryQueued(ds[next], ctx, reqs[next]); !errors.Is(err, driver.ErrLocked) {
 			b.Fatalf("queued attempt: %v", err)
 		}
 		if err := ds[turn].Release(ctx, held); err != nil {
@@ -143,7 +143,7 @@ func BenchmarkServerTimeHandoff(b *testing.B) {
 			b.Fatalf("%v: held %+v, lock %q, reqs %v", err, held, v, reqs)
 		}
 		for {
-			if held, err = ds[next].TryAcquireQueued(ctx, reqs[next]); err == nil {
+			if held, err = tryQueued(ds[next], ctx, reqs[next]); err == nil {
 				break
 			}
 		}

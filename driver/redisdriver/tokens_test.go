@@ -73,7 +73,7 @@ func TestTokensAreServerClock(t *testing.T) {
 		readers := make([]string, 5)
 		for i := range readers {
 			readers[i] = owner()
-			_, err := d.TryAcquireQueued(ctx, req(k, readers[i], driver.Shared, 5*time.Second))
+			_, err := tryQueued(d, ctx, req(k, readers[i], driver.Shared, 5*time.Second))
 			lockedRemaining(t, err)
 		}
 		if err := d.Release(ctx, lx); err != nil {
@@ -82,7 +82,7 @@ func TestTokensAreServerClock(t *testing.T) {
 		var max uint64
 		seen := map[uint64]bool{}
 		for _, r := range readers {
-			l, err := d.TryAcquireQueued(ctx, req(k, r, driver.Shared, time.Second))
+			l, err := tryQueued(d, ctx, req(k, r, driver.Shared, time.Second))
 			if err != nil {
 				t.Fatalf("reader after the handoff: %v", err)
 			}
@@ -156,7 +156,7 @@ func TestRefusedTakesNoToken(t *testing.T) {
 		} {
 			_, err := d.TryAcquire(ctx, r)
 			lockedRemaining(t, err)
-			_, err = d.TryAcquireQueued(ctx, r)
+			_, err = tryQueued(d, ctx, r)
 			lockedRemaining(t, err)
 			// The queued entry goes away, as a giving-up waiter's does.
 			wantNotHeld(t, "Release of a waiter", d.Release(ctx, driver.Lease{Key: k, Owner: r.Owner, Mode: r.Mode}))
@@ -276,14 +276,14 @@ func TestNoKeysLeft(t *testing.T) {
 					// the units over to it, data and all.
 					w := counted(k, owner(), 2, 1, ttl)
 					w.Value = "waiter"
-					if _, err := d.TryAcquireQueued(ctx, w); !errors.Is(err, driver.ErrLocked) {
+					if _, err := tryQueued(d, ctx, w); !errors.Is(err, driver.ErrLocked) {
 						t.Errorf("counted waiter on full %q: %v", k, err)
 					}
 					waiter = &driver.Lease{Key: k, Owner: w.Owner, Mode: driver.Shared}
 				}
 				if i%10 == 0 {
 					o := owner()
-					if _, err := d.TryAcquireQueued(ctx, req(k, o, driver.Exclusive, ttl)); err == nil {
+					if _, err := tryQueued(d, ctx, req(k, o, driver.Exclusive, ttl)); err == nil {
 						t.Errorf("queued request on held %q granted", k)
 					}
 					if _, err := d.TryAcquire(ctx, req(k, owner(), driver.Exclusive, ttl)); err == nil {

@@ -28,7 +28,7 @@ func calls(d driver.Driver, key string, l driver.Lease) []call {
 			return err
 		}},
 		{"TryAcquireQueued", func(ctx context.Context) error {
-			_, err := d.(driver.Queuer).TryAcquireQueued(ctx, req(key, driver.Shared, time.Minute))
+			_, err := tryQueued(d, ctx, req(key, driver.Shared, time.Minute))
 			return err
 		}},
 		{"Refresh", func(ctx context.Context) error {
@@ -45,7 +45,7 @@ func calls(d driver.Driver, key string, l driver.Lease) []call {
 			return d.Release(ctx, l0)
 		}},
 	}
-	if n, ok := d.(*sqldriver.Driver); ok && n.SupportsNotify() {
+	if n, ok := d.(*sqldriver.Driver); ok && n.Capabilities().Notify {
 		cs = append(cs, call{"Subscribe", func(ctx context.Context) error {
 			s, err := n.Subscribe(ctx, key)
 			if err == nil {
@@ -72,7 +72,7 @@ func TestClosedClient(t *testing.T) {
 		key := uniqueKey(t, "k")
 		l := mustAcquire(t, d, req(key, driver.Exclusive, time.Minute))
 		var woken <-chan struct{}
-		if n, ok := d.(*sqldriver.Driver); ok && n.SupportsNotify() {
+		if n, ok := d.(*sqldriver.Driver); ok && n.Capabilities().Notify {
 			s, err := n.Subscribe(ctxT(t), key)
 			if err != nil {
 				t.Fatal(err)

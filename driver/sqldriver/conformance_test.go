@@ -36,7 +36,7 @@ func TestConformancePortable(t *testing.T) {
 	b := plainPostgres(t)
 	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {
 		d := b.driver(t, nil)
-		if d.(*sqldriver.Driver).SupportsNotify() {
+		if d.(*sqldriver.Driver).Capabilities().Notify {
 			t.Fatalf("New returned a driver that notifies for a database/sql driver it should not know")
 		}
 		return d

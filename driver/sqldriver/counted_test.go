@@ -27,11 +27,11 @@ func TestCountedFIFO(t *testing.T) {
 		const limit = 4
 		ctx := ctxT(t)
 		d := b.driver(t, nil)
-		q := d.(driver.Queuer)
+		q := d
 		key := uniqueKey(t, "sem")
 		a := mustAcquire(t, d, counted(key, limit, 2, time.Minute))
 		big := counted(key, limit, 3, 20*time.Second)
-		if _, err := q.TryAcquireQueued(ctx, big); !errors.Is(err, driver.ErrLocked) {
+		if _, err := tryQueued(q, ctx, big); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("weight 3 beside 2 of 4: %v; want ErrLocked", err)
 		}
 		small := counted(key, limit, 1, time.Minute)
@@ -46,12 +46,12 @@ func TestCountedFIFO(t *testing.T) {
 			t.Errorf("counted refusal: Remaining %v; want in (0, 20s], big's entry", le.Remaining)
 		}
 		for range 3 {
-			if _, err := q.TryAcquireQueued(ctx, small); !errors.Is(err, driver.ErrLocked) {
+			if _, err := tryQueued(q, ctx, small); !errors.Is(err, driver.ErrLocked) {
 				t.Fatalf("queued weight 1 behind a queued weight 3: %v; want ErrLocked", err)
 			}
 		}
 		later := counted(key, limit, 2, time.Minute)
-		if _, err := q.TryAcquireQueued(ctx, later); !errors.Is(err, driver.ErrLocked) {
+		if _, err := tryQueued(q, ctx, later); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("weight 2 behind 3 and 1: %v; want ErrLocked", err)
 		}
 		st, err := d.(driver.Inspector).Inspect(ctx, key)
@@ -66,21 +66,21 @@ func TestCountedFIFO(t *testing.T) {
 		if err := d.Release(ctx, a); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.TryAcquireQueued(ctx, later); !errors.Is(err, driver.ErrLocked) {
+		if _, err := tryQueued(q, ctx, later); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("weight 2 behind 3 and 1 on a free key: %v; want ErrLocked", err)
 		}
-		lb, err := q.TryAcquireQueued(ctx, big)
+		lb, err := tryQueued(q, ctx, big)
 		if err != nil {
 			t.Fatalf("queue's head, weight 3 on a free key: %v", err)
 		}
-		ls, err := q.TryAcquireQueued(ctx, small)
+		ls, err := tryQueued(q, ctx, small)
 		if err != nil {
 			t.Fatalf("weight 1 beside 3 of 4: %v", err)
 		}
 		if ls.Token <= lb.Token || lb.Token <= a.Token {
 			t.Errorf("tokens %d, %d, %d; want increasing", a.Token, lb.Token, ls.Token)
 		}
-		if _, err := q.TryAcquireQueued(ctx, later); !errors.Is(err, driver.ErrLocked) {
+		if _, err := tryQueued(q, ctx, later); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("weight 2 beside 4 of 4: %v; want ErrLocked", err)
 		}
 		for _, l := range []driver.Lease{lb, ls} {
@@ -88,7 +88,7 @@ func TestCountedFIFO(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ll, err := q.TryAcquireQueued(ctx, later)
+		ll, err := tryQueued(q, ctx, later)
 		if err != nil {
 			t.Fatalf("weight 2 on a free key: %v", err)
 		}
@@ -107,13 +107,13 @@ func TestCountedLimitMismatch(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		ctx := ctxT(t)
 		d := b.driver(t, nil)
-		q := d.(driver.Queuer)
+		q := d
 		in := d.(driver.Inspector)
 		mismatch := func(what string, r driver.Request, queued bool, theirs int64) {
 			t.Helper()
 			var err error
 			if queued {
-				_, err = q.TryAcquireQueued(ctx, r)
+				_, err = tryQueued(q, ctx, r)
 			} else {
 				_, err = d.TryAcquire(ctx, r)
 			}
@@ -159,7 +159,7 @@ func TestCountedLimitMismatch(t *testing.T) {
 		// none.
 		key = uniqueKey(t, "queue")
 		lx := mustAcquire(t, d, req(key, driver.Exclusive, time.Minute))
-		if _, err := q.TryAcquireQueued(ctx, counted(key, 4, 1, time.Minute)); !errors.Is(err, driver.ErrLocked) {
+		if _, err := tryQueued(q, ctx, counted(key, 4, 1, time.Minute)); !errors.Is(err, driver.ErrLocked) {
 			t.Fatalf("counted behind an exclusive holder: %v; want ErrLocked", err)
 		}
 		mismatch("limit 3 behind a queued limit 4", counted(key, 3, 1, time.Minute), true, 4)
@@ -200,8 +200,8 @@ func TestValues(t *testing.T) {
 		ctx := ctxT(t)
 		d := b.driver(t, opts)
 		in := d.(driver.Inspector)
-		if !d.(driver.Counter).SupportsCounted() || !d.(driver.ValueKeeper).SupportsValues() {
-			t.Fatal("SupportsCounted or SupportsValues is false")
+		if c := driver.CapabilitiesOf(d); !c.Counted || !c.Values {
+			t.Fatal("Capabilities Counted or Values is false")
 		}
 		binary := make([]byte, driver.MaxValueLen)
 		for i := range binary {

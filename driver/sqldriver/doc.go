@@ -104,7 +104,7 @@
 // # Waiting
 //
 // On PostgreSQL through pgx, New returns a [*Driver] that notifies
-// ([Driver.SupportsNotify]): Release (and an
+// (its Capabilities report Notify): Release (and an
 // acquire that removes expired queue entries) calls pg_notify on the
 // channel "locker:<table>" with the key as payload, and the driver LISTENs
 // on one connection of its own, taken from the pool while waiters are
@@ -249,7 +249,7 @@
 //
 // # Internals: operations
 //
-//   - TryAcquire and TryAcquireQueued run one short transaction. It first
+//   - TryAcquire, queued (Request.Queued) or not, runs one short transaction. It first
 //     serialises with the other acquires of the key: on PostgreSQL with
 //     pg_advisory_xact_lock of a 64-bit hash of the key (a
 //     transaction-scoped lock, released at commit, never held on an idle

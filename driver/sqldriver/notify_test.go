@@ -21,7 +21,7 @@ func TestNotifyLingerAndClose(t *testing.T) {
 	}
 	b := backend{name: "postgres", srv: pgServer}
 	nd, ok := b.driver(t, nil).(*sqldriver.Driver)
-	if !ok || !nd.SupportsNotify() {
+	if !ok || !nd.Capabilities().Notify {
 		t.Fatal("New did not return a *Driver that notifies on PostgreSQL through pgx")
 	}
 	other := b.driver(t, nil)
@@ -61,7 +61,7 @@ func TestNoSubscribeWithoutNotify(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		for _, opts := range []*sqldriver.Options{nil, {NoNotify: true}} {
 			d := b.driver(t, opts).(*sqldriver.Driver)
-			if d.SupportsNotify() {
+			if d.Capabilities().Notify {
 				continue
 			}
 			// Two Clients: a waiter of the holder's own Client would wait

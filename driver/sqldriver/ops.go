@@ -14,13 +14,11 @@ import (
 // TryAcquire implements driver.Driver in one short transaction: two round
 // trips on PostgreSQL through pgx, five otherwise (see the package
 // documentation).
+//
+// With req.Queued it keeps the owner's place in the key's wait queue too,
+// in the same transaction.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, false)
-}
-
-// TryAcquireQueued implements driver.Queuer in one short transaction.
-func (d *Driver) TryAcquireQueued(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	return d.acquire(ctx, req, true)
+	return d.acquire(ctx, req, req.Queued)
 }
 
 // row is one row of a lock, as read by queries.rows.
@@ -53,7 +51,7 @@ type attempt struct {
 	key, owner    string
 	mode          int   // modeExclusive or modeShared
 	us            int64 // TTL in µs
-	queued        bool  // TryAcquireQueued
+	queued        bool  // Request.Queued
 	limit, weight int64 // of a counted request, or 0
 	value         []byte
 }

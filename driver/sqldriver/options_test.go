@@ -136,10 +136,10 @@ func TestDialect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.SupportsNotify() != (want == sqldriver.PostgreSQL) {
-			t.Errorf("New: SupportsNotify = %v, want it on PostgreSQL only", d.SupportsNotify())
+		if d.Capabilities().Notify != (want == sqldriver.PostgreSQL) {
+			t.Errorf("New: SupportsNotify = %v, want it on PostgreSQL only", d.Capabilities().Notify)
 		}
-		if !d.SupportsNotify() {
+		if !d.Capabilities().Notify {
 			if _, err := d.Subscribe(ctxT(t), "k"); !errors.Is(err, errors.ErrUnsupported) || !driver.IsPermanent(err) {
 				t.Errorf("Subscribe on a driver that does not notify: %v; want a permanent ErrUnsupported", err)
 			}
@@ -148,7 +148,7 @@ func TestDialect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.SupportsNotify() {
+		if d.Capabilities().Notify {
 			t.Errorf("New with NoNotify: SupportsNotify = true")
 		}
 		if err := d.Close(); err != nil {

@@ -186,7 +186,7 @@ func TestContentionNoDeadlock(t *testing.T) {
 		stop := time.Now().Add(1500 * time.Millisecond)
 		for c := range 8 {
 			d := b.driver(t, nil)
-			q := d.(driver.Queuer)
+			q := d
 			br := d.(driver.BatchRefresher)
 			wg.Go(func() {
 				r := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
@@ -207,7 +207,7 @@ func TestContentionNoDeadlock(t *testing.T) {
 					var l driver.Lease
 					var err error
 					if pending != nil || r.IntN(2) == 0 {
-						l, err = q.TryAcquireQueued(ctx, *rq)
+						l, err = tryQueued(q, ctx, *rq)
 						pending = rq
 					} else {
 						l, err = d.TryAcquire(ctx, *rq)

@@ -19,7 +19,7 @@ import (
 // DefaultTable is the lease table used when Options.Table is empty.
 const DefaultTable = "locker_leases"
 
-// TTL limits reported by TTLRange. Expiry times are kept in microseconds:
+// TTL limits reported by Capabilities. Expiry times are kept in microseconds:
 // a TTL is truncated to a multiple of a microsecond, and the lease reports
 // the truncated TTL.
 const (
@@ -67,24 +67,24 @@ type Options struct {
 	// other database/sql drivers.
 	Dialect Dialect
 	// NoNotify turns off PostgreSQL LISTEN/NOTIFY: New then returns a
-	// driver that does not notify (SupportsNotify reports false), whose
-	// waiters poll, and which never takes a connection of its own from
-	// the pool.
+	// driver that does not notify (its Capabilities do not report
+	// Notify), whose waiters poll, and which never takes a connection of
+	// its own from the pool.
 	NoNotify bool
 }
 
 // Driver is a locker driver over a database/sql database. It implements
-// driver.Driver, driver.Sharer, driver.Counter, driver.ValueKeeper,
-// driver.Queuer, driver.BatchRefresher, driver.TTLLimiter,
-// driver.Inspector and driver.Notifier. It is safe for concurrent use.
-// Create it with New.
+// driver.Driver, driver.BatchRefresher, driver.Inspector and
+// driver.Notifier, and its Capabilities report shared and counted holds,
+// values, a wait queue (Request.Queued) and TTL limits. It is safe for
+// concurrent use. Create it with New.
 //
 // Whether it notifies depends on the database, which a method set cannot
 // say: on PostgreSQL through pgx's stdlib driver (and without
-// Options.NoNotify) its waiters are woken by LISTEN/NOTIFY; elsewhere
-// Subscribe fails with an error wrapping errors.ErrUnsupported,
-// SupportsNotify reports false, and package locker does not subscribe:
-// waiters poll.
+// Options.NoNotify) its waiters are woken by LISTEN/NOTIFY and its
+// Capabilities report Notify; elsewhere they do not, Subscribe fails with
+// an error wrapping errors.ErrUnsupported, and package locker does not
+// subscribe: waiters poll.
 type Driver struct {
 	db      *sql.DB
 	dialect Dialect
@@ -100,12 +100,8 @@ type Driver struct {
 
 var (
 	_ driver.Driver         = (*Driver)(nil)
-	_ driver.Sharer         = (*Driver)(nil)
-	_ driver.Counter        = (*Driver)(nil)
-	_ driver.ValueKeeper    = (*Driver)(nil)
-	_ driver.Queuer         = (*Driver)(nil)
+	_ driver.Describer      = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
-	_ driver.TTLLimiter     = (*Driver)(nil)
 	_ driver.Notifier       = (*Driver)(nil)
 )
 
@@ -130,12 +126,9 @@ func New(db *sql.DB, opts *Options) (*Driver, error) {
 	return d, nil
 }
 
-// SupportsNotify reports whether d wakes waiters by LISTEN/NOTIFY: on
-// PostgreSQL through pgx's stdlib driver, made by New without
-// Options.NoNotify.
-func (d *Driver) SupportsNotify() bool { return d.ln != nil }
-
-// Subscribe implements driver.Notifier where SupportsNotify reports true,
+// Subscribe implements driver.Notifier where the Capabilities report
+// Notify (PostgreSQL through pgx's stdlib driver, made by New without
+// Options.NoNotify),
 // and otherwise fails with a permanent error wrapping
 // errors.ErrUnsupported. It returns once the driver listens, so that every
 // release after it returns is heard.
@@ -227,20 +220,21 @@ func (d *Driver) Dialect() Dialect { return d.dialect }
 // Table returns the name of the lease table.
 func (d *Driver) Table() string { return d.table }
 
-// SupportsShared reports true: the driver grants Mode Shared.
-func (d *Driver) SupportsShared() bool { return true }
-
-// SupportsCounted reports true: the driver grants counted Shared requests
-// (semaphores; see "Counted holds and values" in the package
-// documentation).
-func (d *Driver) SupportsCounted() bool { return true }
-
-// SupportsValues reports true: the driver keeps each grant's value and
-// Inspect reports it.
-func (d *Driver) SupportsValues() bool { return true }
-
-// TTLRange reports MinTTL and MaxTTL.
-func (d *Driver) TTLRange() (min, max time.Duration) { return MinTTL, MaxTTL }
+// Capabilities implements driver.Describer: the driver grants shared and
+// counted requests (semaphores; see "Counted holds and values" in the
+// package documentation), keeps each grant's value and reports it through
+// Inspect, keeps a wait queue (Request.Queued) and refreshes in batches,
+// with TTLs from MinTTL to MaxTTL. It does not notify; a NotifyDriver
+// does.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared: true, Counted: true, Values: true,
+		MinTTL: MinTTL, MaxTTL: MaxTTL,
+		Queue:        true,
+		RefreshBatch: true, Inspect: true,
+		Notify: d.ln != nil,
+	}
+}
 
 // CreateTable creates the lease table if it does not exist, with the DDL
 // shown in the package documentation, and upgrades a table created by an

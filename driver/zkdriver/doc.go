@@ -64,8 +64,8 @@
 // # TTL and the session timeout
 //
 // TTLs range from MinTTL (1ms) to the session timeout that the server
-// negotiated for the connection (TTLRange; before the first session it
-// reports the timeout asked for). A hold must not outlive the session that
+// negotiated for the connection (Capabilities' MaxTTL; before the first
+// session it is the timeout asked for). A hold must not outlive the session that
 // keeps its node: the front-end declares a hold lost at send time + TTL −
 // margin after its last confirmed renewal, and the server, which heard
 // from the client no earlier than that send time, ends the session, and

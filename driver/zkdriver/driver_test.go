@@ -476,8 +476,8 @@ func TestDisconnectSurvives(t *testing.T) {
 
 func TestTTLLimit(t *testing.T) {
 	d := connect(t, []string{server(t).Addr}, 2*time.Second, nil)
-	if lo, hi := d.TTLRange(); lo != zkdriver.MinTTL || hi != 2*time.Second {
-		t.Fatalf("TTLRange() = %v, %v; want %v, 2s", lo, hi, zkdriver.MinTTL)
+	if c := d.Capabilities(); c.MinTTL != zkdriver.MinTTL || c.MaxTTL != 2*time.Second {
+		t.Fatalf("Capabilities() MinTTL, MaxTTL = %v, %v; want %v, 2s", c.MinTTL, c.MaxTTL, zkdriver.MinTTL)
 	}
 	_, err := d.TryAcquire(ctxT(t), req(plainKey("ttl"), owner(), driver.Exclusive, 3*time.Second))
 	if !driver.IsPermanent(err) || !strings.Contains(fmt.Sprint(err), "2s") {

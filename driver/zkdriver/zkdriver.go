@@ -16,7 +16,7 @@ import (
 // DefaultRoot is the parent of all lock nodes when Options.Root is empty.
 const DefaultRoot = "/locker"
 
-// MinTTL is the shortest lease TTLRange reports. The longest is the
+// MinTTL is the shortest lease Capabilities report. The longest is the
 // session timeout negotiated with the server (see the package
 // documentation).
 const MinTTL = time.Millisecond
@@ -62,13 +62,10 @@ type Driver struct {
 
 var (
 	_ driver.Driver         = (*Driver)(nil)
-	_ driver.Sharer         = (*Driver)(nil)
+	_ driver.Describer      = (*Driver)(nil)
 	_ driver.Acquirer       = (*Driver)(nil)
 	_ driver.LossWatcher    = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
-	_ driver.TTLLimiter     = (*Driver)(nil)
-	_ driver.Counter        = (*Driver)(nil)
-	_ driver.ValueKeeper    = (*Driver)(nil)
 )
 
 // nodeKey identifies a lock node of this driver: one per key and owner.
@@ -220,24 +217,25 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// SupportsShared reports true: the driver grants Mode Shared.
-func (d *Driver) SupportsShared() bool { return true }
-
-// SupportsCounted reports true: the driver grants counted Shared requests
-// (semaphores; see the package documentation).
-func (d *Driver) SupportsCounted() bool { return true }
-
-// SupportsValues reports true: the driver keeps Request.Value in the lock
-// node's data, and Inspect reports it.
-func (d *Driver) SupportsValues() bool { return true }
-
-// TTLRange reports MinTTL and the session timeout negotiated for the
+// Capabilities implements driver.Describer: the driver grants shared and
+// counted requests (semaphores; see the package documentation), keeps
+// Request.Value in the lock node's data and reports it through Inspect,
+// waits in ZooKeeper's own queue (Acquire), watches for loss and
+// refreshes in batches. It keeps no queue of its own for Request.Queued
+// and does not notify: with Acquire the front-end waits in ZooKeeper's
+// queue instead.
+//
+// Its TTLs range from MinTTL to the session timeout negotiated for the
 // current session: a lease must not outlive the session that keeps its
-// node. Before the first session is established it reports the timeout
+// node. Before the first session is established MaxTTL is the timeout
 // the connection asked for, or no maximum at all if it has not asked yet;
 // acquires check the TTL again against the session their node belongs to.
-func (d *Driver) TTLRange() (min, max time.Duration) {
-	return MinTTL, d.sess.limit()
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared: true, Counted: true, Values: true,
+		MinTTL: MinTTL, MaxTTL: d.sess.limit(),
+		Acquire: true, WatchLoss: true, RefreshBatch: true, Inspect: true,
+	}
 }
 
 // checkTTL rejects a TTL longer than the session timeout limit (0: not

@@ -51,8 +51,8 @@ const semaphoreSize = 3
 // clients believe they hold never weigh more than the size.
 func semaphoreFaults(e *env) {
 	cs, nets := e.faultyClients(3)
-	if c, ok := cs[0].Driver.(driver.Counter); !ok || !c.SupportsCounted() {
-		e.skip("the driver grants no counted Shared requests (driver.Counter)")
+	if !driver.CapabilitiesOf(cs[0].Driver).Counted {
+		e.skip("the driver grants no counted Shared requests (driver.Capabilities.Counted)")
 	}
 	e.r.limit = semaphoreSize
 	var actors []*actor
@@ -72,11 +72,10 @@ func semaphoreFaults(e *env) {
 // of election, and the fenced resource loses no acknowledged update.
 func electionFaults(e *env) {
 	cs, nets := e.faultyClients(3)
-	if v, ok := cs[0].Driver.(driver.ValueKeeper); !ok || !v.SupportsValues() {
-		e.skip("the driver keeps no values (driver.ValueKeeper)")
-	}
-	if _, ok := cs[0].Driver.(driver.Inspector); !ok {
-		e.skip("the driver cannot be inspected (driver.Inspector)")
+	if caps := driver.CapabilitiesOf(cs[0].Driver); !caps.Values {
+		e.skip("the driver keeps no values (driver.Capabilities.Values)")
+	} else if !caps.Inspect {
+		e.skip("the driver cannot be inspected (driver.Capabilities.Inspect)")
 	}
 	var actors []*actor
 	for i, c := range cs {

@@ -59,7 +59,7 @@ func mutexPair(b *testing.B, d driver.Driver) {
 // permitPair is an uncontended Acquire(1) and Hold.Release of a permit of
 // a semaphore of 4.
 func permitPair(b *testing.B, d driver.Driver) {
-	if c, ok := d.(driver.Counter); !ok || !c.SupportsCounted() {
+	if !driver.CapabilitiesOf(d).Counted {
 		b.Skipf("driver %T grants no counted requests", d)
 	}
 	s := client(b, d).Semaphore(key(b), 4)
@@ -79,10 +79,9 @@ func permitPair(b *testing.B, d driver.Driver) {
 // leader's Resign to the return of the Campaign that the other client had
 // begun before it (and that has waited 20 ms, not counted).
 func handoff(b *testing.B, d1, d2 driver.Driver) {
-	if v, ok := d1.(driver.ValueKeeper); !ok || !v.SupportsValues() {
+	if caps := driver.CapabilitiesOf(d1); !caps.Values {
 		b.Skipf("driver %T keeps no values", d1)
-	}
-	if _, ok := d1.(driver.Inspector); !ok {
+	} else if !caps.Inspect {
 		b.Skipf("driver %T cannot be inspected", d1)
 	}
 	k := key(b)
