@@ -40,6 +40,9 @@ type Client struct {
 	counted  bool     // driver.Counter
 	values   bool     // driver.ValueKeeper
 	opts     []Option // the client-wide defaults, applied before a handle's own
+	// pins is set on the default Clients of NewMutex and its kin
+	// (shared.go), nil on the Clients of New.
+	pins *defaultPins
 
 	// ctx is cancelled by Close: lock calls waiting for a key, renewals
 	// and blocking driver calls made for the Client end with it.
@@ -248,6 +251,7 @@ func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
 // through c wait before they take their place in the key's line, and
 // Close waits for it.
 func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report func(error)) {
+	c.pin() // a default Client stays while the cleanup runs
 	c.mu.Lock()
 	g.refs++
 	g.cleanups++
@@ -270,6 +274,7 @@ func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report
 		}
 		c.dropGateLocked(g)
 		c.mu.Unlock()
+		c.unpin()
 	}()
 }
 

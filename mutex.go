@@ -51,7 +51,9 @@ type Mutex struct {
 // Close (it has no background work once unlocked). Make handles from one
 // Client to have those.
 func NewMutex(d driver.Driver, key string, opts ...Option) *Mutex {
-	return New(d).Mutex(key, opts...)
+	m := &Mutex{}
+	m.initDefault(d, key, opts)
+	return m
 }
 
 // Key returns the key m locks.

@@ -44,7 +44,9 @@ type RWMutex struct {
 // NewRWMutex returns an RWMutex for key on d with a Client of its own, as
 // NewMutex does.
 func NewRWMutex(d driver.Driver, key string, opts ...Option) *RWMutex {
-	return New(d).RWMutex(key, opts...)
+	rw := &RWMutex{}
+	rw.initDefault(d, key, opts)
+	return rw
 }
 
 // Key returns the key rw locks.
