@@ -51,7 +51,7 @@ var ErrReentryLimit = errors.New("reentry limit reached")
 // the zero ReentrantMutex fails with an error wrapping ErrZeroValue. A
 // ReentrantMutex must not be copied after first use.
 type ReentrantMutex struct {
-	_   noCopy
+	_    noCopy
 	c    *Client       // nil for a handle of NewReentrantMutex
 	d    driver.Driver // NewReentrantMutex's: locks through d's default Client
 	dflt bool          // made by NewReentrantMutex
