@@ -27,8 +27,8 @@ var ErrReentryLimit = errors.New("reentry limit reached")
 // same fencing token, and must be matched by one more Unlock. A Lock with a
 // context that does not carry the hold is a new owner and waits, even in
 // the same goroutine: two goroutines share a hold only when one was given
-// the other's context. NewReentrantMutex makes a handle with a Client of
-// its own, so only that handle recognises its holds.
+// the other's context. A handle of NewReentrantMutex recognises only its
+// own holds, though it locks through its driver's default Client.
 //
 // The context Lock returns is canceled, with cause an error wrapping
 // ErrLost, when the hold is lost, and with cause ErrNotHeld after the last

@@ -41,8 +41,8 @@ type RWMutex struct {
 	handle
 }
 
-// NewRWMutex returns an RWMutex for key on d with a Client of its own, as
-// NewMutex does.
+// NewRWMutex returns an RWMutex for key on d that locks through the
+// default Client of d, as NewMutex does.
 func NewRWMutex(d driver.Driver, key string, opts ...Option) *RWMutex {
 	rw := &RWMutex{}
 	rw.initDefault(d, key, opts)
