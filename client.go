@@ -40,9 +40,9 @@ type Client struct {
 	counted  bool     // driver.Counter
 	values   bool     // driver.ValueKeeper
 	opts     []Option // the client-wide defaults, applied before a handle's own
-	// pins is set on the default Clients of NewMutex and its kin
+	// dflt is set on the default Clients of NewMutex and its kin
 	// (shared.go), nil on the Clients of New.
-	pins *defaultPins
+	dflt *defaultEntry
 
 	// ctx is cancelled by Close: lock calls waiting for a key, renewals
 	// and blocking driver calls made for the Client end with it.

@@ -76,16 +76,16 @@ func (hd *handle) acquire(ctx context.Context, o lockOp) (*Hold, error) {
 	return acquirePinned(ctx, pinDefault(hd.d), o)
 }
 
-// acquirePinned runs o through c, pinned by the caller, and unpins c when
-// the call returns no hold or when the hold ends.
+// acquirePinned runs o through c, pinned by the caller: the pin goes with
+// the hold, whose end unpins c (Hold.end), or is undone here when the call
+// returns no hold. (A call that returns no hold ended none: only a closed
+// Client ends the hold it made, and a default Client is never closed.)
 func acquirePinned(ctx context.Context, c *Client, o lockOp) (*Hold, error) {
 	h, err := c.acquire(ctx, o)
 	if h == nil {
 		c.unpin()
-		return nil, err
 	}
-	h.afterEnd(func(error) { c.unpin() })
-	return h, nil
+	return h, err
 }
 
 // lock runs one lock call through the handle: it takes the handle's slot,

@@ -174,6 +174,32 @@ func TestNewMutex_NoMemoryAfterUnlock(t *testing.T) {
 	if wm.Value() != nil {
 		t.Error("the NewMutex handle is still reachable after its Unlock")
 	}
+	// The registry's entry, which holds the driver, goes with the Client
+	// (its cleanup runs after a collection, in the background).
+	for i := 0; i < 100 && locker.DefaultEntries() != 0; i++ {
+		runtime.GC()
+		runtime.Gosched()
+	}
+	if n := locker.DefaultEntries(); n != 0 {
+		t.Errorf("%d registry entries left after the default Client was collected", n)
+	}
+}
+
+// A handle locked and unlocked in a loop takes up the idle default Client
+// again rather than making one per pair (BenchmarkMutexUncontended).
+func TestNewMutex_IdleClientTakenUp(t *testing.T) {
+	d := memdriver.New()
+	m := locker.NewMutex(d, "k")
+	m.Lock()
+	first := locker.DefaultClientOf(d)
+	m.Unlock()
+	m.Lock()
+	again := locker.DefaultClientOf(d)
+	m.Unlock()
+	runtime.KeepAlive(first)
+	if first == nil || again != first {
+		t.Errorf("the second lock call used default Client %p, the first %p", again, first)
+	}
 }
 
 // Options given to NewMutex apply to that handle only, though handles over
