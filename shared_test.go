@@ -224,24 +224,13 @@ type incomparable struct {
 	_ []int
 }
 
-// boxed is comparable as a type but holds an incomparable value.
-type boxed struct{ d driver.Driver }
-
-func (b boxed) TryAcquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
-	return b.d.TryAcquire(ctx, r)
-}
-func (b boxed) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
-	return b.d.Refresh(ctx, l)
-}
-func (b boxed) Release(ctx context.Context, l driver.Lease) error { return b.d.Release(ctx, l) }
-
 // A driver value that cannot be a map key gets a Client of its own per
 // lock call: the handles work, and nothing is registered.
 func TestNewMutex_IncomparableDriver(t *testing.T) {
 	b := memdriver.NewBackend()
 	for _, d := range []driver.Driver{
 		incomparable{Driver: b.Driver()},
-		boxed{incomparable{Driver: b.Driver()}},
+		bare{incomparable{Driver: b.Driver()}}, // comparable type, incomparable value
 	} {
 		m := locker.NewMutex(d, "k")
 		m.Lock()
