@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -268,5 +269,42 @@ func TestNewReentrantMutex_HoldsStayTheHandles(t *testing.T) {
 	r1.Unlock(ctx)
 	if n := locker.DefaultClients(); n != 0 {
 		t.Errorf("%d default Clients registered after the last Unlock", n)
+	}
+}
+
+// Handles made per request, as in a handler, over one driver on a few
+// keys, while the default Client goes idle, is taken up again and is
+// collected: every key stays mutually exclusive, and once all is unlocked
+// no default Client is in use.
+func TestNewMutex_PerRequestChurn(t *testing.T) {
+	d := memdriver.New()
+	const keys, workers, rounds = 4, 16, 200
+	var inside [keys]atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				k := (w + i) % keys
+				m := locker.NewMutex(d, "k/"+strconv.Itoa(k))
+				if err := m.LockContext(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+				if n := inside[k].Add(1); n != 1 {
+					t.Errorf("key %d: %d holders at once", k, n)
+				}
+				if i%50 == 0 {
+					runtime.GC()
+				}
+				inside[k].Add(-1)
+				if err := m.UnlockContext(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := locker.DefaultClients(); n != 0 {
+		t.Errorf("%d default Clients in use after every handle unlocked", n)
 	}
 }
