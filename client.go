@@ -40,9 +40,6 @@ type Client struct {
 	counted  bool     // driver.Counter
 	values   bool     // driver.ValueKeeper
 	opts     []Option // the client-wide defaults, applied before a handle's own
-	// dflt is set on the default Clients of NewMutex and its kin
-	// (shared.go), nil on the Clients of New.
-	dflt *defaultEntry
 
 	// ctx is cancelled by Close: lock calls waiting for a key, renewals
 	// and blocking driver calls made for the Client end with it.
@@ -57,6 +54,10 @@ type Client struct {
 	idle   chan struct{} // made by Close; closed when no gate is left
 	gates  map[string]*gate
 	wd     watchdog
+
+	// dflt is set on the default Clients of NewMutex and its kin
+	// (shared.go), nil on the Clients of New.
+	dflt *defaultEntry
 }
 
 // New returns a Client for the driver d. It does no I/O, and the Client
