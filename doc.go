@@ -21,9 +21,10 @@
 //
 // # Clients and handles
 //
-// A Client (New) owns what the locks of one driver share in a process: the line of local waiters per key, the watchdog that renews
-// every hold in batches, the background cleanup of abandoned calls, and
-// default options. Handles are cheap: Client.Mutex, Client.RWMutex,
+// A Client (New) owns what the locks of one driver share in a process:
+// the line of local waiters per key, the watchdog that renews every hold
+// in batches, the background cleanup of abandoned calls, and default
+// options. Handles are cheap: Client.Mutex, Client.RWMutex,
 // Client.ReentrantMutex, Client.Semaphore, Client.Election and
 // Client.MultiLock. Client.Close ends every hold the Client granted, releases
 // the leases, waits for the background work, and makes later calls fail
@@ -34,7 +35,8 @@
 // NewMutex, NewRWMutex and NewReentrantMutex are the sync-style
 // shortcuts: their handles lock through the default Client of their
 // driver, one per driver value in the process, made by the first lock call
-// and dropped when no lock call, hold or cleanup of it is left. So
+// and kept while a lock call, hold or cleanup uses it; an idle one is left
+// to the garbage collector, with its timer stopped. So
 // NewMutex handles over one driver, made per request in a handler or
 // anywhere else, share a line per key and batched renewals, and keep
 // nothing alive once unlocked. The default Client has no options: a
