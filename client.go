@@ -57,6 +57,10 @@ type Client struct {
 	idle   chan struct{} // made by Close; closed when no gate is left
 	gates  map[string]*gate
 	wd     watchdog
+
+	// dflt is set on the default Clients of NewMutex and its kin
+	// (shared.go), nil on the Clients of New.
+	dflt *defaultEntry
 }
 
 // New returns a Client for the driver d. It does no I/O, and the Client
@@ -264,6 +268,7 @@ func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
 // through c wait before they take their place in the key's line, and
 // Close waits for it.
 func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report func(error)) {
+	c.pin() // a default Client stays while the cleanup runs
 	c.mu.Lock()
 	g.refs++
 	g.cleanups++
@@ -286,6 +291,7 @@ func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report
 		}
 		c.dropGateLocked(g)
 		c.mu.Unlock()
+		c.unpin()
 	}()
 }
 

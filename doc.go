@@ -21,11 +21,10 @@
 //
 // # Clients and handles
 //
-// In a handler, make handles from one shared Client, not with NewMutex
-// per request. A Client (New) owns what the locks of one driver share in
-// a process: the line of local waiters per key, the watchdog that renews
-// every hold in batches, the background cleanup of abandoned calls, and
-// default options. Handles are cheap: Client.Mutex, Client.RWMutex,
+// A Client (New) owns what the locks of one driver share in a process:
+// the line of local waiters per key, the watchdog that renews every hold
+// in batches, the background cleanup of abandoned calls, and default
+// options. Handles are cheap: Client.Mutex, Client.RWMutex,
 // Client.ReentrantMutex, Client.Semaphore, Client.Election and
 // Client.MultiLock. Client.Close ends every hold the Client granted, releases
 // the leases, waits for the background work, and makes later calls fail
@@ -33,11 +32,21 @@
 // signal.NotifyContext reports SIGTERM) so that other processes get the
 // keys at once rather than after their TTL.
 //
-// NewMutex, NewRWMutex and NewReentrantMutex are sync-style shortcuts for
-// a one-off lock: each makes a handle with a Client of its own, which
-// shares nothing with other handles but the driver and needs no Close.
-// There is no hidden process-wide state: handles share a waiting line,
-// batched renewals and Close only when they come from one Client.
+// NewMutex, NewRWMutex and NewReentrantMutex are the sync-style
+// shortcuts: their handles lock through the default Client of their
+// driver, one per driver value in the process, made by the first lock call
+// and kept while a lock call, hold or cleanup uses it; an idle one is left
+// to the garbage collector, with its timer stopped. So
+// NewMutex handles over one driver, made per request in a handler or
+// anywhere else, share a line per key and batched renewals, and keep
+// nothing alive once unlocked. The default Client has no options: a
+// shortcut handle has the options given to it, all of them (WithLogger and
+// WithObserver included) applying to that handle alone. It has no Close
+// either: make a Client with New for options shared by every handle and
+// for Close at shutdown. The handles of a Client and the shortcut handles
+// of the same driver are in two lines, which exclude each other through
+// the backend as two processes do. A driver value that cannot be a map
+// key (its type is not comparable) gets a Client of its own per lock call.
 //
 // Mutex and RWMutex have the semantics of their sync namesakes: Lock and
 // Unlock satisfy sync.Locker, a second Lock on a handle waits for the first

@@ -15,9 +15,16 @@ import (
 // was lost meanwhile. The Client's line for the key, on the other hand, is
 // given back as soon as a hold ends, so that other handles of the process
 // lock a key that was lost at once.
+//
+// The handles of NewMutex and NewRWMutex have no Client: they lock through
+// the default Client of their driver d, resolved at each lock call (see
+// pinDefault), so that they share its line and watchdog with the other
+// such handles of d while keeping nothing alive once unlocked.
 type handle struct {
 	_    noCopy
-	c    *Client
+	c    *Client       // nil for a handle of the default Client of d
+	d    driver.Driver // for a handle of the default Client
+	dflt bool          // made by NewMutex or NewRWMutex
 	key  string
 	cfg  config
 	slot slot
@@ -36,6 +43,51 @@ func (hd *handle) init(c *Client, key string, opts []Option) {
 	hd.c, hd.key, hd.cfg = c, key, c.config(opts)
 }
 
+// initDefault makes hd a handle of the default Client of d: only its own
+// options apply, as the default Client has none.
+func (hd *handle) initDefault(d driver.Driver, key string, opts []Option) {
+	hd.d, hd.dflt, hd.key, hd.cfg = d, true, key, newConfig(opts)
+}
+
+// zeroCheck returns the error of op on a zero handle of kind k, or nil.
+func (hd *handle) zeroCheck(op string, k kind) error {
+	if hd.dflt {
+		return nil
+	}
+	return zeroCheck(op, k, hd.c)
+}
+
+// closing returns the channel closed when hd's Client closes; nil for a
+// handle of a default Client, which never closes.
+func (hd *handle) closing() <-chan struct{} {
+	if hd.dflt {
+		return nil
+	}
+	return hd.c.ctx.Done()
+}
+
+// acquire runs o through hd's Client: for a handle of a default Client,
+// the Client in use, pinned until the call returns nothing or its hold
+// ends.
+func (hd *handle) acquire(ctx context.Context, o lockOp) (*Hold, error) {
+	if !hd.dflt {
+		return hd.c.acquire(ctx, o)
+	}
+	return acquirePinned(ctx, pinDefault(hd.d), o)
+}
+
+// acquirePinned runs o through c, pinned by the caller: the pin goes with
+// the hold, whose end unpins c (Hold.end), or is undone here when the call
+// returns no hold. (A call that returns no hold ended none: only a closed
+// Client ends the hold it made, and a default Client is never closed.)
+func acquirePinned(ctx context.Context, c *Client, o lockOp) (*Hold, error) {
+	h, err := c.acquire(ctx, o)
+	if h == nil {
+		c.unpin()
+	}
+	return h, err
+}
+
 // lock runs one lock call through the handle: it takes the handle's slot,
 // then the key. It returns nil and no error when a try finds either taken.
 // k is the handle's exported type, for the error of a zero value.
@@ -46,13 +98,13 @@ func (hd *handle) lock(ctx context.Context, k kind, op string, mode driver.Mode,
 // lockOp runs the lock call o through the handle, as lock does; the
 // handle fills in o's key, options and handle.
 func (hd *handle) lockOp(ctx context.Context, k kind, o lockOp) (*Hold, error) {
-	if err := zeroCheck(o.op, k, hd.c); err != nil {
+	if err := hd.zeroCheck(o.op, k); err != nil {
 		return nil, err
 	}
 	if ctx == nil {
 		return nil, opError(o.op, hd.key, ErrNilContext)
 	}
-	ok, err := hd.slot.acquire(ctx, o.mode, o.try, hd.c.ctx.Done())
+	ok, err := hd.slot.acquire(ctx, o.mode, o.try, hd.closing())
 	if !ok {
 		if err != nil {
 			return nil, opError(o.op, hd.key, err)
@@ -60,7 +112,7 @@ func (hd *handle) lockOp(ctx context.Context, k kind, o lockOp) (*Hold, error) {
 		return nil, nil
 	}
 	o.key, o.cfg, o.hd = hd.key, &hd.cfg, hd
-	h, err := hd.c.acquire(ctx, o)
+	h, err := hd.acquire(ctx, o)
 	if h == nil {
 		hd.slot.release(o.mode)
 		return nil, err
@@ -150,7 +202,7 @@ func (hd *handle) mustLock(_ *Hold, err error) {
 // result, and its error goes to the error handler (but for ErrClosed: the
 // caller closed the Client).
 func (hd *handle) tryLock(k kind, op string, mode driver.Mode) bool {
-	if err := zeroCheck(op, k, hd.c); err != nil {
+	if err := hd.zeroCheck(op, k); err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hd.cfg.tryTimeout)

@@ -339,6 +339,7 @@ func (h *Hold) end(s holdState, err error) bool {
 	h.mu.Unlock()
 	close(h.done)
 	h.c.exit(h.g, h.place)
+	h.c.unpin() // a default Client's hold pinned it (acquirePinned)
 	if h.hd != nil && err != nil {
 		h.hd.ended(h, err)
 	}

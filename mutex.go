@@ -41,17 +41,23 @@ type Mutex struct {
 	handle
 }
 
-// NewMutex returns a Mutex for key on d, with a Client of its own:
-// NewMutex(d, key, opts...) is New(d).Mutex(key, opts...). It does no I/O: a
-// bad key, TTL or driver is reported by the first lock call, as an *Error
-// wrapping ErrInvalidKey, ErrInvalidTTL or ErrNilDriver.
+// NewMutex returns a Mutex for key on d. It does no I/O: a bad key, TTL or
+// driver is reported by the first lock call, as an *Error wrapping
+// ErrInvalidKey, ErrInvalidTTL or ErrNilDriver.
 //
-// A handle made this way shares nothing with other handles in the process
-// but the driver: no in-process waiting line, no batched renewals, and no
-// Close (it has no background work once unlocked). Make handles from one
-// Client to have those.
+// The Mutex locks through the default Client of d: one per driver value in
+// the process, which every handle of NewMutex, NewRWMutex and
+// NewReentrantMutex over d uses while it locks or holds (see "Clients and
+// handles" in the package documentation). So such handles, made anywhere
+// and at any time, wait in one line per key in the process and have their
+// renewals batched, as the handles of one Client do; once unlocked, a
+// handle keeps nothing alive. opts apply to this handle alone, as there
+// are no Client defaults. There is no Close: make handles from a Client
+// (New) for that.
 func NewMutex(d driver.Driver, key string, opts ...Option) *Mutex {
-	return New(d).Mutex(key, opts...)
+	m := &Mutex{}
+	m.initDefault(d, key, opts)
+	return m
 }
 
 // Key returns the key m locks.

@@ -45,7 +45,9 @@ const (
 
 // An Option configures a Client (New: the defaults of every handle made
 // from it) or one lock handle (Client.Mutex and the other constructors:
-// applied after the Client's).
+// applied after the Client's). The options of NewMutex, NewRWMutex and
+// NewReentrantMutex are their handle's only ones, every option included:
+// those handles share their driver's default Client, which has none.
 type Option func(*config)
 
 type config struct {

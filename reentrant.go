@@ -27,8 +27,8 @@ var ErrReentryLimit = errors.New("reentry limit reached")
 // same fencing token, and must be matched by one more Unlock. A Lock with a
 // context that does not carry the hold is a new owner and waits, even in
 // the same goroutine: two goroutines share a hold only when one was given
-// the other's context. NewReentrantMutex makes a handle with a Client of
-// its own, so only that handle recognises its holds.
+// the other's context. A handle of NewReentrantMutex recognises only its
+// own holds, though it locks through its driver's default Client.
 //
 // The context Lock returns is canceled, with cause an error wrapping
 // ErrLost, when the hold is lost, and with cause ErrNotHeld after the last
@@ -51,16 +51,38 @@ var ErrReentryLimit = errors.New("reentry limit reached")
 // the zero ReentrantMutex fails with an error wrapping ErrZeroValue. A
 // ReentrantMutex must not be copied after first use.
 type ReentrantMutex struct {
-	_   noCopy
-	c   *Client
-	key string
-	cfg config
+	_    noCopy
+	c    *Client       // nil for a handle of NewReentrantMutex
+	d    driver.Driver // NewReentrantMutex's: locks through d's default Client
+	dflt bool          // made by NewReentrantMutex
+	key  string
+	cfg  config
 }
 
-// NewReentrantMutex returns a ReentrantMutex for key on d with a Client of
-// its own, as NewMutex does.
+// NewReentrantMutex returns a ReentrantMutex for key on d, as NewMutex
+// does: it locks through the default Client of d, which it shares with the
+// other handles of NewMutex and its kin over d (one line per key, batched
+// renewals), and its options apply to it alone. Its holds are its own: a
+// context returned by it enters its holds only.
 func NewReentrantMutex(d driver.Driver, key string, opts ...Option) *ReentrantMutex {
-	return New(d).ReentrantMutex(key, opts...)
+	return &ReentrantMutex{d: d, dflt: true, key: key, cfg: newConfig(opts)}
+}
+
+// zeroCheck returns the error of op on a zero ReentrantMutex, or nil.
+func (r *ReentrantMutex) zeroCheck(op string) error {
+	if r.dflt {
+		return nil // a nil driver is reported by the call's checks
+	}
+	return zeroCheck(op, kindReentrant, r.c)
+}
+
+// owner is what identifies r's holds in a context: its Client, or the
+// handle itself for a handle of a default Client.
+func (r *ReentrantMutex) owner() any {
+	if r.dflt {
+		return r
+	}
+	return r.c
 }
 
 // Key returns the key r locks.
@@ -73,17 +95,18 @@ type reentrantHold struct {
 	count int
 }
 
-// reentryKey identifies a hold in a context: the Client and the key.
+// reentryKey identifies a hold in a context: the Client (or the handle,
+// see owner) and the key.
 type reentryKey struct {
-	c   *Client
-	key string
+	owner any
+	key   string
 }
 
 func (r *ReentrantMutex) held(ctx context.Context) *reentrantHold {
 	if ctx == nil {
 		return nil
 	}
-	rh, _ := ctx.Value(reentryKey{r.c, r.key}).(*reentrantHold)
+	rh, _ := ctx.Value(reentryKey{r.owner(), r.key}).(*reentrantHold)
 	return rh
 }
 
@@ -108,7 +131,7 @@ func (r *ReentrantMutex) TryLock(ctx context.Context) (context.Context, error) {
 
 // lock returns nil and no error when a try finds the key taken.
 func (r *ReentrantMutex) lock(ctx context.Context, op string, try bool) (context.Context, error) {
-	if err := zeroCheck(op, kindReentrant, r.c); err != nil {
+	if err := r.zeroCheck(op); err != nil {
 		return nil, err
 	}
 	if rh := r.held(ctx); rh != nil {
@@ -129,12 +152,19 @@ func (r *ReentrantMutex) lock(ctx context.Context, op string, try bool) (context
 	if ctx == nil {
 		return nil, opError(op, r.key, ErrNilContext)
 	}
-	h, err := r.c.acquire(ctx, lockOp{op: op, key: r.key, mode: driver.Exclusive, cfg: &r.cfg, try: try})
+	o := lockOp{op: op, key: r.key, mode: driver.Exclusive, cfg: &r.cfg, try: try}
+	var h *Hold
+	var err error
+	if r.dflt {
+		h, err = acquirePinned(ctx, pinDefault(r.d), o)
+	} else {
+		h, err = r.c.acquire(ctx, o)
+	}
 	if h == nil {
 		return nil, err
 	}
 	rh := &reentrantHold{h: h, count: 1}
-	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, reentryKey{r.c, r.key}, rh))
+	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, reentryKey{r.owner(), r.key}, rh))
 	h.afterEnd(func(err error) {
 		if err == nil {
 			cancel(opError("unlock", r.key, ErrNotHeld))

@@ -42,10 +42,12 @@ type RWMutex struct {
 	handle
 }
 
-// NewRWMutex returns an RWMutex for key on d with a Client of its own, as
-// NewMutex does.
+// NewRWMutex returns an RWMutex for key on d that locks through the
+// default Client of d, as NewMutex does.
 func NewRWMutex(d driver.Driver, key string, opts ...Option) *RWMutex {
-	return New(d).RWMutex(key, opts...)
+	rw := &RWMutex{}
+	rw.initDefault(d, key, opts)
+	return rw
 }
 
 // Key returns the key rw locks.

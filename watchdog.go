@@ -174,6 +174,18 @@ func (w *watchdog) armLocked(now time.Time) {
 	w.armed = next
 }
 
+// stopIdle stops the timer when no hold is left to watch, so that it does
+// not keep the Client alive until it fires (a default Client that left
+// the registry: shared.go).
+func (w *watchdog) stopIdle() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.heap) == 0 && w.timer != nil && !w.armed.IsZero() {
+		w.timer.Stop()
+		w.armed = time.Time{}
+	}
+}
+
 // remove stops renewing h, so that no renewal is sent for h after remove
 // returns, and waits, until ctx is done, for a renewal of h already on its
 // way (its outcome no longer matters: a driver never extends a released

@@ -118,6 +118,11 @@ func redisManySystems() []*manySystem {
 			hold: holdLockerRedis,
 		},
 		{
+			name: "locker NewMutex", server: "redis", kind: kindLocker,
+			desc: "as locker, but each handle made with locker.NewMutex(drv, key, WithTTL): the handles share the driver's default Client and its watchdog",
+			hold: func(e *env, n int, ttl time.Duration) (held, error) { return holdLockerRedisAs(e, n, ttl, true) },
+		},
+		{
 			name: "redislock", server: "redis", kind: kindPeer,
 			desc: "redislock Obtain × n; no watchdog, so the application refreshes each lock every ttl/3 (Lock.Refresh, one round trip each, 32 goroutines)",
 			hold: holdRedislock,
@@ -149,12 +154,23 @@ func (h *lockerHeld) release() error {
 	})
 }
 
-// holdLocker takes n locker.Mutex on one driver.
+// holdLocker takes n locker.Mutex on one driver, from one Client.
 func holdLocker(drv driver.Driver, n int, ttl time.Duration, prefix string, cleanup func()) (held, error) {
+	return holdLockerAs(drv, n, ttl, prefix, false, cleanup)
+}
+
+// holdLockerAs takes n locker.Mutex on one driver: from one Client, or,
+// with viaNew, each made with locker.NewMutex.
+func holdLockerAs(drv driver.Driver, n int, ttl time.Duration, prefix string, viaNew bool, cleanup func()) (held, error) {
 	h := &lockerHeld{ms: make([]*locker.Mutex, n), cleanup: cleanup}
-	c := locker.New(drv, locker.WithTTL(ttl), locker.WithErrorHandler(func(error) {}))
+	opts := []locker.Option{locker.WithTTL(ttl), locker.WithErrorHandler(func(error) {})}
+	c := locker.New(drv, opts...)
 	err := parallelDo(n, manyWorkers, func(i int) error {
-		m := c.Mutex(fmt.Sprintf("%s/%d", prefix, i))
+		key := fmt.Sprintf("%s/%d", prefix, i)
+		m := c.Mutex(key)
+		if viaNew {
+			m = locker.NewMutex(drv, key, opts...)
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if err := m.LockContext(ctx); err != nil {
@@ -177,13 +193,17 @@ func holdLocker(drv driver.Driver, n int, ttl time.Duration, prefix string, clea
 }
 
 func holdLockerRedis(e *env, n int, ttl time.Duration) (held, error) {
+	return holdLockerRedisAs(e, n, ttl, false)
+}
+
+func holdLockerRedisAs(e *env, n int, ttl time.Duration, viaNew bool) (held, error) {
 	c := redis.NewClient(&redis.Options{Addr: e.redis.addr, ContextTimeoutEnabled: true, Dialer: e.trips["redis"].DialContext, PoolSize: manyWorkers})
 	d, err := redisdriver.New(c, nil)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
-	return holdLocker(d, n, ttl, fmt.Sprintf("bench/many/%d", time.Now().UnixNano()), func() { _ = c.Close() })
+	return holdLockerAs(d, n, ttl, fmt.Sprintf("bench/many/%d", time.Now().UnixNano()), viaNew, func() { _ = c.Close() })
 }
 
 type redislockHeld struct {

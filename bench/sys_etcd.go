@@ -30,6 +30,11 @@ func etcdSystems() []*system {
 			open: openLockerEtcd,
 		},
 		{
+			name: "locker NewMutex 1 driver", server: "etcd", kind: kindLocker, clients: 1, contendedOnly: true,
+			desc: "as locker 1 driver in the contended cells, but each goroutine's handle made with locker.NewMutex(drv, key): the handles lock through the driver's default Client",
+			open: openLockerEtcdNew,
+		},
+		{
 			name: "concurrency.Mutex", server: "etcd", kind: kindPeer, clients: 4,
 			desc: "etcd client/v3/concurrency.Mutex v" + etcdVersion + ", a Session (TTL 10s) per handle; Lock = 1 Txn (+ Get and a Watch of the predecessor when queued), Unlock = Delete; waiters queue by create revision",
 			open: openEtcdMutex,
@@ -93,18 +98,16 @@ func lockerEtcdDrivers(e *env, n int) ([]*etcddriver.Driver, func(), error) {
 	return ds, closeAll, nil
 }
 
-func openLockerEtcd(e *env, n int) (*instance, error) {
+func openLockerEtcd(e *env, n int) (*instance, error) { return openLockerEtcdAs(e, n, false) }
+
+func openLockerEtcdNew(e *env, n int) (*instance, error) { return openLockerEtcdAs(e, n, true) }
+
+func openLockerEtcdAs(e *env, n int, viaNew bool) (*instance, error) {
 	ds, closeAll, err := lockerEtcdDrivers(e, n)
 	if err != nil {
 		return nil, err
 	}
-	clients := lockerClients(ds)
-	return &instance{
-		newLock: func(i int, key string) (lockHandle, error) {
-			return lockerHandle{clients[i].Mutex(key)}, nil
-		},
-		close: closeAll,
-	}, nil
+	return lockerInstance(ds, viaNew, closeAll), nil
 }
 
 type etcdMutexHandle struct{ m *concurrency.Mutex }

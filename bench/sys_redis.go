@@ -33,6 +33,11 @@ func redisSystems() []*system {
 			open: openLockerRedis,
 		},
 		{
+			name: "locker NewMutex 1 driver", server: "redis", kind: kindLocker, clients: 1, contendedOnly: true,
+			desc: "as locker 1 driver, but each goroutine's handle made with locker.NewMutex(drv, key) rather than from one Client: the handles lock through the driver's default Client",
+			open: openLockerRedisNew,
+		},
+		{
 			name: "redsync", server: "redis", kind: kindPeer, clients: 4, perContender: true,
 			desc: "go-redsync/redsync v4 NewMutex defaults (expiry 8s, 32 tries, retry delay rand 50-250ms); Lock = SET NX PX, Unlock = EVALSHA compare-and-delete",
 			open: func(e *env, n int) (*instance, error) { return openRedsync(e, n) },
@@ -96,6 +101,26 @@ func (h lockerHandle) Unlock(ctx context.Context) error { return h.m.UnlockConte
 // lockerOpts are the options of every locker handle in the timed cells.
 var lockerOpts = []locker.Option{locker.WithTTL(peerTTL), locker.WithErrorHandler(func(error) {})}
 
+// lockerInstance makes the handles of drivers ds: from one Client per
+// driver, or, with viaNew, with locker.NewMutex over the driver.
+func lockerInstance[D driver.Driver](ds []D, viaNew bool, close func()) *instance {
+	if viaNew {
+		return &instance{
+			newLock: func(i int, key string) (lockHandle, error) {
+				return lockerHandle{locker.NewMutex(ds[i], key, lockerOpts...)}, nil
+			},
+			close: close,
+		}
+	}
+	clients := lockerClients(ds)
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return lockerHandle{clients[i].Mutex(key)}, nil
+		},
+		close: close,
+	}
+}
+
 // lockerClients makes one locker.Client per driver, as one per process:
 // the handles of a driver share its in-process line and watchdog.
 func lockerClients[D driver.Driver](ds []D) []*locker.Client {
@@ -106,7 +131,11 @@ func lockerClients[D driver.Driver](ds []D) []*locker.Client {
 	return cs
 }
 
-func openLockerRedis(e *env, n int) (*instance, error) {
+func openLockerRedis(e *env, n int) (*instance, error) { return openLockerRedisAs(e, n, false) }
+
+func openLockerRedisNew(e *env, n int) (*instance, error) { return openLockerRedisAs(e, n, true) }
+
+func openLockerRedisAs(e *env, n int, viaNew bool) (*instance, error) {
 	cs := redisClients(e, n)
 	ds := make([]*redisdriver.Driver, n)
 	for i, c := range cs {
@@ -117,13 +146,7 @@ func openLockerRedis(e *env, n int) (*instance, error) {
 		}
 		ds[i] = d
 	}
-	clients := lockerClients(ds)
-	return &instance{
-		newLock: func(i int, key string) (lockHandle, error) {
-			return lockerHandle{clients[i].Mutex(key)}, nil
-		},
-		close: func() { closeRedis(cs) },
-	}, nil
+	return lockerInstance(ds, viaNew, func() { closeRedis(cs) }), nil
 }
 
 type redsyncHandle struct{ m *redsync.Mutex }

@@ -27,6 +27,11 @@ func zkSystems() []*system {
 			open: openLockerZK,
 		},
 		{
+			name: "locker NewMutex 1 driver", server: "zk", kind: kindLocker, clients: 1, contendedOnly: true,
+			desc: "as locker 1 driver in the contended cells, but each goroutine's handle made with locker.NewMutex(drv, key): the handles lock through the driver's default Client",
+			open: openLockerZKNew,
+		},
+		{
 			name: "zk.Lock", server: "zk", kind: kindPeer, clients: 4,
 			desc: "go-zookeeper/zk v1.0.4 zk.NewLock(conn, path, WorldACL): Lock = CreateProtectedEphemeralSequential + Children (+ GetW on the predecessor when queued), Unlock = Delete; Lock ignores ctx",
 			open: openZKLock,
@@ -83,18 +88,16 @@ func lockerZKDrivers(e *env, n int, timeout time.Duration) ([]*zkdriver.Driver, 
 	return ds, closeAll, nil
 }
 
-func openLockerZK(e *env, n int) (*instance, error) {
+func openLockerZK(e *env, n int) (*instance, error) { return openLockerZKAs(e, n, false) }
+
+func openLockerZKNew(e *env, n int) (*instance, error) { return openLockerZKAs(e, n, true) }
+
+func openLockerZKAs(e *env, n int, viaNew bool) (*instance, error) {
 	ds, closeAll, err := lockerZKDrivers(e, n, peerTTL)
 	if err != nil {
 		return nil, err
 	}
-	clients := lockerClients(ds)
-	return &instance{
-		newLock: func(i int, key string) (lockHandle, error) {
-			return lockerHandle{clients[i].Mutex(key)}, nil
-		},
-		close: closeAll,
-	}, nil
+	return lockerInstance(ds, viaNew, closeAll), nil
 }
 
 type nopLogger struct{}

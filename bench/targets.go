@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -114,6 +115,7 @@ func (r *report) targets() []target {
 	r.etcdTargets(&ts)
 	r.zkTargets(&ts)
 	r.manyTargets(&ts)
+	r.newMutexTargets(&ts)
 	return ts
 }
 
@@ -273,17 +275,46 @@ func (r *report) zkTargets(ts *targetList) {
 // manyTargets are the targets of the many-locks cell on Redis.
 func (r *report) manyTargets(ts *targetList) {
 	add := ts.add
-	var mr *manyResult
-	for _, m := range r.many {
-		if m.sys.server == "redis" && m.sys.kind == kindLocker && m.err == nil {
-			mr = m
+	found := false
+	for _, mr := range r.many {
+		if mr.sys.server != "redis" || mr.sys.kind != kindLocker || mr.err != nil {
+			continue
 		}
+		found = true
+		label := strings.TrimPrefix(mr.sys.name, "locker ")
+		if label == "locker" {
+			label = "1 Client"
+		}
+		add(target{"Redis, many locks", fmt.Sprintf("%d held locks: round trips per 100 locks per renewal period ≤ 1", mr.n), label, fmt.Sprintf("%.2f", mr.tripsPer100Per), "1", mr.tripsPer100Per <= 1, true})
+		add(target{"Redis, many locks", "front-end memory per held lock ≤ 2 KB", label, fmt.Sprintf("%.2f KB (whole client heap)", float64(mr.heapPerLock)/1024), "2 KB", mr.heapPerLock <= 2048, true})
 	}
-	if mr != nil {
-		add(target{"Redis, many locks", fmt.Sprintf("%d held locks: round trips per 100 locks per renewal period ≤ 1", mr.n), "", fmt.Sprintf("%.2f", mr.tripsPer100Per), "1", mr.tripsPer100Per <= 1, true})
-		add(target{"Redis, many locks", "front-end memory per held lock ≤ 2 KB", "", fmt.Sprintf("%.2f KB (whole client heap)", float64(mr.heapPerLock)/1024), "2 KB", mr.heapPerLock <= 2048, true})
-	} else {
+	if !found {
 		add(unmeasured("Redis, many locks", "many-locks cell"))
+	}
+}
+
+// newMutexTargets compare, on one key and one driver, the handles made
+// with locker.NewMutex to the same handles made from one Client (issue
+// 29): throughput, and on Redis round trips and commands per acquisition.
+func (r *report) newMutexTargets(ts *targetList) {
+	add := ts.add
+	for _, srv := range []string{"redis", "etcd", "zk"} {
+		area := map[string]string{"redis": "Redis", "etcd": "etcd", "zk": "ZooKeeper"}[srv]
+		viaNew, viaClient := r.find(srv, "locker NewMutex 1 driver"), r.find(srv, "locker 1 driver")
+		for _, n := range r.cfg.ns {
+			what := fmt.Sprintf("N=%d on one driver: NewMutex handles' acquisitions/s ≥ 0.8× one Client's handles'", n)
+			r.ratioTarget(ts, area, what, "NewMutex", viaNew, viaClient, 0.8, r.conStat(n, func(s contendedStats) float64 { return s.rate }))
+			if srv != "redis" {
+				continue
+			}
+			c := r.contended(viaNew, n)
+			if c == nil {
+				continue
+			}
+			st := c.stats()
+			add(target{area, fmt.Sprintf("N=%d on one driver: NewMutex handles' round trips per acquisition ≤ 3.5", n), "NewMutex", fmt.Sprintf("%.2f", st.tripsPerAcq), "3.5", st.tripsPerAcq <= 3.5, true})
+			add(target{area, fmt.Sprintf("N=%d on one driver: NewMutex handles' server commands per acquisition ≤ 12", n), "NewMutex", fmt.Sprintf("%.1f", st.cmdsPerAcq), "12", st.cmdsPerAcq <= 12, true})
+		}
 	}
 }
 
