@@ -47,6 +47,14 @@ type config struct {
 	only              *regexp.Regexp
 	cells             map[string]bool
 	servers           map[string]bool
+	// jsonOut is the file -json writes the results to, for -compare.
+	jsonOut string
+	// useServers are running servers to use instead of starting them
+	// (-use-servers), by name.
+	useServers map[string]extServer
+	cmp        compareConfig // see compare.go
+	// set holds the flags given on the command line.
+	set map[string]bool
 }
 
 const envRequireServers = "LOCKER_REQUIRE_SERVERS"
@@ -68,7 +76,17 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if cfg.cmp.bins != "" {
+		if err := runCompare(cfg, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	rep, err := run(cfg, os.Stderr)
+	if err == nil && cfg.jsonOut != "" {
+		err = rep.writeJSON(cfg.jsonOut)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
@@ -99,7 +117,19 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	cells := fs.String("cells", "u,p,c,churn,many", "cells to run: u (uncontended), p (parallel), c (contended), churn (new keys), many")
 	servers := fs.String("servers", "redis,etcd,zk,mem", "servers to run")
 	quick := fs.Bool("quick", false, "tiny durations, for a smoke test")
+	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results (one record per system, cell and metric) as JSON to this file")
+	useServers := fs.String("use-servers", "", "use these running servers instead of starting them: name=host:port@pid,... (names redis, etcd, zk; the pid is read for the server CPU columns)")
+	cmpFlags(fs, &cfg.cmp)
 	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	cfg.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { cfg.set[f.Name] = true })
+	if cfg.cmp.bins != "" {
+		cmpDefaults(fs, cfg.set)
+	}
+	var err error
+	if cfg.useServers, err = parseExtServers(*useServers); err != nil {
 		return cfg, err
 	}
 	if *quick {
@@ -162,7 +192,7 @@ func run(cfg config, log io.Writer) (*report, error) {
 		return nil, err
 	}
 	defer e.stopOnInterrupt(log)()
-	if e.zk != nil {
+	if e.zk != nil && e.zk.cmd != nil {
 		// The JVM compiles ZooKeeper's hot paths only after a while.
 		if err := warmZK(e, 10*cfg.warmup); err != nil {
 			return nil, fmt.Errorf("warming up ZooKeeper: %w", err)
@@ -208,6 +238,9 @@ func newEnv(cfg config) *env {
 // not installed (an error with LOCKER_REQUIRE_SERVERS=1) and the versions
 // of the others. The caller stops them with stopServers, on error too.
 func (e *env) startServers(rep *report) error {
+	if len(e.cfg.useServers) > 0 {
+		return e.attachServers(rep)
+	}
 	starters := []struct {
 		name  string
 		start func() (*server, error)
