@@ -381,6 +381,10 @@ func (c *comparison) write(w io.Writer, h cmpHeader) {
 			rows = append(rows, append(s.row(true), s.verdict()))
 		}
 	}
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "No cell reported a result.\n\n")
+		return
+	}
 	fmt.Fprintf(w, "#### Summary: throughput of every cell\n\n")
 	table(w, "lllrrrrl", []string{"cell", "system", "metric", h.names[0], h.names[1], "new/old", "per-round new/old", "±5 %"}, rows)
 	// One table per cell, every metric.
@@ -513,7 +517,14 @@ func runChild(bin string, args []string, base string) (*jsonResults, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = md, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%w: %s", err, lastLines(stderr.String(), 5))
+		msg := lastLines(stderr.String(), 5)
+		for line := range strings.SplitSeq(stderr.String(), "\n") {
+			if strings.HasPrefix(line, "flag provided but not defined") {
+				msg = line + " (a bench from before -compare: build both from the same sources, compare.sh -src here)"
+				break
+			}
+		}
+		return nil, fmt.Errorf("%w: %s", err, msg)
 	}
 	b, err := os.ReadFile(args[len(args)-1])
 	if err != nil {

@@ -86,12 +86,26 @@ build() {
 	# root module with ../ or requires a published version that a go.work
 	# links. The revision's own go.work (with modules bench does not need)
 	# is left out; its go.work.sum is kept.
-	printf 'go %s\n\nuse (\n\t./%s\n\t./%s/bench\n)\n' "$goversion" "$side" "$side" >"$tmp/$side.work"
+	# The version bench/go.mod requires is replaced too, so that the module
+	# graph does not ask the proxy for a locker release.
+	ver=$(awk '$1 == "github.com/go-locker/locker" { print $2 } $1 == "require" && $2 == "github.com/go-locker/locker" { print $3 }' "$wt/bench/go.mod")
+	{
+		printf 'go %s\n\nuse (\n\t./%s\n\t./%s/bench\n)\n' "$goversion" "$side" "$side"
+		if [ -n "$ver" ]; then
+			printf '\nreplace github.com/go-locker/locker %s => ./%s\n' "$ver" "$side"
+		fi
+	} >"$tmp/$side.work"
 	if [ -f "$wt/go.work.sum" ]; then
 		cp "$wt/go.work.sum" "$tmp/$side.work.sum"
 	fi
 	echo "compare.sh: building $side ($2) ..." >&2
-	(cd "$wt/bench" && GOWORK="$tmp/$side.work" go build -o "$tmp/$side.bin" .)
+	if ! (cd "$wt/bench" && GOWORK="$tmp/$side.work" go build -o "$tmp/$side.bin" .); then
+		if [ "$src" = here ]; then
+			echo "compare.sh: the bench sources in $here do not build against $side's locker ($2):" >&2
+			echo "compare.sh: its API differs from theirs; if both revisions' bench/ have -compare, use -src own" >&2
+		fi
+		exit 1
+	fi
 }
 
 build old "$oldsha"
