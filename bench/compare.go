@@ -36,6 +36,7 @@ type compareConfig struct {
 	names  string // "OLD,NEW": how the report names the builds
 	cmd    string // the command that reproduces the comparison
 	keep   string // directory to keep each run's JSON and markdown in
+	abba   bool   // new before old in every other round
 }
 
 func cmpFlags(fs *flag.FlagSet, c *compareConfig) {
@@ -43,6 +44,7 @@ func cmpFlags(fs *flag.FlagSet, c *compareConfig) {
 	fs.IntVar(&c.rounds, "compare-rounds", 4, "with -compare: interleaved rounds (each build runs every selected cell once per round, for -d or -cd)")
 	fs.StringVar(&c.names, "compare-names", "old,new", "with -compare: names of the two builds in the report")
 	fs.StringVar(&c.cmd, "compare-cmd", "", "with -compare: the command the report names as the one that reproduces it (compare.sh sets it)")
+	fs.BoolVar(&c.abba, "compare-abba", false, "with -compare: run new before old in every other round (old, new, new, old, ...), so that neither build always runs second")
 	fs.StringVar(&c.keep, "compare-keep", "", "with -compare: keep each run's JSON and markdown report in this directory")
 }
 
@@ -262,7 +264,10 @@ func num(v float64) string {
 	return fmt.Sprintf("%.2f", v)
 }
 
-// verdict says how new compares with old on a metric, within 5 %.
+// verdict says how new compares with old on a metric: within 5 % (the
+// medians' ratio), or worse or better by more, and then whether every
+// round agrees; where the rounds disagree the noise is larger than the
+// difference, and more rounds or longer cells resolve it.
 func (s *series) verdict() string {
 	q, ok := s.ratio()
 	if !ok {
@@ -272,16 +277,21 @@ func (s *series) verdict() string {
 		}
 		return "–"
 	}
-	if s.Lower && q != 0 {
-		q = 1 / q
+	lo, hi, _ := s.roundRatios()
+	if s.Lower && q != 0 && lo != 0 {
+		q, lo, hi = 1/q, 1/hi, 1/lo
 	}
 	switch {
+	case q >= 0.95 && q <= 1.05:
+		return "within 5 %"
+	case q < 0.95 && hi < 1:
+		return "**worse** in every round"
+	case q > 1.05 && lo > 1:
+		return "better in every round"
 	case q < 0.95:
-		return "**worse**"
-	case q > 1.05:
-		return "better"
+		return "worse, rounds disagree"
 	}
-	return "within 5 %"
+	return "better, rounds disagree"
 }
 
 func (s *series) row(withSystem bool) []string {
@@ -301,6 +311,13 @@ func (s *series) row(withSystem bool) []string {
 		row = append(row, "–")
 	}
 	return row
+}
+
+func abbaNote(abba bool) string {
+	if abba {
+		return " (new first in every other round: -compare-abba)"
+	}
+	return ""
 }
 
 // sum returns the sum of the numbers among vs.
@@ -349,12 +366,12 @@ func (c *comparison) write(w io.Writer, h cmpHeader) {
 	}
 	fmt.Fprintf(w, "\n\n")
 	fmt.Fprintf(w, "Builds: old = %s, new = %s, each a bench binary built against its revision of locker. "+
-		"%d rounds; in each, every cell kind of every server ran in old and then in new, one process per run (%d runs), "+
+		"%d rounds; in each, every cell kind of every server ran in old and then in new%s, one process per run (%d runs), "+
 		"each run one round of %v (uncontended, parallel) or %v (each contended cell); churn %d new keys per run; many locks held for %d renewal periods of %v. "+
 		"One run: `bench %s`.\n\n",
-		h.names[0], h.names[1], c.rounds, h.runs, h.cfg.dur, h.cfg.cdur, churnKeys/churnRounds(config{crounds: 1}), h.cfg.periods, h.cfg.manyTTL/3, h.child)
+		h.names[0], h.names[1], c.rounds, abbaNote(h.cfg.cmp.abba), h.runs, h.cfg.dur, h.cfg.cdur, churnKeys/churnRounds(config{crounds: 1}), h.cfg.periods, h.cfg.manyTTL/3, h.child)
 	fmt.Fprintf(w, "Old and new are the medians over the rounds; new/old is their ratio; per-round is the range of new/old within each round (old's run and new's next to it), which shows the noise. "+
-		"Higher is better for the rates (/s), lower for the rest; *±5 %%* compares new/old with 5 %% the right way round.\n\n")
+		"Higher is better for the rates (/s), lower for the rest. *Verdict*: within 5 %% when new/old of the medians is within 0.95–1.05; otherwise worse or better, *in every round* when each round's new/old is on the same side of 1, and *rounds disagree* when not (the noise is larger than the difference: more rounds or longer cells resolve it).\n\n")
 	notes := slices.Clone(c.notes)
 	for _, s := range c.order {
 		if s.Metric == "ME violations" || s.Metric == "lost" || s.Metric == "errors" {
@@ -386,7 +403,7 @@ func (c *comparison) write(w io.Writer, h cmpHeader) {
 		return
 	}
 	fmt.Fprintf(w, "#### Summary: throughput of every cell\n\n")
-	table(w, "lllrrrrl", []string{"cell", "system", "metric", h.names[0], h.names[1], "new/old", "per-round new/old", "±5 %"}, rows)
+	table(w, "lllrrrrl", []string{"cell", "system", "metric", h.names[0], h.names[1], "new/old", "per-round new/old", "verdict"}, rows)
 	// One table per cell, every metric.
 	var cells []string
 	for _, s := range c.order {
@@ -473,8 +490,12 @@ func runCompare(cfg config, out, log io.Writer) error {
 	cmp.notes = rep.notes
 	runs := 0
 	for round := range cfg.cmp.rounds {
+		order := []int{0, 1}
+		if cfg.cmp.abba && round%2 == 1 {
+			order = []int{1, 0}
+		}
 		for _, c := range cells {
-			for side := range bins {
+			for _, side := range order {
 				runs++
 				fmt.Fprintf(log, "round %d/%d: %s %s, %s\n", round+1, cfg.cmp.rounds, c.server, c.cell, names[side])
 				base := filepath.Join(dir, fmt.Sprintf("r%d-%s-%s-%s", round+1, c.server, c.cell, [2]string{"old", "new"}[side]))

@@ -13,6 +13,15 @@
 //	cd bench && go run .
 //
 // Flags shorten or select cells; -h lists them.
+//
+// With -compare OLD,NEW it compares two bench binaries built against two
+// revisions of locker instead (compare.sh builds them): it starts the
+// servers once and runs the selected cells alternately in old and new for
+// -compare-rounds rounds, each run a child process on the shared servers
+// that writes its results as JSON (-json, -use-servers), and prints per
+// cell the medians of old and new and their ratio:
+//
+//	bench/compare.sh main HEAD
 package main
 
 import (
