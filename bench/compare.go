@@ -37,6 +37,7 @@ type compareConfig struct {
 	cmd    string // the command that reproduces the comparison
 	keep   string // directory to keep each run's JSON and markdown in
 	abba   bool   // new before old in every other round
+	settle time.Duration
 }
 
 func cmpFlags(fs *flag.FlagSet, c *compareConfig) {
@@ -44,7 +45,8 @@ func cmpFlags(fs *flag.FlagSet, c *compareConfig) {
 	fs.IntVar(&c.rounds, "compare-rounds", 4, "with -compare: interleaved rounds (each build runs every selected cell once per round, for -d or -cd)")
 	fs.StringVar(&c.names, "compare-names", "old,new", "with -compare: names of the two builds in the report")
 	fs.StringVar(&c.cmd, "compare-cmd", "", "with -compare: the command the report names as the one that reproduces it (compare.sh sets it)")
-	fs.BoolVar(&c.abba, "compare-abba", false, "with -compare: run new before old in every other round (old, new, new, old, ...), so that neither build always runs second")
+	fs.BoolVar(&c.abba, "compare-abba", true, "with -compare: run new before old in every other round (old, new, new, old, ...), so that neither build always runs right after the other's run of a cell, nor first after the previous cell; -compare-abba=false runs old, new in every round")
+	fs.DurationVar(&c.settle, "compare-settle", 250*time.Millisecond, "with -compare: pause before each run, for the servers to finish with the previous one")
 	fs.StringVar(&c.keep, "compare-keep", "", "with -compare: keep each run's JSON and markdown report in this directory")
 }
 
@@ -58,7 +60,7 @@ const lockerOnly = `^[a-z]+ / locker( 1 driver)?$`
 var cmpDefaultFlags = map[string]string{
 	"d": "1s", "cd": "1s", "warmup": "200ms",
 	"servers": "redis,etcd,zk", "only": lockerOnly,
-	"many-other": "1000", "periods": "2",
+	"many-other": "1000", "periods": "2", "churn-keys": "2000",
 }
 
 // cmpDefaults sets the flags not given on the command line to their
@@ -155,7 +157,7 @@ func childArgs(cfg config, c cmpCell, servers, jsonPath string) []string {
 		"-d", cfg.dur.String(), "-cd", cfg.cdur.String(), "-warmup", cfg.warmup.String(),
 		"-cs", cfg.cs.String(), "-parallel", strconv.Itoa(cfg.parallel), "-n", strings.Join(ns, ","),
 		"-many", strconv.Itoa(cfg.many), "-many-other", strconv.Itoa(cfg.manyOther),
-		"-periods", strconv.Itoa(cfg.periods), "-many-ttl", cfg.manyTTL.String(),
+		"-periods", strconv.Itoa(cfg.periods), "-churn-keys", strconv.Itoa(cfg.churnKeys), "-many-ttl", cfg.manyTTL.String(),
 		"-per-contender=" + strconv.FormatBool(cfg.perContender),
 	}
 	if cfg.only != nil {
@@ -313,11 +315,11 @@ func (s *series) row(withSystem bool) []string {
 	return row
 }
 
-func abbaNote(abba bool) string {
+func orderNote(abba bool) string {
 	if abba {
-		return " (new first in every other round: -compare-abba)"
+		return "both builds, old first in odd rounds and new first in even ones (-compare-abba)"
 	}
-	return ""
+	return "old and then in new (-compare-abba=false)"
 }
 
 // sum returns the sum of the numbers among vs.
@@ -366,10 +368,10 @@ func (c *comparison) write(w io.Writer, h cmpHeader) {
 	}
 	fmt.Fprintf(w, "\n\n")
 	fmt.Fprintf(w, "Builds: old = %s, new = %s, each a bench binary built against its revision of locker. "+
-		"%d rounds; in each, every cell kind of every server ran in old and then in new%s, one process per run (%d runs), "+
+		"%d rounds; in each, every cell kind of every server ran in %s, one process per run (%d runs, %v apart), "+
 		"each run one round of %v (uncontended, parallel) or %v (each contended cell); churn %d new keys per run; many locks held for %d renewal periods of %v. "+
 		"One run: `bench %s`.\n\n",
-		h.names[0], h.names[1], c.rounds, abbaNote(h.cfg.cmp.abba), h.runs, h.cfg.dur, h.cfg.cdur, churnKeys/churnRounds(config{crounds: 1}), h.cfg.periods, h.cfg.manyTTL/3, h.child)
+		h.names[0], h.names[1], c.rounds, orderNote(h.cfg.cmp.abba), h.runs, h.cfg.cmp.settle, h.cfg.dur, h.cfg.cdur, h.cfg.churnKeys, h.cfg.periods, h.cfg.manyTTL/3, h.child)
 	fmt.Fprintf(w, "Old and new are the medians over the rounds; new/old is their ratio; per-round is the range of new/old within each round (old's run and new's next to it), which shows the noise. "+
 		"Higher is better for the rates (/s), lower for the rest. *Verdict*: within 5 %% when new/old of the medians is within 0.95–1.05; otherwise worse or better, *in every round* when each round's new/old is on the same side of 1, and *rounds disagree* when not (the noise is larger than the difference: more rounds or longer cells resolve it).\n\n")
 	notes := slices.Clone(c.notes)
@@ -497,6 +499,7 @@ func runCompare(cfg config, out, log io.Writer) error {
 		for _, c := range cells {
 			for _, side := range order {
 				runs++
+				time.Sleep(cfg.cmp.settle)
 				fmt.Fprintf(log, "round %d/%d: %s %s, %s\n", round+1, cfg.cmp.rounds, c.server, c.cell, names[side])
 				base := filepath.Join(dir, fmt.Sprintf("r%d-%s-%s-%s", round+1, c.server, c.cell, [2]string{"old", "new"}[side]))
 				res, err := runChild(bins[side], childArgs(cfg, c, shared, base+".json"), base)

@@ -94,7 +94,7 @@ func TestChildArgs(t *testing.T) {
 	if child.cdur != 700*time.Millisecond || child.dur != time.Second || child.rounds != 1 || child.crounds != 1 ||
 		len(child.ns) != 2 || child.ns[1] != 5 || child.only.String() != lockerOnly || child.jsonOut != "f.json" ||
 		!child.cells["c"] || len(child.cells) != 1 || !child.servers["redis"] || len(child.servers) != 1 ||
-		child.useServers["redis"].pid != 2 || child.cmp.bins != "" || child.many != cfg.many || child.manyTTL != cfg.manyTTL {
+		child.useServers["redis"].pid != 2 || child.cmp.bins != "" || child.many != cfg.many || child.manyTTL != cfg.manyTTL || child.churnKeys != 2000 {
 		t.Errorf("child config %+v", child)
 	}
 }

@@ -50,6 +50,7 @@ type config struct {
 	ns                []int
 	many, manyOther   int
 	periods           int
+	churnKeys         int // new keys of the churn cell, split over its rounds
 	perContender      bool
 	cpuProfile        string
 	manyTTL           time.Duration
@@ -120,6 +121,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&cfg.manyOther, "many-other", 2000, "locks held in the many-locks cell on etcd and ZooKeeper (each lock is a raft write or a znode: 10,000 take tens of seconds)")
 	fs.BoolVar(&cfg.perContender, "per-contender", true, "also run the contended cells of the Redis systems with one client per goroutine (as N processes)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process (its clients) to this file")
+	fs.IntVar(&cfg.churnKeys, "churn-keys", 1000, "new keys of the churn cell per system, split over its interleaved rounds")
 	fs.IntVar(&cfg.periods, "periods", 3, "renewal periods the many locks are held")
 	fs.DurationVar(&cfg.manyTTL, "many-ttl", 3*time.Second, "lease of the many locks (renewed every third)")
 	only := fs.String("only", "", "run only systems whose \"server / name\" matches this regexp")

@@ -56,7 +56,9 @@ func cellContended(n, clients int) string {
 	}
 	return fmt.Sprintf("one key: N=%d, %d clients", n, clients)
 }
-func cellChurn() string                    { return fmt.Sprintf("churn: %d new keys, one goroutine", churnKeys) }
+func cellChurn(keys int) string {
+	return fmt.Sprintf("churn: %d new keys, one goroutine", keys)
+}
 func cellMany(server string, n int) string { return fmt.Sprintf("many locks: %d held (%s)", n, server) }
 
 // recorder collects the records of a system and cell.
@@ -144,7 +146,7 @@ func (r *report) records() []record {
 	}
 	for _, s := range r.systems {
 		if c := r.churn[s]; c != nil && c.pairs > 0 {
-			a := rc.at(cellChurn(), s.label())
+			a := rc.at(cellChurn(r.cfg.churnKeys), s.label())
 			a.add("pairs/s", rate(c.pairs, c.d.elapsed), higher, true)
 			a.add("p50 µs", usF(c.lat.quantile(0.5)), lower, false)
 			a.add("p99 µs", usF(c.lat.quantile(0.99)), lower, false)
