@@ -393,7 +393,12 @@ func (c *comparison) write(w io.Writer, h cmpHeader) {
 	if len(notes) > 0 {
 		fmt.Fprintln(w)
 	}
-	// The summary: every cell's headline number.
+	c.writeTables(w, h)
+}
+
+// writeTables writes the summary, every cell's headline number, and one
+// table per cell with every metric.
+func (c *comparison) writeTables(w io.Writer, h cmpHeader) {
 	var rows [][]string
 	for _, s := range c.order {
 		if s.Primary {
@@ -406,7 +411,6 @@ func (c *comparison) write(w io.Writer, h cmpHeader) {
 	}
 	fmt.Fprintf(w, "#### Summary: throughput of every cell\n\n")
 	table(w, "lllrrrrl", []string{"cell", "system", "metric", h.names[0], h.names[1], "new/old", "per-round new/old", "verdict"}, rows)
-	// One table per cell, every metric.
 	var cells []string
 	for _, s := range c.order {
 		if !slices.Contains(cells, s.Cell) {
@@ -429,23 +433,9 @@ func (c *comparison) write(w io.Writer, h cmpHeader) {
 // out, its progress to log.
 func runCompare(cfg config, out, log io.Writer) error {
 	started := time.Now()
-	var bins, names [2]string
-	bs, ns := strings.Split(cfg.cmp.bins, ","), strings.Split(cfg.cmp.names, ",")
-	if len(bs) != 2 || len(ns) != 2 {
-		return errors.New("-compare and -compare-names take two comma-separated values: old,new")
-	}
-	for i := range bins {
-		p, err := filepath.Abs(bs[i])
-		if err == nil {
-			_, err = os.Stat(p)
-		}
-		if err != nil {
-			return fmt.Errorf("-compare: %w", err)
-		}
-		bins[i], names[i] = p, ns[i]
-	}
-	if cfg.cmp.rounds < 1 {
-		return errors.New("-compare-rounds must be at least 1")
+	bins, names, err := cmpBuilds(cfg.cmp)
+	if err != nil {
+		return err
 	}
 	dir := cfg.cmp.keep
 	if dir == "" {
@@ -458,7 +448,6 @@ func runCompare(cfg config, out, log io.Writer) error {
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-
 	e := newEnv(cfg)
 	rep := newReport(cfg)
 	defer e.stopServers()
@@ -473,60 +462,97 @@ func runCompare(cfg config, out, log io.Writer) error {
 			return fmt.Errorf("warming up ZooKeeper: %w", err)
 		}
 	}
-	shared := e.formatExtServers()
+	cells := e.cmpCells()
+	if len(cells) == 0 {
+		return errors.New("-compare: no cell selected on a running server")
+	}
+	cmp := newComparison(cfg.cmp.rounds)
+	cmp.notes = rep.notes
+	runs := cmp.runRounds(cfg, cells, bins, names, e.formatExtServers(), dir, log)
+	cmd := cfg.cmp.cmd
+	if cmd == "" {
+		cmd = "bench " + strings.Join(os.Args[1:], " ")
+	}
+	cmp.write(out, cmpHeader{
+		names: names, cmd: cmd, servers: rep.servers,
+		// One run's command line, without the servers (this run's).
+		child:   quoteArgs(childArgs(cfg, cells[0], "", "FILE")),
+		elapsed: time.Since(started), cfg: cfg, runs: runs, goVer: runtime.Version(),
+	})
+	return nil
+}
+
+// cmpBuilds returns the absolute paths of the two binaries of -compare and
+// their names.
+func cmpBuilds(c compareConfig) (bins, names [2]string, err error) {
+	bs, ns := strings.Split(c.bins, ","), strings.Split(c.names, ",")
+	if len(bs) != 2 || len(ns) != 2 {
+		return bins, names, errors.New("-compare and -compare-names take two comma-separated values: old,new")
+	}
+	if c.rounds < 1 {
+		return bins, names, errors.New("-compare-rounds must be at least 1")
+	}
+	for i := range bins {
+		p, err := filepath.Abs(bs[i])
+		if err == nil {
+			_, err = os.Stat(p)
+		}
+		if err != nil {
+			return bins, names, fmt.Errorf("-compare: %w", err)
+		}
+		bins[i], names[i] = p, ns[i]
+	}
+	return bins, names, nil
+}
+
+// cmpCells returns the selected cell kinds of the running servers, in
+// the order the runs take them.
+func (e *env) cmpCells() []cmpCell {
 	var cells []cmpCell
 	for _, srv := range []string{"redis", "etcd", "zk", "mem"} {
 		if !e.available(srv) {
 			continue
 		}
 		for _, cell := range []string{"u", "p", "c", "churn", "many"} {
-			if cfg.cells[cell] && (cell != "many" || srv != "mem") {
+			if e.cfg.cells[cell] && (cell != "many" || srv != "mem") {
 				cells = append(cells, cmpCell{srv, cell})
 			}
 		}
 	}
-	if len(cells) == 0 {
-		return errors.New("-compare: no cell selected on a running server")
-	}
-	cmp := newComparison(cfg.cmp.rounds)
-	cmp.notes = rep.notes
+	return cells
+}
+
+// runRounds runs every cell in both builds in each round, each run a
+// child process on the shared servers with its files in dir, and returns
+// the number of runs.
+func (c *comparison) runRounds(cfg config, cells []cmpCell, bins, names [2]string, shared, dir string, log io.Writer) int {
 	runs := 0
 	for round := range cfg.cmp.rounds {
 		order := []int{0, 1}
 		if cfg.cmp.abba && round%2 == 1 {
 			order = []int{1, 0}
 		}
-		for _, c := range cells {
+		for _, cell := range cells {
 			for _, side := range order {
 				runs++
 				time.Sleep(cfg.cmp.settle)
-				fmt.Fprintf(log, "round %d/%d: %s %s, %s\n", round+1, cfg.cmp.rounds, c.server, c.cell, names[side])
-				base := filepath.Join(dir, fmt.Sprintf("r%d-%s-%s-%s", round+1, c.server, c.cell, [2]string{"old", "new"}[side]))
-				res, err := runChild(bins[side], childArgs(cfg, c, shared, base+".json"), base)
+				fmt.Fprintf(log, "round %d/%d: %s %s, %s\n", round+1, cfg.cmp.rounds, cell.server, cell.cell, names[side])
+				what := fmt.Sprintf("%s, round %d, %s %s", names[side], round+1, cell.server, cell.cell)
+				base := filepath.Join(dir, fmt.Sprintf("r%d-%s-%s-%s", round+1, cell.server, cell.cell, [2]string{"old", "new"}[side]))
+				res, err := runChild(bins[side], childArgs(cfg, cell, shared, base+".json"), base)
 				if err != nil {
-					cmp.notes = append(cmp.notes, fmt.Sprintf("%s, round %d, %s %s: run failed: %v", names[side], round+1, c.server, c.cell, err))
+					c.notes = append(c.notes, fmt.Sprintf("%s: run failed: %v", what, err))
 					continue
 				}
 				for _, n := range res.Notes {
-					cmp.notes = append(cmp.notes, fmt.Sprintf("%s, round %d, %s %s: %s", names[side], round+1, c.server, c.cell, n))
+					c.notes = append(c.notes, fmt.Sprintf("%s: %s", what, n))
 				}
-				cmp.flags[side] += len(res.Flags)
-				cmp.add(side, round, res.Records)
+				c.flags[side] += len(res.Flags)
+				c.add(side, round, res.Records)
 			}
 		}
 	}
-	// The command line of one run, with the servers left out (they are
-	// this run's).
-	child := childArgs(cfg, cells[0], "", "FILE")
-	cmd := cfg.cmp.cmd
-	if cmd == "" {
-		cmd = "bench " + strings.Join(os.Args[1:], " ")
-	}
-	cmp.write(out, cmpHeader{
-		names: names, cmd: cmd, child: quoteArgs(child), servers: rep.servers,
-		elapsed: time.Since(started), cfg: cfg, runs: runs, goVer: runtime.Version(),
-	})
-	return nil
+	return runs
 }
 
 // runChild runs one bench binary with args, its markdown report going to

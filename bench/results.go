@@ -122,28 +122,7 @@ func (r *report) records() []record {
 			a.add("errors", float64(p.errors), lower, false)
 		}
 	}
-	for _, n := range r.cfg.ns {
-		for _, s := range r.systems {
-			for _, c := range r.con[s] {
-				if c.n != n {
-					continue
-				}
-				st := c.stats()
-				a := rc.at(cellContended(c.n, c.clients), s.label())
-				a.add("acq/s", st.rate, higher, true)
-				a.add("wait p99 ms", msF(st.wait.quantile(0.99)), lower, false)
-				a.add("longest wait ms", msF(st.maxWait), lower, false)
-				a.add("fairness (max/min)", st.fairness, lower, false)
-				a.add("round trips/acq", st.tripsPerAcq, lower, false)
-				if s.server == "redis" {
-					a.add("server cmds/acq", st.cmdsPerAcq, lower, false)
-				}
-				a.add("client CPU µs/acq", usF(st.cpuPerAcq), lower, false)
-				a.add("ME violations", float64(c.violations), lower, false)
-				a.add("errors", float64(c.errors), lower, false)
-			}
-		}
-	}
+	r.contendedRecords(&rc)
 	for _, s := range r.systems {
 		if c := r.churn[s]; c != nil && c.pairs > 0 {
 			a := rc.at(cellChurn(r.cfg.churnKeys), s.label())
@@ -168,4 +147,31 @@ func (r *report) records() []record {
 		a.add("lost", float64(m.lostN), lower, false)
 	}
 	return rc.rs
+}
+
+// contendedRecords adds the records of the contended cells, by N.
+func (r *report) contendedRecords(rc *recorder) {
+	const lower, higher = true, false
+	for _, n := range r.cfg.ns {
+		for _, s := range r.systems {
+			for _, c := range r.con[s] {
+				if c.n != n {
+					continue
+				}
+				st := c.stats()
+				a := rc.at(cellContended(c.n, c.clients), s.label())
+				a.add("acq/s", st.rate, higher, true)
+				a.add("wait p99 ms", msF(st.wait.quantile(0.99)), lower, false)
+				a.add("longest wait ms", msF(st.maxWait), lower, false)
+				a.add("fairness (max/min)", st.fairness, lower, false)
+				a.add("round trips/acq", st.tripsPerAcq, lower, false)
+				if s.server == "redis" {
+					a.add("server cmds/acq", st.cmdsPerAcq, lower, false)
+				}
+				a.add("client CPU µs/acq", usF(st.cpuPerAcq), lower, false)
+				a.add("ME violations", float64(c.violations), lower, false)
+				a.add("errors", float64(c.errors), lower, false)
+			}
+		}
+	}
 }
