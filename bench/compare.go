@@ -56,7 +56,7 @@ const lockerOnly = `^[a-z]+ / locker( 1 driver)?$`
 
 // cmpDefaultFlags are the defaults of flags in -compare mode, where each
 // duration is one round's: 4 rounds of the five cell kinds on Redis, etcd
-// and ZooKeeper take about 8 minutes on 2 cores.
+// and ZooKeeper take about 7 minutes on 2 cores (shared, loaded).
 var cmpDefaultFlags = map[string]string{
 	"d": "1s", "cd": "1s", "warmup": "200ms",
 	"servers": "redis,etcd,zk", "only": lockerOnly,
@@ -283,17 +283,29 @@ func (s *series) verdict() string {
 	if s.Lower && q != 0 && lo != 0 {
 		q, lo, hi = 1/q, 1/hi, 1/lo
 	}
+	n := s.pairedRounds()
 	switch {
 	case q >= 0.95 && q <= 1.05:
 		return "within 5 %"
 	case q < 0.95 && hi < 1:
-		return "**worse** in every round"
+		return fmt.Sprintf("**worse** in all %d rounds", n)
 	case q > 1.05 && lo > 1:
-		return "better in every round"
+		return fmt.Sprintf("better in all %d rounds", n)
 	case q < 0.95:
 		return "worse, rounds disagree"
 	}
 	return "better, rounds disagree"
+}
+
+// pairedRounds returns the number of rounds both builds reported.
+func (s *series) pairedRounds() int {
+	n := 0
+	for i := range s.vals[0] {
+		if !math.IsNaN(s.vals[0][i]) && !math.IsNaN(s.vals[1][i]) {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *series) row(withSystem bool) []string {
@@ -373,7 +385,7 @@ func (c *comparison) write(w io.Writer, h cmpHeader) {
 		"One run: `bench %s`.\n\n",
 		h.names[0], h.names[1], c.rounds, orderNote(h.cfg.cmp.abba), h.runs, h.cfg.cmp.settle, h.cfg.dur, h.cfg.cdur, h.cfg.churnKeys, h.cfg.periods, h.cfg.manyTTL/3, h.child)
 	fmt.Fprintf(w, "Old and new are the medians over the rounds; new/old is their ratio; per-round is the range of new/old within each round (old's run and new's next to it), which shows the noise. "+
-		"Higher is better for the rates (/s), lower for the rest. *Verdict*: within 5 %% when new/old of the medians is within 0.95–1.05; otherwise worse or better, *in every round* when each round's new/old is on the same side of 1, and *rounds disagree* when not (the noise is larger than the difference: more rounds or longer cells resolve it).\n\n")
+		"Higher is better for the rates (/s), lower for the rest. *Verdict*: within 5 %% when new/old of the medians is within 0.95–1.05; otherwise worse or better, *in all rounds* when each round's new/old is on the same side of 1, and *rounds disagree* when not (the noise is larger than the difference: more rounds or longer cells resolve it). Noise alone puts all %d rounds on one side 1 time in %d: confirm a row that says so with a second run before calling it a regression.\n\n", c.rounds, 1<<max(c.rounds-1, 0))
 	notes := slices.Clone(c.notes)
 	for _, s := range c.order {
 		if s.Metric == "ME violations" || s.Metric == "lost" || s.Metric == "errors" {

@@ -11,7 +11,7 @@
 # selected cell runs in the old binary and then in the new one. Without
 # flags: locker's own systems (no peers) on Redis, etcd and ZooKeeper, the
 # five cell kinds (u, p, c, churn, many), 4 rounds of 1 s per cell, about
-# 8 minutes on 2 cores. Flags go to bench (`cd bench && go run . -h`),
+# 7 minutes on 2 cores. Flags go to bench (`cd bench && go run . -h`),
 # e.g. -servers redis, -cells u,p, -compare-rounds 6, -d 2s,
 # -compare-keep DIR (each run's JSON and markdown report).
 #

@@ -44,10 +44,10 @@ func TestSeriesVerdict(t *testing.T) {
 	if lo, hi, _ := rate.roundRatios(); lo != 0.9 || hi != 0.98 {
 		t.Errorf("round ratios %v–%v, want 0.9–0.98", lo, hi)
 	}
-	if v := rate.verdict(); v != "**worse** in every round" {
+	if v := rate.verdict(); v != "**worse** in all 2 rounds" {
 		t.Errorf("6 %% fewer pairs/s: %q", v)
 	}
-	if v := cpu.verdict(); v != "better in every round" {
+	if v := cpu.verdict(); v != "better in all 2 rounds" {
 		t.Errorf("10 %% less CPU: %q", v)
 	}
 	noisy := newComparison(3)
@@ -60,7 +60,7 @@ func TestSeriesVerdict(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	c.write(&buf, cmpHeader{names: [2]string{"A", "B"}, cmd: "cmd"})
-	if !strings.Contains(buf.String(), "| u | s | pairs/s | 100 | 94.0 | 0.940 | 0.90–0.98 | **worse** in every round |") {
+	if !strings.Contains(buf.String(), "| u | s | pairs/s | 100 | 94.0 | 0.940 | 0.90–0.98 | **worse** in all 2 rounds |") {
 		t.Errorf("summary row missing:\n%s", buf.String())
 	}
 }
