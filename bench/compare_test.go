@@ -117,7 +117,7 @@ func TestCompare(t *testing.T) {
 	}
 	var out, log bytes.Buffer
 	cmd := exec.Command(bin, "-compare", bin+","+bin, "-compare-names", "A,B", "-compare-rounds", "2",
-		"-servers", servers, "-d", "100ms", "-cd", "100ms", "-n", "4", "-many", "200", "-many-ttl", "600ms", "-periods", "1")
+		"-servers", servers, "-d", "100ms", "-cd", "100ms", "-n", "4", "-many", "200", "-many-ttl", "600ms", "-periods", "1", "-churn-keys", "200")
 	cmd.Stdout, cmd.Stderr = &out, &log
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
@@ -127,7 +127,7 @@ func TestCompare(t *testing.T) {
 	if strings.Contains(s, "run failed") || strings.Contains(s, "**A:") || strings.Contains(s, "**B:") {
 		t.Error("a run failed or reported errors")
 	}
-	want := []string{"| uncontended: one goroutine, one key | mem / locker | pairs/s |", "| one key: N=4, 4 clients | mem / locker | acq/s |", "| churn: 1000 new keys, one goroutine | mem / locker |"}
+	want := []string{"| uncontended: one goroutine, one key | mem / locker | pairs/s |", "| one key: N=4, 4 clients | mem / locker | acq/s |", "| churn: 200 new keys, one goroutine | mem / locker |"}
 	if servers != "mem" {
 		want = append(want, "| uncontended: one goroutine, one key | redis / locker | pairs/s |", "| one key: N=4, 1 client | redis / locker 1 driver | acq/s |",
 			"| many locks: 200 held (redis) | redis / locker | locks acquired/s |", "| parallel: 16 goroutines, distinct keys | redis / locker | pairs/s |")
