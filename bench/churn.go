@@ -12,10 +12,6 @@ import (
 // each. On etcd and ZooKeeper a new key costs what an old one does not
 // (ZooKeeper: the key's parent node; caches that miss).
 
-// churnKeys is the number of new keys of the churn cell, split over the
-// interleaved rounds.
-const churnKeys = 1000
-
 // churnKeyOf returns the i-th new key of round run of s's churn cell, by
 // server. Every key is one last path segment under a parent that exists
 // after the first key, so that a library that makes a key's parents (zk.Lock
@@ -57,13 +53,13 @@ func runChurnCells(e *env, rep *report, log io.Writer, group []*system) {
 			if s.contendedOnly || keyOf == nil {
 				continue
 			}
-			fmt.Fprintf(log, "%s: churn %d new keys (round %d)\n", s.label(), churnKeys/rounds, round+1)
+			fmt.Fprintf(log, "%s: churn %d new keys (round %d)\n", s.label(), e.cfg.churnKeys/rounds, round+1)
 			r := rep.churn[s]
 			if r == nil {
 				r = &churnResult{}
 				rep.churn[s] = r
 			}
-			if err := runChurn(e, s, r, churnKeys/rounds, keyOf); err != nil {
+			if err := runChurn(e, s, r, e.cfg.churnKeys/rounds, keyOf); err != nil {
 				rep.failf(s, "churn", err)
 			}
 		}
@@ -117,7 +113,7 @@ func (r *report) writeChurn(w io.Writer) {
 	if len(r.churn) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "### New-key churn: one goroutine locks and unlocks %d keys never used before\n\n", churnKeys)
+	fmt.Fprintf(w, "### New-key churn: one goroutine locks and unlocks %d keys never used before\n\n", r.cfg.churnKeys)
 	fmt.Fprintf(w, "One client, a new handle for each key, keys in a row, in %d interleaved rounds per server. Latency is per pair, the handle's creation included. Requests are by opcode for ZooKeeper, gRPC methods for etcd, commands for Redis.\n\n", churnRounds(r.cfg))
 	var rows [][]string
 	for _, s := range r.systems {

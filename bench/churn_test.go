@@ -23,12 +23,12 @@ func TestChurnCell(t *testing.T) {
 	if r == nil {
 		t.Fatal("no churn result for mem / locker")
 	}
-	if r.errors != 0 || r.pairs != churnKeys {
-		t.Fatalf("churn: %d pairs, %d errors; want %d pairs, no error", r.pairs, r.errors, churnKeys)
+	if r.errors != 0 || r.pairs != cfg.churnKeys {
+		t.Fatalf("churn: %d pairs, %d errors; want %d pairs, no error", r.pairs, r.errors, cfg.churnKeys)
 	}
 	seen := map[string]bool{}
 	for round := range churnRounds(cfg) {
-		for i := range churnKeys / churnRounds(cfg) {
+		for i := range cfg.churnKeys / churnRounds(cfg) {
 			k := churnKey(s, int64(round), i)
 			if seen[k] {
 				t.Fatalf("key %q named twice", k)

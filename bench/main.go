@@ -13,6 +13,15 @@
 //	cd bench && go run .
 //
 // Flags shorten or select cells; -h lists them.
+//
+// With -compare OLD,NEW it compares two bench binaries built against two
+// revisions of locker instead (compare.sh builds them): it starts the
+// servers once and runs the selected cells alternately in old and new for
+// -compare-rounds rounds, each run a child process on the shared servers
+// that writes its results as JSON (-json, -use-servers), and prints per
+// cell the medians of old and new and their ratio:
+//
+//	bench/compare.sh main HEAD
 package main
 
 import (
@@ -41,12 +50,21 @@ type config struct {
 	ns                []int
 	many, manyOther   int
 	periods           int
+	churnKeys         int // new keys of the churn cell, split over its rounds
 	perContender      bool
 	cpuProfile        string
 	manyTTL           time.Duration
 	only              *regexp.Regexp
 	cells             map[string]bool
 	servers           map[string]bool
+	// jsonOut is the file -json writes the results to, for -compare.
+	jsonOut string
+	// useServers are running servers to use instead of starting them
+	// (-use-servers), by name.
+	useServers map[string]extServer
+	cmp        compareConfig // see compare.go
+	// set holds the flags given on the command line.
+	set map[string]bool
 }
 
 const envRequireServers = "LOCKER_REQUIRE_SERVERS"
@@ -68,7 +86,17 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if cfg.cmp.bins != "" {
+		if err := runCompare(cfg, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	rep, err := run(cfg, os.Stderr)
+	if err == nil && cfg.jsonOut != "" {
+		err = rep.writeJSON(cfg.jsonOut)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
@@ -93,13 +121,26 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.IntVar(&cfg.manyOther, "many-other", 2000, "locks held in the many-locks cell on etcd and ZooKeeper (each lock is a raft write or a znode: 10,000 take tens of seconds)")
 	fs.BoolVar(&cfg.perContender, "per-contender", true, "also run the contended cells of the Redis systems with one client per goroutine (as N processes)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the bench process (its clients) to this file")
+	fs.IntVar(&cfg.churnKeys, "churn-keys", 1000, "new keys of the churn cell per system, split over its interleaved rounds")
 	fs.IntVar(&cfg.periods, "periods", 3, "renewal periods the many locks are held")
 	fs.DurationVar(&cfg.manyTTL, "many-ttl", 3*time.Second, "lease of the many locks (renewed every third)")
 	only := fs.String("only", "", "run only systems whose \"server / name\" matches this regexp")
 	cells := fs.String("cells", "u,p,c,churn,many", "cells to run: u (uncontended), p (parallel), c (contended), churn (new keys), many")
 	servers := fs.String("servers", "redis,etcd,zk,mem", "servers to run")
 	quick := fs.Bool("quick", false, "tiny durations, for a smoke test")
+	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results (one record per system, cell and metric) as JSON to this file")
+	useServers := fs.String("use-servers", "", "use these running servers instead of starting them: name=host:port@pid,... (names redis, etcd, zk; the pid is read for the server CPU columns)")
+	cmpFlags(fs, &cfg.cmp)
 	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	cfg.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { cfg.set[f.Name] = true })
+	if cfg.cmp.bins != "" {
+		cmpDefaults(fs, cfg.set)
+	}
+	var err error
+	if cfg.useServers, err = parseExtServers(*useServers); err != nil {
 		return cfg, err
 	}
 	if *quick {
@@ -162,7 +203,7 @@ func run(cfg config, log io.Writer) (*report, error) {
 		return nil, err
 	}
 	defer e.stopOnInterrupt(log)()
-	if e.zk != nil {
+	if e.zk != nil && e.zk.cmd != nil {
 		// The JVM compiles ZooKeeper's hot paths only after a while.
 		if err := warmZK(e, 10*cfg.warmup); err != nil {
 			return nil, fmt.Errorf("warming up ZooKeeper: %w", err)
@@ -208,6 +249,9 @@ func newEnv(cfg config) *env {
 // not installed (an error with LOCKER_REQUIRE_SERVERS=1) and the versions
 // of the others. The caller stops them with stopServers, on error too.
 func (e *env) startServers(rep *report) error {
+	if len(e.cfg.useServers) > 0 {
+		return e.attachServers(rep)
+	}
 	starters := []struct {
 		name  string
 		start func() (*server, error)

@@ -470,6 +470,21 @@ func (r *report) writeSystems(w io.Writer) {
 
 // writeFlags lists what the harness found worth a second look.
 func (r *report) writeFlags(w io.Writer) {
+	flags := r.flags()
+	if len(flags) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### Flags raised by the harness\n\n")
+	for _, f := range flags {
+		fmt.Fprintf(w, "* %s\n", f)
+	}
+	fmt.Fprintln(w)
+}
+
+// flags returns what the harness found worth a second look: mutual
+// exclusion violated, starvation, unfairness, long waits, barging, errors,
+// lost locks.
+func (r *report) flags() []string {
 	var flags []string
 	add := func(format string, args ...any) { flags = append(flags, fmt.Sprintf(format, args...)) }
 	for _, s := range r.systems {
@@ -509,12 +524,5 @@ func (r *report) writeFlags(w io.Writer) {
 			add("%s / %s many locks: %d lost, error %v", m.sys.server, m.sys.name, m.lostN, m.err)
 		}
 	}
-	if len(flags) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "### Flags raised by the harness\n\n")
-	for _, f := range flags {
-		fmt.Fprintf(w, "* %s\n", f)
-	}
-	fmt.Fprintln(w)
+	return flags
 }

@@ -34,14 +34,23 @@ type server struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when the process has exited
 	log  string        // file with the process's output
+	// extPID is the process id of a server this process did not start
+	// (-use-servers): cmd is nil, and stop leaves it running.
+	extPID int
 }
 
 // pid returns the server's process id.
-func (s *server) pid() int { return s.cmd.Process.Pid }
+func (s *server) pid() int {
+	if s.cmd == nil {
+		return s.extPID
+	}
+	return s.cmd.Process.Pid
+}
 
-// stop kills the server and removes its directory.
+// stop kills the server and removes its directory, unless another process
+// started it.
 func (s *server) stop() {
-	if s == nil {
+	if s == nil || s.cmd == nil {
 		return
 	}
 	_ = s.cmd.Process.Kill()
