@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -89,7 +90,7 @@ type Driver struct {
 	tokens  map[holdRef]string                    // entry keys of owners[…] with a known token
 	pools   map[int64][]pooledLease               // idle leases by TTL in seconds
 	watches map[string]*keyWatch                  // by lock base
-	fan     driver.Fanout                         // subscriptions, by lock base (see Subscribe)
+	fan     driverkit.Fanout                      // subscriptions, by lock base (see Subscribe)
 	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
 	hot     map[string]time.Time                  // lock bases by the time of the last refusal
 
@@ -330,7 +331,7 @@ func (d *Driver) closedErr() error {
 
 // opError names the operation and key of err.
 func opError(op, key string, err error) error {
-	return &driver.OpError{Driver: "etcddriver", Op: op, Key: key, Err: err}
+	return &driverkit.OpError{Driver: "etcddriver", Op: op, Key: key, Err: err}
 }
 
 // fail returns err, the error of op on key made with ctx, as the driver's

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -56,7 +57,7 @@ type leaseLoss struct {
 	lease clientv3.LeaseID
 	token int64
 	key   string // the lock key, for errors
-	lost  *driver.LossCallback
+	lost  *driverkit.LossCallback
 }
 
 // fire reports the loss, unless it was reported or the registration
@@ -89,7 +90,7 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 		d.mu.Unlock()
 		return d.watchLossByKey(l, lost)
 	}
-	ll := &leaseLoss{d: d, lease: e.lease, token: int64(l.Token), key: l.Key, lost: driver.NewLossCallback(lost)}
+	ll := &leaseLoss{d: d, lease: e.lease, token: int64(l.Token), key: l.Key, lost: driverkit.NewLossCallback(lost)}
 	dead := e.dead
 	if !dead {
 		d.leaseLosses[ll] = struct{}{}
@@ -184,7 +185,7 @@ func (s sentinelListener) reset(int64) {
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
-		var bo driver.Backoff // 10ms doubling to 1s
+		var bo driverkit.Backoff // 10ms doubling to 1s
 		for d.ctx.Err() == nil {
 			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 			resp, err := d.kv.Get(ctx, d.sentinelBase, clientv3.WithPrefix(), clientv3.WithKeysOnly())

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -154,7 +155,7 @@ func (w *keyWatch) run() {
 	defer w.d.bg.Done()
 	defer close(w.done)
 	defer w.end()
-	var bo driver.Backoff // 10ms doubling to 1s
+	var bo driverkit.Backoff // 10ms doubling to 1s
 	for w.ctx.Err() == nil {
 		// WithRequireLeader: a member cut off from its cluster ends the
 		// watch instead of leaving it silent, and the client moves on.
@@ -231,7 +232,7 @@ func (w *keyWatch) dispatch(key string, rev int64) {
 // driver or its client is closed, the channel receives a value too: the
 // subscriber's next call fails with a permanent error.
 //
-// A subscription is a *driver.FanoutSub of the driver's Fanout, keyed by
+// A subscription is a *driverkit.FanoutSub of the driver's Fanout, keyed by
 // the lock's base, and a reference to the key's watch, which the watch's
 // events wake through the Fanout and which the subscription's Close drops
 // (see unsubscribed).
@@ -267,7 +268,7 @@ func (d *Driver) unsubscribed(base string) {
 func (d *Driver) watchLossByKey(l driver.Lease, lost func(err error)) (stop func()) {
 	base := d.base(l.Key)
 	w := d.watch(base)
-	ll := &lossListener{d: d, w: w, lease: l, token: int64(l.Token), lost: driver.NewLossCallback(lost), stopc: make(chan struct{})}
+	ll := &lossListener{d: d, w: w, lease: l, token: int64(l.Token), lost: driverkit.NewLossCallback(lost), stopc: make(chan struct{})}
 	w.add(ll)
 	ll.verifyAsync() // finds the entry, or reports it gone
 	var once sync.Once
@@ -297,7 +298,7 @@ type lossListener struct {
 	lease driver.Lease
 	key   string // the entry's key once found; guarded by w.mu
 	token int64
-	lost  *driver.LossCallback
+	lost  *driverkit.LossCallback
 	stopc chan struct{} // closed by stop
 }
 
@@ -342,7 +343,7 @@ func (ll *lossListener) verifyAsync() {
 		case <-ll.w.done:
 			return
 		}
-		var bo driver.Backoff // 10ms doubling to 1s
+		var bo driverkit.Backoff // 10ms doubling to 1s
 		for {
 			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 			ll.w.mu.Lock()

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/redis/go-redis/v9"
 )
 
 // hub is the pub/sub connection shared by the open subscriptions of a
-// Driver (kept, by key, in the Driver's driver.Fanout), with the goroutine
+// Driver (kept, by key, in the Driver's driverkit.Fanout), with the goroutine
 // that reads it. It lives while it has channels,
 // and for hubLinger after its last channel goes, so that a process whose
 // waits follow one another (the usual shape under contention) does not dial
@@ -316,7 +317,7 @@ const (
 // h ends.
 func (d *Driver) dispatch(h *hub) {
 	defer close(h.done)
-	bo := driver.Backoff{Min: minBackoff, Max: maxBackoff}
+	bo := driverkit.Backoff{Min: minBackoff, Max: maxBackoff}
 	for {
 		msg, err := h.ps.Receive(context.Background())
 		d.mu.Lock()

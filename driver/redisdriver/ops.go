@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -324,7 +325,7 @@ const maxLimit = 1 << 53
 // the scripts keep with the grant (see common.lua): "" for an uncounted
 // request without a value, else ":<weight>:<limit>:<value>".
 func dataArg(req driver.Request) (string, error) {
-	if err := driver.CheckCount(req); err != nil {
+	if err := driverkit.CheckCount(req); err != nil {
 		return "", err
 	}
 	switch {
@@ -385,7 +386,7 @@ func errBadReply(res any) error {
 // when no retry can cure it: an error reply that no retry changes, or a
 // closed client (redis.ErrClosed).
 func opError(op, key string, err error) error {
-	var e error = &driver.OpError{Driver: "redisdriver", Op: op, Key: key, Err: err}
+	var e error = &driverkit.OpError{Driver: "redisdriver", Op: op, Key: key, Err: err}
 	if !driver.IsPermanent(err) && isPermanent(err) {
 		return driver.Permanent(e)
 	}

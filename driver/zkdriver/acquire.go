@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -134,10 +135,10 @@ type queueWait struct {
 	parent, path, name string        // n's key node, path and name
 	ttl                time.Duration // n's lease
 
-	keepAlive    *time.Timer    // when to rewrite n
-	expiry       *time.Timer    // when pred's lease runs out, if not rewritten
-	retry        driver.Backoff // transient errors: 10ms doubling to 1s
-	failingSince time.Time      // since when nothing got through, or zero
+	keepAlive    *time.Timer       // when to rewrite n
+	expiry       *time.Timer       // when pred's lease runs out, if not rewritten
+	retry        driverkit.Backoff // transient errors: 10ms doubling to 1s
+	failingSince time.Time         // since when nothing got through, or zero
 
 	known queue // from takeSnapshot, for the first listing only
 	gone  int   // unknown nodes deleted from known

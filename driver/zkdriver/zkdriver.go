@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -440,7 +441,7 @@ func (d *Driver) checkRequest(op string, req driver.Request) error {
 	if err := checkTTL(req.TTL, d.sess.Timeout()); err != nil {
 		return errorf(op, req.Key, err)
 	}
-	if err := driver.CheckCount(req); err != nil {
+	if err := driverkit.CheckCount(req); err != nil {
 		return driver.Permanent(errorf(op, req.Key, err))
 	}
 	return nil
@@ -448,7 +449,7 @@ func (d *Driver) checkRequest(op string, req driver.Request) error {
 
 // errorf wraps err with the operation and key.
 func errorf(op, key string, err error) error {
-	return &driver.OpError{Driver: "zkdriver", Op: op, Key: key, Err: err}
+	return &driverkit.OpError{Driver: "zkdriver", Op: op, Key: key, Err: err}
 }
 
 // closedErr returns ErrClosed once the driver is closed, an error wrapping
