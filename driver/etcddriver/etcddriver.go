@@ -92,7 +92,7 @@ type Driver struct {
 	watches map[string]*keyWatch                  // by lock base
 	fan     driverkit.Fanout                      // subscriptions, by lock base (see Subscribe)
 	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
-	hot     map[string]time.Time                  // lock bases by the time of the last refusal
+	hot     driverkit.Contention                  // lock bases refused lately: TryAcquire looks before it writes
 
 	id           string                  // random, names the driver in entries and sentinels
 	lockDelay    time.Duration           // see Options.LockDelay
@@ -103,10 +103,7 @@ type Driver struct {
 	kaMu sync.Mutex
 	ka   *kaStream // nil until needed or after it broke
 
-	bases cache[string, string]       // lock key -> base
-	frees cache[cmpKey, clientv3.Cmp] // see freeCmpOf
-
-	releases cache[string, *releaseCall] // the last Release's Delete of each entry key
+	releases *driverkit.LRU[string, *releaseCall] // under mu: the last Release's Delete of entry keys
 }
 
 // holdRef names a grant: the lock's base and the token.
@@ -188,11 +185,8 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		pools:       make(map[int64][]pooledLease),
 		watches:     make(map[string]*keyWatch),
 		losses:      make(map[string]map[*lossListener]struct{}),
-		hot:         make(map[string]time.Time),
 		leaseLosses: make(map[*leaseLoss]struct{}),
-		bases:       cache[string, string]{max: maxCachedBases},
-		frees:       cache[cmpKey, clientv3.Cmp]{max: maxCachedBases},
-		releases:    cache[string, *releaseCall]{max: maxReleases},
+		releases:    driverkit.NewLRU[string, *releaseCall](maxReleases),
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -414,19 +408,8 @@ func permanentf(format string, args ...any) error {
 	return driver.Permanent(fmt.Errorf(format, args...))
 }
 
-// base returns the base of key's entries, from a small cache: a key
-// locked over and over is escaped once.
-func (d *Driver) base(key string) string {
-	if b, ok := d.bases.load(key); ok {
-		return b
-	}
-	b := lockBase(d.prefix, key)
-	d.bases.store(key, b)
-	return b
-}
-
-// maxCachedBases bounds the cache of lock bases.
-const maxCachedBases = 1024
+// base returns the base of key's entries.
+func (d *Driver) base(key string) string { return lockBase(d.prefix, key) }
 
 // entryOf returns the entry the driver made for owner in mode m below
 // base, or nil.

@@ -64,7 +64,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 		return driver.Lease{}, err
 	}
 	base := d.base(req.Key)
-	if _, known := d.entryOf(req.Owner, base, req.Mode); !known && !queued && d.isHot(base) {
+	if _, known := d.entryOf(req.Owner, base, req.Mode); !known && !queued && d.hot.Hot(base) {
 		// The key was refused recently: look before writing. A refused
 		// look costs a linearizable read instead of a Raft write, and
 		// leaves nothing behind.
@@ -73,50 +73,21 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 			return driver.Lease{}, err
 		}
 		if refusal != nil {
-			d.setHot(base, true)
+			d.hot.Refused(base)
 			return driver.Lease{}, refusal
 		}
-		d.setHot(base, false)
+		d.hot.Free(base)
 	}
 	for attempt := 0; ; attempt++ {
 		l, retry, err := d.tryOnce(ctx, req, base, ttl, queued)
 		if errors.Is(err, driver.ErrLocked) {
-			d.setHot(base, true)
+			d.hot.Refused(base)
 		}
 		if retry && attempt == 0 {
 			continue
 		}
 		return l, err
 	}
-}
-
-// hotWindow is how long after a refusal a new owner's TryAcquire of the
-// same key looks before it writes.
-const hotWindow = time.Second
-
-func (d *Driver) isHot(base string) bool {
-	d.mu.Lock()
-	t, ok := d.hot[base]
-	d.mu.Unlock()
-	return ok && time.Since(t) < hotWindow
-}
-
-// setHot records a refusal of base (or that base was found free).
-func (d *Driver) setHot(base string, hot bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !hot {
-		delete(d.hot, base)
-		return
-	}
-	if len(d.hot) > 1024 {
-		for b, t := range d.hot {
-			if time.Since(t) >= hotWindow {
-				delete(d.hot, b)
-			}
-		}
-	}
-	d.hot[base] = time.Now()
 }
 
 // look reads the entries that req would have to look at and returns its
@@ -221,7 +192,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 // attempt: If(no conflicting entry) Then(put the entry).
 func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base string, e entry, isNew, queued bool) (attempt, error) {
 	k, dir := e.key, reqDir(req)
-	free := d.freeCmpOf(base, dir)
+	free := freeCmp(conflictRange(base, dir))
 	put := clientv3.OpPut(k, d.entryValue(req), clientv3.WithLease(e.lease))
 	var resp *clientv3.TxnResponse
 	var err error
@@ -438,23 +409,6 @@ func firstOp(start, end string, keysOnly bool) clientv3.Op {
 func freeCmp(start, end string) clientv3.Cmp {
 	return clientv3.Compare(clientv3.Version(start), "=", 0).WithRange(end)
 }
-
-// freeCmpOf is freeCmp of the conflict range of base and dir (see
-// conflictRange), from a cache: a key locked over and over builds its
-// comparison once. Comparisons are only read once built, so transactions
-// share them.
-func (d *Driver) freeCmpOf(base, dir string) clientv3.Cmp {
-	k := cmpKey{base, dir}
-	if c, ok := d.frees.load(k); ok {
-		return c
-	}
-	c := freeCmp(conflictRange(base, dir))
-	d.frees.store(k, c)
-	return c
-}
-
-// A cmpKey names a cached freeCmp.
-type cmpKey struct{ base, dir string }
 
 // headOp returns the read that decides whether the entry k of the lock at
 // base is granted (see atHead): the oldest conflicting entry, or all the
@@ -809,13 +763,12 @@ const maxReleases = 1024
 // look), and returns nil otherwise.
 func (d *Driver) startRelease(base, k string) *releaseCall {
 	d.mu.Lock()
-	watched := d.watches[base] != nil
-	d.mu.Unlock()
-	if !watched {
+	defer d.mu.Unlock()
+	if d.watches[base] == nil {
 		return nil
 	}
 	rc := &releaseCall{done: make(chan struct{})}
-	d.releases.store(k, rc)
+	d.releases.Put(k, rc)
 	return rc
 }
 
@@ -835,7 +788,9 @@ func (rc *releaseCall) end(resp *clientv3.DeleteResponse, err error) {
 // to a Delete still under way is on its way too: it is waited for, up to
 // releaseReplyWait (then the answer is unknown: false).
 func (d *Driver) releasedAt(ctx context.Context, k string, rev int64) bool {
-	rc, ok := d.releases.load(k)
+	d.mu.Lock()
+	rc, ok := d.releases.Get(k)
+	d.mu.Unlock()
 	if !ok {
 		return false
 	}

@@ -67,7 +67,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		}
 		q, gone = d.takeSnapshot(nk, n, r)
 	}
-	d.markHot(req.Key)
+	d.hot.Refused(req.Key)
 	l, err := d.wait(ctx, n, req, q, gone)
 	if err != nil {
 		_ = d.dropNode(ctx, n)

@@ -29,7 +29,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	path := parent + "/" + c.name
 	now := time.Now()
 	d.mu.Lock()
-	o, ok := d.obs.get(parent)
+	o, ok := d.obs.Get(parent)
 	d.mu.Unlock()
 	if !ok || o.path != path {
 		d.observe(parent, observation{path: path, seen: now})
@@ -83,15 +83,15 @@ const pollGap = 5 * time.Millisecond
 // observed now.
 func (d *Driver) observe(parent string, o observation) {
 	d.mu.Lock()
-	d.obs.put(parent, o)
+	d.obs.Put(parent, o)
 	d.mu.Unlock()
 }
 
 // unobserve forgets the node at path, the first of the queue under parent.
 func (d *Driver) unobserve(parent, path string) {
 	d.mu.Lock()
-	if o, ok := d.obs.get(parent); ok && o.path == path {
-		d.obs.delete(parent)
+	if o, ok := d.obs.Get(parent); ok && o.path == path {
+		d.obs.Delete(parent)
 	}
 	d.mu.Unlock()
 }

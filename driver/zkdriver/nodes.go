@@ -141,7 +141,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		return nil, createResult{}, driver.Permanent(errorf(op, req.Key, ErrClosed))
 	}
 	d.nodes[nk] = n
-	_, known := d.parents.get(parent)
+	_, known := d.parents.Get(parent)
 	d.mu.Unlock()
 	var r createResult
 	var err error
@@ -165,7 +165,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 			// The key's node (or the root) is missing: make it. Our
 			// node was not created (a multi is all or nothing).
 			d.mu.Lock()
-			d.parents.delete(parent)
+			d.parents.Delete(parent)
 			d.mu.Unlock()
 			if err = d.ensureParent(ctx, parent); err == nil {
 				continue
@@ -188,7 +188,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	}
 	d.mu.Lock()
 	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent
-	d.parents.put(parent, struct{}{})
+	d.parents.Put(parent, struct{}{})
 	d.mu.Unlock()
 	if r.session == 0 {
 		// The session changed while the create was on its way: the

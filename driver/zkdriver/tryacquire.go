@@ -41,7 +41,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 			return l, err
 		}
 	}
-	if d.isHot(req.Key) {
+	if d.hot.Hot(req.Key) {
 		if err := d.peek(ctx, op, req, parent); err != nil {
 			return driver.Lease{}, err
 		}
@@ -87,7 +87,7 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 	}
 	if !q.inWay(len(q), req.Mode, req.Limit) {
 		// A shared first node; the exclusive one behind it waits.
-		d.markHot(req.Key)
+		d.hot.Refused(req.Key)
 		return &driver.LockedError{}
 	}
 	gone, remaining, err := d.reclaim(ctx, parent, q[0])
@@ -102,7 +102,7 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 			return nil
 		}
 	}
-	d.markHot(req.Key)
+	d.hot.Refused(req.Key)
 	return &driver.LockedError{Remaining: remaining}
 }
 
@@ -157,7 +157,7 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		}
 		return d.grant(n, false), nil
 	}
-	d.markHot(req.Key)
+	d.hot.Refused(req.Key)
 	if err := d.dropNode(ctx, n); err != nil {
 		// The node may still be there: report the failure, so that the
 		// front-end cleans up (Release) rather than leave a node

@@ -53,11 +53,11 @@ type Driver struct {
 
 	mu         sync.Mutex
 	nodes      map[nodeKey]*node
-	obs        *lru[string, observation] // by parent path: the observed first node
-	hot        *lru[string, time.Time]   // by key: last time it was seen contended
-	snaps      *lru[nodeKey, snapshot]   // queues seen by refused TryAcquires
-	parents    *lru[string, struct{}]    // key nodes known to exist
-	persistent bool                      // the server lacks container nodes
+	obs        *driverkit.LRU[string, observation] // by parent path: the observed first node
+	hot        driverkit.Contention                // keys seen contended
+	snaps      *driverkit.LRU[nodeKey, snapshot]   // queues seen by refused TryAcquires
+	parents    *driverkit.LRU[string, struct{}]    // key nodes known to exist
+	persistent bool                                // the server lacks container nodes
 	closed     bool
 }
 
@@ -123,10 +123,10 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 		root:    DefaultRoot,
 		acl:     zk.WorldACL(zk.PermAll),
 		nodes:   make(map[nodeKey]*node),
-		obs:     newLRU[string, observation](maxObserved),
-		hot:     newLRU[string, time.Time](maxHot),
-		snaps:   newLRU[nodeKey, snapshot](maxSnapshots),
-		parents: newLRU[string, struct{}](maxParents),
+		obs:     driverkit.NewLRU[string, observation](maxObserved),
+		hot:     driverkit.Contention{Window: hotFor, Max: maxHot},
+		snaps:   driverkit.NewLRU[nodeKey, snapshot](maxSnapshots),
+		parents: driverkit.NewLRU[string, struct{}](maxParents),
 	}
 	if opts != nil {
 		if opts.Root != "" {
