@@ -86,13 +86,12 @@ type Driver struct {
 
 	mu      sync.Mutex
 	closed  bool
-	owners  map[string]*entry                     // entries this driver made, by owner
-	tokens  map[holdRef]string                    // entry keys of owners[…] with a known token
-	pools   map[int64][]pooledLease               // idle leases by TTL in seconds
-	watches map[string]*keyWatch                  // by lock base
-	fan     driverkit.Fanout                      // subscriptions, by lock base (see Subscribe)
-	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
-	hot     driverkit.Contention                  // lock bases refused lately: TryAcquire looks before it writes
+	owners  map[string]*entry       // entries this driver made, by owner
+	tokens  map[holdRef]string      // entry keys of owners[…] with a known token
+	pools   map[int64][]pooledLease // idle leases by TTL in seconds
+	watches map[string]*keyWatch    // by lock base
+	fan     driverkit.Fanout        // subscriptions, by lock base (see Subscribe)
+	hot     driverkit.Contention    // lock bases refused lately: TryAcquire looks before it writes
 
 	id           string                  // random, names the driver in entries and sentinels
 	lockDelay    time.Duration           // see Options.LockDelay
@@ -184,7 +183,6 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		tokens:      make(map[holdRef]string),
 		pools:       make(map[int64][]pooledLease),
 		watches:     make(map[string]*keyWatch),
-		losses:      make(map[string]map[*lossListener]struct{}),
 		leaseLosses: make(map[*leaseLoss]struct{}),
 		releases:    driverkit.NewLRU[string, *releaseCall](maxReleases),
 	}
@@ -337,13 +335,7 @@ func (d *Driver) fail(ctx context.Context, op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if cerr := d.closedErr(); cerr != nil && !driver.IsPermanent(err) && (ctx.Err() == nil || !errors.Is(err, ctx.Err())) {
-		if !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w: %w", cerr, err)
-		}
-		return driver.Permanent(opError(op, key, err))
-	}
-	return opError(op, key, err)
+	return opError(op, key, driverkit.Closed(ctx, err, d.closedErr()))
 }
 
 // bound returns ctx, canceled also when the driver or its client is
@@ -435,6 +427,7 @@ func (d *Driver) lookup(owner, k string) (entry, bool) {
 // remember records e as owner's entry.
 func (d *Driver) remember(owner string, e entry) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if !d.closed {
 		if old := d.owners[owner]; old != nil && old.token != 0 {
 			delete(d.tokens, holdRef{old.base, old.token})
@@ -445,7 +438,6 @@ func (d *Driver) remember(owner string, e entry) {
 			d.tokens[holdRef{c.base, c.token}] = c.key
 		}
 	}
-	d.mu.Unlock()
 }
 
 // confirm extends the known life of owner's entry at k after a keep-alive

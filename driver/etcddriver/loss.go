@@ -70,8 +70,9 @@ func (ll *leaseLoss) fire(err error) { ll.lost.Fire(opError("watch", ll.key, err
 // documentation): the same deletion event that lets a waiter on another
 // client take the key reaches the holder at the same time, and the waiter
 // still confirms its grant with a round trip. If the lease ended before
-// WatchLoss is called, lost is called at once (from a goroutine). A Release
-// of l is not a loss. An entry deleted by hand, with its lease alive, is
+// WatchLoss is called, lost is called at once (from a goroutine), and so
+// it is for a lease this driver has no record of. A Release of l is not a
+// loss. An entry deleted by hand, with its lease alive, is
 // not reported here; the next Refresh finds it gone.
 //
 // lost runs on a goroutine of the driver's and must not block or call
@@ -86,18 +87,23 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 		return func() {}
 	}
 	e := d.owners[l.Owner]
-	if e == nil || e.base != d.base(l.Key) || e.mode != l.Mode || d.sentinels == nil {
-		d.mu.Unlock()
-		return d.watchLossByKey(l, lost)
-	}
-	ll := &leaseLoss{d: d, lease: e.lease, token: int64(l.Token), key: l.Key, lost: driverkit.NewLossCallback(lost)}
-	dead := e.dead
-	if !dead {
+	ll := &leaseLoss{d: d, token: int64(l.Token), key: l.Key, lost: driverkit.NewLossCallback(lost)}
+	var why error
+	switch {
+	case e == nil || e.base != d.base(l.Key) || e.mode != l.Mode:
+		// The front-end watches a lease through the driver that granted
+		// it: one this driver has no record of is gone (its entry was
+		// found missing, or released).
+		why = fmt.Errorf("no hold of this driver with token %d: %w", l.Token, driver.ErrNotHeld)
+	case e.dead:
+		why = fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld)
+	default:
+		ll.lease = e.lease
 		d.leaseLosses[ll] = struct{}{}
 	}
 	d.mu.Unlock()
-	if dead {
-		d.spawn(func() { ll.fire(fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld)) })
+	if why != nil {
+		d.spawn(func() { ll.fire(why) })
 	}
 	return ll.stop
 }

@@ -584,32 +584,19 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		}
 		return errs
 	}
-	keys := make([]string, len(ls))
-	kas := make([]*kaCall, len(ls))
-	owns := make([]*mvccpb.KeyValue, len(ls))
-	heads := make([]bool, len(ls))
-	readErrs := make([]error, len(ls))
-	var unknown []int
+	b := batch{ls: ls, keys: make([]string, len(ls)), kas: make([]*kaCall, len(ls)), owns: make([]*mvccpb.KeyValue, len(ls)), heads: make([]bool, len(ls)), errs: errs}
+	var known []int
+	var wg sync.WaitGroup
 	for i, l := range ls {
 		if e, ok := d.entryOf(l.Owner, d.base(l.Key), l.Mode); ok {
-			keys[i] = e.key
-			kas[i] = d.keepAlive(e.lease)
-		} else {
-			unknown = append(unknown, i)
-		}
-	}
-	var wg sync.WaitGroup
-	for _, i := range unknown {
-		wg.Go(func() {
-			_, _, keys[i], owns[i], readErrs[i] = d.locate(ctx, ls[i])
-			heads[i] = true
-		})
-	}
-	var known []int
-	for i := range ls {
-		if kas[i] != nil {
+			b.keys[i], b.kas[i] = e.key, d.keepAlive(e.lease)
 			known = append(known, i)
+			continue
 		}
+		wg.Go(func() {
+			_, _, b.keys[i], b.owns[i], b.errs[i] = d.locate(ctx, l)
+			b.heads[i] = true
+		})
 	}
 	// One Get per lease, and the oldest conflicting entry for a lease
 	// without a token (whose grant must be checked), at most maxBatchOps
@@ -622,46 +609,61 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		}
 		idx := known[lo:hi]
 		lo = hi
-		wg.Go(func() {
-			ops := make([]clientv3.Op, 0, n)
-			for _, i := range idx {
-				ops = append(ops, clientv3.OpGet(keys[i]))
-				if ls[i].Token == 0 {
-					ops = append(ops, headOp(d.base(ls[i].Key), keys[i]))
-				}
-			}
-			resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
-			j := 0
-			for _, i := range idx {
-				if err != nil {
-					readErrs[i] = err
-					continue
-				}
-				heads[i] = true
-				if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
-					owns[i] = kvs[0]
-					if ls[i].Token == 0 {
-						heads[i] = atHead(kvs[0], resp.Responses[j+1].GetResponseRange().Kvs)
-					}
-				}
-				j += opsFor(ls[i])
-			}
-		})
+		wg.Go(func() { d.readBatch(ctx, &b, idx, n) })
 	}
 	wg.Wait()
 	// Keep-alives the driver could not send ahead go out together now.
 	for i := range ls {
-		if readErrs[i] == nil && owns[i] != nil && (kas[i] == nil || kas[i].id != clientv3.LeaseID(owns[i].Lease)) {
-			kas[i] = d.keepAlive(clientv3.LeaseID(owns[i].Lease))
+		if errs[i] == nil && b.owns[i] != nil && (b.kas[i] == nil || b.kas[i].id != clientv3.LeaseID(b.owns[i].Lease)) {
+			b.kas[i] = d.keepAlive(clientv3.LeaseID(b.owns[i].Lease))
 		}
 	}
 	for i, l := range ls {
-		errs[i] = readErrs[i]
 		if errs[i] == nil {
-			errs[i] = d.checkHeld(ctx, l, keys[i], owns[i], heads[i], kas[i])
+			errs[i] = d.checkHeld(ctx, l, b.keys[i], b.owns[i], b.heads[i], b.kas[i])
 		}
 	}
 	return errs
+}
+
+// A batch is the state of a refreshBatch, by lease: the entry's key, the
+// keep-alive of its lease, the entry as read, whether it is at the head of
+// the queue, and the lease's error.
+type batch struct {
+	ls    []driver.Lease
+	keys  []string
+	kas   []*kaCall
+	owns  []*mvccpb.KeyValue
+	heads []bool
+	errs  []error
+}
+
+// readBatch reads the entries of the leases idx of b, n operations, in one
+// read-only transaction.
+func (d *Driver) readBatch(ctx context.Context, b *batch, idx []int, n int) {
+	ops := make([]clientv3.Op, 0, n)
+	for _, i := range idx {
+		ops = append(ops, clientv3.OpGet(b.keys[i]))
+		if b.ls[i].Token == 0 {
+			ops = append(ops, headOp(d.base(b.ls[i].Key), b.keys[i]))
+		}
+	}
+	resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
+	j := 0
+	for _, i := range idx {
+		if err != nil {
+			b.errs[i] = err
+			continue
+		}
+		b.heads[i] = true
+		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
+			b.owns[i] = kvs[0]
+			if b.ls[i].Token == 0 {
+				b.heads[i] = atHead(kvs[0], resp.Responses[j+1].GetResponseRange().Kvs)
+			}
+		}
+		j += opsFor(b.ls[i])
+	}
 }
 
 // Release implements driver.Driver: one Delete of l's entry, which wakes
@@ -689,7 +691,6 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
 	}
 	d.forget(l.Owner, k)
-	d.silenceKey(k)
 	if !known {
 		return d.releaseFound(ctx, l, k, kv)
 	}
