@@ -208,7 +208,7 @@ func (w *queueWait) relist() (waitResult, error) {
 	if q == nil {
 		unknown = 0
 		watch := w.req.Limit > 0 && w.wantKids
-		got, err := call(w.ctx, func() (kidsResult, error) {
+		got, err := driverkit.Call(w.ctx, func() (kidsResult, error) {
 			if watch {
 				names, _, ch, err := w.d.conn.ChildrenW(w.parent)
 				return kidsResult{names, ch}, err
@@ -300,7 +300,7 @@ func (w *queueWait) dropOthers(mine []child) error {
 			continue
 		}
 		p := w.parent + "/" + c.name
-		_, err := call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(p, -1) }, nil)
+		_, err := driverkit.Call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(p, -1) }, nil)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			if err := w.pause(err); err != nil {
 				return err
@@ -435,7 +435,7 @@ func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
 // names the version, so a refresh on its way wins.
 func (w *queueWait) reclaimPred() (waitResult, error) {
 	pred, ver := w.pred, w.predVer
-	_, err := call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(pred, ver) }, nil)
+	_, err := driverkit.Call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(pred, ver) }, nil)
 	w.predCh = nil // read it again
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
@@ -474,7 +474,7 @@ func (w *queueWait) keep() error {
 
 // getW reads the node at p and watches it.
 func (w *queueWait) getW(p string) (watchResult, error) {
-	return call(w.ctx, func() (watchResult, error) {
+	return driverkit.Call(w.ctx, func() (watchResult, error) {
 		data, stat, ch, err := w.d.conn.GetW(p)
 		return watchResult{data, stat, ch}, err
 	}, nil)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -41,7 +42,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	if o.mzxid == 0 && now.Sub(o.seen) < pollGap {
 		return false, 0, nil
 	}
-	got, err := call(ctx, func() (getResult, error) {
+	got, err := driverkit.Call(ctx, func() (getResult, error) {
 		data, st, err := d.conn.Get(path)
 		return getResult{data, st}, err
 	}, nil)
@@ -63,7 +64,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 		return false, ttl, nil
 	}
 	// Unchanged for o.ttl since o.seen: expired.
-	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
+	_, err = driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
 		d.unobserve(parent, path)

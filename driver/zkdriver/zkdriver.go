@@ -290,57 +290,6 @@ func (d *Driver) paths(key string, name ...string) (parent, child string) {
 	return s[:n], s
 }
 
-// call runs f, an operation on the connection. go-zookeeper's calls take
-// no context: when ctx can be done, f runs in a goroutine of its own and
-// call returns ctx's error as soon as ctx is done, leaving f to finish;
-// then, when f has finished, undo (if not nil) is called with its results
-// so that what f did can be taken back (a node it created deleted).
-func call[T any](ctx context.Context, f func() (T, error), undo func(T, error)) (T, error) {
-	if ctx.Done() == nil {
-		return f()
-	}
-	if err := ctx.Err(); err != nil {
-		var zero T
-		return zero, err
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	var mu sync.Mutex
-	abandoned := false
-	go func() {
-		v, err := f()
-		mu.Lock()
-		a := abandoned
-		mu.Unlock()
-		if a {
-			if undo != nil {
-				undo(v, err)
-			}
-			return
-		}
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		mu.Lock()
-		select {
-		case r := <-ch:
-			mu.Unlock()
-			return r.v, r.err
-		default:
-		}
-		abandoned = true
-		mu.Unlock()
-		var zero T
-		return zero, ctx.Err()
-	}
-}
-
 // del deletes the node at path in the given version (-1: any), as call
 // would run conn.Delete: it returns ctx's error as soon as ctx is done,
 // leaving the request to finish. Every Release deletes a node, with a
