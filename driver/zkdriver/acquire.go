@@ -71,10 +71,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	l, err := d.wait(ctx, n, req, q, gone)
 	if err != nil {
 		_ = d.dropNode(ctx, n)
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, req.Key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, req.Key, err)
+		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
 	}
 	return l, nil
 }

@@ -153,10 +153,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 			delete(d.nodes, nk)
 		}
 		d.mu.Unlock()
-		if ctx.Err() != nil {
-			return nil, createResult{}, errorf(op, req.Key, ctx.Err())
-		}
-		return nil, createResult{}, fail(op, req.Key, err)
+		return nil, createResult{}, callFailed(ctx, op, req.Key, err)
 	}
 	d.mu.Lock()
 	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent

@@ -65,10 +65,7 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 			d.forget(n)
 			return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
 		}
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, l.Key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, l.Key, err)
+		return driver.Lease{}, callFailed(ctx, op, l.Key, err)
 	}
 	d.mu.Lock()
 	n.written, n.mzxid, n.ttl = sent, st.Mzxid, ttl
@@ -135,10 +132,7 @@ func (d *Driver) recheck(ctx context.Context, op string, n *node, ttl time.Durat
 		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %s", driver.ErrNotHeld, why))
 	}
 	failed := func(err error) (driver.Lease, error) {
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, n.key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, n.key, err)
+		return driver.Lease{}, callFailed(ctx, op, n.key, err)
 	}
 	got, err := driverkit.Call(ctx, func() (getResult, error) {
 		data, st, err := d.conn.Get(path)
@@ -279,11 +273,7 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 	}
 	if err != nil {
 		for _, it := range chunk {
-			if ctx.Err() != nil {
-				errs[it.i] = errorf(op, ls[it.i].Key, ctx.Err())
-			} else {
-				errs[it.i] = fail(op, ls[it.i].Key, err)
-			}
+			errs[it.i] = callFailed(ctx, op, ls[it.i].Key, err)
 		}
 		return rest
 	}
@@ -316,10 +306,7 @@ func (d *Driver) refreshByName(ctx context.Context, op string, l driver.Lease) (
 		return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %s", driver.ErrNotHeld, why))
 	}
 	failed := func(err error) (driver.Lease, error) {
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, l.Key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, l.Key, err)
+		return driver.Lease{}, callFailed(ctx, op, l.Key, err)
 	}
 	path, why, err := d.findHold(ctx, parent, l)
 	switch {

@@ -58,10 +58,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	}
 	err := del(ctx, d.conn, path, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		if ctx.Err() != nil {
-			return errorf(op, l.Key, ctx.Err())
-		}
-		return fail(op, l.Key, err)
+		return callFailed(ctx, op, l.Key, err)
 	}
 	d.forget(n)
 	switch {
@@ -85,10 +82,7 @@ func (d *Driver) releaseByName(ctx context.Context, op string, l driver.Lease) e
 		return names, err
 	}, nil)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		if ctx.Err() != nil {
-			return errorf(op, l.Key, ctx.Err())
-		}
-		return fail(op, l.Key, err)
+		return callFailed(ctx, op, l.Key, err)
 	}
 	q := parseQueue(names)
 	released := false
@@ -107,10 +101,7 @@ func (d *Driver) releaseByName(ctx context.Context, op string, l driver.Lease) e
 		}
 		_, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, version) }, nil)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			if ctx.Err() != nil {
-				return errorf(op, l.Key, ctx.Err())
-			}
-			return fail(op, l.Key, err)
+			return callFailed(ctx, op, l.Key, err)
 		}
 		if err == nil && match {
 			released = true

@@ -117,10 +117,7 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 	}, nil)
 	if err != nil {
 		d.dropNode(ctx, n)
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, req.Key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, req.Key, err)
+		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
 	}
 	q := parseQueue(got.names)
 	name := n.path[len(n.parent)+1:]
@@ -227,10 +224,7 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 		return driver.Lease{}, false, nil
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return driver.Lease{}, true, errorf(op, req.Key, ctx.Err())
-		}
-		return driver.Lease{}, true, fail(op, req.Key, err)
+		return driver.Lease{}, true, callFailed(ctx, op, req.Key, err)
 	}
 	d.mu.Lock()
 	n.czxid, n.mzxid, n.session, n.written, n.ttl = st.Czxid, st.Mzxid, st.EphemeralOwner, sent, req.TTL

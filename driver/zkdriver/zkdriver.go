@@ -463,3 +463,13 @@ func fail(op, key string, err error) error {
 	}
 	return err
 }
+
+// callFailed names err, the failure of a call made with ctx: ctx's own
+// error once ctx is done (the call was abandoned, or cut short), err
+// marked by fail otherwise.
+func callFailed(ctx context.Context, op, key string, err error) error {
+	if ctx.Err() != nil {
+		return errorf(op, key, ctx.Err())
+	}
+	return fail(op, key, err)
+}
