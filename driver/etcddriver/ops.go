@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -601,15 +602,8 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	// One Get per lease, and the oldest conflicting entry for a lease
 	// without a token (whose grant must be checked), at most maxBatchOps
 	// operations per transaction.
-	for lo := 0; lo < len(known); {
-		hi, n := lo, 0
-		for hi < len(known) && n+opsFor(ls[known[hi]]) <= maxBatchOps {
-			n += opsFor(ls[known[hi]])
-			hi++
-		}
-		idx := known[lo:hi]
-		lo = hi
-		wg.Go(func() { d.readBatch(ctx, &b, idx, n) })
+	for lo, hi := range driverkit.Chunks(len(known), maxBatchOps, func(j int) int { return opsFor(ls[known[j]]) }) {
+		wg.Go(func() { d.readBatch(ctx, &b, known[lo:hi]) })
 	}
 	wg.Wait()
 	// Keep-alives the driver could not send ahead go out together now.
@@ -638,10 +632,10 @@ type batch struct {
 	errs  []error
 }
 
-// readBatch reads the entries of the leases idx of b, n operations, in one
-// read-only transaction.
-func (d *Driver) readBatch(ctx context.Context, b *batch, idx []int, n int) {
-	ops := make([]clientv3.Op, 0, n)
+// readBatch reads the entries of the leases idx of b in one read-only
+// transaction.
+func (d *Driver) readBatch(ctx context.Context, b *batch, idx []int) {
+	ops := make([]clientv3.Op, 0, 2*len(idx))
 	for _, i := range idx {
 		ops = append(ops, clientv3.OpGet(b.keys[i]))
 		if b.ls[i].Token == 0 {
