@@ -136,31 +136,38 @@ func TestFault_Restart(t *testing.T) {
 			t.Errorf("token after restart %d, before %d; want increasing", l.Token, lx.Token)
 		}
 
-		// The Mutex either kept its hold (the restart was shorter than its
-		// TTL) or reported it lost; either way its next hold has a
-		// greater token.
-		select {
-		case <-m.Done():
-			if !errors.Is(m.Err(), locker.ErrLost) {
-				t.Errorf("Mutex ended during the restart with %v; want ErrLost", m.Err())
-			}
-			t.Logf("Mutex reported its hold lost: %v", m.Err())
-			_ = m.UnlockContext(ctx)
-		default:
-			if err := m.UnlockContext(ctx); err != nil {
-				t.Errorf("Unlock after restart: %v", err)
-			}
-		}
-		if err := m.LockContext(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if m.Token() <= mtok {
-			t.Errorf("Mutex token after restart %d, before %d; want increasing", m.Token(), mtok)
-		}
-		if err := m.UnlockContext(ctx); err != nil {
-			t.Error(err)
-		}
+		checkMutexAfterRestart(t, m, mtok)
 	})
+}
+
+// checkMutexAfterRestart is TestFault_Restart's check of m, which held
+// with token mtok before the restart: it either kept its hold (the restart
+// was shorter than its TTL) or reported it lost; either way its next hold
+// has a greater token.
+func checkMutexAfterRestart(t *testing.T, m *locker.Mutex, mtok locker.Token) {
+	t.Helper()
+	ctx := ctxT(t)
+	select {
+	case <-m.Done():
+		if !errors.Is(m.Err(), locker.ErrLost) {
+			t.Errorf("Mutex ended during the restart with %v; want ErrLost", m.Err())
+		}
+		t.Logf("Mutex reported its hold lost: %v", m.Err())
+		_ = m.UnlockContext(ctx)
+	default:
+		if err := m.UnlockContext(ctx); err != nil {
+			t.Errorf("Unlock after restart: %v", err)
+		}
+	}
+	if err := m.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.Token() <= mtok {
+		t.Errorf("Mutex token after restart %d, before %d; want increasing", m.Token(), mtok)
+	}
+	if err := m.UnlockContext(ctx); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestFault_KillWhileHolding kills every connection of the holder's pool
