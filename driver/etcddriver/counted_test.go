@@ -247,9 +247,19 @@ func TestCountedLimitMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	checkExclusiveAndBad(t, d, other)
+}
+
+// checkExclusiveAndBad is TestCountedLimitMismatch on a key held
+// exclusively: a counted request behind the holder is locked, not refused
+// for its limit; and requests the front-end never makes are refused for
+// good.
+func checkExclusiveAndBad(t *testing.T, d, other *etcddriver.Driver) {
+	t.Helper()
+	ctx := ctxT(t)
 	// A counted request behind an exclusive holder waits: it is locked,
 	// not refused for its limit.
-	key = uniqueKey(t, "exclusive")
+	key := uniqueKey(t, "exclusive")
 	x := mustAcquire(t, d, req(key, owner(), driver.Exclusive, countedTTL))
 	if _, err := other.TryAcquire(ctx, creq(key, owner(), 3, 1)); !errors.Is(err, driver.ErrLocked) {
 		t.Errorf("counted TryAcquire on an exclusive key: %v; want ErrLocked", err)
