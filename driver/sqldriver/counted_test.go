@@ -1,6 +1,7 @@
 package sqldriver_test
 
 import (
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -233,33 +234,43 @@ func TestValues(t *testing.T) {
 			}
 		}
 
-		// Counted holders, each with its value and weight.
-		key := uniqueKey(t, "sem")
-		var leases []driver.Lease
-		for i, w := range []int64{1, 3} {
-			r := counted(key, 5, w, time.Minute)
-			r.Value = string(rune('a' + i))
-			leases = append(leases, mustAcquire(t, d, r))
-		}
-		u := mustAcquire(t, d, counted(key, 5, 1, time.Minute)) // no value
-		leases = append(leases, u)
-		st, err := in.Inspect(ctx, key)
-		if err != nil || st.Mode != driver.Shared || st.Limit != 5 || len(st.Holders) != 3 {
-			t.Fatalf("Inspect: %+v, %v; want 3 shared holders, limit 5", st, err)
-		}
-		for i, want := range []driver.Holder{{Weight: 1, Value: "a"}, {Weight: 3, Value: "b"}, {Weight: 1}} {
-			h := st.Holders[i]
-			if h.Owner != leases[i].Owner || h.Token != leases[i].Token || h.Weight != want.Weight || h.Value != want.Value || h.Remaining <= 0 {
-				t.Errorf("holder %d: %+v; want owner %s, token %d, weight %d, value %q", i, h, leases[i].Owner, leases[i].Token, want.Weight, want.Value)
-			}
-		}
-		for _, l := range leases {
-			if err := d.Release(ctx, l); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if n := countRows(t, admin, b, table, key); n != 0 {
-			t.Fatalf("%d rows left after the release of a counted key; want 0", n)
-		}
+		checkCountedValues(t, b, d, admin, table)
 	})
+}
+
+// checkCountedValues is TestValues for counted holders of d, each with
+// its value and weight, in table (on b's server, administered through
+// admin).
+func checkCountedValues(t *testing.T, b backend, d driver.Driver, admin *sql.DB, table string) {
+	t.Helper()
+	ctx := ctxT(t)
+	in := d.(driver.Inspector)
+	// Counted holders, each with its value and weight.
+	key := uniqueKey(t, "sem")
+	var leases []driver.Lease
+	for i, w := range []int64{1, 3} {
+		r := counted(key, 5, w, time.Minute)
+		r.Value = string(rune('a' + i))
+		leases = append(leases, mustAcquire(t, d, r))
+	}
+	u := mustAcquire(t, d, counted(key, 5, 1, time.Minute)) // no value
+	leases = append(leases, u)
+	st, err := in.Inspect(ctx, key)
+	if err != nil || st.Mode != driver.Shared || st.Limit != 5 || len(st.Holders) != 3 {
+		t.Fatalf("Inspect: %+v, %v; want 3 shared holders, limit 5", st, err)
+	}
+	for i, want := range []driver.Holder{{Weight: 1, Value: "a"}, {Weight: 3, Value: "b"}, {Weight: 1}} {
+		h := st.Holders[i]
+		if h.Owner != leases[i].Owner || h.Token != leases[i].Token || h.Weight != want.Weight || h.Value != want.Value || h.Remaining <= 0 {
+			t.Errorf("holder %d: %+v; want owner %s, token %d, weight %d, value %q", i, h, leases[i].Owner, leases[i].Token, want.Weight, want.Value)
+		}
+	}
+	for _, l := range leases {
+		if err := d.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := countRows(t, admin, b, table, key); n != 0 {
+		t.Fatalf("%d rows left after the release of a counted key; want 0", n)
+	}
 }
