@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // lockOp describes one lock call.
@@ -178,9 +179,9 @@ type contention struct {
 	req   driver.Request
 
 	sub    driver.Subscription
-	queued bool            // req.Owner has a place in the backend's queue (Request.Queued)
-	dirty  bool            // the backend may hold state for req.Owner
-	bo     *driver.Backoff // made on first need
+	queued bool               // req.Owner has a place in the backend's queue (Request.Queued)
+	dirty  bool               // the backend may hold state for req.Owner
+	bo     *driverkit.Backoff // made on first need
 	timer  *time.Timer
 }
 
@@ -257,7 +258,7 @@ func (k *contention) retry(err error) result {
 	return after(k.backoff().Next())
 }
 
-func (k *contention) backoff() *driver.Backoff {
+func (k *contention) backoff() *driverkit.Backoff {
 	if k.bo == nil {
 		k.bo = k.o.newBackoff()
 	}
@@ -424,7 +425,7 @@ const catchUp = time.Millisecond
 // lost notification: it fires when the holder's lease may have run out.
 // Without one, it is the next backoff delay, capped by that same time. A
 // queued waiter comes back often enough to keep its queue entry alive.
-func (o *lockOp) waitTime(err error, bo *driver.Backoff, notified, queued bool) time.Duration {
+func (o *lockOp) waitTime(err error, bo *driverkit.Backoff, notified, queued bool) time.Duration {
 	var remaining time.Duration
 	var le *driver.LockedError
 	if errors.As(err, &le) {
@@ -448,6 +449,6 @@ func (o *lockOp) waitTime(err error, bo *driver.Backoff, notified, queued bool) 
 	return max(wait, 0)
 }
 
-func (o *lockOp) newBackoff() *driver.Backoff {
-	return &driver.Backoff{Min: o.cfg.minBackoff, Max: o.cfg.maxBackoff, Jitter: 0.5}
+func (o *lockOp) newBackoff() *driverkit.Backoff {
+	return &driverkit.Backoff{Min: o.cfg.minBackoff, Max: o.cfg.maxBackoff, Jitter: 0.5}
 }

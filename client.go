@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // A Client is the lock service of one driver in this process: it owns the
@@ -246,7 +247,7 @@ func (c *Client) closeIfIdleLocked() {
 // a release by the owner is safe to repeat. One try is not enough: a wait
 // queue entry left behind would block the key until its TTL.
 func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
-	bo := driver.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
+	bo := driverkit.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
 	for {
 		err := c.drv.Release(ctx, l)
 		if err == nil || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err) {

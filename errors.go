@@ -75,7 +75,7 @@ type Error struct {
 // most the first driver.MaxQuotedKeyLen (64) bytes of the key.
 //
 // The prefix is the only place the message names the operation and the
-// key. A cause that names them again, as a driver's *driver.OpError does
+// key. A cause that names them again, as a driver's *driverkit.OpError does
 // (`redisdriver: acquire "s2": limit differs`), or a wrapped *Error of the
 // same key, keeps its words but not that part:
 // `locker: acquire "s2": redisdriver: limit differs (theirs: 3)`. Only
@@ -110,7 +110,7 @@ func (e *Error) Error() string {
 
 // dropOpKey removes from msg every "<op> <quoted>: " that begins msg or a
 // part of it (after ": "), where op is one word, such as "acquire" or
-// "force-release": the way a driver's *driver.OpError, or a wrapped *Error,
+// "force-release": the way a driver's *driverkit.OpError, or a wrapped *Error,
 // names an operation and the key that the message's prefix names already.
 func dropOpKey(msg, quoted string) string {
 	tail := " " + quoted + ": "

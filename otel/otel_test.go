@@ -169,7 +169,14 @@ func TestMetrics(t *testing.T) {
 		t.Fatal("hold not lost after Expire")
 	}
 
-	m = f.metrics(t)
+	checkMetrics(t, f.metrics(t))
+}
+
+// checkMetrics is TestMetrics's check of the metrics m recorded by then:
+// every instrument with its unit and description, the counts by outcome
+// and end, the gauges back to 0, and no key attribute.
+func checkMetrics(t *testing.T, m map[string]metricdata.Metrics) {
+	t.Helper()
 	want := map[string]string{
 		"locker.acquire.duration": "s",
 		"locker.hold.duration":    "s",

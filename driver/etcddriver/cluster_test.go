@@ -84,39 +84,63 @@ func testLeaderKill(t *testing.T, c *etcdtest.Cluster, admin *clientv3.Client) {
 	if err := mh.LockContext(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	type grant struct {
-		i   int
-		tok locker.Token
-		err error
-	}
-	grants := make(chan grant, 2)
+	grants := make(chan waiterGrant, 2)
 	var ws []*locker.Mutex
 	for i := range 2 {
 		mw := mutex(key)
 		ws = append(ws, mw)
 		go func() {
 			err := mw.LockContext(ctxT(t))
-			grants <- grant{i, mw.Token(), err}
+			grants <- waiterGrant{i, mw.Token(), err}
 		}()
 		waitEntries(t, admin, key, int64(i+2))
 	}
 
-	leader, err := c.Leader(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := time.Now()
-	c.Members[leader].Kill()
-	t.Logf("killed leader %s in %v", c.Members[leader].Name, time.Since(stopped).Round(time.Millisecond))
-	next, err := c.Leader(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("new leader %s after %v", c.Members[next].Name, time.Since(stopped).Round(time.Millisecond))
+	leader := killLeader(t, c)
 
 	// A TTL after the stop, only renewals through the new leader can
 	// have kept the hold: the local deadline would have passed.
 	time.Sleep(clusterTTL + time.Second)
+	checkHeldThrough(t, mh, grants)
+	if n := queuedEntries(t, admin, key); n != 3 {
+		t.Errorf("%d entries after the election; want the holder's and two waiters'", n)
+	}
+	last := mh.Token()
+	if err := mh.UnlockContext(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	last = serveInOrder(t, grants, ws, last)
+	last = lockOn(t, ws, last)
+	errsMu.Lock()
+	for _, err := range handled {
+		t.Logf("reported during the election (retried): %v", err)
+	}
+	errsMu.Unlock()
+
+	// The stopped member rejoins and the lock keeps working.
+	if err := c.Members[leader].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mh.LockContext(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if mh.Token() <= last {
+		t.Errorf("token %d after %d", mh.Token(), last)
+	}
+	mh.Unlock()
+}
+
+// A waiterGrant is what the LockContext of waiter i returned.
+type waiterGrant struct {
+	i   int
+	tok locker.Token
+	err error
+}
+
+// checkHeldThrough checks that the hold of mh survived the election and
+// that no waiter was granted the key meanwhile.
+func checkHeldThrough(t *testing.T, mh *locker.Mutex, grants <-chan waiterGrant) {
+	t.Helper()
 	select {
 	case <-mh.Done():
 		t.Fatalf("the hold ended during the election: %v", mh.Err())
@@ -127,13 +151,13 @@ func testLeaderKill(t *testing.T, c *etcdtest.Cluster, admin *clientv3.Client) {
 		t.Fatalf("waiter %d returned while the holder holds the key: token %d, %v", g.i, g.tok, g.err)
 	default:
 	}
-	if n := queuedEntries(t, admin, key); n != 3 {
-		t.Errorf("%d entries after the election; want the holder's and two waiters'", n)
-	}
-	last := mh.Token()
-	if err := mh.UnlockContext(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// serveInOrder checks that the waiters ws are granted the key in the
+// order they queued, with tokens growing from last, and unlocks each; it
+// returns the last token.
+func serveInOrder(t *testing.T, grants <-chan waiterGrant, ws []*locker.Mutex, last locker.Token) locker.Token {
+	t.Helper()
 	for want := range 2 {
 		select {
 		case g := <-grants:
@@ -154,7 +178,32 @@ func testLeaderKill(t *testing.T, c *etcdtest.Cluster, admin *clientv3.Client) {
 			t.Fatalf("waiter %d not served after the holder released", want)
 		}
 	}
-	// Acquisitions go on, with growing tokens.
+	return last
+}
+
+// killLeader kills the leader of c, waits for a new one, and returns the
+// killed member's index.
+func killLeader(t *testing.T, c *etcdtest.Cluster) int {
+	t.Helper()
+	leader, err := c.Leader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	c.Members[leader].Kill()
+	t.Logf("killed leader %s in %v", c.Members[leader].Name, time.Since(stopped).Round(time.Millisecond))
+	next, err := c.Leader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("new leader %s after %v", c.Members[next].Name, time.Since(stopped).Round(time.Millisecond))
+	return leader
+}
+
+// lockOn has the Mutexes ws lock and unlock in turn, five times, checking
+// that the tokens keep growing from last; it returns the last token.
+func lockOn(t *testing.T, ws []*locker.Mutex, last locker.Token) locker.Token {
+	t.Helper()
 	for i := range 5 {
 		m := ws[i%2]
 		if err := m.LockContext(ctxT(t)); err != nil {
@@ -166,21 +215,5 @@ func testLeaderKill(t *testing.T, c *etcdtest.Cluster, admin *clientv3.Client) {
 		last = m.Token()
 		m.Unlock()
 	}
-	errsMu.Lock()
-	for _, err := range handled {
-		t.Logf("reported during the election (retried): %v", err)
-	}
-	errsMu.Unlock()
-
-	// The stopped member rejoins and the lock keeps working.
-	if err := c.Members[leader].Restart(); err != nil {
-		t.Fatal(err)
-	}
-	if err := mh.LockContext(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	if mh.Token() <= last {
-		t.Errorf("token %d after %d", mh.Token(), last)
-	}
-	mh.Unlock()
+	return last
 }

@@ -5,12 +5,13 @@ import (
 	"math"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // checkRequest rejects a request that the front-end would never make: a
 // bad limit or weight, or a value that is too long.
-func checkRequest(req driver.Request) error { return driver.CheckCount(req) }
+func checkRequest(req driver.Request) error { return driverkit.CheckCount(req) }
 
 // A class is what the grant rules need of an entry or a request: its
 // sub-prefix (readers, counted or writers) and, for a counted one, its

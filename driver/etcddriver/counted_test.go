@@ -1,6 +1,7 @@
 package etcddriver_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -69,45 +70,14 @@ func TestCountedFIFO(t *testing.T) {
 		t.Fatalf("tokens %d then %d", a.Token, b.Token)
 	}
 
-	type result struct {
-		l   driver.Lease
-		err error
-	}
-	acquire := func(d *etcddriver.Driver, r driver.Request) <-chan result {
-		c := make(chan result, 1)
-		go func() {
-			l, err := d.Acquire(ctx, r)
-			c <- result{l, err}
-		}()
-		return c
-	}
 	cReq := creq(key, owner(), limit, 3)
-	cc := acquire(other, cReq)
+	cc := acquireAsync(ctx, other, cReq)
 	waitWaiting(t, d, key, 1)
 
-	// Newcomers of weight 1 would fit (2+1+1 <= 4), but the waiter is
-	// ahead of them: refused, and they leave nothing behind.
-	for _, dd := range []*etcddriver.Driver{d, other} {
-		for range 2 {
-			if _, err := dd.TryAcquire(ctx, creq(key, owner(), limit, 1)); !errors.Is(err, driver.ErrLocked) {
-				t.Fatalf("TryAcquire of 1 unit behind a waiter of 3: %v; want ErrLocked", err)
-			}
-		}
-	}
-	qo := owner()
-	if _, err := tryQueued(d, ctx, creq(key, qo, limit, 1)); !errors.Is(err, driver.ErrLocked) {
-		t.Fatalf("TryAcquireQueued of 1 unit behind a waiter of 3: %v; want ErrLocked", err)
-	}
-	if err := d.Release(ctx, driver.Lease{Key: key, Owner: qo, Mode: driver.Shared}); !errors.Is(err, driver.ErrNotHeld) {
-		t.Fatalf("Release of a queued entry: %v", err)
-	}
-	st := inspect(t, d, key)
-	if got := weights(st); len(got) != 2 || got[a.Owner] != 2 || got[b.Owner] != 1 || st.Waiting != 1 || st.Limit != limit {
-		t.Fatalf("state after refused newcomers: %+v", st)
-	}
+	refuseNewcomers(t, d, other, key, limit, a, b)
 
 	dReq := creq(key, owner(), limit, 1)
-	dc := acquire(d, dReq)
+	dc := acquireAsync(ctx, d, dReq)
 	waitWaiting(t, d, key, 2)
 
 	// 2 units leave: the waiter of 3 fits beside the holder of 1; the
@@ -122,7 +92,7 @@ func TestCountedFIFO(t *testing.T) {
 	if r.l.Token <= b.Token || r.l.Mode != driver.Shared {
 		t.Errorf("Acquire of 3 units = %+v", r.l)
 	}
-	st = inspect(t, d, key)
+	st := inspect(t, d, key)
 	if got := weights(st); len(got) != 2 || got[b.Owner] != 1 || got[cReq.Owner] != 3 || st.Waiting != 1 {
 		t.Fatalf("state after the first release: %+v", st)
 	}
@@ -151,6 +121,51 @@ func TestCountedFIFO(t *testing.T) {
 		if err := x.d.Release(ctx, x.l); err != nil {
 			t.Errorf("Release(%+v): %v", x.l, err)
 		}
+	}
+}
+
+// An acquireResult is what an Acquire returned.
+type acquireResult struct {
+	l   driver.Lease
+	err error
+}
+
+// acquireAsync runs d.Acquire(ctx, r) and returns the channel that
+// receives its result.
+func acquireAsync(ctx context.Context, d *etcddriver.Driver, r driver.Request) <-chan acquireResult {
+	c := make(chan acquireResult, 1)
+	go func() {
+		l, err := d.Acquire(ctx, r)
+		c <- acquireResult{l, err}
+	}()
+	return c
+}
+
+// refuseNewcomers is TestCountedFIFO's check that newcomers of weight 1
+// are refused behind a waiter of 3, through d and other, while a (2 units)
+// and b (1 unit) hold key, and leave nothing behind.
+func refuseNewcomers(t *testing.T, d, other *etcddriver.Driver, key string, limit int64, a, b driver.Lease) {
+	t.Helper()
+	ctx := ctxT(t)
+	// Newcomers of weight 1 would fit (2+1+1 <= 4), but the waiter is
+	// ahead of them: refused, and they leave nothing behind.
+	for _, dd := range []*etcddriver.Driver{d, other} {
+		for range 2 {
+			if _, err := dd.TryAcquire(ctx, creq(key, owner(), limit, 1)); !errors.Is(err, driver.ErrLocked) {
+				t.Fatalf("TryAcquire of 1 unit behind a waiter of 3: %v; want ErrLocked", err)
+			}
+		}
+	}
+	qo := owner()
+	if _, err := tryQueued(d, ctx, creq(key, qo, limit, 1)); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("TryAcquireQueued of 1 unit behind a waiter of 3: %v; want ErrLocked", err)
+	}
+	if err := d.Release(ctx, driver.Lease{Key: key, Owner: qo, Mode: driver.Shared}); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Release of a queued entry: %v", err)
+	}
+	st := inspect(t, d, key)
+	if got := weights(st); len(got) != 2 || got[a.Owner] != 2 || got[b.Owner] != 1 || st.Waiting != 1 || st.Limit != limit {
+		t.Fatalf("state after refused newcomers: %+v", st)
 	}
 }
 
@@ -232,9 +247,19 @@ func TestCountedLimitMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	checkExclusiveAndBad(t, d, other)
+}
+
+// checkExclusiveAndBad is TestCountedLimitMismatch on a key held
+// exclusively: a counted request behind the holder is locked, not refused
+// for its limit; and requests the front-end never makes are refused for
+// good.
+func checkExclusiveAndBad(t *testing.T, d, other *etcddriver.Driver) {
+	t.Helper()
+	ctx := ctxT(t)
 	// A counted request behind an exclusive holder waits: it is locked,
 	// not refused for its limit.
-	key = uniqueKey(t, "exclusive")
+	key := uniqueKey(t, "exclusive")
 	x := mustAcquire(t, d, req(key, owner(), driver.Exclusive, countedTTL))
 	if _, err := other.TryAcquire(ctx, creq(key, owner(), 3, 1)); !errors.Is(err, driver.ErrLocked) {
 		t.Errorf("counted TryAcquire on an exclusive key: %v; want ErrLocked", err)
@@ -355,8 +380,14 @@ func TestValues(t *testing.T) {
 		t.Errorf("after the release: %+v", st)
 	}
 
-	// Shared holders, uncounted and counted.
-	key = uniqueKey(t, "shared")
+	testSharedValues(t, d, other, binary)
+}
+
+// testSharedValues is TestValues for shared holders, uncounted and counted:
+// d and other are two drivers, binary a value of MaxValueLen bytes.
+func testSharedValues(t *testing.T, d, other *etcddriver.Driver, binary string) {
+	ctx := ctxT(t)
+	key := uniqueKey(t, "shared")
 	sr := req(key, owner(), driver.Shared, countedTTL)
 	sr.Value = "reader"
 	s := mustAcquire(t, d, sr)
@@ -375,7 +406,7 @@ func TestValues(t *testing.T) {
 		}
 		ls = append(ls, mustAcquire(t, []*etcddriver.Driver{d, other}[i], cr))
 	}
-	st = inspect(t, d, key)
+	st := inspect(t, d, key)
 	if len(st.Holders) != 2 || st.Limit != 5 || st.Mode != driver.Shared ||
 		st.Holders[0].Weight != 1 || st.Holders[0].Value != "" ||
 		st.Holders[1].Weight != 3 || st.Holders[1].Value != binary || st.Fence != ls[1].Token {

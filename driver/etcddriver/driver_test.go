@@ -634,6 +634,26 @@ func TestRoundTrips(t *testing.T) {
 		t.Errorf("Lock+Unlock on a lease last proved over a tenth of its TTL ago: %v; want one Txn, one keep-alive, one DeleteRange", got)
 	}
 
+	testRefreshRoundTrips(t, d, rc, key)
+
+	// Contended: a refused TryAcquire reads, it does not write.
+	hl := mustAcquire(t, other, req(key, owner(), driver.Exclusive, 10*time.Second))
+	for range 2 {
+		rc.reset()
+		if _, err := d.TryAcquire(ctx, req(key, owner(), driver.Exclusive, 10*time.Second)); !errors.Is(err, driver.ErrLocked) {
+			t.Fatal(err)
+		}
+	}
+	if got := rc.reset(); got["Range"] != 1 || len(got) != 2 {
+		t.Errorf("a TryAcquire refused right after another refusal: %v; want one Range", got)
+	}
+	other.Release(ctx, hl)
+}
+
+// testRefreshRoundTrips is TestRoundTrips for Refresh and RefreshBatch on
+// d, whose client counts its requests in rc, with leases of key.
+func testRefreshRoundTrips(t *testing.T, d *etcddriver.Driver, rc *rpcCounter, key string) {
+	ctx := ctxT(t)
 	l := mustAcquire(t, d, req(key, owner(), driver.Exclusive, 10*time.Second))
 	rc.reset()
 	if _, err := d.Refresh(ctx, l); err != nil {
@@ -658,19 +678,6 @@ func TestRoundTrips(t *testing.T) {
 	for _, l := range ls {
 		d.Release(ctx, l)
 	}
-
-	// Contended: a refused TryAcquire reads, it does not write.
-	hl := mustAcquire(t, other, req(key, owner(), driver.Exclusive, 10*time.Second))
-	for range 2 {
-		rc.reset()
-		if _, err := d.TryAcquire(ctx, req(key, owner(), driver.Exclusive, 10*time.Second)); !errors.Is(err, driver.ErrLocked) {
-			t.Fatal(err)
-		}
-	}
-	if got := rc.reset(); got["Range"] != 1 || len(got) != 2 {
-		t.Errorf("a TryAcquire refused right after another refusal: %v; want one Range", got)
-	}
-	other.Release(ctx, hl)
 }
 
 // TestLeasePool: an uncontended lock loop reuses one lease.

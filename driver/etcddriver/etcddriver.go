@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -85,13 +86,12 @@ type Driver struct {
 
 	mu      sync.Mutex
 	closed  bool
-	owners  map[string]*entry                     // entries this driver made, by owner
-	tokens  map[holdRef]string                    // entry keys of owners[…] with a known token
-	pools   map[int64][]pooledLease               // idle leases by TTL in seconds
-	watches map[string]*keyWatch                  // by lock base
-	fan     driver.Fanout                         // subscriptions, by lock base (see Subscribe)
-	losses  map[string]map[*lossListener]struct{} // WatchLoss registrations by entry key
-	hot     map[string]time.Time                  // lock bases by the time of the last refusal
+	owners  map[string]*entry       // entries this driver made, by owner
+	tokens  map[holdRef]string      // entry keys of owners[…] with a known token
+	pools   map[int64][]pooledLease // idle leases by TTL in seconds
+	watches map[string]*keyWatch    // by lock base
+	fan     driverkit.Fanout        // subscriptions, by lock base (see Subscribe)
+	hot     driverkit.Contention    // lock bases refused lately: TryAcquire looks before it writes
 
 	id           string                  // random, names the driver in entries and sentinels
 	lockDelay    time.Duration           // see Options.LockDelay
@@ -102,10 +102,7 @@ type Driver struct {
 	kaMu sync.Mutex
 	ka   *kaStream // nil until needed or after it broke
 
-	bases cache[string, string]       // lock key -> base
-	frees cache[cmpKey, clientv3.Cmp] // see freeCmpOf
-
-	releases cache[string, *releaseCall] // the last Release's Delete of each entry key
+	releases *driverkit.LRU[string, *releaseCall] // under mu: the last Release's Delete of entry keys
 }
 
 // holdRef names a grant: the lock's base and the token.
@@ -183,12 +180,8 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		tokens:      make(map[holdRef]string),
 		pools:       make(map[int64][]pooledLease),
 		watches:     make(map[string]*keyWatch),
-		losses:      make(map[string]map[*lossListener]struct{}),
-		hot:         make(map[string]time.Time),
 		leaseLosses: make(map[*leaseLoss]struct{}),
-		bases:       cache[string, string]{max: maxCachedBases},
-		frees:       cache[cmpKey, clientv3.Cmp]{max: maxCachedBases},
-		releases:    cache[string, *releaseCall]{max: maxReleases},
+		releases:    driverkit.NewLRU[string, *releaseCall](maxReleases),
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -337,7 +330,7 @@ func (d *Driver) closedErr() error {
 
 // opError names the operation and key of err.
 func opError(op, key string, err error) error {
-	return &driver.OpError{Driver: "etcddriver", Op: op, Key: key, Err: err}
+	return &driverkit.OpError{Driver: "etcddriver", Op: op, Key: key, Err: err}
 }
 
 // fail returns err, the error of op on key made with ctx, as the driver's
@@ -349,13 +342,7 @@ func (d *Driver) fail(ctx context.Context, op, key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	if cerr := d.closedErr(); cerr != nil && !driver.IsPermanent(err) && (ctx.Err() == nil || !errors.Is(err, ctx.Err())) {
-		if !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w: %w", cerr, err)
-		}
-		return driver.Permanent(opError(op, key, err))
-	}
-	return opError(op, key, err)
+	return opError(op, key, driverkit.Closed(ctx, err, d.closedErr()))
 }
 
 // bound returns ctx, canceled also when the driver or its client is
@@ -420,19 +407,8 @@ func permanentf(format string, args ...any) error {
 	return driver.Permanent(fmt.Errorf(format, args...))
 }
 
-// base returns the base of key's entries, from a small cache: a key
-// locked over and over is escaped once.
-func (d *Driver) base(key string) string {
-	if b, ok := d.bases.load(key); ok {
-		return b
-	}
-	b := lockBase(d.prefix, key)
-	d.bases.store(key, b)
-	return b
-}
-
-// maxCachedBases bounds the cache of lock bases.
-const maxCachedBases = 1024
+// base returns the base of key's entries.
+func (d *Driver) base(key string) string { return lockBase(d.prefix, key) }
 
 // entryOf returns the entry the driver made for owner in mode m below
 // base, or nil.
@@ -458,6 +434,7 @@ func (d *Driver) lookup(owner, k string) (entry, bool) {
 // remember records e as owner's entry.
 func (d *Driver) remember(owner string, e entry) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if !d.closed {
 		if old := d.owners[owner]; old != nil && old.token != 0 {
 			delete(d.tokens, holdRef{old.base, old.token})
@@ -468,7 +445,6 @@ func (d *Driver) remember(owner string, e entry) {
 			d.tokens[holdRef{c.base, c.token}] = c.key
 		}
 	}
-	d.mu.Unlock()
 }
 
 // confirm extends the known life of owner's entry at k after a keep-alive

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -29,55 +30,19 @@ const (
 	writers = "w/"
 )
 
-// escapeKey escapes '%' and '/' in key as %25 and %2F. The result never
-// contains '/', and unescaping it gives key back, so the mapping is
-// injective.
-func escapeKey(key string) string {
-	n := strings.Count(key, "%") + strings.Count(key, "/")
-	if n == 0 {
-		return key
-	}
-	var b strings.Builder
-	b.Grow(len(key) + 2*n)
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; c {
-		case '%':
-			b.WriteString("%25")
-		case '/':
-			b.WriteString("%2F")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
+// keyEscaper escapes '%' and '/' in a key as %25 and %2F. The result
+// never contains '/', and unescaping it gives the key back, so the mapping
+// is injective.
+var keyEscaper = driverkit.Escaper{Keep: func(c byte) bool { return c != '/' }}
+
+// escapeKey returns key escaped by keyEscaper.
+func escapeKey(key string) string { return keyEscaper.Escape(key) }
 
 // unescapeKey inverts escapeKey. It reports false for a string that
 // escapeKey cannot have returned.
 func unescapeKey(s string) (string, bool) {
-	if strings.IndexByte(s, '/') >= 0 {
-		return "", false
-	}
-	if strings.IndexByte(s, '%') < 0 {
-		return s, true
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch {
-		case strings.HasPrefix(s[i:], "%25"):
-			b.WriteByte('%')
-		case strings.HasPrefix(s[i:], "%2F"):
-			b.WriteByte('/')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
+	k, err := keyEscaper.Unescape(s)
+	return k, err == nil
 }
 
 // lockBase returns the base of key's entries: prefix, the escaped key,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -56,7 +57,7 @@ type leaseLoss struct {
 	lease clientv3.LeaseID
 	token int64
 	key   string // the lock key, for errors
-	lost  *driver.LossCallback
+	lost  *driverkit.LossCallback
 }
 
 // fire reports the loss, unless it was reported or the registration
@@ -69,8 +70,9 @@ func (ll *leaseLoss) fire(err error) { ll.lost.Fire(opError("watch", ll.key, err
 // documentation): the same deletion event that lets a waiter on another
 // client take the key reaches the holder at the same time, and the waiter
 // still confirms its grant with a round trip. If the lease ended before
-// WatchLoss is called, lost is called at once (from a goroutine). A Release
-// of l is not a loss. An entry deleted by hand, with its lease alive, is
+// WatchLoss is called, lost is called at once (from a goroutine), and so
+// it is for a lease this driver has no record of. A Release of l is not a
+// loss. An entry deleted by hand, with its lease alive, is
 // not reported here; the next Refresh finds it gone.
 //
 // lost runs on a goroutine of the driver's and must not block or call
@@ -85,18 +87,23 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 		return func() {}
 	}
 	e := d.owners[l.Owner]
-	if e == nil || e.base != d.base(l.Key) || e.mode != l.Mode || d.sentinels == nil {
-		d.mu.Unlock()
-		return d.watchLossByKey(l, lost)
-	}
-	ll := &leaseLoss{d: d, lease: e.lease, token: int64(l.Token), key: l.Key, lost: driver.NewLossCallback(lost)}
-	dead := e.dead
-	if !dead {
+	ll := &leaseLoss{d: d, token: int64(l.Token), key: l.Key, lost: driverkit.NewLossCallback(lost)}
+	var why error
+	switch {
+	case e == nil || e.base != d.base(l.Key) || e.mode != l.Mode:
+		// The front-end watches a lease through the driver that granted
+		// it: one this driver has no record of is gone (its entry was
+		// found missing, or released).
+		why = fmt.Errorf("no hold of this driver with token %d: %w", l.Token, driver.ErrNotHeld)
+	case e.dead:
+		why = fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld)
+	default:
+		ll.lease = e.lease
 		d.leaseLosses[ll] = struct{}{}
 	}
 	d.mu.Unlock()
-	if dead {
-		d.spawn(func() { ll.fire(fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld)) })
+	if why != nil {
+		d.spawn(func() { ll.fire(why) })
 	}
 	return ll.stop
 }
@@ -184,7 +191,7 @@ func (s sentinelListener) reset(int64) {
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
-		var bo driver.Backoff // 10ms doubling to 1s
+		var bo driverkit.Backoff // 10ms doubling to 1s
 		for d.ctx.Err() == nil {
 			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 			resp, err := d.kv.Get(ctx, d.sentinelBase, clientv3.WithPrefix(), clientv3.WithKeysOnly())

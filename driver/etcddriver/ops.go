@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -50,7 +51,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 		return driver.Lease{}, err
 	}
 	base := d.base(req.Key)
-	if _, known := d.entryOf(req.Owner, base, req.Mode); !known && !queued && d.isHot(base) {
+	if _, known := d.entryOf(req.Owner, base, req.Mode); !known && !queued && d.hot.Hot(base) {
 		// The key was refused recently: look before writing. A refused
 		// look costs a linearizable read instead of a Raft write, and
 		// leaves nothing behind.
@@ -59,50 +60,21 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 			return driver.Lease{}, err
 		}
 		if refusal != nil {
-			d.setHot(base, true)
+			d.hot.Refused(base)
 			return driver.Lease{}, refusal
 		}
-		d.setHot(base, false)
+		d.hot.Free(base)
 	}
 	for attempt := 0; ; attempt++ {
 		l, retry, err := d.tryOnce(ctx, req, base, ttl, queued)
 		if errors.Is(err, driver.ErrLocked) {
-			d.setHot(base, true)
+			d.hot.Refused(base)
 		}
 		if retry && attempt == 0 {
 			continue
 		}
 		return l, err
 	}
-}
-
-// hotWindow is how long after a refusal a new owner's TryAcquire of the
-// same key looks before it writes.
-const hotWindow = time.Second
-
-func (d *Driver) isHot(base string) bool {
-	d.mu.Lock()
-	t, ok := d.hot[base]
-	d.mu.Unlock()
-	return ok && time.Since(t) < hotWindow
-}
-
-// setHot records a refusal of base (or that base was found free).
-func (d *Driver) setHot(base string, hot bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !hot {
-		delete(d.hot, base)
-		return
-	}
-	if len(d.hot) > 1024 {
-		for b, t := range d.hot {
-			if time.Since(t) >= hotWindow {
-				delete(d.hot, b)
-			}
-		}
-	}
-	d.hot[base] = time.Now()
 }
 
 // look reads the entries that req would have to look at and returns its
@@ -207,7 +179,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 // attempt: If(no conflicting entry) Then(put the entry).
 func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base string, e entry, isNew, queued bool) (attempt, error) {
 	k, dir := e.key, reqDir(req)
-	free := d.freeCmpOf(base, dir)
+	free := freeCmp(conflictRange(base, dir))
 	put := clientv3.OpPut(k, d.entryValue(req), clientv3.WithLease(e.lease))
 	var resp *clientv3.TxnResponse
 	var err error
@@ -425,23 +397,6 @@ func freeCmp(start, end string) clientv3.Cmp {
 	return clientv3.Compare(clientv3.Version(start), "=", 0).WithRange(end)
 }
 
-// freeCmpOf is freeCmp of the conflict range of base and dir (see
-// conflictRange), from a cache: a key locked over and over builds its
-// comparison once. Comparisons are only read once built, so transactions
-// share them.
-func (d *Driver) freeCmpOf(base, dir string) clientv3.Cmp {
-	k := cmpKey{base, dir}
-	if c, ok := d.frees.load(k); ok {
-		return c
-	}
-	c := freeCmp(conflictRange(base, dir))
-	d.frees.store(k, c)
-	return c
-}
-
-// A cmpKey names a cached freeCmp.
-type cmpKey struct{ base, dir string }
-
 // headOp returns the read that decides whether the entry k of the lock at
 // base is granted (see atHead): the oldest conflicting entry, or all the
 // entries for a counted one.
@@ -616,84 +571,79 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		}
 		return errs
 	}
-	keys := make([]string, len(ls))
-	kas := make([]*kaCall, len(ls))
-	owns := make([]*mvccpb.KeyValue, len(ls))
-	heads := make([]bool, len(ls))
-	readErrs := make([]error, len(ls))
-	var unknown []int
+	b := batch{ls: ls, keys: make([]string, len(ls)), kas: make([]*kaCall, len(ls)), owns: make([]*mvccpb.KeyValue, len(ls)), heads: make([]bool, len(ls)), errs: errs}
+	var known []int
+	var wg sync.WaitGroup
 	for i, l := range ls {
 		if e, ok := d.entryOf(l.Owner, d.base(l.Key), l.Mode); ok {
-			keys[i] = e.key
-			kas[i] = d.keepAlive(e.lease)
-		} else {
-			unknown = append(unknown, i)
-		}
-	}
-	var wg sync.WaitGroup
-	for _, i := range unknown {
-		wg.Go(func() {
-			_, _, keys[i], owns[i], readErrs[i] = d.locate(ctx, ls[i])
-			heads[i] = true
-		})
-	}
-	var known []int
-	for i := range ls {
-		if kas[i] != nil {
+			b.keys[i], b.kas[i] = e.key, d.keepAlive(e.lease)
 			known = append(known, i)
+			continue
 		}
+		wg.Go(func() {
+			_, _, b.keys[i], b.owns[i], b.errs[i] = d.locate(ctx, l)
+			b.heads[i] = true
+		})
 	}
 	// One Get per lease, and the oldest conflicting entry for a lease
 	// without a token (whose grant must be checked), at most maxBatchOps
 	// operations per transaction.
-	for lo := 0; lo < len(known); {
-		hi, n := lo, 0
-		for hi < len(known) && n+opsFor(ls[known[hi]]) <= maxBatchOps {
-			n += opsFor(ls[known[hi]])
-			hi++
-		}
-		idx := known[lo:hi]
-		lo = hi
-		wg.Go(func() {
-			ops := make([]clientv3.Op, 0, n)
-			for _, i := range idx {
-				ops = append(ops, clientv3.OpGet(keys[i]))
-				if ls[i].Token == 0 {
-					ops = append(ops, headOp(d.base(ls[i].Key), keys[i]))
-				}
-			}
-			resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
-			j := 0
-			for _, i := range idx {
-				if err != nil {
-					readErrs[i] = err
-					continue
-				}
-				heads[i] = true
-				if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
-					owns[i] = kvs[0]
-					if ls[i].Token == 0 {
-						heads[i] = atHead(kvs[0], resp.Responses[j+1].GetResponseRange().Kvs)
-					}
-				}
-				j += opsFor(ls[i])
-			}
-		})
+	for lo, hi := range driverkit.Chunks(len(known), maxBatchOps, func(j int) int { return opsFor(ls[known[j]]) }) {
+		wg.Go(func() { d.readBatch(ctx, &b, known[lo:hi]) })
 	}
 	wg.Wait()
 	// Keep-alives the driver could not send ahead go out together now.
 	for i := range ls {
-		if readErrs[i] == nil && owns[i] != nil && (kas[i] == nil || kas[i].id != clientv3.LeaseID(owns[i].Lease)) {
-			kas[i] = d.keepAlive(clientv3.LeaseID(owns[i].Lease))
+		if errs[i] == nil && b.owns[i] != nil && (b.kas[i] == nil || b.kas[i].id != clientv3.LeaseID(b.owns[i].Lease)) {
+			b.kas[i] = d.keepAlive(clientv3.LeaseID(b.owns[i].Lease))
 		}
 	}
 	for i, l := range ls {
-		errs[i] = readErrs[i]
 		if errs[i] == nil {
-			errs[i] = d.checkHeld(ctx, l, keys[i], owns[i], heads[i], kas[i])
+			errs[i] = d.checkHeld(ctx, l, b.keys[i], b.owns[i], b.heads[i], b.kas[i])
 		}
 	}
 	return errs
+}
+
+// A batch is the state of a refreshBatch, by lease: the entry's key, the
+// keep-alive of its lease, the entry as read, whether it is at the head of
+// the queue, and the lease's error.
+type batch struct {
+	ls    []driver.Lease
+	keys  []string
+	kas   []*kaCall
+	owns  []*mvccpb.KeyValue
+	heads []bool
+	errs  []error
+}
+
+// readBatch reads the entries of the leases idx of b in one read-only
+// transaction.
+func (d *Driver) readBatch(ctx context.Context, b *batch, idx []int) {
+	ops := make([]clientv3.Op, 0, 2*len(idx))
+	for _, i := range idx {
+		ops = append(ops, clientv3.OpGet(b.keys[i]))
+		if b.ls[i].Token == 0 {
+			ops = append(ops, headOp(d.base(b.ls[i].Key), b.keys[i]))
+		}
+	}
+	resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
+	j := 0
+	for _, i := range idx {
+		if err != nil {
+			b.errs[i] = err
+			continue
+		}
+		b.heads[i] = true
+		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
+			b.owns[i] = kvs[0]
+			if b.ls[i].Token == 0 {
+				b.heads[i] = atHead(kvs[0], resp.Responses[j+1].GetResponseRange().Kvs)
+			}
+		}
+		j += opsFor(b.ls[i])
+	}
 }
 
 // Release implements driver.Driver: one Delete of l's entry, which wakes
@@ -721,7 +671,6 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
 	}
 	d.forget(l.Owner, k)
-	d.silenceKey(k)
 	if !known {
 		return d.releaseFound(ctx, l, k, kv)
 	}
@@ -795,13 +744,12 @@ const maxReleases = 1024
 // look), and returns nil otherwise.
 func (d *Driver) startRelease(base, k string) *releaseCall {
 	d.mu.Lock()
-	watched := d.watches[base] != nil
-	d.mu.Unlock()
-	if !watched {
+	defer d.mu.Unlock()
+	if d.watches[base] == nil {
 		return nil
 	}
 	rc := &releaseCall{done: make(chan struct{})}
-	d.releases.store(k, rc)
+	d.releases.Put(k, rc)
 	return rc
 }
 
@@ -821,7 +769,9 @@ func (rc *releaseCall) end(resp *clientv3.DeleteResponse, err error) {
 // to a Delete still under way is on its way too: it is waited for, up to
 // releaseReplyWait (then the answer is unknown: false).
 func (d *Driver) releasedAt(ctx context.Context, k string, rev int64) bool {
-	rc, ok := d.releases.load(k)
+	d.mu.Lock()
+	rc, ok := d.releases.Get(k)
+	d.mu.Unlock()
 	if !ok {
 		return false
 	}

@@ -2,11 +2,11 @@ package etcddriver
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -154,7 +154,7 @@ func (w *keyWatch) run() {
 	defer w.d.bg.Done()
 	defer close(w.done)
 	defer w.end()
-	var bo driver.Backoff // 10ms doubling to 1s
+	var bo driverkit.Backoff // 10ms doubling to 1s
 	for w.ctx.Err() == nil {
 		// WithRequireLeader: a member cut off from its cluster ends the
 		// watch instead of leaving it silent, and the client moves on.
@@ -231,7 +231,7 @@ func (w *keyWatch) dispatch(key string, rev int64) {
 // driver or its client is closed, the channel receives a value too: the
 // subscriber's next call fails with a permanent error.
 //
-// A subscription is a *driver.FanoutSub of the driver's Fanout, keyed by
+// A subscription is a *driverkit.FanoutSub of the driver's Fanout, keyed by
 // the lock's base, and a reference to the key's watch, which the watch's
 // events wake through the Fanout and which the subscription's Close drops
 // (see unsubscribed).
@@ -258,135 +258,4 @@ func (d *Driver) unsubscribed(base string) {
 	if w != nil {
 		w.release()
 	}
-}
-
-// watchLossByKey is WatchLoss for a lease whose owner this driver has no
-// record of (its entry was made through another Driver): it finds the
-// entry by reading, then watches the entry's key through the lock's
-// keyWatch.
-func (d *Driver) watchLossByKey(l driver.Lease, lost func(err error)) (stop func()) {
-	base := d.base(l.Key)
-	w := d.watch(base)
-	ll := &lossListener{d: d, w: w, lease: l, token: int64(l.Token), lost: driver.NewLossCallback(lost), stopc: make(chan struct{})}
-	w.add(ll)
-	ll.verifyAsync() // finds the entry, or reports it gone
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			w.remove(ll)
-			ll.lost.Stop()
-			close(ll.stopc)
-			d.mu.Lock()
-			if set := d.losses[ll.key]; set != nil {
-				delete(set, ll)
-				if len(set) == 0 {
-					delete(d.losses, ll.key)
-				}
-			}
-			d.mu.Unlock()
-			w.release()
-		})
-	}
-}
-
-// A lossListener is a WatchLoss registration that watches an entry's key
-// (see watchLossByKey).
-type lossListener struct {
-	d     *Driver
-	w     *keyWatch
-	lease driver.Lease
-	key   string // the entry's key once found; guarded by w.mu
-	token int64
-	lost  *driver.LossCallback
-	stopc chan struct{} // closed by stop
-}
-
-func (ll *lossListener) deleted(key string, rev int64) {
-	if key == ll.key && rev > ll.token { // ll.key is guarded by the watch's mutex
-		ll.fire(fmt.Errorf("etcd deleted the entry at revision %d (lease expired or revoked, or key deleted): %w", rev, driver.ErrNotHeld))
-	}
-}
-
-func (ll *lossListener) reset(int64) { ll.verifyAsync() }
-func (ll *lossListener) ended()      {}
-
-// silenceKey silences the key-watch WatchLoss registrations of entry k
-// before a Release deletes it.
-func (d *Driver) silenceKey(k string) {
-	d.mu.Lock()
-	var ls []*lossListener
-	for ll := range d.losses[k] {
-		ls = append(ls, ll)
-	}
-	d.mu.Unlock()
-	for _, ll := range ls {
-		ll.lost.Stop()
-	}
-}
-
-// fire reports the loss, unless it was reported or the registration
-// stopped.
-func (ll *lossListener) fire(err error) { ll.lost.Fire(opError("watch", ll.lease.Key, err)) }
-
-// verifyAsync checks, once the watch is in place, that the entry still
-// exists with its token, and reports the loss if not.
-func (ll *lossListener) verifyAsync() {
-	d := ll.d
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		select {
-		case <-ll.w.ready:
-		case <-ll.stopc:
-			return
-		case <-ll.w.done:
-			return
-		}
-		var bo driver.Backoff // 10ms doubling to 1s
-		for {
-			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
-			ll.w.mu.Lock()
-			k := ll.key
-			ll.w.mu.Unlock()
-			var kv *mvccpb.KeyValue
-			var err error
-			if k == "" {
-				kv, err = d.find(ctx, d.base(ll.lease.Key), ll.lease.Mode, ll.lease.Owner)
-			} else {
-				var resp *clientv3.GetResponse
-				if resp, err = d.kv.Get(ctx, k); err == nil && len(resp.Kvs) > 0 {
-					kv = resp.Kvs[0]
-				}
-			}
-			cancel()
-			if err == nil {
-				if kv == nil || !isOwner(kv.Value, ll.lease.Owner) || kv.CreateRevision != ll.token {
-					ll.fire(fmt.Errorf("the entry is gone: %w", driver.ErrNotHeld))
-				} else if k == "" {
-					// Found: from now on the watch reports its deletion;
-					// read it once more, in case it went meanwhile.
-					ll.w.mu.Lock()
-					ll.key = string(kv.Key)
-					ll.w.mu.Unlock()
-					d.mu.Lock()
-					set := d.losses[ll.key]
-					if set == nil {
-						set = make(map[*lossListener]struct{})
-						d.losses[ll.key] = set
-					}
-					set[ll] = struct{}{}
-					d.mu.Unlock()
-					continue
-				}
-				return
-			}
-			select {
-			case <-time.After(bo.Next()):
-			case <-ll.stopc:
-				return
-			case <-d.ctx.Done():
-				return
-			}
-		}
-	}()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/memcachedriver"
 	"github.com/go-locker/locker/internal/lag"
 	"github.com/go-locker/locker/internal/memcachedtest"
@@ -47,9 +48,9 @@ func TestTTL(t *testing.T) {
 		if err == nil || !driver.IsPermanent(err) || time.Since(start) > 100*time.Millisecond {
 			t.Errorf("TryAcquire with TTL %v = %v after %v; want a permanent error at once", bad, err, time.Since(start))
 		}
-		var oe *driver.OpError
+		var oe *driverkit.OpError
 		if !errors.As(err, &oe) || oe.Driver != "memcachedriver" || oe.Op != "acquire" || oe.Key != "k" {
-			t.Errorf("TryAcquire with TTL %v = %v; want a *driver.OpError of acquire \"k\" (got %+v)", bad, err, oe)
+			t.Errorf("TryAcquire with TTL %v = %v; want a *driverkit.OpError of acquire \"k\" (got %+v)", bad, err, oe)
 		}
 		_, err = d.Refresh(context.Background(), driver.Lease{Key: "k", Owner: owner(), Token: 1, TTL: bad})
 		if err == nil || !driver.IsPermanent(err) {

@@ -3,8 +3,9 @@ package memcachedriver
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
+
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // MaxKeyLen is the longest key memcached accepts, in bytes.
@@ -35,6 +36,9 @@ func legalByte(b byte) bool { return b > ' ' && b != 0x7f }
 // mustEscape reports whether b is written as %XX in a key's body.
 func mustEscape(b byte) bool { return !legalByte(b) || b == '%' }
 
+// bodyEscaper writes the body of an escaped key (see itemKeys).
+var bodyEscaper = driverkit.Escaper{Keep: legalByte}
+
 // checkPrefix reports why p cannot start the driver's keys, or nil.
 func checkPrefix(p string) error {
 	if len(p) > maxPrefixLen {
@@ -58,14 +62,7 @@ func checkPrefix(p string) error {
 // hex SHA-256 of key, under kinds of its own. See the package
 // documentation for why hashing is needed and why it is safe.
 func itemKeys(prefix, key string) (hold, fence string) {
-	n := 0
-	for i := 0; i < len(key); i++ {
-		if mustEscape(key[i]) {
-			n += 3
-		} else {
-			n++
-		}
-	}
+	n := bodyEscaper.Len(key)
 	if len(prefix)+kindLen+n > MaxKeyLen {
 		sum := sha256.Sum256([]byte(key))
 		body := hex.EncodeToString(sum[:])
@@ -75,13 +72,7 @@ func itemKeys(prefix, key string) (hold, fence string) {
 	b = append(b, prefix...)
 	b = append(b, kindHold...)
 	start := len(b)
-	for i := 0; i < len(key); i++ {
-		if c := key[i]; mustEscape(c) {
-			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
-		} else {
-			b = append(b, c)
-		}
-	}
+	b = bodyEscaper.Append(b, key)
 	hold = string(b)
 	copy(b[start-kindLen:], kindFence)
 	return hold, string(b)
@@ -92,40 +83,4 @@ const hexDigits = "0123456789ABCDEF"
 // decodeBody reverses the escaping of itemKeys: it returns the lock key
 // whose escaped body is body. It exists to show, in tests, that the
 // escaping is injective.
-func decodeBody(body string) (string, error) {
-	b := make([]byte, 0, len(body))
-	for i := 0; i < len(body); i++ {
-		c := body[i]
-		if c != '%' {
-			if mustEscape(c) {
-				return "", fmt.Errorf("byte %#x at %d should have been escaped", c, i)
-			}
-			b = append(b, c)
-			continue
-		}
-		if i+2 >= len(body) {
-			return "", errors.New("truncated escape")
-		}
-		hi, lo := unhex(body[i+1]), unhex(body[i+2])
-		if hi < 0 || lo < 0 {
-			return "", fmt.Errorf("bad escape %q", body[i:i+3])
-		}
-		v := byte(hi<<4 | lo)
-		if !mustEscape(v) {
-			return "", fmt.Errorf("escape %q of a byte that needs none", body[i:i+3])
-		}
-		b = append(b, v)
-		i += 2
-	}
-	return string(b), nil
-}
-
-func unhex(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'A' <= c && c <= 'F':
-		return int(c - 'A' + 10)
-	}
-	return -1
-}
+func decodeBody(body string) (string, error) { return bodyEscaper.Unescape(body) }

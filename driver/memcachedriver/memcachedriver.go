@@ -9,6 +9,7 @@ import (
 
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
@@ -147,10 +148,10 @@ func ttlSeconds(ttl time.Duration) (int64, error) {
 	return int64(ttl / time.Second), nil
 }
 
-// opError wraps err in a *driver.OpError with the operation and key, and
+// opError wraps err in a *driverkit.OpError with the operation and key, and
 // marks it Permanent when no retry can cure it.
 func opError(op, key string, err error) error {
-	e := &driver.OpError{Driver: "memcachedriver", Op: op, Key: key, Err: err}
+	e := &driverkit.OpError{Driver: "memcachedriver", Op: op, Key: key, Err: err}
 	if !driver.IsPermanent(err) && isPermanent(err) {
 		return driver.Permanent(e)
 	}

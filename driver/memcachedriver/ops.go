@@ -63,102 +63,124 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 func (d *Driver) acquire(ctx context.Context, key, owner string, ttl int64) (uint64, error) {
 	hk, fk := itemKeys(d.prefix, key)
 	for range maxRounds {
-		if err := d.live(ctx); err != nil {
-			return 0, err
-		}
 		nonce := rand.Uint64()
-		err := d.client.Add(&memcache.Item{Key: hk, Value: newRecord(0, nonce, ttl, owner).encode(), Expiration: pendingExptime})
-		switch {
-		case err == nil:
-		case errors.Is(err, memcache.ErrNotStored):
-			// Held, or claimed: by whom?
-			if err := d.live(ctx); err != nil {
-				return 0, err
-			}
-			it, r, err := d.gets(hk)
-			switch {
-			case errors.Is(err, memcache.ErrCacheMiss):
-				continue // gone since the add: try again
-			case err != nil:
-				return 0, err
-			case r.owner != owner:
-				return 0, &driver.LockedError{Remaining: r.remaining()}
-			case r.token != 0:
-				// owner holds it: extend the lease, keep the token.
-				if err := d.live(ctx); err != nil {
-					return 0, err
-				}
-				err := d.cas(it, newRecord(r.token, r.nonce, ttl, owner), ttl+expirySlack)
-				switch {
-				case err == nil:
-					return r.token, nil
-				case errors.Is(err, errChanged), errors.Is(err, errGone):
-					continue
-				}
-				return 0, err
-			}
-			// Pending, claimed by another attempt of owner's (a call
-			// that its caller gave up on, or a retry): take the claim
-			// over for this round.
-			if err := d.live(ctx); err != nil {
-				return 0, err
-			}
-			switch err := d.cas(it, newRecord(0, nonce, ttl, owner), pendingExptime); {
-			case errors.Is(err, errChanged), errors.Is(err, errGone):
-				continue
-			case err != nil:
-				return 0, err
-			}
-		default:
-			if isServerError(err) {
-				// memcached allocates the new item before it looks
-				// for the key, so a full memcached (-M) refuses an
-				// add with an error even when the key is held: say
-				// by whom, if it is.
-				if err := d.live(ctx); err != nil {
-					return 0, err
-				}
-				if _, r, gerr := d.gets(hk); gerr == nil && r.owner != owner {
-					return 0, &driver.LockedError{Remaining: r.remaining()}
-				}
-			}
-			return 0, err
-		}
-
-		// The key is claimed by this round: take a token.
-		if err := d.live(ctx); err != nil {
-			return 0, err
-		}
-		tok, err := d.nextToken(fk)
-		if err != nil {
-			return 0, err
-		}
-		if err := d.live(ctx); err != nil {
-			return 0, err
-		}
-		it, r, err := d.gets(hk)
-		switch {
-		case errors.Is(err, memcache.ErrCacheMiss):
-			continue // the claim expired: try again
-		case err != nil:
-			return 0, err
-		case r.owner != owner || r.nonce != nonce || r.token != 0:
-			// Not this round's claim any more: another attempt of
-			// owner's took it over, or it expired and someone else
-			// claimed the key. Look again.
+		tok, again, err := d.claim(ctx, hk, owner, nonce, ttl)
+		if again {
 			continue
 		}
-		if err := d.live(ctx); err != nil {
-			return 0, err
+		if err != nil || tok != 0 {
+			return tok, err
 		}
-		switch err := d.cas(it, newRecord(tok, nonce, ttl, owner), ttl+expirySlack); {
-		case err == nil:
-			return tok, nil
-		case !errors.Is(err, errChanged) && !errors.Is(err, errGone):
-			return 0, err
+		tok, again, err = d.seal(ctx, hk, fk, owner, nonce, ttl)
+		if !again {
+			return tok, err
 		}
 	}
 	return 0, errBusy
+}
+
+// claim is the first step of a round of acquire: it claims hk for owner
+// with a pending record of nonce (an add), or takes over a claim of
+// another attempt of owner's. It returns a token when owner holds the key
+// already (its lease is then extended), and again when the round must
+// start over; a zero token and no error mean that this round claimed the
+// key.
+func (d *Driver) claim(ctx context.Context, hk, owner string, nonce uint64, ttl int64) (tok uint64, again bool, err error) {
+	if err := d.live(ctx); err != nil {
+		return 0, false, err
+	}
+	err = d.client.Add(&memcache.Item{Key: hk, Value: newRecord(0, nonce, ttl, owner).encode(), Expiration: pendingExptime})
+	switch {
+	case err == nil:
+		return 0, false, nil
+	case errors.Is(err, memcache.ErrNotStored):
+		return d.claimTaken(ctx, hk, owner, nonce, ttl)
+	case isServerError(err):
+		// memcached allocates the new item before it looks for the
+		// key, so a full memcached (-M) refuses an add with an error
+		// even when the key is held: say by whom, if it is.
+		if err := d.live(ctx); err != nil {
+			return 0, false, err
+		}
+		if _, r, gerr := d.gets(hk); gerr == nil && r.owner != owner {
+			return 0, false, &driver.LockedError{Remaining: r.remaining()}
+		}
+	}
+	return 0, false, err
+}
+
+// claimTaken is claim after its add was refused: the key is held, or
+// claimed; by whom?
+func (d *Driver) claimTaken(ctx context.Context, hk, owner string, nonce uint64, ttl int64) (tok uint64, again bool, err error) {
+	if err := d.live(ctx); err != nil {
+		return 0, false, err
+	}
+	it, r, err := d.gets(hk)
+	switch {
+	case errors.Is(err, memcache.ErrCacheMiss):
+		return 0, true, nil // gone since the add: try again
+	case err != nil:
+		return 0, false, err
+	case r.owner != owner:
+		return 0, false, &driver.LockedError{Remaining: r.remaining()}
+	}
+	if err := d.live(ctx); err != nil {
+		return 0, false, err
+	}
+	if r.token != 0 {
+		// owner holds it: extend the lease, keep the token.
+		err := d.cas(it, newRecord(r.token, r.nonce, ttl, owner), ttl+expirySlack)
+		if err == nil {
+			return r.token, false, nil
+		}
+		return 0, errors.Is(err, errChanged) || errors.Is(err, errGone), err
+	}
+	// Pending, claimed by another attempt of owner's (a call that its
+	// caller gave up on, or a retry): take the claim over for this round.
+	err = d.cas(it, newRecord(0, nonce, ttl, owner), pendingExptime)
+	if errors.Is(err, errChanged) || errors.Is(err, errGone) {
+		return 0, true, nil
+	}
+	return 0, false, err
+}
+
+// seal is the second step of a round of acquire, once the round claimed
+// hk: it takes a token from the fence counter fk and writes it into the
+// claim, unless the claim is no longer this round's (again).
+func (d *Driver) seal(ctx context.Context, hk, fk, owner string, nonce uint64, ttl int64) (tok uint64, again bool, err error) {
+	if err := d.live(ctx); err != nil {
+		return 0, false, err
+	}
+	tok, err = d.nextToken(fk)
+	if err != nil {
+		return 0, false, err
+	}
+	if err := d.live(ctx); err != nil {
+		return 0, false, err
+	}
+	it, r, err := d.gets(hk)
+	switch {
+	case errors.Is(err, memcache.ErrCacheMiss):
+		return 0, true, nil // the claim expired: try again
+	case err != nil:
+		return 0, false, err
+	case r.owner != owner || r.nonce != nonce || r.token != 0:
+		// Not this round's claim any more: another attempt of owner's
+		// took it over, or it expired and someone else claimed the key.
+		// Look again.
+		return 0, true, nil
+	}
+	if err := d.live(ctx); err != nil {
+		return 0, false, err
+	}
+	switch err := d.cas(it, newRecord(tok, nonce, ttl, owner), ttl+expirySlack); {
+	case err == nil:
+		return tok, false, nil
+	case errors.Is(err, errChanged), errors.Is(err, errGone):
+		return 0, true, nil
+	default:
+		return 0, false, err
+	}
 }
 
 // nextToken increments the fence counter fk and returns its new value.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // Backend is the in-process lock server: the lock state shared by all the
@@ -21,7 +22,7 @@ type Backend struct {
 	stats Stats
 	// fan holds the live subscriptions, the internal ones of waiting
 	// Acquire calls included.
-	fan driver.Fanout
+	fan driverkit.Fanout
 }
 
 // Stats counts, per operation, the calls that reached a [Backend]. Calls
@@ -97,7 +98,7 @@ type keyState struct {
 	// queue is the wait queue, in arrival order.
 	queue []waiter
 	// fan holds the backend's subscriptions, the key's among them.
-	fan *driver.Fanout
+	fan *driverkit.Fanout
 	// watches are the live WatchLoss registrations on the key's holds.
 	watches map[*lossWatch]struct{}
 }
@@ -562,7 +563,7 @@ func (b *Backend) watch(l driver.Lease, lost func(error)) (stop func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.stats.WatchLoss++
-	w := &lossWatch{owner: l.Owner, token: l.Token, LossCallback: driver.NewLossCallback(lost)}
+	w := &lossWatch{owner: l.Owner, token: l.Token, LossCallback: driverkit.NewLossCallback(lost)}
 	ks := b.state(l.Key)
 	ks.sweep(time.Now())
 	if ks.held(l) == nil {
@@ -582,7 +583,7 @@ func (b *Backend) watch(l driver.Lease, lost func(error)) (stop func()) {
 type lossWatch struct {
 	owner string
 	token uint64 // 0: any hold of owner
-	*driver.LossCallback
+	*driverkit.LossCallback
 }
 
 // held returns the live hold that l designates: l.Owner's, in l.Mode,

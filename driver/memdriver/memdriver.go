@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // The TTLs the driver accepts, reported by [Driver.Capabilities].
@@ -422,7 +423,7 @@ func validateRequest(req driver.Request) error {
 	if err := validate(req.Mode, req.TTL); err != nil {
 		return err
 	}
-	return driver.CheckCount(req)
+	return driverkit.CheckCount(req)
 }
 
 func validateTTL(ttl time.Duration) error {
@@ -434,5 +435,5 @@ func validateTTL(ttl time.Duration) error {
 
 // wrap adds the package, the operation and the key to err.
 func wrap(op, key string, err error) error {
-	return &driver.OpError{Driver: "memdriver", Op: op, Key: key, Err: err}
+	return &driverkit.OpError{Driver: "memdriver", Op: op, Key: key, Err: err}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/quorumdriver"
 )
 
@@ -55,8 +56,8 @@ func scriptedQuorum(t *testing.T, answers []error) driver.Driver {
 var (
 	errTransient = errors.New("connection reset")
 	errPermanent = driver.Permanent(errors.New("client closed"))
-	errNotHeld   = &driver.OpError{Driver: "scripted", Op: "release", Key: "k", Err: driver.ErrNotHeld}
-	errLocked    = &driver.OpError{Driver: "scripted", Op: "acquire", Key: "k", Err: &driver.LockedError{Remaining: time.Second}}
+	errNotHeld   = &driverkit.OpError{Driver: "scripted", Op: "release", Key: "k", Err: driver.ErrNotHeld}
+	errLocked    = &driverkit.OpError{Driver: "scripted", Op: "acquire", Key: "k", Err: &driver.LockedError{Remaining: time.Second}}
 )
 
 // TestMemberErrorsDoNotDecide checks that what one member answered does

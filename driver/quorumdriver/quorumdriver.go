@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/internal/limbo"
 )
 
@@ -326,7 +327,7 @@ func ctxErr(ctx context.Context) error {
 }
 
 func wrapErr(op, key string, err error) error {
-	return &driver.OpError{Driver: "quorumdriver", Op: op, Key: key, Err: err}
+	return &driverkit.OpError{Driver: "quorumdriver", Op: op, Key: key, Err: err}
 }
 
 // TryAcquire implements driver.Driver: it asks every member, in parallel,

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,8 +26,7 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		}
 		return errs
 	}
-	for start := 0; start < len(ls); start += batchChunk {
-		end := min(start+batchChunk, len(ls))
+	for start, end := range driverkit.Chunks(len(ls), batchChunk, nil) {
 		chunk, cerrs := ls[start:end], errs[start:end]
 		if d.ctxBound || ctx.Done() == nil {
 			d.refreshChunk(ctx, chunk, cerrs)

@@ -83,37 +83,11 @@ func clusterFailover(t *testing.T, replicas int, lag, strict bool) {
 	// a cluster client's first routed command, and a paused replica would
 	// hold that up for 5s each time it is picked, making a Lock miss its
 	// deadline.
-	for _, c := range []*redis.ClusterClient{hc, pc} {
-		if err := c.ForEachShard(ctxT(t), func(ctx context.Context, s *redis.Client) error { return s.Ping(ctx).Err() }); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Exists(ctxT(t), uniqueKey(t, "warm-up")).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	warmUp(t, hc, pc)
 
 	// Eight keys on the victim's slots, four on the others'.
 	const ttl = 6 * time.Second
-	var outs []*keyOutcome
-	base := uniqueKey(t, "k")
-	for i := 0; len(outs) < 12; i++ {
-		k := base + "/" + strconv.Itoa(i)
-		s, err := testserver.Do(victim.Addr, "CLUSTER", "KEYSLOT", "locker:{"+k+"}:lock")
-		if err != nil {
-			t.Fatal(err)
-		}
-		slot, _ := strconv.Atoi(s)
-		onVictim := slot >= lo && slot <= hi
-		n := 0
-		for _, o := range outs {
-			if o.victim == onVictim {
-				n++
-			}
-		}
-		if onVictim && n < 8 || !onVictim && n < 4 {
-			outs = append(outs, &keyOutcome{key: k, victim: onVictim, lostAt: -1, gotAt: -1})
-		}
-	}
+	outs := pickKeys(t, victim.Addr, uniqueKey(t, "k"), lo, hi)
 
 	if lag {
 		// Pause the victim's replica and cut its link: the grants below
@@ -147,22 +121,87 @@ func clusterFailover(t *testing.T, replicas int, lag, strict bool) {
 			t.Fatal(err)
 		}
 	}
-	var promoted time.Duration
+	promoted := waitPromoted(t, victimReplica.Addr, killed)
+	// Until one TTL after the kill, and at least two seconds after the
+	// promotion: a hold that survived has been renewed on the new master
+	// by then, and one that did not is past its holder's local deadline.
+	end := max(promoted+2*time.Second, ttl+500*time.Millisecond)
+	watchOutcomes(ms, outs, poller, killed, end)
+
+	judgeOutcomes(t, outs, replicas, lag, strict, missed, promoted)
+	for i, m := range ms {
+		if outs[i].lostAt < 0 {
+			_ = m.UnlockContext(ctxT(t))
+		}
+	}
+}
+
+// waitGoroutinesGone waits, at most for max, until no goroutine's stack
+// mentions fn.
+func waitGoroutinesGone(t *testing.T, fn string, max time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(max)
+	buf := make([]byte, 1<<20)
 	for {
-		info, err := testserver.Do(victimReplica.Addr, "INFO", "replication")
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte(fn)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("goroutines in %s still run after %v", fn, max)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pickKeys returns the outcomes, still empty, of twelve keys below base:
+// eight whose lock key is on the slots [lo, hi] of the victim master at
+// victimAddr, four on the other masters' slots.
+func pickKeys(t *testing.T, victimAddr, base string, lo, hi int) []*keyOutcome {
+	t.Helper()
+	var outs []*keyOutcome
+	for i := 0; len(outs) < 12; i++ {
+		k := base + "/" + strconv.Itoa(i)
+		s, err := testserver.Do(victimAddr, "CLUSTER", "KEYSLOT", "locker:{"+k+"}:lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		slot, _ := strconv.Atoi(s)
+		onVictim := slot >= lo && slot <= hi
+		n := 0
+		for _, o := range outs {
+			if o.victim == onVictim {
+				n++
+			}
+		}
+		if onVictim && n < 8 || !onVictim && n < 4 {
+			outs = append(outs, &keyOutcome{key: k, victim: onVictim, lostAt: -1, gotAt: -1})
+		}
+	}
+	return outs
+}
+
+// waitPromoted waits up to 30s after killed for the replica at addr to
+// become a master, and returns how long after killed it did.
+func waitPromoted(t *testing.T, addr string, killed time.Time) time.Duration {
+	t.Helper()
+	for {
+		info, err := testserver.Do(addr, "INFO", "replication")
 		if err == nil && strings.Contains(info, "role:master") {
-			promoted = time.Since(killed)
-			break
+			return time.Since(killed)
 		}
 		if time.Since(killed) > 30*time.Second {
 			t.Fatal("the victim's replica was not promoted within 30s")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// Until one TTL after the kill, and at least two seconds after the
-	// promotion: a hold that survived has been renewed on the new master
-	// by then, and one that did not is past its holder's local deadline.
-	end := max(promoted+2*time.Second, ttl+500*time.Millisecond)
+}
+
+// watchOutcomes records in outs, until end after killed, when each hold of
+// ms was reported lost and when the poller, trying every 10ms, was
+// granted its key.
+func watchOutcomes(ms []*locker.Mutex, outs []*keyOutcome, poller driver.Driver, killed time.Time, end time.Duration) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for i, o := range outs {
@@ -195,7 +234,14 @@ func clusterFailover(t *testing.T, replicas int, lag, strict bool) {
 		})
 	}
 	wg.Wait()
+}
 
+// judgeOutcomes checks and reports the outcomes: no key acquired by the
+// poller while its holder believed it held it (an error with strict, or
+// off the victim's slots), no hold lost off the victim's slots, tokens
+// growing.
+func judgeOutcomes(t *testing.T, outs []*keyOutcome, replicas int, lag, strict, missed bool, promoted time.Duration) {
+	t.Helper()
 	var kept, lostFirst, lostFree, overlap int
 	var headroom []time.Duration
 	for _, o := range outs {
@@ -229,28 +275,18 @@ func clusterFailover(t *testing.T, replicas int, lag, strict bool) {
 	}
 	t.Logf("replicas=%d lagging=%v: replica promoted %v after the kill; of %d holds (8 on the victim): %d kept, %d lost and signalled before the poller's grant (headroom %v), %d lost by the holder and not acquired by the poller, %d acquired by the poller while the holder believed it held",
 		replicas, lag, promoted.Round(time.Millisecond), len(outs), kept, lostFirst, headroom, lostFree, overlap)
-	for i, m := range ms {
-		if outs[i].lostAt < 0 {
-			_ = m.UnlockContext(ctxT(t))
-		}
-	}
 }
 
-// waitGoroutinesGone waits, at most for max, until no goroutine's stack
-// mentions fn.
-func waitGoroutinesGone(t *testing.T, fn string, max time.Duration) {
+// warmUp loads the slot maps and command tables of the cluster clients
+// cs: a ping of every shard, and a routed command.
+func warmUp(t *testing.T, cs ...*redis.ClusterClient) {
 	t.Helper()
-	deadline := time.Now().Add(max)
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if !bytes.Contains(buf[:n], []byte(fn)) {
-			return
+	for _, c := range cs {
+		if err := c.ForEachShard(ctxT(t), func(ctx context.Context, s *redis.Client) error { return s.Ping(ctx).Err() }); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("goroutines in %s still run after %v", fn, max)
-			return
+		if err := c.Exists(ctxT(t), uniqueKey(t, "warm-up")).Err(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

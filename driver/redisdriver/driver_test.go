@@ -187,18 +187,25 @@ func TestShared(t *testing.T) {
 		_, err = d.TryAcquire(ctx, req(k, w, driver.Shared, time.Second))
 		lockedRemaining(t, err) // the exclusive holder asking for shared
 
-		// Readers' keys expire with their last member.
 		if err := d.Release(ctx, lw); err != nil {
 			t.Fatal(err)
 		}
-		mustAcquire(t, d, req(k, r1, driver.Shared, 100*time.Millisecond))
-		pttl, _ := c.PTTL(ctx, "locker:{"+k+"}:readers").Result()
-		if pttl <= 0 || pttl > 100*time.Millisecond {
-			t.Fatalf("readers PTTL = %v, want in (0, 100ms]", pttl)
-		}
-		time.Sleep(100 * time.Millisecond)
-		waitNoKeys(t, c, k, 2*time.Second)
+		checkReadersExpire(t, c, d, k, r1)
 	})
+}
+
+// checkReadersExpire is TestShared's check that the readers' keys of k
+// expire with their last member, reader.
+func checkReadersExpire(t *testing.T, c redis.UniversalClient, d *redisdriver.Driver, k, reader string) {
+	t.Helper()
+	ctx := ctxT(t)
+	mustAcquire(t, d, req(k, reader, driver.Shared, 100*time.Millisecond))
+	pttl, _ := c.PTTL(ctx, "locker:{"+k+"}:readers").Result()
+	if pttl <= 0 || pttl > 100*time.Millisecond {
+		t.Fatalf("readers PTTL = %v, want in (0, 100ms]", pttl)
+	}
+	time.Sleep(100 * time.Millisecond)
+	waitNoKeys(t, c, k, 2*time.Second)
 }
 
 func TestQueue(t *testing.T) {

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/redis/go-redis/v9"
 )
 
 // hub is the pub/sub connection shared by the open subscriptions of a
-// Driver (kept, by key, in the Driver's driver.Fanout), with the goroutine
+// Driver (kept, by key, in the Driver's driverkit.Fanout), with the goroutine
 // that reads it. It lives while it has channels,
 // and for hubLinger after its last channel goes, so that a process whose
 // waits follow one another (the usual shape under contention) does not dial
@@ -78,78 +79,11 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 	if err := ctx.Err(); err != nil {
 		return nil, opError(op, key, err)
 	}
-	name := d.channel(key)
-
-	d.mu.Lock()
-	if d.hub == nil {
-		// Connect outside d.mu, which the other calls take too.
-		d.mu.Unlock()
-		ps, err := d.dialPubSub(ctx)
-		if err != nil {
-			return nil, opError(op, key, err)
-		}
-		d.mu.Lock()
-		if d.hub == nil {
-			d.hub = &hub{
-				ps:    ps,
-				chans: make(map[string]*chanEntry),
-				waits: make(map[string]*chanEntry),
-				stop:  make(chan struct{}),
-				done:  make(chan struct{}),
-			}
-			go d.dispatch(d.hub)
-		} else {
-			// Another Subscribe made the hub meanwhile.
-			go func() { _ = ps.Close() }()
-		}
-	}
-	h := d.hub
-	if h.closed != nil {
-		err := h.closed
-		d.mu.Unlock()
+	h, err := d.lockHub(ctx)
+	if err != nil {
 		return nil, opError(op, key, err)
 	}
-	if h.idle != nil {
-		// Reuse the idle hub. If its timer has fired already, the
-		// generation check makes it a no-op.
-		h.idle.Stop()
-		h.idle = nil
-		h.gen++
-	}
-	e := h.chans[name]
-	if e != nil && e.idle != nil {
-		// Reuse the lingering channel (see chanLinger).
-		e.idle.Stop()
-		e.idle = nil
-		e.gen++
-	}
-	if e == nil {
-		d.seq++
-		e = &chanEntry{
-			key:     key,
-			name:    name,
-			payload: "locker-" + strconv.FormatUint(d.seq, 10),
-			ready:   make(chan struct{}),
-		}
-		h.chans[name] = e
-		h.waits[e.payload] = e
-		// SUBSCRIBE and PING are written under d.mu so that no
-		// UNSUBSCRIBE of the same channel can come between them. The
-		// hub's first SUBSCRIBE also subscribes the driver's own
-		// channel, for the rest of the hub's life.
-		chans := []string{name}
-		if !h.noteSent {
-			chans = append(chans, d.note)
-			h.noteSent, h.notePing = true, e.payload
-		}
-		err := h.ps.Subscribe(ctx, chans...)
-		if err == nil {
-			err = h.ps.Ping(ctx, e.payload)
-		}
-		if err != nil {
-			h.fail(e, err)
-		}
-	}
+	e := d.subscribeChan(ctx, h, key)
 	// Under d.mu, so that subClosed counts it.
 	s := d.fan.Subscribe(key)
 	d.mu.Unlock()
@@ -169,6 +103,90 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 		return nil, opError(op, key, e.err)
 	}
 	return s, nil
+}
+
+// lockHub locks d.mu and returns d's hub, made (and its connection dialled)
+// if there is none, and no longer idle. On error d.mu is not held.
+func (d *Driver) lockHub(ctx context.Context) (*hub, error) {
+	d.mu.Lock()
+	if d.hub == nil {
+		// Connect outside d.mu, which the other calls take too.
+		d.mu.Unlock()
+		ps, err := d.dialPubSub(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d.mu.Lock()
+		if d.hub == nil {
+			d.hub = &hub{
+				ps:    ps,
+				chans: make(map[string]*chanEntry),
+				waits: make(map[string]*chanEntry),
+				stop:  make(chan struct{}),
+				done:  make(chan struct{}),
+			}
+			go d.dispatch(d.hub)
+		} else {
+			// Another Subscribe made the hub meanwhile.
+			go func() { _ = ps.Close() }()
+		}
+	}
+	h := d.hub
+	if h.closed != nil {
+		d.mu.Unlock()
+		return nil, h.closed
+	}
+	if h.idle != nil {
+		// Reuse the idle hub. If its timer has fired already, the
+		// generation check makes it a no-op.
+		h.idle.Stop()
+		h.idle = nil
+		h.gen++
+	}
+	return h, nil
+}
+
+// subscribeChan returns key's channel on h: the lingering one (see
+// chanLinger), or a new one whose SUBSCRIBE and PING it sends. d.mu is
+// held.
+func (d *Driver) subscribeChan(ctx context.Context, h *hub, key string) *chanEntry {
+	name := d.channel(key)
+	e := h.chans[name]
+	if e != nil {
+		if e.idle != nil {
+			// Reuse the lingering channel.
+			e.idle.Stop()
+			e.idle = nil
+			e.gen++
+		}
+		return e
+	}
+	d.seq++
+	e = &chanEntry{
+		key:     key,
+		name:    name,
+		payload: "locker-" + strconv.FormatUint(d.seq, 10),
+		ready:   make(chan struct{}),
+	}
+	h.chans[name] = e
+	h.waits[e.payload] = e
+	// SUBSCRIBE and PING are written under d.mu so that no UNSUBSCRIBE of
+	// the same channel can come between them. The hub's first SUBSCRIBE
+	// also subscribes the driver's own channel, for the rest of the hub's
+	// life.
+	chans := []string{name}
+	if !h.noteSent {
+		chans = append(chans, d.note)
+		h.noteSent, h.notePing = true, e.payload
+	}
+	err := h.ps.Subscribe(ctx, chans...)
+	if err == nil {
+		err = h.ps.Ping(ctx, e.payload)
+	}
+	if err != nil {
+		h.fail(e, err)
+	}
+	return e
 }
 
 // dialPubSub returns a new PubSub, connected: it sends a PING (whose reply
@@ -316,92 +334,115 @@ const (
 // h ends.
 func (d *Driver) dispatch(h *hub) {
 	defer close(h.done)
-	bo := driver.Backoff{Min: minBackoff, Max: maxBackoff}
+	bo := driverkit.Backoff{Min: minBackoff, Max: maxBackoff}
 	for {
 		msg, err := h.ps.Receive(context.Background())
 		d.mu.Lock()
-		if d.hub != h {
+		switch {
+		case d.hub != h:
 			d.mu.Unlock()
 			return
-		}
-		if err != nil && errors.Is(err, redis.ErrClosed) {
-			// The client was closed (the driver's own closing of the
-			// PubSub sets d.hub first): nothing will come. Wake
-			// everyone, whose next call fails, fail the confirmations
-			// in flight, and end.
-			h.closed = err
-			d.fan.WakeAll()
-			for _, e := range h.chans {
-				if _, ok := h.waits[e.payload]; ok {
-					h.fail(e, err)
-				}
-			}
+		case err != nil && errors.Is(err, redis.ErrClosed):
+			d.clientClosed(h, err)
 			d.mu.Unlock()
 			return
-		}
-		if err != nil {
-			// The connection broke (go-redis reconnects and resubscribes)
-			// or cannot be made. A release may have been missed: wake
-			// everyone. Confirmations in flight are lost: ask again.
-			d.failed(err)
-			d.fan.WakeAll()
-			var pending []*chanEntry
-			for _, e := range h.chans {
-				if _, ok := h.waits[e.payload]; ok {
-					pending = append(pending, e)
-				}
-			}
+		case err != nil:
+			pending := d.broken(h, err)
 			d.mu.Unlock()
-			for _, e := range pending {
-				if perr := h.ps.Ping(context.Background(), e.payload); perr != nil {
-					d.mu.Lock()
-					h.fail(e, fmt.Errorf("%w (then %w)", err, perr))
-					d.mu.Unlock()
-				}
-			}
-			t := time.NewTimer(bo.Next())
-			select {
-			case <-h.stop:
-				t.Stop()
+			if !d.reconfirm(h, pending, err, &bo) {
 				return
-			case <-t.C:
 			}
 			continue
 		}
 		bo.Reset()
-		switch m := msg.(type) {
-		case *redis.Message:
-			if m.Channel == d.note {
-				// A handoff to an owner d queued: wake the
-				// subscriptions of its key only.
-				if q, _ := d.handoff(m.Payload); q != nil {
-					d.fan.Wake(q.key)
-				}
-			} else if e := h.chans[m.Channel]; e != nil && d.concerns(m.Payload) {
+		d.deliver(h, msg)
+		d.mu.Unlock()
+	}
+}
+
+// clientClosed handles the closing of the client (the driver's own
+// closing of the PubSub sets d.hub first): nothing will come. It wakes
+// everyone, whose next call fails, and fails the confirmations in flight.
+// d.mu is held.
+func (d *Driver) clientClosed(h *hub, err error) {
+	h.closed = err
+	d.fan.WakeAll()
+	for _, e := range h.chans {
+		if _, ok := h.waits[e.payload]; ok {
+			h.fail(e, err)
+		}
+	}
+}
+
+// broken handles a broken connection (go-redis reconnects and
+// resubscribes) or one that cannot be made. A release may have been
+// missed: it wakes everyone, and returns the channels whose confirmations
+// were in flight, which are lost. d.mu is held.
+func (d *Driver) broken(h *hub, err error) (pending []*chanEntry) {
+	d.failed(err)
+	d.fan.WakeAll()
+	for _, e := range h.chans {
+		if _, ok := h.waits[e.payload]; ok {
+			pending = append(pending, e)
+		}
+	}
+	return pending
+}
+
+// reconfirm asks again for the confirmations of pending after the
+// connection failed with err, then waits for bo's next delay. It reports
+// false when h ends meanwhile.
+func (d *Driver) reconfirm(h *hub, pending []*chanEntry, err error, bo *driverkit.Backoff) bool {
+	for _, e := range pending {
+		if perr := h.ps.Ping(context.Background(), e.payload); perr != nil {
+			d.mu.Lock()
+			h.fail(e, fmt.Errorf("%w (then %w)", err, perr))
+			d.mu.Unlock()
+		}
+	}
+	t := time.NewTimer(bo.Next())
+	defer t.Stop()
+	select {
+	case <-h.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// deliver hands msg, received on h, to the subscriptions it concerns.
+// d.mu is held.
+func (d *Driver) deliver(h *hub, msg any) {
+	switch m := msg.(type) {
+	case *redis.Message:
+		if m.Channel == d.note {
+			// A handoff to an owner d queued: wake the subscriptions
+			// of its key only.
+			if q, _ := d.handoff(m.Payload); q != nil {
+				d.fan.Wake(q.key)
+			}
+		} else if e := h.chans[m.Channel]; e != nil && d.concerns(m.Payload) {
+			d.fan.Wake(e.key)
+		}
+	case *redis.Subscription:
+		// A subscribe for a confirmed channel is go-redis resubscribing
+		// after a reconnect: releases may have been missed in between
+		// (on the driver's own channel, handoffs to any key).
+		if m.Channel == d.note && m.Kind == "subscribe" && h.noteOK {
+			d.fan.WakeAll()
+		}
+		if e := h.chans[m.Channel]; e != nil && m.Kind == "subscribe" {
+			if _, waiting := h.waits[e.payload]; !waiting {
 				d.fan.Wake(e.key)
 			}
-		case *redis.Subscription:
-			// A subscribe for a confirmed channel is go-redis
-			// resubscribing after a reconnect: releases may have been
-			// missed in between (on the driver's own channel, handoffs
-			// to any key).
-			if m.Channel == d.note && m.Kind == "subscribe" && h.noteOK {
-				d.fan.WakeAll()
-			}
-			if e := h.chans[m.Channel]; e != nil && m.Kind == "subscribe" {
-				if _, waiting := h.waits[e.payload]; !waiting {
-					d.fan.Wake(e.key)
-				}
-			}
-		case *redis.Pong:
-			if h.noteSent && m.Payload == h.notePing {
-				h.noteOK = true
-			}
-			if e := h.waits[m.Payload]; e != nil {
-				delete(h.waits, m.Payload)
-				close(e.ready)
-			}
 		}
-		d.mu.Unlock()
+	case *redis.Pong:
+		if h.noteSent && m.Payload == h.notePing {
+			h.noteOK = true
+		}
+		if e := h.waits[m.Payload]; e != nil {
+			delete(h.waits, m.Payload)
+			close(e.ready)
+		}
 	}
 }

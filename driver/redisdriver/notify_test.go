@@ -118,48 +118,14 @@ func TestNotify(t *testing.T) {
 		}
 		wantQuiet(t, "after Subscribe", s1)
 
-		// An exclusive hold that refused nobody is released silently:
-		// the uncontended release does not publish.
-		l := mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
-		wantQuiet(t, "after acquire", s1)
-		if err := holder.Release(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-		wantQuiet(t, "after the release of a hold that refused nobody", s1)
-
-		// Once it has refused someone, its release publishes.
-		l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
-		_, err := waiter.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
-		lockedRemaining(t, err)
-		wantQuiet(t, "after a refused attempt", s1)
-		if err := holder.Release(ctx, l); err != nil {
-			t.Fatal(err)
-		}
-		wantWake(t, "s1 after release", s1)
-		wantWake(t, "s2 after release", s2)
-		wantQuiet(t, "another key's subscription", s3)
-
-		// A failed release publishes nothing.
-		wantNotHeld(t, "second release", holder.Release(ctx, l))
-		wantQuiet(t, "after a failed release", s1)
-
-		// Coalescing: two releases, one value, no blocking.
-		for range 2 {
-			l := mustAcquire(t, holder, req(k, owner(), driver.Shared, time.Second))
-			if err := holder.Release(ctx, l); err != nil {
-				t.Fatal(err)
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-		wantWake(t, "after two releases", s1)
-		wantQuiet(t, "coalesced", s1)
+		checkReleaseWakes(t, holder, waiter, k, s1, s2, s3)
 
 		// Closing one subscription keeps the others.
 		if err := s2.Close(); err != nil {
 			t.Fatal(err)
 		}
-		l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
-		_, err = waiter.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
+		l := mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
+		_, err := waiter.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
 		lockedRemaining(t, err)
 		if err := holder.Release(ctx, l); err != nil {
 			t.Fatal(err)
@@ -186,6 +152,50 @@ func TestNotify(t *testing.T) {
 		// No goroutine is left (deferred goleak check): the shared
 		// connection ended with the last subscription.
 	})
+}
+
+// checkReleaseWakes is TestNotify's check of which releases of k, by
+// holder, wake the subscriptions s1 and s2 of k (and not s3, of another
+// key) that waiter made: only those of holds that refused someone, once,
+// coalesced.
+func checkReleaseWakes(t *testing.T, holder, waiter *redisdriver.Driver, k string, s1, s2, s3 driver.Subscription) {
+	t.Helper()
+	ctx := ctxT(t)
+	// An exclusive hold that refused nobody is released silently:
+	// the uncontended release does not publish.
+	l := mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
+	wantQuiet(t, "after acquire", s1)
+	if err := holder.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	wantQuiet(t, "after the release of a hold that refused nobody", s1)
+
+	// Once it has refused someone, its release publishes.
+	l = mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))
+	_, err := waiter.TryAcquire(ctx, req(k, owner(), driver.Exclusive, time.Second))
+	lockedRemaining(t, err)
+	wantQuiet(t, "after a refused attempt", s1)
+	if err := holder.Release(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	wantWake(t, "s1 after release", s1)
+	wantWake(t, "s2 after release", s2)
+	wantQuiet(t, "another key's subscription", s3)
+
+	// A failed release publishes nothing.
+	wantNotHeld(t, "second release", holder.Release(ctx, l))
+	wantQuiet(t, "after a failed release", s1)
+
+	// Coalescing: two releases, one value, no blocking.
+	for range 2 {
+		l := mustAcquire(t, holder, req(k, owner(), driver.Shared, time.Second))
+		if err := holder.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	wantWake(t, "after two releases", s1)
+	wantQuiet(t, "coalesced", s1)
 }
 
 func TestSubscribeCanceled(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -59,19 +60,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		// fails, the front-end's Release forgets the owner.
 		sent, note = d.queueing(req.Owner, req.Key)
 	}
-	var args []any
-	switch {
-	case note != "":
-		// The handoff to the owner is published on d's own channel.
-		if data != "" {
-			mode = dataMode(mode)
-		}
-		args = acquireScript.args(d.base(req.Key), req.Owner, mode, ms, data, note)
-	case data == "":
-		args = acquireScript.args(d.base(req.Key), req.Owner, mode, ms)
-	default:
-		args = acquireScript.args(d.base(req.Key), req.Owner, dataMode(mode), ms, data)
-	}
+	args := d.acquireArgs(req, mode, ms, data, note)
 	var res any
 	var ackErr error
 	if d.replicas > 0 {
@@ -82,24 +71,11 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
-	var floor uint64
-	if a, ok := res.([]any); ok && queued && len(a) == 2 {
-		// A queued request refused, with the bound of the tokens
-		// granted so far.
-		if n, ok := a[1].(int64); ok && n > 0 {
-			res, floor = a[0], uint64(n)
-		}
+	tok, remaining, floor, err := acquireReply(res, queued)
+	var lerr *driver.LimitError
+	if errors.As(err, &lerr) && queued {
+		d.queued1(req.Owner, false, sent, 0)
 	}
-	if a, ok := res.([]any); ok {
-		// A shared request whose limit differs from the key's.
-		if n, ok := a[0].(int64); len(a) == 1 && ok && n >= 0 {
-			if queued {
-				d.queued1(req.Owner, false, sent, 0)
-			}
-			return driver.Lease{}, opError(op, req.Key, &driver.LimitError{Limit: n})
-		}
-	}
-	tok, remaining, err := tokenReply(res)
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
@@ -121,6 +97,46 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		return driver.Lease{}, err
 	}
 	return l, nil
+}
+
+// acquireArgs returns the arguments of the acquire script for req, in
+// mode (see checkArgs and queuedArg) for ms milliseconds, with req's value
+// data and, when the owner is queued, the driver's channel note.
+func (d *Driver) acquireArgs(req driver.Request, mode any, ms int64, data, note string) []any {
+	switch {
+	case note != "":
+		// The handoff to the owner is published on d's own channel.
+		if data != "" {
+			mode = dataMode(mode)
+		}
+		return acquireScript.args(d.base(req.Key), req.Owner, mode, ms, data, note)
+	case data == "":
+		return acquireScript.args(d.base(req.Key), req.Owner, mode, ms)
+	default:
+		return acquireScript.args(d.base(req.Key), req.Owner, dataMode(mode), ms, data)
+	}
+}
+
+// acquireReply reads the acquire script's reply res: the token granted (0
+// when refused) and the refusal's remaining milliseconds, the bound of the
+// tokens granted so far of a queued refusal, or a *driver.LimitError for a
+// shared request whose limit differs from the key's.
+func acquireReply(res any, queued bool) (tok uint64, remaining int64, floor uint64, err error) {
+	if a, ok := res.([]any); ok && queued && len(a) == 2 {
+		// A queued request refused, with the bound of the tokens
+		// granted so far.
+		if n, ok := a[1].(int64); ok && n > 0 {
+			res, floor = a[0], uint64(n)
+		}
+	}
+	if a, ok := res.([]any); ok {
+		// A shared request whose limit differs from the key's.
+		if n, ok := a[0].(int64); len(a) == 1 && ok && n >= 0 {
+			return 0, 0, 0, &driver.LimitError{Limit: n}
+		}
+	}
+	tok, remaining, err = tokenReply(res)
+	return tok, remaining, floor, err
 }
 
 // unreported gives the grant l back and returns why when the driver
@@ -335,7 +351,7 @@ const maxLimit = 1 << 53
 // the scripts keep with the grant (see common.lua): "" for an uncounted
 // request without a value, else ":<weight>:<limit>:<value>".
 func dataArg(req driver.Request) (string, error) {
-	if err := driver.CheckCount(req); err != nil {
+	if err := driverkit.CheckCount(req); err != nil {
 		return "", err
 	}
 	switch {
@@ -396,7 +412,7 @@ func errBadReply(res any) error {
 // when no retry can cure it: an error reply that no retry changes, or a
 // closed client (redis.ErrClosed).
 func opError(op, key string, err error) error {
-	var e error = &driver.OpError{Driver: "redisdriver", Op: op, Key: key, Err: err}
+	var e error = &driverkit.OpError{Driver: "redisdriver", Op: op, Key: key, Err: err}
 	if !driver.IsPermanent(err) && isPermanent(err) {
 		return driver.Permanent(e)
 	}

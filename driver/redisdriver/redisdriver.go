@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/internal/limbo"
 	"github.com/redis/go-redis/v9"
 )
@@ -75,7 +76,7 @@ type Driver struct {
 	mu  sync.Mutex
 	hub *hub // shared pub/sub connection; nil when no subscription is open
 	// fan holds the open subscriptions, by key; its OnClose is subClosed.
-	fan driver.Fanout
+	fan driverkit.Fanout
 	seq uint64 // numbers the PING payloads that confirm subscriptions
 	// queued holds the owners this driver has put in a wait queue and
 	// not yet seen granted or released: a release that hands a key over

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -214,28 +215,39 @@ func TestRefreshBatch(t *testing.T) {
 			t.Fatalf("Remaining after RefreshBatch = %v, want > 40s", rem)
 		}
 
-		// NOSCRIPT in a pipeline: the leases are sent again with EVAL.
-		if err := c.ScriptFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		trips = tc.count(func() { errs = d.RefreshBatch(ctx, ls[:10]) })
-		wantTrips(t, "RefreshBatch after SCRIPT FLUSH", trips, "pipeline(9 evalsha)", "pipeline(9 eval)")
-		for i, err := range errs {
-			if (err == nil) == (i == 3 || i == 7) {
-				t.Errorf("after SCRIPT FLUSH: errs[%d] = %v", i, err)
-			}
-		}
-		if got := d.RefreshBatch(ctx, nil); len(got) != 0 {
-			t.Errorf("RefreshBatch(nil) = %v", got)
-		}
-
-		// A canceled context: every outcome unknown, none ErrNotHeld.
-		cctx, cancel := context.WithCancel(ctx)
-		cancel()
-		for i, err := range d.RefreshBatch(cctx, ls[:5]) {
-			if err == nil || errors.Is(err, driver.ErrNotHeld) {
-				t.Errorf("canceled: errs[%d] = %v", i, err)
-			}
-		}
+		checkBatchEdges(t, c, d, tc, ls)
 	})
+}
+
+// checkBatchEdges is TestRefreshBatch's check of the edges of a batch on
+// d, whose client c counts its round trips in tc: NOSCRIPT in a pipeline
+// (the leases are sent again with EVAL), an empty batch, and a canceled
+// context. ls[3] is released, ls[7] has a bad mode.
+func checkBatchEdges(t *testing.T, c redis.UniversalClient, d *redisdriver.Driver, tc *tripCounter, ls []driver.Lease) {
+	t.Helper()
+	ctx := ctxT(t)
+	var errs []error
+	// NOSCRIPT in a pipeline: the leases are sent again with EVAL.
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	trips := tc.count(func() { errs = d.RefreshBatch(ctx, ls[:10]) })
+	wantTrips(t, "RefreshBatch after SCRIPT FLUSH", trips, "pipeline(9 evalsha)", "pipeline(9 eval)")
+	for i, err := range errs {
+		if (err == nil) == (i == 3 || i == 7) {
+			t.Errorf("after SCRIPT FLUSH: errs[%d] = %v", i, err)
+		}
+	}
+	if got := d.RefreshBatch(ctx, nil); len(got) != 0 {
+		t.Errorf("RefreshBatch(nil) = %v", got)
+	}
+
+	// A canceled context: every outcome unknown, none ErrNotHeld.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	for i, err := range d.RefreshBatch(cctx, ls[:5]) {
+		if err == nil || errors.Is(err, driver.ErrNotHeld) {
+			t.Errorf("canceled: errs[%d] = %v", i, err)
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -127,22 +128,11 @@ func (d *Driver) failed(err error) {
 // f's result, or ctx's error as soon as ctx is done, leaving f to finish
 // in the background when the client's own timeouts end it.
 func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
+	v, err := driverkit.Call(ctx, f, nil)
+	if cerr := ctx.Err(); err != nil && cerr != nil && err == cerr {
+		return v, fmt.Errorf("%w (the client was created without ContextTimeoutEnabled: the request is abandoned, not cancelled)", err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, fmt.Errorf("%w (the client was created without ContextTimeoutEnabled: the request is abandoned, not cancelled)", ctx.Err())
-	}
+	return v, err
 }
 
 // withCtx returns err, wrapping ctx's error too when ctx is done or its

@@ -258,14 +258,7 @@ func TestNoKeysLeft(t *testing.T) {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
 				k := fmt.Sprintf("many/%d", i)
-				r := req(k, owner(), driver.Mode(i%2), ttl)
-				if i%3 == 0 {
-					r.Value = "value of " + k
-				}
-				if i%4 == 1 {
-					r.Limit, r.Weight = 2, 2
-				}
-				l, err := d.TryAcquire(ctx, r)
+				l, err := d.TryAcquire(ctx, manyReq(k, i, ttl))
 				if err != nil {
 					t.Error(err)
 					return
@@ -309,6 +302,28 @@ func TestNoKeysLeft(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	waitDBSize(t, c, start, n, ttl)
+}
+
+// manyReq is TestNoKeysLeft's request i, of key k: shared or exclusive,
+// some with a value, some counted.
+func manyReq(k string, i int, ttl time.Duration) driver.Request {
+	r := req(k, owner(), driver.Mode(i%2), ttl)
+	if i%3 == 0 {
+		r.Value = "value of " + k
+	}
+	if i%4 == 1 {
+		r.Limit, r.Weight = 2, 2
+	}
+	return r
+}
+
+// waitDBSize waits, after the last release of n keys locked for ttl,
+// until c's DBSIZE is start again: a TTL, and a few seconds more for the
+// server's expiry cycle.
+func waitDBSize(t *testing.T, c *redis.Client, start int64, n int, ttl time.Duration) {
+	t.Helper()
+	ctx := ctxT(t)
 	released := time.Now()
 	time.Sleep(ttl)
 	// DBSIZE counts keys that have expired but that the server has not

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -29,9 +30,8 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	if d.dialect == MySQL {
 		size = mysqlBatch
 	}
-	for start := 0; start < len(ls); start += size {
-		chunk := ls[start:min(start+size, len(ls))]
-		cerrs := errs[start : start+len(chunk)]
+	for start, end := range driverkit.Chunks(len(ls), size, nil) {
+		chunk, cerrs := ls[start:end], errs[start:end]
 		if err := ctx.Err(); err != nil {
 			for i, l := range chunk {
 				cerrs[i] = d.opError(op, l.Key, err)

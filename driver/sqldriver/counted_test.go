@@ -1,6 +1,7 @@
 package sqldriver_test
 
 import (
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -134,15 +135,7 @@ func TestCountedLimitMismatch(t *testing.T) {
 		if _, err := d.TryAcquire(ctx, req(key, driver.Exclusive, time.Minute)); !errors.Is(err, driver.ErrLocked) {
 			t.Errorf("exclusive on a counted key: %v; want ErrLocked", err)
 		}
-		again := r
-		again.Weight, again.Value = 3, "second"
-		if l2, err := d.TryAcquire(ctx, again); err != nil || l2.Token != l.Token {
-			t.Errorf("re-acquire: %+v, %v; want token %d", l2, err, l.Token)
-		}
-		st, err := in.Inspect(ctx, key)
-		if err != nil || len(st.Holders) != 1 || st.Holders[0].Weight != 2 || st.Holders[0].Value != "first" || st.Limit != 4 {
-			t.Errorf("Inspect after a re-acquire with weight 3 and another value: %+v, %v; want weight 2, value %q, limit 4", st, err, "first")
-		}
+		checkReacquireKeeps(t, d, r, l)
 		if err := d.Release(ctx, l); err != nil {
 			t.Fatal(err)
 		}
@@ -164,28 +157,53 @@ func TestCountedLimitMismatch(t *testing.T) {
 		}
 		mismatch("limit 3 behind a queued limit 4", counted(key, 3, 1, time.Minute), true, 4)
 		mismatch("uncounted shared behind a queued limit 4", req(key, driver.Shared, time.Minute), false, 4)
-		st, err = in.Inspect(ctx, key)
+		st, err := in.Inspect(ctx, key)
 		if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != lx.Token || st.Waiting != 1 {
 			t.Errorf("Inspect after the refusals: %+v, %v; want the exclusive holder and 1 waiter", st, err)
 		}
 		if err := d.Release(ctx, lx); err != nil {
 			t.Fatal(err)
 		}
-
-		// Requests the front-end never sends.
-		for _, bad := range []driver.Request{
-			{Key: key, Owner: owner(), Mode: driver.Exclusive, TTL: time.Minute, Limit: 2, Weight: 1},
-			counted(key, 2, 3, time.Minute),
-			counted(key, 2, 0, time.Minute),
-			{Key: key, Owner: owner(), Mode: driver.Shared, TTL: time.Minute, Weight: 1},
-			{Key: key, Owner: owner(), Mode: driver.Exclusive, TTL: time.Minute, Value: string(make([]byte, driver.MaxValueLen+1))},
-		} {
-			if _, err := d.TryAcquire(ctx, bad); !driver.IsPermanent(err) {
-				t.Errorf("TryAcquire(limit %d, weight %d, mode %v, %d-byte value): %v; want a permanent error",
-					bad.Limit, bad.Weight, bad.Mode, len(bad.Value), err)
-			}
-		}
+		checkNeverSent(t, d, key)
 	})
+}
+
+// checkReacquireKeeps checks that a re-acquire of r's key by r's owner,
+// who holds l (weight 2, value "first", limit 4), with weight 3 and
+// another value keeps the token, the weight and the value.
+func checkReacquireKeeps(t *testing.T, d driver.Driver, r driver.Request, l driver.Lease) {
+	t.Helper()
+	ctx := ctxT(t)
+	key := r.Key
+	in := d.(driver.Inspector)
+	again := r
+	again.Weight, again.Value = 3, "second"
+	if l2, err := d.TryAcquire(ctx, again); err != nil || l2.Token != l.Token {
+		t.Errorf("re-acquire: %+v, %v; want token %d", l2, err, l.Token)
+	}
+	st, err := in.Inspect(ctx, key)
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].Weight != 2 || st.Holders[0].Value != "first" || st.Limit != 4 {
+		t.Errorf("Inspect after a re-acquire with weight 3 and another value: %+v, %v; want weight 2, value %q, limit 4", st, err, "first")
+	}
+}
+
+// checkNeverSent checks that d refuses for good the requests of key that
+// the front-end never sends.
+func checkNeverSent(t *testing.T, d driver.Driver, key string) {
+	t.Helper()
+	ctx := ctxT(t)
+	for _, bad := range []driver.Request{
+		{Key: key, Owner: owner(), Mode: driver.Exclusive, TTL: time.Minute, Limit: 2, Weight: 1},
+		counted(key, 2, 3, time.Minute),
+		counted(key, 2, 0, time.Minute),
+		{Key: key, Owner: owner(), Mode: driver.Shared, TTL: time.Minute, Weight: 1},
+		{Key: key, Owner: owner(), Mode: driver.Exclusive, TTL: time.Minute, Value: string(make([]byte, driver.MaxValueLen+1))},
+	} {
+		if _, err := d.TryAcquire(ctx, bad); !driver.IsPermanent(err) {
+			t.Errorf("TryAcquire(limit %d, weight %d, mode %v, %d-byte value): %v; want a permanent error",
+				bad.Limit, bad.Weight, bad.Mode, len(bad.Value), err)
+		}
+	}
 }
 
 // TestValues checks that a grant's value, any bytes up to
@@ -233,33 +251,43 @@ func TestValues(t *testing.T) {
 			}
 		}
 
-		// Counted holders, each with its value and weight.
-		key := uniqueKey(t, "sem")
-		var leases []driver.Lease
-		for i, w := range []int64{1, 3} {
-			r := counted(key, 5, w, time.Minute)
-			r.Value = string(rune('a' + i))
-			leases = append(leases, mustAcquire(t, d, r))
-		}
-		u := mustAcquire(t, d, counted(key, 5, 1, time.Minute)) // no value
-		leases = append(leases, u)
-		st, err := in.Inspect(ctx, key)
-		if err != nil || st.Mode != driver.Shared || st.Limit != 5 || len(st.Holders) != 3 {
-			t.Fatalf("Inspect: %+v, %v; want 3 shared holders, limit 5", st, err)
-		}
-		for i, want := range []driver.Holder{{Weight: 1, Value: "a"}, {Weight: 3, Value: "b"}, {Weight: 1}} {
-			h := st.Holders[i]
-			if h.Owner != leases[i].Owner || h.Token != leases[i].Token || h.Weight != want.Weight || h.Value != want.Value || h.Remaining <= 0 {
-				t.Errorf("holder %d: %+v; want owner %s, token %d, weight %d, value %q", i, h, leases[i].Owner, leases[i].Token, want.Weight, want.Value)
-			}
-		}
-		for _, l := range leases {
-			if err := d.Release(ctx, l); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if n := countRows(t, admin, b, table, key); n != 0 {
-			t.Fatalf("%d rows left after the release of a counted key; want 0", n)
-		}
+		checkCountedValues(t, b, d, admin, table)
 	})
+}
+
+// checkCountedValues is TestValues for counted holders of d, each with
+// its value and weight, in table (on b's server, administered through
+// admin).
+func checkCountedValues(t *testing.T, b backend, d driver.Driver, admin *sql.DB, table string) {
+	t.Helper()
+	ctx := ctxT(t)
+	in := d.(driver.Inspector)
+	// Counted holders, each with its value and weight.
+	key := uniqueKey(t, "sem")
+	var leases []driver.Lease
+	for i, w := range []int64{1, 3} {
+		r := counted(key, 5, w, time.Minute)
+		r.Value = string(rune('a' + i))
+		leases = append(leases, mustAcquire(t, d, r))
+	}
+	u := mustAcquire(t, d, counted(key, 5, 1, time.Minute)) // no value
+	leases = append(leases, u)
+	st, err := in.Inspect(ctx, key)
+	if err != nil || st.Mode != driver.Shared || st.Limit != 5 || len(st.Holders) != 3 {
+		t.Fatalf("Inspect: %+v, %v; want 3 shared holders, limit 5", st, err)
+	}
+	for i, want := range []driver.Holder{{Weight: 1, Value: "a"}, {Weight: 3, Value: "b"}, {Weight: 1}} {
+		h := st.Holders[i]
+		if h.Owner != leases[i].Owner || h.Token != leases[i].Token || h.Weight != want.Weight || h.Value != want.Value || h.Remaining <= 0 {
+			t.Errorf("holder %d: %+v; want owner %s, token %d, weight %d, value %q", i, h, leases[i].Owner, leases[i].Token, want.Weight, want.Value)
+		}
+	}
+	for _, l := range leases {
+		if err := d.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := countRows(t, admin, b, table, key); n != 0 {
+		t.Fatalf("%d rows left after the release of a counted key; want 0", n)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -25,7 +26,7 @@ var ErrOldTable = errors.New("lease table lacks the columns of this version")
 // opError wraps err with the operation and key, and marks it Permanent
 // when no retry can cure it: among others when the *sql.DB is closed.
 func (d *Driver) opError(op, key string, err error) error {
-	wrap := func(err error) error { return &driver.OpError{Driver: "sqldriver", Op: op, Key: key, Err: err} }
+	wrap := func(err error) error { return &driverkit.OpError{Driver: "sqldriver", Op: op, Key: key, Err: err} }
 	switch {
 	case missingTable(err):
 		return driver.Permanent(wrap(fmt.Errorf("table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",

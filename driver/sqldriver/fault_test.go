@@ -136,31 +136,38 @@ func TestFault_Restart(t *testing.T) {
 			t.Errorf("token after restart %d, before %d; want increasing", l.Token, lx.Token)
 		}
 
-		// The Mutex either kept its hold (the restart was shorter than its
-		// TTL) or reported it lost; either way its next hold has a
-		// greater token.
-		select {
-		case <-m.Done():
-			if !errors.Is(m.Err(), locker.ErrLost) {
-				t.Errorf("Mutex ended during the restart with %v; want ErrLost", m.Err())
-			}
-			t.Logf("Mutex reported its hold lost: %v", m.Err())
-			_ = m.UnlockContext(ctx)
-		default:
-			if err := m.UnlockContext(ctx); err != nil {
-				t.Errorf("Unlock after restart: %v", err)
-			}
-		}
-		if err := m.LockContext(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if m.Token() <= mtok {
-			t.Errorf("Mutex token after restart %d, before %d; want increasing", m.Token(), mtok)
-		}
-		if err := m.UnlockContext(ctx); err != nil {
-			t.Error(err)
-		}
+		checkMutexAfterRestart(t, m, mtok)
 	})
+}
+
+// checkMutexAfterRestart is TestFault_Restart's check of m, which held
+// with token mtok before the restart: it either kept its hold (the restart
+// was shorter than its TTL) or reported it lost; either way its next hold
+// has a greater token.
+func checkMutexAfterRestart(t *testing.T, m *locker.Mutex, mtok locker.Token) {
+	t.Helper()
+	ctx := ctxT(t)
+	select {
+	case <-m.Done():
+		if !errors.Is(m.Err(), locker.ErrLost) {
+			t.Errorf("Mutex ended during the restart with %v; want ErrLost", m.Err())
+		}
+		t.Logf("Mutex reported its hold lost: %v", m.Err())
+		_ = m.UnlockContext(ctx)
+	default:
+		if err := m.UnlockContext(ctx); err != nil {
+			t.Errorf("Unlock after restart: %v", err)
+		}
+	}
+	if err := m.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m.Token() <= mtok {
+		t.Errorf("Mutex token after restart %d, before %d; want increasing", m.Token(), mtok)
+	}
+	if err := m.UnlockContext(ctx); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestFault_KillWhileHolding kills every connection of the holder's pool
@@ -330,30 +337,7 @@ func TestFault_CancelDuringCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	const gate = 4242_0001 // the advisory lock that holds the COMMIT up
-	for _, q := range []string{
-		// The trigger waits for the gate, again after a cancel request
-		// (pgx sends one when it abandons a connection): a COMMIT that
-		// has written its commit record cannot be cancelled either.
-		`CREATE OR REPLACE FUNCTION locker_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-			BEGIN
-				LOOP
-					BEGIN
-						PERFORM pg_advisory_xact_lock_shared(` + strconv.Itoa(gate) + `);
-						RETURN NULL;
-					EXCEPTION WHEN query_canceled THEN NULL;
-					END;
-				END LOOP;
-			END $$`,
-		`DROP TRIGGER IF EXISTS slow_commit ON locker_slow_commit`,
-		// Only the rows of owners named "slow-…" hold the COMMIT up.
-		`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON locker_slow_commit
-			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.owner LIKE 'slow-%')
-			EXECUTE FUNCTION locker_slow_commit()`,
-	} {
-		if _, err := admin.ExecContext(ctxT(t), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	installSlowCommit(t, admin, gate)
 	for _, c := range []struct {
 		name string
 		b    backend
@@ -387,22 +371,7 @@ func TestFault_CancelDuringCommit(t *testing.T) {
 			// acquire's transaction; let the COMMIT go once it is either.
 			released := make(chan error, 1)
 			go func() { released <- d.Release(ctxT(t), driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode}) }()
-			var rerr error
-			returned := false
-			for deadline := time.Now().Add(20 * time.Second); ; {
-				select {
-				case rerr = <-released:
-					returned = true
-				default:
-				}
-				if returned || activity(t, admin, `query LIKE 'SELECT pg_advisory_xact_lock(%' AND wait_event = 'advisory'`) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("cleanup Release neither returned nor waited for the key's lock within 20s")
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			rerr, returned := awaitCleanup(t, admin, released)
 			if _, err := gateConn.ExecContext(ctxT(t), "SELECT pg_advisory_unlock($1)", gate); err != nil {
 				t.Fatal(err)
 			}
@@ -420,6 +389,58 @@ func TestFault_CancelDuringCommit(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// installSlowCommit installs, on admin's database, the trigger of
+// TestFault_CancelDuringCommit: the COMMIT of a row of an owner named
+// "slow-…" in locker_slow_commit waits for the advisory lock gate.
+func installSlowCommit(t *testing.T, admin *sql.DB, gate int) {
+	t.Helper()
+	for _, q := range []string{
+		// The trigger waits for the gate, again after a cancel request
+		// (pgx sends one when it abandons a connection): a COMMIT that
+		// has written its commit record cannot be cancelled either.
+		`CREATE OR REPLACE FUNCTION locker_slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN
+				LOOP
+					BEGIN
+						PERFORM pg_advisory_xact_lock_shared(` + strconv.Itoa(gate) + `);
+						RETURN NULL;
+					EXCEPTION WHEN query_canceled THEN NULL;
+					END;
+				END LOOP;
+			END $$`,
+		`DROP TRIGGER IF EXISTS slow_commit ON locker_slow_commit`,
+		// Only the rows of owners named "slow-…" hold the COMMIT up.
+		`CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON locker_slow_commit
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.owner LIKE 'slow-%')
+			EXECUTE FUNCTION locker_slow_commit()`,
+	} {
+		if _, err := admin.ExecContext(ctxT(t), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// awaitCleanup waits until the cleanup Release returns on released or
+// waits for the key's lock, for at most 20s; it returns the Release's
+// error, if it returned.
+func awaitCleanup(t *testing.T, admin *sql.DB, released <-chan error) (rerr error, returned bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		select {
+		case rerr = <-released:
+			return rerr, true
+		default:
+		}
+		if activity(t, admin, `query LIKE 'SELECT pg_advisory_xact_lock(%' AND wait_event = 'advisory'`) {
+			return nil, false
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("cleanup Release neither returned nor waited for the key's lock within 20s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -101,51 +101,57 @@ func TestFaultMatrix(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Setenv(envMatrixServer, srv.Driver+" "+srv.DSN)
-			p1, p2 := placeholder(b, 1), placeholder(b, 2)
-			now := "statement_timestamp()"
-			if c.name == "mariadb" {
-				now = "UTC_TIMESTAMP(6)"
-			}
-			faultmatrix.Run(t, faultmatrix.Target{
-				Name: c.name,
-				TTL:  matrixTTL,
-				Addr: func() string { return srv.Addr },
-				Dial: dialMatrix,
-				NewClient: func(tb testing.TB) faultmatrix.Client {
-					p := faultproxy.ForTest(tb, srv.Addr)
-					d, closeFn, err := dialMatrix(p.Addr())
-					if err != nil {
-						tb.Fatalf("%s client: %v", c.name, err)
-					}
-					tb.Cleanup(func() { _ = closeFn() })
-					return faultmatrix.Client{Driver: d, Net: faultproxy.Partitioner{Proxy: p}}
-				},
-				ChildNet: func(p *faultproxy.Proxy) faultmatrix.Net { return faultproxy.Partitioner{Proxy: p} },
-				// Restart keeps the server down for a TTL more: see
-				// restartAfterTTL.
-				Server: faultmatrix.Server{Pause: srv.Pause, Resume: srv.Resume, Kill: srv.Crash,
-					Restart: func() error { time.Sleep(matrixTTL); return srv.Restart() }},
-				// An administrator deletes the key's holds.
-				Revoke: func(ctx context.Context, key string) error {
-					res, err := admin.ExecContext(ctx, "DELETE FROM "+sqldriver.DefaultTable+" WHERE name = "+p1+" AND mode IN (1, 2)", key)
-					if err != nil {
-						return err
-					}
-					if n, _ := res.RowsAffected(); n == 0 {
-						return errors.New("no hold to revoke")
-					}
-					return nil
-				},
-				// The live holds and queue entries (MySQL's anchor row is
-				// neither).
-				Residue: func(ctx context.Context, key string) (int, error) {
-					var n int
-					err := admin.QueryRowContext(ctx, "SELECT count(*) FROM "+sqldriver.DefaultTable+" WHERE name = "+p1+
-						" AND owner <> "+p2+" AND expires > "+now, key, "").Scan(&n)
-					return n, err
-				},
-				DurableTokens: true,
-			})
+			faultmatrix.Run(t, matrixTarget(c.name, b, srv, admin))
 		})
+	}
+}
+
+// matrixTarget returns the fault matrix's target for the server srv of
+// backend b (named name), administered through admin.
+func matrixTarget(name string, b backend, srv *sqltest.Server, admin *sql.DB) faultmatrix.Target {
+	p1, p2 := placeholder(b, 1), placeholder(b, 2)
+	now := "statement_timestamp()"
+	if name == "mariadb" {
+		now = "UTC_TIMESTAMP(6)"
+	}
+	return faultmatrix.Target{
+		Name: name,
+		TTL:  matrixTTL,
+		Addr: func() string { return srv.Addr },
+		Dial: dialMatrix,
+		NewClient: func(tb testing.TB) faultmatrix.Client {
+			p := faultproxy.ForTest(tb, srv.Addr)
+			d, closeFn, err := dialMatrix(p.Addr())
+			if err != nil {
+				tb.Fatalf("%s client: %v", name, err)
+			}
+			tb.Cleanup(func() { _ = closeFn() })
+			return faultmatrix.Client{Driver: d, Net: faultproxy.Partitioner{Proxy: p}}
+		},
+		ChildNet: func(p *faultproxy.Proxy) faultmatrix.Net { return faultproxy.Partitioner{Proxy: p} },
+		// Restart keeps the server down for a TTL more: see
+		// restartAfterTTL.
+		Server: faultmatrix.Server{Pause: srv.Pause, Resume: srv.Resume, Kill: srv.Crash,
+			Restart: func() error { time.Sleep(matrixTTL); return srv.Restart() }},
+		// An administrator deletes the key's holds.
+		Revoke: func(ctx context.Context, key string) error {
+			res, err := admin.ExecContext(ctx, "DELETE FROM "+sqldriver.DefaultTable+" WHERE name = "+p1+" AND mode IN (1, 2)", key)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				return errors.New("no hold to revoke")
+			}
+			return nil
+		},
+		// The live holds and queue entries (MySQL's anchor row is
+		// neither).
+		Residue: func(ctx context.Context, key string) (int, error) {
+			var n int
+			err := admin.QueryRowContext(ctx, "SELECT count(*) FROM "+sqldriver.DefaultTable+" WHERE name = "+p1+
+				" AND owner <> "+p2+" AND expires > "+now, key, "").Scan(&n)
+			return n, err
+		},
+		DurableTokens: true,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -91,7 +92,7 @@ type hub struct {
 	done    chan struct{} // closed when run has returned
 	// fan holds the subscriptions; its OnClose (idleLater) starts the
 	// linger after the last one.
-	fan driver.Fanout
+	fan driverkit.Fanout
 
 	// mu guards the fields below. Subscribe adds to fan, and idleLater
 	// reads its Total, under it: the linger starts only once the last
@@ -207,7 +208,7 @@ const subscribeTimeout = 5 * time.Second
 // run listens until ctx is done, connecting again after failures.
 func (h *hub) run(ctx context.Context) {
 	defer close(h.done)
-	bo := driver.Backoff{Min: 20 * time.Millisecond, Max: 2 * time.Second}
+	bo := driverkit.Backoff{Min: 20 * time.Millisecond, Max: 2 * time.Second}
 	for {
 		listened := h.listen(ctx)
 		h.disconnected()

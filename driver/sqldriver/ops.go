@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // TryAcquire implements driver.Driver in one short transaction: two round
@@ -112,7 +113,7 @@ func checkRequest(req driver.Request, queued bool) (attempt, error) {
 	if err != nil {
 		return attempt{}, err
 	}
-	if err := driver.CheckCount(req); err != nil {
+	if err := driverkit.CheckCount(req); err != nil {
 		return attempt{}, err
 	}
 	a := attempt{key: req.Key, owner: req.Owner, mode: mode, us: us, queued: queued, limit: req.Limit, weight: req.Weight}

@@ -122,12 +122,15 @@ func clocksOf(d Dialect) (now, clock, after, left, elapsed string) {
 		"CAST(EXTRACT(EPOCH FROM (clock_timestamp() - statement_timestamp())) * 1000000 AS bigint)"
 }
 
-func newQueries(d Dialect, table string) queries {
-	now, clock, after, left, elapsed := clocksOf(d)
-	upsert := "ON CONFLICT (name, owner) DO UPDATE SET mode = EXCLUDED.mode, token = EXCLUDED.token, expires = EXCLUDED.expires," +
+// schemaOf returns the dialect's CREATE TABLE of table, the clause of an
+// INSERT that overwrites a row of the same name and owner, and the columns
+// added since the first version of the table, with their types (see
+// queries.upgrade).
+func schemaOf(d Dialect, table string) (create, upsert string, columns [][2]string) {
+	upsert = "ON CONFLICT (name, owner) DO UPDATE SET mode = EXCLUDED.mode, token = EXCLUDED.token, expires = EXCLUDED.expires," +
 		" lim = EXCLUDED.lim, weight = EXCLUDED.weight, val = EXCLUDED.val"
-	columns := [][2]string{{"lim", "bigint NOT NULL DEFAULT 0"}, {"weight", "bigint NOT NULL DEFAULT 0"}, {"val", "bytea"}}
-	create := `CREATE TABLE IF NOT EXISTS ` + table + ` (
+	columns = [][2]string{{"lim", "bigint NOT NULL DEFAULT 0"}, {"weight", "bigint NOT NULL DEFAULT 0"}, {"val", "bytea"}}
+	create = `CREATE TABLE IF NOT EXISTS ` + table + ` (
 	name    text COLLATE "C" NOT NULL,
 	owner   text COLLATE "C" NOT NULL,
 	mode    smallint NOT NULL,
@@ -154,6 +157,12 @@ func newQueries(d Dialect, table string) queries {
 	PRIMARY KEY (name, owner)
 ) ENGINE=InnoDB`
 	}
+	return create, upsert, columns
+}
+
+func newQueries(d Dialect, table string) queries {
+	now, clock, after, left, elapsed := clocksOf(d)
+	create, upsert, columns := schemaOf(d, table)
 	live := "mode = ? AND (? = 0 OR token = ?) AND expires > " + now
 	if d == PostgreSQL {
 		live = "mode = ? AND (CAST(? AS bigint) = 0 OR token = ?) AND expires > " + now

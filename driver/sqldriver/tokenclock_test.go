@@ -75,26 +75,7 @@ func TestTokenClockAfterLock(t *testing.T) {
 			}
 
 			// B: waits for that lock.
-			dsn := b.srv.DSN
-			if strings.Contains(dsn, "?") {
-				dsn += "&"
-			} else {
-				dsn += "?"
-			}
-			db, err := sqldriver.New(b.dbOn(t, dsn+"default_query_exec_mode="+mode+"&application_name="+app), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			closeAtCleanup(t, db)
-			type result struct {
-				l   driver.Lease
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				l, err := db.TryAcquire(ctx, req(key, driver.Exclusive, ttl))
-				done <- result{l, err}
-			}()
+			done := acquireOn(t, b, opts, "default_query_exec_mode="+mode+"&application_name="+app, key, ttl)
 			admin := b.db(t)
 			waitAdvisory(t, admin, "application_name = $1", app)
 			time.Sleep(50 * time.Millisecond)
@@ -130,4 +111,35 @@ func TestTokenClockAfterLock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A leaseResult is what a TryAcquire returned.
+type leaseResult struct {
+	l   driver.Lease
+	err error
+}
+
+// acquireOn starts a TryAcquire of key (exclusive, for ttl) through a
+// driver of its own on b's server, its DSN extended with params, and
+// returns the channel that receives the result.
+func acquireOn(t *testing.T, b backend, opts *sqldriver.Options, params, key string, ttl time.Duration) <-chan leaseResult {
+	t.Helper()
+	dsn := b.srv.DSN
+	if strings.Contains(dsn, "?") {
+		dsn += "&"
+	} else {
+		dsn += "?"
+	}
+	db, err := sqldriver.New(b.dbOn(t, dsn+params), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtCleanup(t, db)
+	done := make(chan leaseResult, 1)
+	ctx := ctxT(t)
+	go func() {
+		l, err := db.TryAcquire(ctx, req(key, driver.Exclusive, ttl))
+		done <- leaseResult{l, err}
+	}()
+	return done
 }

@@ -2,6 +2,7 @@ package sqldriver_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -65,14 +66,7 @@ func testUpgrade(t *testing.T, viaMigration bool) {
 			_, _ = admin.ExecContext(ctx, "DROP TABLE IF EXISTS "+table)
 		})
 		key, old := uniqueKey(t, "old"), owner()
-		expires := "statement_timestamp() + interval '1 minute'"
-		if b.name == "mariadb" {
-			expires = "UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE"
-		}
-		if _, err := admin.ExecContext(ctx, "INSERT INTO "+table+" (name, owner, mode, token, expires) VALUES ("+
-			placeholder(b, 1)+", "+placeholder(b, 2)+", 1, 7, "+expires+")", key, old); err != nil {
-			t.Fatal(err)
-		}
+		insertOldHold(t, b, admin, table, key, old)
 
 		d := b.driver(t, opts)
 		if _, err := d.TryAcquire(ctx, req(uniqueKey(t, "k"), driver.Exclusive, time.Minute)); !errors.Is(err, sqldriver.ErrOldTable) || !driver.IsPermanent(err) {
@@ -88,27 +82,7 @@ func testUpgrade(t *testing.T, viaMigration bool) {
 				t.Fatalf("%s: %v", up, err)
 			}
 		} else {
-			const callers = 8
-			errs := make([]error, callers)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range callers {
-				db := b.db(t)
-				if err := db.PingContext(ctx); err != nil {
-					t.Fatal(err)
-				}
-				wg.Go(func() {
-					<-start
-					errs[i] = sqldriver.CreateTable(ctxT(t), db, opts)
-				})
-			}
-			close(start)
-			wg.Wait()
-			for i, err := range errs {
-				if err != nil {
-					t.Errorf("CreateTable %d of %d on the old table: %v", i+1, callers, err)
-				}
-			}
+			createConcurrently(t, b, opts)
 		}
 
 		in := d.(driver.Inspector)
@@ -142,4 +116,48 @@ func testUpgrade(t *testing.T, viaMigration bool) {
 			t.Errorf("%d rows left after the release; want 0", n)
 		}
 	})
+}
+
+// insertOldHold writes, in the old version's table, an exclusive hold of
+// key by old with token 7, as the old version would.
+func insertOldHold(t *testing.T, b backend, admin *sql.DB, table, key, old string) {
+	t.Helper()
+	ctx := ctxT(t)
+	expires := "statement_timestamp() + interval '1 minute'"
+	if b.name == "mariadb" {
+		expires = "UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE"
+	}
+	if _, err := admin.ExecContext(ctx, "INSERT INTO "+table+" (name, owner, mode, token, expires) VALUES ("+
+		placeholder(b, 1)+", "+placeholder(b, 2)+", 1, 7, "+expires+")", key, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createConcurrently runs CreateTable of opts on b's server from 8
+// connections at once, as processes of a new version starting together
+// on the old table would.
+func createConcurrently(t *testing.T, b backend, opts *sqldriver.Options) {
+	t.Helper()
+	ctx := ctxT(t)
+	const callers = 8
+	errs := make([]error, callers)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range callers {
+		db := b.db(t)
+		if err := db.PingContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			<-start
+			errs[i] = sqldriver.CreateTable(ctxT(t), db, opts)
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("CreateTable %d of %d on the old table: %v", i+1, callers, err)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -66,14 +67,11 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		}
 		q, gone = d.takeSnapshot(nk, n, r)
 	}
-	d.markHot(req.Key)
+	d.hot.Refused(req.Key)
 	l, err := d.wait(ctx, n, req, q, gone)
 	if err != nil {
 		_ = d.dropNode(ctx, n)
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, req.Key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, req.Key, err)
+		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
 	}
 	return l, nil
 }
@@ -134,10 +132,10 @@ type queueWait struct {
 	parent, path, name string        // n's key node, path and name
 	ttl                time.Duration // n's lease
 
-	keepAlive    *time.Timer    // when to rewrite n
-	expiry       *time.Timer    // when pred's lease runs out, if not rewritten
-	retry        driver.Backoff // transient errors: 10ms doubling to 1s
-	failingSince time.Time      // since when nothing got through, or zero
+	keepAlive    *time.Timer       // when to rewrite n
+	expiry       *time.Timer       // when pred's lease runs out, if not rewritten
+	retry        driverkit.Backoff // transient errors: 10ms doubling to 1s
+	failingSince time.Time         // since when nothing got through, or zero
 
 	known queue // from takeSnapshot, for the first listing only
 	gone  int   // unknown nodes deleted from known
@@ -207,7 +205,7 @@ func (w *queueWait) relist() (waitResult, error) {
 	if q == nil {
 		unknown = 0
 		watch := w.req.Limit > 0 && w.wantKids
-		got, err := call(w.ctx, func() (kidsResult, error) {
+		got, err := driverkit.Call(w.ctx, func() (kidsResult, error) {
 			if watch {
 				names, _, ch, err := w.d.conn.ChildrenW(w.parent)
 				return kidsResult{names, ch}, err
@@ -299,7 +297,7 @@ func (w *queueWait) dropOthers(mine []child) error {
 			continue
 		}
 		p := w.parent + "/" + c.name
-		_, err := call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(p, -1) }, nil)
+		_, err := driverkit.Call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(p, -1) }, nil)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			if err := w.pause(err); err != nil {
 				return err
@@ -434,7 +432,7 @@ func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
 // names the version, so a refresh on its way wins.
 func (w *queueWait) reclaimPred() (waitResult, error) {
 	pred, ver := w.pred, w.predVer
-	_, err := call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(pred, ver) }, nil)
+	_, err := driverkit.Call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(pred, ver) }, nil)
 	w.predCh = nil // read it again
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
@@ -473,7 +471,7 @@ func (w *queueWait) keep() error {
 
 // getW reads the node at p and watches it.
 func (w *queueWait) getW(p string) (watchResult, error) {
-	return call(w.ctx, func() (watchResult, error) {
+	return driverkit.Call(w.ctx, func() (watchResult, error) {
 		data, stat, ch, err := w.d.conn.GetW(p)
 		return watchResult{data, stat, ch}, err
 	}, nil)

@@ -289,6 +289,15 @@ func contend(ms []mutexLike, cnt *countingDialer, n int, dur time.Duration) (con
 		return contendResult{}, failure
 	}
 	total := min(int(next.Load()), size)
+	return summarize(lockRet[:total], unlockCall[:total], unlockRet[:total], counts, elapsed, cnt.writes.Load()-start), nil
+}
+
+// summarize computes contend's result from the times of the acquisitions
+// (their grants, and their unlocks' calls and returns, in the order of the
+// grants), the acquisitions per goroutine, the time taken and the round
+// trips made.
+func summarize(lockRet, unlockCall, unlockRet []time.Time, counts []int, elapsed time.Duration, writes int64) contendResult {
+	total := len(lockRet)
 	var hand, unl []time.Duration
 	for i := 0; i < total; i++ {
 		if !unlockRet[i].IsZero() {
@@ -305,7 +314,7 @@ func contend(ms []mutexLike, cnt *countingDialer, n int, dur time.Duration) (con
 		acquisitions: total,
 		acqPerSec:    float64(total) / elapsed.Seconds(),
 		fairness:     float64(hi) / float64(max(lo, 1)),
-		roundTrips:   float64(cnt.writes.Load()-start) / float64(total),
+		roundTrips:   float64(writes) / float64(total),
 	}
 	if len(hand) > 0 {
 		r.handoffP50, r.handoffP99 = hand[len(hand)/2], hand[len(hand)*99/100]
@@ -313,5 +322,5 @@ func contend(ms []mutexLike, cnt *countingDialer, n int, dur time.Duration) (con
 	if len(unl) > 0 {
 		r.unlockP50 = unl[len(unl)/2]
 	}
-	return r, nil
+	return r
 }

@@ -41,66 +41,8 @@ func TestCompareZKLock(t *testing.T) {
 	}
 	const rounds = 7
 	const unDur, conDur = time.Second, 3 * time.Second
-	type un struct{ pairsPerSec, p50us, meanus, p99us, cpuus, rt, allocs, bytes float64 }
-	results := map[string][]un{}
+	results := map[string][]unResult{}
 	cres := map[string][]contendResult{}
-
-	// uncontended runs the systems' lock+unlock pairs in alternating
-	// blocks of 20 pairs, so that both meet the same load.
-	type system struct {
-		name         string
-		lock, unlock func() error
-		cnt          *countingDialer
-		lat          []time.Duration
-		busy         time.Duration
-		writes       int64
-		cpu          time.Duration
-		mallocs      uint64
-		bytes        uint64
-	}
-	uncontended := func(systems []*system) {
-		var ms0, ms1 runtime.MemStats
-		start := time.Now()
-		for time.Since(start) < 2*unDur {
-			for _, sy := range systems {
-				runtime.ReadMemStats(&ms0)
-				w0 := sy.cnt.writes.Load()
-				c0 := cpuTime()
-				b0 := time.Now()
-				for range 20 {
-					t0 := time.Now()
-					if err := sy.lock(); err != nil {
-						t.Fatal(err)
-					}
-					if err := sy.unlock(); err != nil {
-						t.Fatal(err)
-					}
-					sy.lat = append(sy.lat, time.Since(t0))
-				}
-				sy.busy += time.Since(b0)
-				sy.cpu += cpuTime() - c0
-				sy.writes += sy.cnt.writes.Load() - w0
-				runtime.ReadMemStats(&ms1)
-				sy.mallocs += ms1.Mallocs - ms0.Mallocs
-				sy.bytes += ms1.TotalAlloc - ms0.TotalAlloc
-			}
-		}
-		for _, sy := range systems {
-			n := float64(len(sy.lat))
-			slices.Sort(sy.lat)
-			results[sy.name] = append(results[sy.name], un{
-				pairsPerSec: n / sy.busy.Seconds(),
-				p50us:       float64(sy.lat[len(sy.lat)/2].Microseconds()),
-				meanus:      float64(sy.busy.Microseconds()) / n,
-				p99us:       float64(sy.lat[len(sy.lat)*99/100].Microseconds()),
-				cpuus:       float64(sy.cpu.Microseconds()) / n,
-				rt:          float64(sy.writes) / n,
-				allocs:      float64(sy.mallocs) / n,
-				bytes:       float64(sy.bytes) / n,
-			})
-			sy.lat, sy.busy, sy.cpu, sy.writes, sy.mallocs, sy.bytes = sy.lat[:0], 0, 0, 0, 0, 0
-		}
-	}
 
 	// Uncontended: one handle, one key.
 	var lcnt, zcnt countingDialer
@@ -123,7 +65,7 @@ func TestCompareZKLock(t *testing.T) {
 	}
 
 	for r := range rounds {
-		systems := []*system{
+		systems := []*pairSystem{
 			{name: "locker-zk", lock: func() error { lm.Lock(); return nil }, unlock: func() error { lm.Unlock(); return nil }, cnt: &lcnt},
 			{name: "zk.Lock", lock: zl.Lock, unlock: zl.Unlock, cnt: &zcnt},
 		}
@@ -140,7 +82,7 @@ func TestCompareZKLock(t *testing.T) {
 			slices.Reverse(systems)
 			slices.Reverse(csteps)
 		}
-		uncontended(systems)
+		results = runUncontended(t, systems, results, unDur)
 		for _, c := range csteps {
 			res, err := contend(c.ms, c.cnt, 0, conDur)
 			if err != nil {
@@ -151,6 +93,77 @@ func TestCompareZKLock(t *testing.T) {
 		t.Logf("round %d done", r+1)
 	}
 
+	t.Log(compareTables(results, cres))
+}
+
+// An unResult is a round of the uncontended comparison, per pair.
+type unResult struct{ pairsPerSec, p50us, meanus, p99us, cpuus, rt, allocs, bytes float64 }
+
+// A pairSystem is a lock of the uncontended comparison, with what its
+// pairs cost so far in a round.
+type pairSystem struct {
+	name         string
+	lock, unlock func() error
+	cnt          *countingDialer
+	lat          []time.Duration
+	busy         time.Duration
+	writes       int64
+	cpu          time.Duration
+	mallocs      uint64
+	bytes        uint64
+}
+
+// runUncontended runs the systems' lock+unlock pairs in alternating
+// blocks of 20 pairs for 2*dur, so that both meet the same load, and
+// appends each system's figures to results.
+func runUncontended(t *testing.T, systems []*pairSystem, results map[string][]unResult, dur time.Duration) map[string][]unResult {
+	var ms0, ms1 runtime.MemStats
+	start := time.Now()
+	for time.Since(start) < 2*dur {
+		for _, sy := range systems {
+			runtime.ReadMemStats(&ms0)
+			w0 := sy.cnt.writes.Load()
+			c0 := cpuTime()
+			b0 := time.Now()
+			for range 20 {
+				t0 := time.Now()
+				if err := sy.lock(); err != nil {
+					t.Fatal(err)
+				}
+				if err := sy.unlock(); err != nil {
+					t.Fatal(err)
+				}
+				sy.lat = append(sy.lat, time.Since(t0))
+			}
+			sy.busy += time.Since(b0)
+			sy.cpu += cpuTime() - c0
+			sy.writes += sy.cnt.writes.Load() - w0
+			runtime.ReadMemStats(&ms1)
+			sy.mallocs += ms1.Mallocs - ms0.Mallocs
+			sy.bytes += ms1.TotalAlloc - ms0.TotalAlloc
+		}
+	}
+	for _, sy := range systems {
+		n := float64(len(sy.lat))
+		slices.Sort(sy.lat)
+		results[sy.name] = append(results[sy.name], unResult{
+			pairsPerSec: n / sy.busy.Seconds(),
+			p50us:       float64(sy.lat[len(sy.lat)/2].Microseconds()),
+			meanus:      float64(sy.busy.Microseconds()) / n,
+			p99us:       float64(sy.lat[len(sy.lat)*99/100].Microseconds()),
+			cpuus:       float64(sy.cpu.Microseconds()) / n,
+			rt:          float64(sy.writes) / n,
+			allocs:      float64(sy.mallocs) / n,
+			bytes:       float64(sy.bytes) / n,
+		})
+		sy.lat, sy.busy, sy.cpu, sy.writes, sy.mallocs, sy.bytes = sy.lat[:0], 0, 0, 0, 0, 0
+	}
+	return results
+}
+
+// compareTables formats the medians over the rounds of results and cres
+// as the Markdown tables of BENCHMARKS.md, with the spread of the rounds.
+func compareTables(results map[string][]unResult, cres map[string][]contendResult) string {
 	med := func(xs []float64) float64 {
 		slices.Sort(xs)
 		return xs[len(xs)/2]
@@ -192,5 +205,5 @@ func TestCompareZKLock(t *testing.T) {
 		}
 		fmt.Fprintf(&out, "  %s: %s\n", name, strings.Join(xs, " "))
 	}
-	t.Log(out.String())
+	return out.String()
 }

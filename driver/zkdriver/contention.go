@@ -2,14 +2,6 @@ package zkdriver
 
 import "time"
 
-// markHot records that key was seen contended.
-func (d *Driver) markHot(key string) {
-	now := time.Now()
-	d.mu.Lock()
-	d.hot.put(key, now)
-	d.mu.Unlock()
-}
-
 // hotFor is how long a key counts as contended after it was last seen so:
 // meanwhile TryAcquire lists the queue before it creates a node.
 const hotFor = time.Second
@@ -23,14 +15,6 @@ const (
 	maxObserved  = 4096
 	maxParents   = 4096
 )
-
-// isHot reports whether key was seen contended within hotFor.
-func (d *Driver) isHot(key string) bool {
-	d.mu.Lock()
-	t, ok := d.hot.get(key)
-	d.mu.Unlock()
-	return ok && time.Since(t) < hotFor
-}
 
 // A snapshot is a key's queue as TryAcquire last saw it for an owner that
 // it refused, kept for the Acquire that usually follows: if nothing but
@@ -48,7 +32,7 @@ type snapshot struct {
 func (d *Driver) snapshot(nk nodeKey, q queue, cversion, own int32) {
 	now := time.Now()
 	d.mu.Lock()
-	d.snaps.put(nk, snapshot{q: q, cversion: cversion, own: own, at: now})
+	d.snaps.Put(nk, snapshot{q: q, cversion: cversion, own: own, at: now})
 	d.mu.Unlock()
 }
 
@@ -63,8 +47,8 @@ const snapshotFor = time.Second
 // created nodes meanwhile, or the snapshot is missing or old.
 func (d *Driver) takeSnapshot(nk nodeKey, n *node, r createResult) (q queue, gone int) {
 	d.mu.Lock()
-	s, ok := d.snaps.get(nk)
-	d.snaps.delete(nk)
+	s, ok := d.snaps.Get(nk)
+	d.snaps.Delete(nk)
 	d.mu.Unlock()
 	if !ok || time.Since(s.at) > snapshotFor {
 		return nil, 0

@@ -266,6 +266,12 @@ func TestValues(t *testing.T) {
 	}
 	check("released")
 
+	testCountedValues(t, a, b, key, check)
+}
+
+// testCountedValues is TestValues for counted holds, each with its value,
+// through the drivers a and b on key; check inspects key's holders.
+func testCountedValues(t *testing.T, a, b *zkdriver.Driver, key string, check func(what string, want ...string)) {
 	// Counted holds, each with its value.
 	c1, c2 := counted(key, owner(), 3, 1), counted(key, owner(), 3, 2)
 	c1.Value, c2.Value = "one", "two"

@@ -76,7 +76,14 @@ func TestDelAbandoned(t *testing.T) {
 		t.Errorf("%d deletes answered; want at least the %d whose context was never cancelled", outcomes["answered"], n/2)
 	}
 	// Every node goes, abandoned deletes included.
-	deadline := time.Now().Add(10 * time.Second)
+	waitNoChildren(t, conn, root, 10*time.Second)
+	checkDelEdges(t, conn, root)
+}
+
+// waitNoChildren waits up to within for root to have no children.
+func waitNoChildren(t *testing.T, conn *zk.Conn, root string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		kids, _, err := conn.Children(root)
 		if err != nil {
@@ -90,6 +97,14 @@ func TestDelAbandoned(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// checkDelEdges is TestDelAbandoned's check of Del with a context done
+// before the call (nothing is sent) and with one that cannot end (the
+// delete runs on the caller's goroutine, its errors as they are), below
+// root.
+func checkDelEdges(t *testing.T, conn *zk.Conn, root string) {
+	t.Helper()
 	// A context done before the call: nothing is sent.
 	p := root + "/kept"
 	if _, err := conn.Create(p, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {

@@ -174,6 +174,13 @@ func TestRoundTrips(t *testing.T) {
 	if err := d.Release(ctx, l); err != nil {
 		t.Fatal(err)
 	}
+	testBatchRoundTrips(t, d, count)
+}
+
+// testBatchRoundTrips is TestRoundTrips for RefreshBatch on d; count
+// checks the round trips of a call.
+func testBatchRoundTrips(t *testing.T, d *zkdriver.Driver, count func(what string, want int64, f func())) {
+	ctx := context.Background()
 	var ls []driver.Lease
 	for i := range 20 {
 		ls = append(ls, mustAcquire(t, d, req(plainKey(fmt.Sprint("batch", i)), owner(), driver.Shared, 10*time.Second)))
@@ -415,6 +422,19 @@ func TestSessionExpiry(t *testing.T) {
 	}
 
 	p.Partition(false)
+	checkNewSession(t, h, r, l, oldSession, lost)
+	if err := m.UnlockContext(ctxT(t)); !errors.Is(err, locker.ErrLost) {
+		t.Errorf("Unlock of the lost hold: %v; want ErrLost", err)
+	}
+	wm.Unlock()
+}
+
+// checkNewSession is TestSessionExpiry once the partition healed: h
+// reports the loss of l (granted for r in session oldSession) on lost,
+// gets a new session, refuses to refresh l, and grants r again with a new
+// token.
+func checkNewSession(t *testing.T, h *zkdriver.Driver, r driver.Request, l driver.Lease, oldSession int64, lost <-chan error) {
+	t.Helper()
 	select {
 	case err := <-lost:
 		if !errors.Is(err, driver.ErrNotHeld) {
@@ -437,10 +457,6 @@ func TestSessionExpiry(t *testing.T) {
 	if err := h.Release(ctxT(t), l2); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.UnlockContext(ctxT(t)); !errors.Is(err, locker.ErrLost) {
-		t.Errorf("Unlock of the lost hold: %v; want ErrLost", err)
-	}
-	wm.Unlock()
 }
 
 // TestDisconnectSurvives partitions a holder for less than its session

@@ -76,25 +76,11 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	first := h.Token()
 
 	const waiters = 3
-	type grant struct {
-		i     int
-		token locker.Token
-	}
-	grants := make(chan grant, waiters)
 	ms := make([]*locker.Mutex, waiters)
 	for i := range ms {
 		ms[i] = locker.NewMutex(connect(t, addrs, session, nil), key, locker.WithTTL(ttl), errs)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			if err := ms[i].LockContext(ctx); err != nil {
-				t.Errorf("waiter %d: %v", i, err)
-				grants <- grant{i, 0}
-				return
-			}
-			grants <- grant{i, ms[i].Token()}
-		}()
 	}
+	grants := lockAll(t, ms)
 	time.Sleep(300 * time.Millisecond) // the waiters queue up
 
 	t.Logf("killing leader %d", leader.ID)
@@ -128,9 +114,41 @@ func TestEnsembleLeaderKill(t *testing.T) {
 	if err := h.UnlockContext(ctxT(t)); err != nil {
 		t.Fatalf("unlock after the election: %v", err)
 	}
+	serveAll(t, ms, grants, first)
+}
+
+// A tokenGrant is the token waiter i was granted, 0 if its lock failed.
+type tokenGrant struct {
+	i     int
+	token locker.Token
+}
+
+// lockAll has each of ms lock, within 60s, and returns the channel that
+// receives their grants.
+func lockAll(t *testing.T, ms []*locker.Mutex) <-chan tokenGrant {
+	grants := make(chan tokenGrant, len(ms))
+	for i := range ms {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := ms[i].LockContext(ctx); err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				grants <- tokenGrant{i, 0}
+				return
+			}
+			grants <- tokenGrant{i, ms[i].Token()}
+		}()
+	}
+	return grants
+}
+
+// serveAll checks that every waiter of ms is granted the key, within 60s,
+// with tokens growing from first, and unlocks it.
+func serveAll(t *testing.T, ms []*locker.Mutex, grants <-chan tokenGrant, first locker.Token) {
+	t.Helper()
 	last := first
-	for range waiters {
-		var g grant
+	for range ms {
+		var g tokenGrant
 		select {
 		case g = <-grants:
 		case <-time.After(60 * time.Second):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -29,7 +30,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	path := parent + "/" + c.name
 	now := time.Now()
 	d.mu.Lock()
-	o, ok := d.obs.get(parent)
+	o, ok := d.obs.Get(parent)
 	d.mu.Unlock()
 	if !ok || o.path != path {
 		d.observe(parent, observation{path: path, seen: now})
@@ -41,7 +42,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	if o.mzxid == 0 && now.Sub(o.seen) < pollGap {
 		return false, 0, nil
 	}
-	got, err := call(ctx, func() (getResult, error) {
+	got, err := driverkit.Call(ctx, func() (getResult, error) {
 		data, st, err := d.conn.Get(path)
 		return getResult{data, st}, err
 	}, nil)
@@ -63,7 +64,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 		return false, ttl, nil
 	}
 	// Unchanged for o.ttl since o.seen: expired.
-	_, err = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
+	_, err = driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
 		d.unobserve(parent, path)
@@ -83,15 +84,15 @@ const pollGap = 5 * time.Millisecond
 // observed now.
 func (d *Driver) observe(parent string, o observation) {
 	d.mu.Lock()
-	d.obs.put(parent, o)
+	d.obs.Put(parent, o)
 	d.mu.Unlock()
 }
 
 // unobserve forgets the node at path, the first of the queue under parent.
 func (d *Driver) unobserve(parent, path string) {
 	d.mu.Lock()
-	if o, ok := d.obs.get(parent); ok && o.path == path {
-		d.obs.delete(parent)
+	if o, ok := d.obs.Get(parent); ok && o.path == path {
+		d.obs.Delete(parent)
 	}
 	d.mu.Unlock()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -31,7 +32,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	}
 	st := driver.KeyState{Waiting: waiting}
 	for _, c := range holders {
-		got, err := call(ctx, func() (getResult, error) {
+		got, err := driverkit.Call(ctx, func() (getResult, error) {
 			data, st, err := d.conn.Get(parent + "/" + c.name)
 			return getResult{data, st}, err
 		}, nil)
@@ -56,7 +57,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 // holders lists the queue under parent and returns its granted nodes and
 // the number of waiting ones.
 func (d *Driver) holders(ctx context.Context, parent string) ([]child, int, error) {
-	got, err := call(ctx, func() (listResult, error) {
+	got, err := driverkit.Call(ctx, func() (listResult, error) {
 		names, st, err := d.conn.Children(parent)
 		return listResult{names, st}, err
 	}, nil)
@@ -86,7 +87,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	}
 	n := 0
 	for _, c := range holders {
-		_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+c.name, -1) }, nil)
+		_, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+c.name, -1) }, nil)
 		switch {
 		case err == nil:
 			n++

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // keySafe reports whether byte c stands for itself in an encoded key: the
@@ -23,7 +24,15 @@ func keySafe(c byte) bool {
 	return strings.IndexByte("-._~!$&'()*+,;=:@", c) >= 0
 }
 
-const upperHex = "0123456789ABCDEF"
+// nameEscaper writes the bytes outside keySafe of a znode name %XX.
+var nameEscaper = driverkit.Escaper{Keep: keySafe}
+
+// Names of the keys that encodeKey does not merely escape.
+const (
+	emptyName     = "%"           // the empty key, which the front-end never passes
+	zookeeperName = "%7Aookeeper" // "zookeeper", which ZooKeeper reserves
+	dotEscape     = "%2E"         // a '.' that starts a key
+)
 
 // encodeKey returns the znode name of key: one path segment that
 // ZooKeeper accepts, with no '/', never "." nor "..", never "zookeeper",
@@ -33,123 +42,54 @@ const upperHex = "0123456789ABCDEF"
 // the front-end never passes) is "%". The mapping is injective: decodeKey
 // inverts it.
 func encodeKey(key string) string {
-	if n := escapes(key); n > 0 {
-		var b strings.Builder
-		b.Grow(len(key) + 2*n)
-		writeKey(&b, key)
-		return b.String()
+	switch {
+	case key == "":
+		return emptyName
+	case key == "zookeeper":
+		return zookeeperName
+	case key[0] == '.':
+		return dotEscape + nameEscaper.Escape(key[1:])
 	}
-	switch key {
-	case "":
-		return "%"
-	case "zookeeper":
-		return "%7Aookeeper"
-	}
-	return key
-}
-
-// escapes returns how many bytes of key encodeKey writes %XX, or -1 for the
-// keys it names otherwise ("" and "zookeeper"): the encoded name is
-// len(key) + 2*escapes(key) bytes long for the others.
-func escapes(key string) int {
-	if key == "" || key == "zookeeper" {
-		return -1
-	}
-	n := 0
-	for i := 0; i < len(key); i++ {
-		if !keySafe(key[i]) || (i == 0 && key[i] == '.') {
-			n++
-		}
-	}
-	return n
+	return nameEscaper.Escape(key)
 }
 
 // encodedLen returns len(encodeKey(key)).
 func encodedLen(key string) int {
-	switch n := escapes(key); {
+	switch {
 	case key == "":
-		return 1
-	case n < 0:
-		return len("%7Aookeeper")
-	default:
-		return len(key) + 2*n
+		return len(emptyName)
+	case key == "zookeeper":
+		return len(zookeeperName)
+	case key[0] == '.':
+		return len(dotEscape) + nameEscaper.Len(key[1:])
 	}
+	return nameEscaper.Len(key)
 }
 
 // writeKey writes encodeKey(key) to b.
 func writeKey(b *strings.Builder, key string) {
-	switch key {
-	case "":
-		b.WriteByte('%')
-		return
-	case "zookeeper":
-		b.WriteString("%7Aookeeper")
-		return
-	}
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if keySafe(c) && (i > 0 || c != '.') {
-			b.WriteByte(c)
-			continue
-		}
-		b.WriteByte('%')
-		b.WriteByte(upperHex[c>>4])
-		b.WriteByte(upperHex[c&15])
+	switch {
+	case key == "", key == "zookeeper":
+		b.WriteString(encodeKey(key))
+	case key[0] == '.':
+		b.WriteString(dotEscape)
+		nameEscaper.Write(b, key[1:])
+	default:
+		nameEscaper.Write(b, key)
 	}
 }
 
 // decodeKey inverts encodeKey. It reports false for a name that encodeKey
 // never returns.
 func decodeKey(name string) (string, bool) {
-	if name == "%" {
+	if name == emptyName {
 		return "", true
 	}
-	if name == "" {
-		return "", false
-	}
-	var b strings.Builder
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if c != '%' {
-			if !keySafe(c) || (i == 0 && c == '.') {
-				return "", false
-			}
-			b.WriteByte(c)
-			continue
-		}
-		if i+2 >= len(name) {
-			return "", false
-		}
-		hi, lo := unhex(name[i+1]), unhex(name[i+2])
-		if hi < 0 || lo < 0 {
-			return "", false
-		}
-		d := byte(hi<<4 | lo)
-		// Only bytes that encodeKey escapes may be escaped.
-		if keySafe(d) && !(i == 0 && (d == '.' || d == 'z')) {
-			return "", false
-		}
-		b.WriteByte(d)
-		i += 2
-	}
-	key := b.String()
-	if key == "" {
-		return "", false
-	}
-	if encodeKey(key) != name {
+	key, err := driverkit.Unhex(name)
+	if err != nil || key == "" || encodeKey(key) != name {
 		return "", false
 	}
 	return key, true
-}
-
-func unhex(c byte) int {
-	switch {
-	case '0' <= c && c <= '9':
-		return int(c - '0')
-	case 'A' <= c && c <= 'F':
-		return int(c-'A') + 10
-	}
-	return -1
 }
 
 // Lock node names. A lock node is "_c_<owner>-<mode>-<seq>": the "_c_"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // sessionEnded is called by the Session when session id is over: every
@@ -35,7 +36,7 @@ func (d *Driver) sessionEnded(id int64, cause error) {
 }
 
 // lossWatch is one WatchLoss registration.
-type lossWatch = driver.LossCallback
+type lossWatch = driverkit.LossCallback
 
 // fireAll calls the functions of ws in a goroutine of the driver's.
 func fireAll(ws []*lossWatch, err error) {
@@ -73,13 +74,13 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	}
 	if why != nil {
 		d.mu.Unlock()
-		w := driver.NewLossCallback(lost)
+		w := driverkit.NewLossCallback(lost)
 		fireAll([]*lossWatch{w}, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 		return w.Stop
 	}
 	w := &n.loss0 // the usual single watch of a hold costs no allocation
 	if n.loss0Set {
-		w = driver.NewLossCallback(lost)
+		w = driverkit.NewLossCallback(lost)
 	} else {
 		n.loss0Set = true
 		w.Set(lost)

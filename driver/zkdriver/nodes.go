@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -141,38 +142,9 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		return nil, createResult{}, driver.Permanent(errorf(op, req.Key, ErrClosed))
 	}
 	d.nodes[nk] = n
-	_, known := d.parents.get(parent)
+	_, known := d.parents.Get(parent)
 	d.mu.Unlock()
-	var r createResult
-	var err error
-	mayExist := false // a multi was sent whose outcome is not known
-	for attempt := 0; ; attempt++ {
-		if !known && attempt == 0 {
-			// A key this driver has not seen lately is most likely new
-			// (ZooKeeper deletes an idle key's node): make its node
-			// first rather than learn of it by a failed multi.
-			if err = d.ensureParent(ctx, parent); err != nil {
-				break
-			}
-		}
-		if ctx.Done() == nil {
-			r, err = d.createNode(&n.ops)
-		} else {
-			r, err = call(ctx, func() (createResult, error) { return d.createNode(&n.ops) }, d.undoCreate)
-		}
-		mayExist = err != nil && mayHaveApplied(err, ctx)
-		if errors.Is(err, zk.ErrNoNode) && attempt < 3 {
-			// The key's node (or the root) is missing: make it. Our
-			// node was not created (a multi is all or nothing).
-			d.mu.Lock()
-			d.parents.delete(parent)
-			d.mu.Unlock()
-			if err = d.ensureParent(ctx, parent); err == nil {
-				continue
-			}
-		}
-		break
-	}
+	r, mayExist, err := d.sendCreate(ctx, n, known)
 	if err != nil {
 		// The error may be the key node's create, after a multi that was
 		// refused or before any: then no lock node was made.
@@ -181,14 +153,11 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 			delete(d.nodes, nk)
 		}
 		d.mu.Unlock()
-		if ctx.Err() != nil {
-			return nil, createResult{}, errorf(op, req.Key, ctx.Err())
-		}
-		return nil, createResult{}, fail(op, req.Key, err)
+		return nil, createResult{}, callFailed(ctx, op, req.Key, err)
 	}
 	d.mu.Lock()
 	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent
-	d.parents.put(parent, struct{}{})
+	d.parents.Put(parent, struct{}{})
 	d.mu.Unlock()
 	if r.session == 0 {
 		// The session changed while the create was on its way: the
@@ -204,6 +173,40 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		return nil, createResult{}, errorf(op, req.Key, err)
 	}
 	return n, r, nil
+}
+
+// sendCreate sends n's create multi, making the key's node first when it
+// is not known to exist, and again (up to three times) when the multi
+// finds it missing. mayExist reports that a multi whose outcome is not
+// known was sent.
+func (d *Driver) sendCreate(ctx context.Context, n *node, known bool) (r createResult, mayExist bool, err error) {
+	for attempt := 0; ; attempt++ {
+		if !known && attempt == 0 {
+			// A key this driver has not seen lately is most likely new
+			// (ZooKeeper deletes an idle key's node): make its node
+			// first rather than learn of it by a failed multi.
+			if err = d.ensureParent(ctx, n.parent); err != nil {
+				return r, mayExist, err
+			}
+		}
+		if ctx.Done() == nil {
+			r, err = d.createNode(&n.ops)
+		} else {
+			r, err = driverkit.Call(ctx, func() (createResult, error) { return d.createNode(&n.ops) }, d.undoCreate)
+		}
+		mayExist = err != nil && mayHaveApplied(err, ctx)
+		if !errors.Is(err, zk.ErrNoNode) || attempt >= 3 {
+			return r, mayExist, err
+		}
+		// The key's node (or the root) is missing: make it. Our node
+		// was not created (a multi is all or nothing).
+		d.mu.Lock()
+		d.parents.Delete(n.parent)
+		d.mu.Unlock()
+		if err = d.ensureParent(ctx, n.parent); err != nil {
+			return r, mayExist, err
+		}
+	}
 }
 
 // createOps are the requests of a lock node's create multi.
@@ -295,7 +298,7 @@ func (d *Driver) ensureParent(ctx context.Context, parent string) error {
 		}
 		return err
 	}
-	_, err := call(ctx, func() (struct{}, error) {
+	_, err := driverkit.Call(ctx, func() (struct{}, error) {
 		err := create()
 		if errors.Is(err, zk.ErrNoNode) {
 			if err = d.ensureRoot(); err == nil {
@@ -368,7 +371,7 @@ func (d *Driver) dropNode(ctx context.Context, n *node) error {
 		}
 		return err
 	}
-	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, -1) }, nil)
+	_, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, -1) }, nil)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
@@ -394,7 +397,7 @@ var errNotOurs = errors.New("zkdriver: node of another session")
 // node does not belong to the connection's current session.
 func (d *Driver) write(ctx context.Context, path string, ttl time.Duration, value string) (*zk.Stat, error) {
 	data := encodeData(ttl, value)
-	st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, -1) }, nil)
+	st, err := driverkit.Call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, -1) }, nil)
 	if err != nil {
 		return nil, err
 	}

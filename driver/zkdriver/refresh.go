@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -63,10 +65,7 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 			d.forget(n)
 			return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
 		}
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, l.Key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, l.Key, err)
+		return driver.Lease{}, callFailed(ctx, op, l.Key, err)
 	}
 	d.mu.Lock()
 	n.written, n.mzxid, n.ttl = sent, st.Mzxid, ttl
@@ -133,12 +132,9 @@ func (d *Driver) recheck(ctx context.Context, op string, n *node, ttl time.Durat
 		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %s", driver.ErrNotHeld, why))
 	}
 	failed := func(err error) (driver.Lease, error) {
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, n.key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, n.key, err)
+		return driver.Lease{}, callFailed(ctx, op, n.key, err)
 	}
-	got, err := call(ctx, func() (getResult, error) {
+	got, err := driverkit.Call(ctx, func() (getResult, error) {
 		data, st, err := d.conn.Get(path)
 		return getResult{data, st}, err
 	}, nil)
@@ -159,7 +155,7 @@ func (d *Driver) recheck(ctx context.Context, op string, n *node, ttl time.Durat
 		old = n.ttl
 	}
 	sent := time.Now()
-	st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, encodeData(ttl, n.value), got.st.Version) }, nil)
+	st, err := driverkit.Call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, encodeData(ttl, n.value), got.st.Version) }, nil)
 	switch {
 	case errors.Is(err, zk.ErrBadVersion):
 		// Rewritten again meanwhile: alive. Write it once more.
@@ -211,13 +207,7 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		}
 		return errs
 	}
-	type item struct {
-		i    int
-		n    *node
-		path string
-		ttl  time.Duration
-	}
-	var items []item
+	var items []batchItem
 	for i, l := range ls {
 		n, stale, err := d.lookup(op, l)
 		if err == errUnknownHere {
@@ -238,60 +228,66 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		}
 		d.mu.Lock()
 		n.fresh = false
-		items = append(items, item{i, n, n.path, ttl})
+		items = append(items, batchItem{i, n, n.path, ttl})
 		d.mu.Unlock()
 	}
 	for len(items) > 0 {
-		chunk := items[:min(len(items), maxMulti)]
-		ops := make([]any, len(chunk))
-		for j, it := range chunk {
-			ops[j] = &zk.SetDataRequest{Path: it.path, Data: encodeData(it.ttl, it.n.value), Version: -1}
-		}
-		sent := time.Now()
-		res, err := call(ctx, func() ([]zk.MultiResponse, error) { return d.conn.Multi(ops...) }, nil)
-		session := d.conn.SessionID()
-		if err != nil && len(res) == len(chunk) {
-			// One operation failed and the rest were rolled back: the
-			// failed one names its error.
-			failed := -1
-			for j, r := range res {
-				if r.Error != nil {
-					failed = j
-					break
-				}
-			}
-			if failed >= 0 && errors.Is(res[failed].Error, zk.ErrNoNode) {
-				it := chunk[failed]
-				d.forget(it.n)
-				errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
-				items = append(append(items[:0:0], chunk[:failed]...), append(chunk[failed+1:], items[len(chunk):]...)...)
-				continue
-			}
-		}
-		if err != nil {
-			for _, it := range chunk {
-				if ctx.Err() != nil {
-					errs[it.i] = errorf(op, ls[it.i].Key, ctx.Err())
-				} else {
-					errs[it.i] = fail(op, ls[it.i].Key, err)
-				}
-			}
-			items = items[len(chunk):]
-			continue
-		}
-		d.mu.Lock()
-		for j, it := range chunk {
-			st := res[j].Stat
-			if st == nil || st.Czxid != it.n.czxid || st.EphemeralOwner != it.n.session || st.EphemeralOwner != session {
-				errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNotOurs))
-				continue
-			}
-			it.n.written, it.n.mzxid, it.n.ttl = sent, st.Mzxid, it.ttl
-		}
-		d.mu.Unlock()
-		items = items[len(chunk):]
+		items = d.refreshMulti(ctx, ls, errs, items)
 	}
 	return errs
+}
+
+// A batchItem is a lease of a RefreshBatch to rewrite: ls[i], whose node
+// is n at path, with its new TTL.
+type batchItem struct {
+	i    int
+	n    *node
+	path string
+	ttl  time.Duration
+}
+
+// refreshMulti rewrites the nodes of the first maxMulti items in one multi
+// request, sets the errors of their leases in errs, and returns the items
+// left to send: the rest, or, when one node was gone (a multi is all or
+// nothing), all but that one.
+func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []error, items []batchItem) []batchItem {
+	const op = "refresh"
+	chunk, rest := items[:min(len(items), maxMulti)], items[min(len(items), maxMulti):]
+	ops := make([]any, len(chunk))
+	for j, it := range chunk {
+		ops[j] = &zk.SetDataRequest{Path: it.path, Data: encodeData(it.ttl, it.n.value), Version: -1}
+	}
+	sent := time.Now()
+	res, err := driverkit.Call(ctx, func() ([]zk.MultiResponse, error) { return d.conn.Multi(ops...) }, nil)
+	session := d.conn.SessionID()
+	if err != nil && len(res) == len(chunk) {
+		// One operation failed and the rest were rolled back: the
+		// failed one names its error.
+		failed := slices.IndexFunc(res, func(r zk.MultiResponse) bool { return r.Error != nil })
+		if failed >= 0 && errors.Is(res[failed].Error, zk.ErrNoNode) {
+			it := chunk[failed]
+			d.forget(it.n)
+			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
+			return append(append(items[:0:0], chunk[:failed]...), append(chunk[failed+1:], rest...)...)
+		}
+	}
+	if err != nil {
+		for _, it := range chunk {
+			errs[it.i] = callFailed(ctx, op, ls[it.i].Key, err)
+		}
+		return rest
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for j, it := range chunk {
+		st := res[j].Stat
+		if st == nil || st.Czxid != it.n.czxid || st.EphemeralOwner != it.n.session || st.EphemeralOwner != session {
+			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNotOurs))
+			continue
+		}
+		it.n.written, it.n.mzxid, it.n.ttl = sent, st.Mzxid, it.ttl
+	}
+	return rest
 }
 
 // errUnknownHere is held's answer for a lease this driver has no node
@@ -310,39 +306,18 @@ func (d *Driver) refreshByName(ctx context.Context, op string, l driver.Lease) (
 		return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %s", driver.ErrNotHeld, why))
 	}
 	failed := func(err error) (driver.Lease, error) {
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, l.Key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, l.Key, err)
+		return driver.Lease{}, callFailed(ctx, op, l.Key, err)
 	}
-	names, err := call(ctx, func() ([]string, error) {
-		names, _, err := d.conn.Children(parent)
-		return names, err
-	}, nil)
-	if errors.Is(err, zk.ErrNoNode) {
-		return notHeld("no such hold")
-	}
-	if err != nil {
+	path, why, err := d.findHold(ctx, parent, l)
+	switch {
+	case err != nil:
 		return failed(err)
+	case why != "":
+		return notHeld(why)
 	}
-	q := parseQueue(names)
-	var c *child
-	for _, x := range q.ofOwner(l.Owner) {
-		if x.mode == l.Mode {
-			c = &x
-			break
-		}
-	}
-	if c == nil {
-		return notHeld("no such hold")
-	}
-	if ok, _ := q.judge(q.index(c.name), c.mode, c.limit, c.weight); !ok {
-		return notHeld("queued, not granted")
-	}
-	path := parent + "/" + c.name
 	ttl := l.TTL
 	for range 3 {
-		got, err := call(ctx, func() (getResult, error) {
+		got, err := driverkit.Call(ctx, func() (getResult, error) {
 			data, st, err := d.conn.Get(path)
 			return getResult{data, st}, err
 		}, nil)
@@ -363,7 +338,7 @@ func (d *Driver) refreshByName(ctx context.Context, op string, l driver.Lease) (
 			ttl = old
 		}
 		data := encodeData(ttl, decodeValue(got.data))
-		st, err := call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, got.st.Version) }, nil)
+		st, err := driverkit.Call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, got.st.Version) }, nil)
 		switch {
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // refreshed meanwhile: look again
@@ -375,10 +350,37 @@ func (d *Driver) refreshByName(ctx context.Context, op string, l driver.Lease) (
 		if time.Duration(st.Mtime-got.st.Mtime)*time.Millisecond >= old {
 			// The lease had run out, by the server's clock: do not
 			// bring it back.
-			_, _ = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
+			_, _ = driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
 			return notHeld("the lease ran out")
 		}
 		return driver.Lease{Key: l.Key, Owner: l.Owner, Mode: l.Mode, Token: uint64(st.Czxid), TTL: ttl}, nil
 	}
 	return failed(errors.New("the node kept changing"))
+}
+
+// findHold finds the node of l's hold, which this driver did not grant,
+// in the queue below parent by its owner's name: it returns its path, or
+// why l is not held.
+func (d *Driver) findHold(ctx context.Context, parent string, l driver.Lease) (path, why string, err error) {
+	names, err := driverkit.Call(ctx, func() ([]string, error) {
+		names, _, err := d.conn.Children(parent)
+		return names, err
+	}, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", "no such hold", nil
+	}
+	if err != nil {
+		return "", "", err
+	}
+	q := parseQueue(names)
+	for _, c := range q.ofOwner(l.Owner) {
+		if c.mode != l.Mode {
+			continue
+		}
+		if ok, _ := q.judge(q.index(c.name), c.mode, c.limit, c.weight); !ok {
+			return "", "queued, not granted", nil
+		}
+		return parent + "/" + c.name, "", nil
+	}
+	return "", "no such hold", nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -57,10 +58,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	}
 	err := del(ctx, d.conn, path, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		if ctx.Err() != nil {
-			return errorf(op, l.Key, ctx.Err())
-		}
-		return fail(op, l.Key, err)
+		return callFailed(ctx, op, l.Key, err)
 	}
 	d.forget(n)
 	switch {
@@ -79,15 +77,12 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 // shared nodes only, with token l.Token unless it is 0).
 func (d *Driver) releaseByName(ctx context.Context, op string, l driver.Lease) error {
 	parent := d.parentPath(l.Key)
-	names, err := call(ctx, func() ([]string, error) {
+	names, err := driverkit.Call(ctx, func() ([]string, error) {
 		names, _, err := d.conn.Children(parent)
 		return names, err
 	}, nil)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		if ctx.Err() != nil {
-			return errorf(op, l.Key, ctx.Err())
-		}
-		return fail(op, l.Key, err)
+		return callFailed(ctx, op, l.Key, err)
 	}
 	q := parseQueue(names)
 	released := false
@@ -96,7 +91,7 @@ func (d *Driver) releaseByName(ctx context.Context, op string, l driver.Lease) e
 		version := int32(-1)
 		match := false
 		if ok, _ := q.judge(q.index(c.name), c.mode, c.limit, c.weight); ok && c.mode == l.Mode {
-			got, err := call(ctx, func() (getResult, error) {
+			got, err := driverkit.Call(ctx, func() (getResult, error) {
 				data, st, err := d.conn.Get(p)
 				return getResult{data, st}, err
 			}, nil)
@@ -104,12 +99,9 @@ func (d *Driver) releaseByName(ctx context.Context, op string, l driver.Lease) e
 				match, version = true, got.st.Version
 			}
 		}
-		_, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, version) }, nil)
+		_, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, version) }, nil)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			if ctx.Err() != nil {
-				return errorf(op, l.Key, ctx.Err())
-			}
-			return fail(op, l.Key, err)
+			return callFailed(ctx, op, l.Key, err)
 		}
 		if err == nil && match {
 			released = true

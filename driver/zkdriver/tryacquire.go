@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -41,7 +42,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 			return l, err
 		}
 	}
-	if d.isHot(req.Key) {
+	if d.hot.Hot(req.Key) {
 		if err := d.peek(ctx, op, req, parent); err != nil {
 			return driver.Lease{}, err
 		}
@@ -60,7 +61,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // have to wait, after checking whether the first node's lease expired.
 // It returns nil when req may try to create its node.
 func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent string) error {
-	got, err := call(ctx, func() (listResult, error) {
+	got, err := driverkit.Call(ctx, func() (listResult, error) {
 		names, st, err := d.conn.Children(parent)
 		return listResult{names, st}, err
 	}, nil)
@@ -87,7 +88,7 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 	}
 	if !q.inWay(len(q), req.Mode, req.Limit) {
 		// A shared first node; the exclusive one behind it waits.
-		d.markHot(req.Key)
+		d.hot.Refused(req.Key)
 		return &driver.LockedError{}
 	}
 	gone, remaining, err := d.reclaim(ctx, parent, q[0])
@@ -102,7 +103,7 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 			return nil
 		}
 	}
-	d.markHot(req.Key)
+	d.hot.Refused(req.Key)
 	return &driver.LockedError{Remaining: remaining}
 }
 
@@ -110,16 +111,13 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 // granted if nothing before it blocks it (or what blocked it had expired);
 // otherwise n is deleted and a *driver.LockedError returned.
 func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Request) (driver.Lease, error) {
-	got, err := call(ctx, func() (listResult, error) {
+	got, err := driverkit.Call(ctx, func() (listResult, error) {
 		names, st, err := d.conn.Children(n.parent)
 		return listResult{names, st}, err
 	}, nil)
 	if err != nil {
 		d.dropNode(ctx, n)
-		if ctx.Err() != nil {
-			return driver.Lease{}, errorf(op, req.Key, ctx.Err())
-		}
-		return driver.Lease{}, fail(op, req.Key, err)
+		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
 	}
 	q := parseQueue(got.names)
 	name := n.path[len(n.parent)+1:]
@@ -157,7 +155,7 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		}
 		return d.grant(n, false), nil
 	}
-	d.markHot(req.Key)
+	d.hot.Refused(req.Key)
 	if err := d.dropNode(ctx, n); err != nil {
 		// The node may still be there: report the failure, so that the
 		// front-end cleans up (Release) rather than leave a node
@@ -175,7 +173,7 @@ func (d *Driver) adoptOldest(ctx context.Context, op string, n *node, req driver
 	oldest := mine[0]
 	for _, c := range mine[1:] {
 		p := n.parent + "/" + c.name
-		if _, err := call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		if _, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return driver.Lease{}, fail(op, req.Key, err)
 		}
 	}
@@ -206,31 +204,10 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 		return driver.Lease{}, true, driver.Permanent(errorf(op, req.Key, fmt.Errorf("owner %.8s… already has a %v node", req.Owner, mode)))
 	}
 	if path == "" {
-		// Find the node of the lost reply.
-		names, err := call(ctx, func() ([]string, error) {
-			names, _, err := d.conn.Children(n.parent)
-			return names, err
-		}, nil)
-		if errors.Is(err, zk.ErrNoNode) {
-			d.forget(n)
-			return driver.Lease{}, false, nil
+		var err error
+		if path, err = d.findLost(ctx, op, n, req); err != nil || path == "" {
+			return driver.Lease{}, err != nil, err
 		}
-		if err != nil {
-			return driver.Lease{}, true, fail(op, req.Key, err)
-		}
-		mine := parseQueue(names).ofOwner(req.Owner)
-		if len(mine) == 0 {
-			d.forget(n)
-			return driver.Lease{}, false, nil
-		}
-		for _, c := range mine[1:] {
-			p := n.parent + "/" + c.name
-			_, _ = call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil)
-		}
-		path = n.parent + "/" + mine[0].name
-		d.mu.Lock()
-		n.path = path
-		d.mu.Unlock()
 	}
 	if expired {
 		// The lease ran out by our own clock: others may already
@@ -247,10 +224,7 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 		return driver.Lease{}, false, nil
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return driver.Lease{}, true, errorf(op, req.Key, ctx.Err())
-		}
-		return driver.Lease{}, true, fail(op, req.Key, err)
+		return driver.Lease{}, true, callFailed(ctx, op, req.Key, err)
 	}
 	d.mu.Lock()
 	n.czxid, n.mzxid, n.session, n.written, n.ttl = st.Czxid, st.Mzxid, st.EphemeralOwner, sent, req.TTL
@@ -264,6 +238,38 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 	// A queue place or a found node: granted only if first.
 	l, err := d.settle(ctx, op, n, req)
 	return l, true, err
+}
+
+// findLost finds the node of n, whose create's reply was lost, by its
+// owner's name in the queue, and deletes the owner's other nodes (a retry's)
+// there. It returns the node's path, or "" (n forgotten) when there is
+// none.
+func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Request) (string, error) {
+	names, err := driverkit.Call(ctx, func() ([]string, error) {
+		names, _, err := d.conn.Children(n.parent)
+		return names, err
+	}, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		d.forget(n)
+		return "", nil
+	}
+	if err != nil {
+		return "", fail(op, req.Key, err)
+	}
+	mine := parseQueue(names).ofOwner(req.Owner)
+	if len(mine) == 0 {
+		d.forget(n)
+		return "", nil
+	}
+	for _, c := range mine[1:] {
+		p := n.parent + "/" + c.name
+		_, _ = driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil)
+	}
+	path := n.parent + "/" + mine[0].name
+	d.mu.Lock()
+	n.path = path
+	d.mu.Unlock()
+	return path, nil
 }
 
 // announce rewrites n, a counted node just granted with nodes behind it

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -52,11 +53,11 @@ type Driver struct {
 
 	mu         sync.Mutex
 	nodes      map[nodeKey]*node
-	obs        *lru[string, observation] // by parent path: the observed first node
-	hot        *lru[string, time.Time]   // by key: last time it was seen contended
-	snaps      *lru[nodeKey, snapshot]   // queues seen by refused TryAcquires
-	parents    *lru[string, struct{}]    // key nodes known to exist
-	persistent bool                      // the server lacks container nodes
+	obs        *driverkit.LRU[string, observation] // by parent path: the observed first node
+	hot        driverkit.Contention                // keys seen contended
+	snaps      *driverkit.LRU[nodeKey, snapshot]   // queues seen by refused TryAcquires
+	parents    *driverkit.LRU[string, struct{}]    // key nodes known to exist
+	persistent bool                                // the server lacks container nodes
 	closed     bool
 }
 
@@ -119,10 +120,10 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 		root:    DefaultRoot,
 		acl:     zk.WorldACL(zk.PermAll),
 		nodes:   make(map[nodeKey]*node),
-		obs:     newLRU[string, observation](maxObserved),
-		hot:     newLRU[string, time.Time](maxHot),
-		snaps:   newLRU[nodeKey, snapshot](maxSnapshots),
-		parents: newLRU[string, struct{}](maxParents),
+		obs:     driverkit.NewLRU[string, observation](maxObserved),
+		hot:     driverkit.Contention{Window: hotFor, Max: maxHot},
+		snaps:   driverkit.NewLRU[nodeKey, snapshot](maxSnapshots),
+		parents: driverkit.NewLRU[string, struct{}](maxParents),
 	}
 	if opts != nil {
 		if opts.Root != "" {
@@ -287,57 +288,6 @@ func (d *Driver) paths(key string, name ...string) (parent, child string) {
 	return s[:n], s
 }
 
-// call runs f, an operation on the connection. go-zookeeper's calls take
-// no context: when ctx can be done, f runs in a goroutine of its own and
-// call returns ctx's error as soon as ctx is done, leaving f to finish;
-// then, when f has finished, undo (if not nil) is called with its results
-// so that what f did can be taken back (a node it created deleted).
-func call[T any](ctx context.Context, f func() (T, error), undo func(T, error)) (T, error) {
-	if ctx.Done() == nil {
-		return f()
-	}
-	if err := ctx.Err(); err != nil {
-		var zero T
-		return zero, err
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	var mu sync.Mutex
-	abandoned := false
-	go func() {
-		v, err := f()
-		mu.Lock()
-		a := abandoned
-		mu.Unlock()
-		if a {
-			if undo != nil {
-				undo(v, err)
-			}
-			return
-		}
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		mu.Lock()
-		select {
-		case r := <-ch:
-			mu.Unlock()
-			return r.v, r.err
-		default:
-		}
-		abandoned = true
-		mu.Unlock()
-		var zero T
-		return zero, ctx.Err()
-	}
-}
-
 // del deletes the node at path in the given version (-1: any), as call
 // would run conn.Delete: it returns ctx's error as soon as ctx is done,
 // leaving the request to finish. Every Release deletes a node, with a
@@ -438,7 +388,7 @@ func (d *Driver) checkRequest(op string, req driver.Request) error {
 	if err := checkTTL(req.TTL, d.sess.Timeout()); err != nil {
 		return errorf(op, req.Key, err)
 	}
-	if err := driver.CheckCount(req); err != nil {
+	if err := driverkit.CheckCount(req); err != nil {
 		return driver.Permanent(errorf(op, req.Key, err))
 	}
 	return nil
@@ -446,7 +396,7 @@ func (d *Driver) checkRequest(op string, req driver.Request) error {
 
 // errorf wraps err with the operation and key.
 func errorf(op, key string, err error) error {
-	return &driver.OpError{Driver: "zkdriver", Op: op, Key: key, Err: err}
+	return &driverkit.OpError{Driver: "zkdriver", Op: op, Key: key, Err: err}
 }
 
 // closedErr returns ErrClosed once the driver is closed, an error wrapping
@@ -510,4 +460,14 @@ func fail(op, key string, err error) error {
 		return driver.Permanent(err)
 	}
 	return err
+}
+
+// callFailed names err, the failure of a call made with ctx: ctx's own
+// error once ctx is done (the call was abandoned, or cut short), err
+// marked by fail otherwise.
+func callFailed(ctx context.Context, op, key string, err error) error {
+	if ctx.Err() != nil {
+		return errorf(op, key, ctx.Err())
+	}
+	return fail(op, key, err)
 }

@@ -129,53 +129,62 @@ func runChild(cfg childConfig, dial Dialer, opts []locker.Option) error {
 		m := locker.NewMutex(d, cfg.Key, opts...)
 		wg.Go(func() {
 			for first := true; first || (!cfg.Hold && time.Now().Before(stop)); first = false {
-				ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.TTL+time.Second)
-				call := now()
-				err := m.LockContext(ctx)
-				ret := now()
-				cancel()
-				if err != nil {
-					cio.send(event{Ev: "fail", ID: id, Call: call, Ret: ret, Err: err.Error()})
-					if cfg.Hold {
-						return
-					}
-					time.Sleep(cfg.TTL / 20)
-					continue
+				if !cio.round(cfg, id, m) && cfg.Hold {
+					return
 				}
-				tok := uint64(m.Token())
-				cio.send(event{Ev: "acq", ID: id, Tok: tok, Call: call, Ret: ret})
-				done := m.Done()
-				watched := make(chan struct{})
-				go func() {
-					<-done
-					cio.send(event{Ev: "done", ID: id, Tok: tok, Ret: now()})
-					close(watched)
-				}()
-				read := cio.ask(event{Ev: "read", ID: id, Tok: tok})
-				if cfg.Hold {
-					<-cio.finish
-				} else {
-					time.Sleep(time.Duration(int64(cfg.TTL/5) * int64(tok%7) / 7))
-				}
-				if read {
-					cio.ask(event{Ev: "write", ID: id, Tok: tok})
-				}
-				call = now()
-				uerr := m.UnlockContext(context.Background())
-				ret = now()
-				<-watched
-				ev := event{Ev: "rel", ID: id, Tok: tok, Call: call, Ret: ret, OK: uerr == nil}
-				if uerr != nil {
-					ev.Err = uerr.Error()
-					ev.Lost = errors.Is(uerr, locker.ErrLost) || errors.Is(uerr, locker.ErrNotHeld)
-				}
-				cio.send(ev)
 			}
 		})
 	}
 	wg.Wait()
 	cio.send(event{Ev: "exit"})
 	return nil
+}
+
+// round is one round of a child's goroutine id: it locks m, reports the
+// grant, reads and writes the parent's register, unlocks m and reports
+// the release. It reports false when the lock failed.
+func (c *childIO) round(cfg childConfig, id int, m *locker.Mutex) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*cfg.TTL+time.Second)
+	call := now()
+	err := m.LockContext(ctx)
+	ret := now()
+	cancel()
+	if err != nil {
+		c.send(event{Ev: "fail", ID: id, Call: call, Ret: ret, Err: err.Error()})
+		if !cfg.Hold {
+			time.Sleep(cfg.TTL / 20)
+		}
+		return false
+	}
+	tok := uint64(m.Token())
+	c.send(event{Ev: "acq", ID: id, Tok: tok, Call: call, Ret: ret})
+	done := m.Done()
+	watched := make(chan struct{})
+	go func() {
+		<-done
+		c.send(event{Ev: "done", ID: id, Tok: tok, Ret: now()})
+		close(watched)
+	}()
+	read := c.ask(event{Ev: "read", ID: id, Tok: tok})
+	if cfg.Hold {
+		<-c.finish
+	} else {
+		time.Sleep(time.Duration(int64(cfg.TTL/5) * int64(tok%7) / 7))
+	}
+	if read {
+		c.ask(event{Ev: "write", ID: id, Tok: tok})
+	}
+	call = now()
+	uerr := m.UnlockContext(context.Background())
+	ret = now()
+	<-watched
+	ev := event{Ev: "rel", ID: id, Tok: tok, Call: call, Ret: ret, OK: uerr == nil}
+	if uerr != nil {
+		ev.Err = uerr.Error()
+		ev.Lost = errors.Is(uerr, locker.ErrLost) || errors.Is(uerr, locker.ErrNotHeld)
+	}
+	c.send(ev)
+	return true
 }
 
 // child is the parent's handle on a helper child.

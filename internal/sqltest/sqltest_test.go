@@ -2,6 +2,7 @@ package sqltest
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"testing"
 	"time"
@@ -45,28 +46,7 @@ func TestServers(t *testing.T) {
 			if s.PID() == 0 {
 				t.Fatal("PID() = 0 for a running server")
 			}
-			// A paused server answers nothing, not even on a connection
-			// opened before; resumed, it answers again.
-			conn, err := db.Conn(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := s.Pause(); err != nil {
-				t.Fatal(err)
-			}
-			pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			err = conn.PingContext(pctx)
-			pcancel()
-			_ = conn.Close()
-			if err == nil {
-				t.Error("a paused server answered a ping")
-			}
-			if err := s.Resume(); err != nil {
-				t.Fatal(err)
-			}
-			if err := db.PingContext(ctx); err != nil {
-				t.Fatalf("ping after Resume: %v", err)
-			}
+			checkPause(t, s, db)
 			if err := s.Restart(); err != nil {
 				t.Fatal(err)
 			}
@@ -80,6 +60,36 @@ func TestServers(t *testing.T) {
 				t.Fatalf("after a crash and restart: v = %d, %v; want 42", v, err)
 			}
 		})
+	}
+}
+
+// checkPause checks that the paused server s answers nothing on db, not
+// even on a connection opened before, and answers again once resumed.
+func checkPause(t *testing.T, s *Server, db *sql.DB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// A paused server answers nothing, not even on a connection
+	// opened before; resumed, it answers again.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	err = conn.PingContext(pctx)
+	pcancel()
+	_ = conn.Close()
+	if err == nil {
+		t.Error("a paused server answered a ping")
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("ping after Resume: %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package driver
+package driverkit
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // at Min after a success. The front-end's waits and a driver's reconnect
 // loops share it:
 //
-//	bo := driver.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+//	bo := driverkit.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
 //	for {
 //		if err := try(ctx); err == nil {
 //			bo.Reset()

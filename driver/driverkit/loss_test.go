@@ -1,4 +1,4 @@
-package driver_test
+package driverkit_test
 
 import (
 	"errors"
@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 func TestLossCallbackOnce(t *testing.T) {
 	var calls atomic.Int32
 	var got error
-	c := driver.NewLossCallback(func(err error) { calls.Add(1); got = err })
+	c := driverkit.NewLossCallback(func(err error) { calls.Add(1); got = err })
 	want := errors.New("gone")
 	c.Fire(want)
 	c.Fire(errors.New("again"))
@@ -25,7 +25,7 @@ func TestLossCallbackOnce(t *testing.T) {
 func TestLossCallbackStopWaitsAndSilences(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
-	c := driver.NewLossCallback(func(error) {
+	c := driverkit.NewLossCallback(func(error) {
 		calls.Add(1)
 		close(entered)
 		<-release
@@ -42,13 +42,13 @@ func TestLossCallbackStopWaitsAndSilences(t *testing.T) {
 	close(release)
 	<-stopped
 
-	c2 := driver.NewLossCallback(func(error) { calls.Add(1) })
+	c2 := driverkit.NewLossCallback(func(error) { calls.Add(1) })
 	c2.Stop()
 	c2.Fire(errors.New("late"))
 	if calls.Load() != 1 {
 		t.Fatalf("%d calls; a stopped callback must not be called", calls.Load())
 	}
-	var zero driver.LossCallback
+	var zero driverkit.LossCallback
 	zero.Fire(nil) // holds no function: nothing happens
 	zero.Stop()
 }

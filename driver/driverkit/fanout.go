@@ -1,10 +1,14 @@
-package driver
+package driverkit
 
-import "sync"
+import (
+	"sync"
 
-// A Fanout keeps the live subscriptions of a driver's [Notifier] by key
+	"github.com/go-locker/locker/driver"
+)
+
+// A Fanout keeps the live subscriptions of a driver's [driver.Notifier] by key
 // and delivers wake-ups to them. Each subscription, a *FanoutSub that the
-// driver's Subscribe returns as its [Subscription], has a channel with a
+// driver's Subscribe returns as its [driver.Subscription], has a channel with a
 // one-value buffer: wake-ups that its subscriber has not received yet
 // coalesce into one, and a wake-up never blocks the driver.
 //
@@ -102,14 +106,14 @@ func (f *Fanout) remove(s *FanoutSub) bool {
 }
 
 // A FanoutSub is a subscription of a [Fanout]. It implements
-// [Subscription].
+// [driver.Subscription].
 type FanoutSub struct {
 	f   *Fanout
 	key string
 	c   chan struct{}
 }
 
-var _ Subscription = (*FanoutSub)(nil)
+var _ driver.Subscription = (*FanoutSub)(nil)
 
 // Key returns the subscription's key.
 func (s *FanoutSub) Key() string { return s.key }

@@ -1,10 +1,11 @@
-package driver_test
+package driverkit_test
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 func TestCheckCount(t *testing.T) {
@@ -16,7 +17,7 @@ func TestCheckCount(t *testing.T) {
 		{Mode: driver.Exclusive, Value: strings.Repeat("v", driver.MaxValueLen)},
 	}
 	for _, r := range ok {
-		if err := driver.CheckCount(r); err != nil {
+		if err := driverkit.CheckCount(r); err != nil {
 			t.Errorf("CheckCount(%+v) = %v; want nil", r, err)
 		}
 	}
@@ -29,7 +30,7 @@ func TestCheckCount(t *testing.T) {
 		{Mode: driver.Exclusive, Value: strings.Repeat("v", driver.MaxValueLen+1)},
 	}
 	for _, r := range bad {
-		if err := driver.CheckCount(r); err == nil || !driver.IsPermanent(err) {
+		if err := driverkit.CheckCount(r); err == nil || !driver.IsPermanent(err) {
 			t.Errorf("CheckCount(Limit %d, Weight %d, Mode %v, %d-byte value) = %v; want a permanent error", r.Limit, r.Weight, r.Mode, len(r.Value), err)
 		}
 	}

@@ -1,9 +1,9 @@
-package driver
+package driverkit
 
 import "sync"
 
 // A LossCallback holds the function that the front-end passes to
-// [LossWatcher.WatchLoss], for drivers that implement it: Fire calls the
+// [driver.LossWatcher.WatchLoss], for drivers that implement it: Fire calls the
 // function at most once, and Stop makes sure it is not called afterwards,
 // waiting for a call under way, as the stop function WatchLoss returns must.
 // The zero value holds no function.

@@ -1,4 +1,4 @@
-package driver_test
+package driverkit_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // received reports whether c holds a value, taking it.
@@ -20,7 +21,7 @@ func received(c <-chan struct{}) bool {
 }
 
 func TestFanoutWake(t *testing.T) {
-	var f driver.Fanout
+	var f driverkit.Fanout
 	a1, a2, b := f.Subscribe("a"), f.Subscribe("a"), f.Subscribe("b")
 	if f.Count("a") != 2 || f.Count("b") != 1 || f.Count("c") != 0 || f.Total() != 3 {
 		t.Fatalf("counts a=%d b=%d c=%d total=%d", f.Count("a"), f.Count("b"), f.Count("c"), f.Total())
@@ -39,7 +40,7 @@ func TestFanoutWake(t *testing.T) {
 		t.Fatal("wake-ups did not coalesce, or b was woken by a's")
 	}
 	f.WakeAll()
-	for _, s := range []*driver.FanoutSub{a1, a2, b} {
+	for _, s := range []*driverkit.FanoutSub{a1, a2, b} {
 		if !received(s.C()) {
 			t.Fatalf("WakeAll missed %s", s.Key())
 		}
@@ -60,7 +61,7 @@ func TestFanoutWake(t *testing.T) {
 func TestFanoutOnClose(t *testing.T) {
 	var calls []string
 	var counts []int
-	f := &driver.Fanout{}
+	f := &driverkit.Fanout{}
 	f.OnClose = func(key string) {
 		calls = append(calls, key)
 		counts = append(counts, f.Count(key)) // no deadlock: called outside f's lock
@@ -78,7 +79,7 @@ func TestFanoutOnClose(t *testing.T) {
 // for the race detector, and checks the counts at the end.
 func TestFanoutConcurrent(t *testing.T) {
 	var closed atomic.Int32
-	f := &driver.Fanout{OnClose: func(string) { closed.Add(1) }}
+	f := &driverkit.Fanout{OnClose: func(string) { closed.Add(1) }}
 	var wg sync.WaitGroup
 	keys := []string{"x", "y", "z"}
 	for i := range 16 {
@@ -106,7 +107,7 @@ func TestFanoutConcurrent(t *testing.T) {
 func ExampleFanout() {
 	var mu sync.Mutex // the driver's lock: what it listens to
 	listening := map[string]bool{}
-	f := &driver.Fanout{}
+	f := &driverkit.Fanout{}
 	f.OnClose = func(key string) {
 		mu.Lock()
 		defer mu.Unlock()

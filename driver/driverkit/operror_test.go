@@ -1,4 +1,4 @@
-package driver_test
+package driverkit_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 func TestOpError(t *testing.T) {
 	locked := &driver.LockedError{}
-	var err error = &driver.OpError{Driver: "mydriver", Op: "acquire", Key: "a b", Err: fmt.Errorf("round 2: %w", locked)}
+	var err error = &driverkit.OpError{Driver: "mydriver", Op: "acquire", Key: "a b", Err: fmt.Errorf("round 2: %w", locked)}
 	if got, want := err.Error(), `mydriver: acquire "a b": round 2: `+locked.Error(); got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
@@ -20,13 +21,13 @@ func TestOpError(t *testing.T) {
 	if !errors.As(err, &le) || le != locked {
 		t.Error("errors.As does not find the wrapped *LockedError")
 	}
-	var oe *driver.OpError
+	var oe *driverkit.OpError
 	if !errors.As(driver.Permanent(err), &oe) || oe.Op != "acquire" || oe.Key != "a b" {
 		t.Errorf("errors.As through Permanent = %+v", oe)
 	}
 
 	long := strings.Repeat("k", 600)
-	err = &driver.OpError{Driver: "d", Op: "release", Key: long, Err: context.DeadlineExceeded}
+	err = &driverkit.OpError{Driver: "d", Op: "release", Key: long, Err: context.DeadlineExceeded}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Error("errors.Is does not see the cause")
 	}
@@ -36,13 +37,13 @@ func TestOpError(t *testing.T) {
 	if len(err.Error()) > 200 {
 		t.Errorf("a 600-byte key gives a %d-byte message", len(err.Error()))
 	}
-	if got := (&driver.OpError{Driver: "d", Op: "x", Key: "k"}).Error(); got != `d: x "k": <nil>` {
+	if got := (&driverkit.OpError{Driver: "d", Op: "x", Key: "k"}).Error(); got != `d: x "k": <nil>` {
 		t.Errorf("without a cause: %q", got)
 	}
 }
 
 func ExampleOpError() {
-	err := driver.Permanent(&driver.OpError{Driver: "mydriver", Op: "refresh", Key: "jobs/42", Err: driver.ErrNotHeld})
+	err := driver.Permanent(&driverkit.OpError{Driver: "mydriver", Op: "refresh", Key: "jobs/42", Err: driver.ErrNotHeld})
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, driver.ErrNotHeld), driver.IsPermanent(err))
 	// Output:

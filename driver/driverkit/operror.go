@@ -1,4 +1,6 @@
-package driver
+package driverkit
+
+import "github.com/go-locker/locker/driver"
 
 // OpError records an error of a driver's operation on a key, in the style
 // of *fs.PathError: its message names the driver, the operation and the
@@ -7,7 +9,7 @@ package driver
 // context.DeadlineExceeded). A driver returns one from each exported
 // method, and marks it with Permanent when no retry can cure the cause:
 //
-//	return driver.Permanent(&driver.OpError{Driver: "mydriver", Op: "acquire", Key: req.Key, Err: err})
+//	return driver.Permanent(&driverkit.OpError{Driver: "mydriver", Op: "acquire", Key: req.Key, Err: err})
 //
 // The front-end and tools may read Op and Key with errors.As.
 type OpError struct {
@@ -29,7 +31,7 @@ func (e *OpError) Error() string {
 	if e.Err != nil {
 		cause = e.Err.Error()
 	}
-	return e.Driver + ": " + e.Op + " " + QuoteKey(e.Key) + ": " + cause
+	return e.Driver + ": " + e.Op + " " + driver.QuoteKey(e.Key) + ": " + cause
 }
 
 // Unwrap returns the cause.

@@ -1,4 +1,4 @@
-package driver_test
+package driverkit_test
 
 import (
 	"context"
@@ -7,21 +7,21 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 func TestBackoffSequence(t *testing.T) {
 	ms := time.Millisecond
 	for _, tc := range []struct {
 		name string
-		b    driver.Backoff
+		b    driverkit.Backoff
 		want []time.Duration
 	}{
-		{"zero value", driver.Backoff{}, []time.Duration{10 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms, 320 * ms, 640 * ms, time.Second, time.Second}},
-		{"min max", driver.Backoff{Min: 20 * ms, Max: 100 * ms}, []time.Duration{20 * ms, 40 * ms, 80 * ms, 100 * ms, 100 * ms}},
-		{"multiplier 3", driver.Backoff{Min: ms, Max: 50 * ms, Multiplier: 3}, []time.Duration{ms, 3 * ms, 9 * ms, 27 * ms, 50 * ms}},
-		{"constant", driver.Backoff{Min: 5 * ms, Multiplier: 0.5}, []time.Duration{5 * ms, 5 * ms, 5 * ms}},
-		{"max below min", driver.Backoff{Min: 50 * ms, Max: 10 * ms}, []time.Duration{50 * ms, 50 * ms}},
+		{"zero value", driverkit.Backoff{}, []time.Duration{10 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms, 320 * ms, 640 * ms, time.Second, time.Second}},
+		{"min max", driverkit.Backoff{Min: 20 * ms, Max: 100 * ms}, []time.Duration{20 * ms, 40 * ms, 80 * ms, 100 * ms, 100 * ms}},
+		{"multiplier 3", driverkit.Backoff{Min: ms, Max: 50 * ms, Multiplier: 3}, []time.Duration{ms, 3 * ms, 9 * ms, 27 * ms, 50 * ms}},
+		{"constant", driverkit.Backoff{Min: 5 * ms, Multiplier: 0.5}, []time.Duration{5 * ms, 5 * ms, 5 * ms}},
+		{"max below min", driverkit.Backoff{Min: 50 * ms, Max: 10 * ms}, []time.Duration{50 * ms, 50 * ms}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b
@@ -39,7 +39,7 @@ func TestBackoffSequence(t *testing.T) {
 }
 
 func TestBackoffJitter(t *testing.T) {
-	b := driver.Backoff{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond, Jitter: 0.5}
+	b := driverkit.Backoff{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond, Jitter: 0.5}
 	base := []time.Duration{100, 200, 400, 400}
 	seen := map[time.Duration]bool{}
 	for range 200 {
@@ -63,7 +63,7 @@ func TestBackoffJitter(t *testing.T) {
 // the delays in turn and returns the context's cause at once when it ends.
 func TestBackoffWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := driver.Backoff{Min: time.Second, Max: 4 * time.Second}
+		b := driverkit.Backoff{Min: time.Second, Max: 4 * time.Second}
 		ctx := context.Background()
 		for _, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
 			start := time.Now()
