@@ -1,0 +1,244 @@
+// Package failovertest runs the failover scenario of the replicated-server
+// tests: two Clients with two goroutines each contend for one key, doing a
+// fenced read-modify-write in a short critical section, while the test
+// kills the backend's leader; it checks that no holds overlap and no update
+// is lost, and measures how long the key stays dead after the kill.
+package failovertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/internal/checker"
+)
+
+// Config describes one run.
+type Config struct {
+	// Clients are the contending Clients (two in the tests); each runs
+	// Goroutines goroutines of its own Mutex for Key.
+	Clients    []*locker.Client
+	Goroutines int
+	Key        string
+	TTL        time.Duration // the lock's TTL
+	Hold       time.Duration // the critical section
+	// Before is how long the contention runs before the kill.
+	Before time.Duration
+	// Kill kills the leader and returns when it was killed; Elected
+	// waits for a new leader and returns when it was seen.
+	Kill    func() time.Time
+	Elected func() time.Time
+	// After is how long the contention goes on after the first grant
+	// that follows the kill (it always stops 2×TTL after the kill).
+	After time.Duration
+	// Restore, if not nil, brings the killed server back after the run.
+	Restore func()
+	// Log, if not nil, receives progress lines.
+	Log func(format string, args ...any)
+}
+
+// Result is what a run saw.
+type Result struct {
+	Election   time.Duration // from the kill to the new leader seen
+	FirstGrant time.Duration // from the kill to the first grant after it, or -1
+	Grants     int           // grants in the whole run
+	Deadlines  int           // lock calls that ran into their deadline
+	Lost       int           // holds that ended as lost
+	Violations []error       // overlaps, token disorder, lost updates
+}
+
+// Run runs the scenario once.
+func Run(t testing.TB, cfg Config) Result {
+	t.Helper()
+	var (
+		mu        sync.Mutex
+		holds     []checker.Hold
+		acked     []int
+		res       Result
+		killedAt  time.Time
+		firstPost time.Time
+		seq       int
+	)
+	res.FirstGrant = -1
+	store := &checker.Resource{}
+	start := time.Now()
+	stop := make(chan struct{})
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	defer cancelRun()
+	var wg sync.WaitGroup
+	for ci, c := range cfg.Clients {
+		for gi := range cfg.Goroutines {
+			client := ci*cfg.Goroutines + gi
+			m := c.Mutex(cfg.Key, locker.WithTTL(cfg.TTL))
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					// A deadline long enough that it never decides when
+					// the key comes back: 2×TTL after the kill the run
+					// stops anyway.
+					ctx, cancel := context.WithTimeout(runCtx, 3*cfg.TTL)
+					err := m.LockContext(ctx)
+					cancel()
+					if err != nil {
+						mu.Lock()
+						if errors.Is(err, context.DeadlineExceeded) {
+							res.Deadlines++
+						}
+						mu.Unlock()
+						if runCtx.Err() != nil {
+							return
+						}
+						if cfg.Log != nil && !errors.Is(err, context.DeadlineExceeded) {
+							cfg.Log("client %d: lock: %v", client, err)
+						}
+						continue
+					}
+					got := time.Now()
+					tok := uint64(m.Token())
+					done := m.Done()
+					mu.Lock()
+					res.Grants++
+					if !killedAt.IsZero() && firstPost.IsZero() {
+						firstPost = got
+						if cfg.Log != nil {
+							cfg.Log("first grant after the kill: client %d token %d after %v", client, tok, got.Sub(killedAt).Round(time.Millisecond))
+						}
+					}
+					seq++
+					item := seq
+					mu.Unlock()
+					items, ok := store.Read(client, tok)
+					t := time.NewTimer(cfg.Hold)
+					select {
+					case <-t.C:
+					case <-done:
+						t.Stop()
+					}
+					if ok {
+						if store.Write(client, tok, append(items, item)) {
+							mu.Lock()
+							acked = append(acked, item)
+							mu.Unlock()
+						}
+					}
+					var ended time.Time
+					select {
+					case <-done:
+						// Lost while working: the belief ended when Done
+						// closed, at the latest now.
+						ended = time.Now()
+					default:
+					}
+					if ended.IsZero() {
+						ended = time.Now() // the belief ends when Unlock begins
+					}
+					uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
+					uerr := m.UnlockContext(uctx)
+					ucancel()
+					lost := errors.Is(uerr, locker.ErrLost)
+					if uerr != nil && cfg.Log != nil {
+						cfg.Log("client %d token %d: unlock at %v: %v", client, tok, sinceKill(&mu, &killedAt), uerr)
+					}
+					mu.Lock()
+					if lost {
+						res.Lost++
+					}
+					holds = append(holds, checker.Hold{Client: client, Token: tok, Acquired: got.Sub(start), Ended: ended.Sub(start)})
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	time.Sleep(cfg.Before)
+	k := cfg.Kill()
+	mu.Lock()
+	killedAt = k
+	mu.Unlock()
+	elected := cfg.Elected()
+	res.Election = elected.Sub(k)
+	if cfg.Log != nil {
+		cfg.Log("new leader %v after the kill", res.Election.Round(time.Millisecond))
+	}
+	limit := time.NewTimer(time.Until(k.Add(2 * cfg.TTL)))
+	defer limit.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-limit.C:
+			break wait
+		case <-tick.C:
+			mu.Lock()
+			f := firstPost
+			mu.Unlock()
+			if !f.IsZero() && time.Since(f) >= cfg.After {
+				break wait
+			}
+		}
+	}
+	close(stop)
+	cancelRun()
+	wg.Wait()
+
+	if !firstPost.IsZero() {
+		res.FirstGrant = firstPost.Sub(k)
+	}
+	res.Violations = checker.Holds(holds)
+	if lost := store.Lost(acked); len(lost) > 0 {
+		res.Violations = append(res.Violations, fmt.Errorf("lost updates: %v", lost))
+	}
+	return res
+}
+
+func sinceKill(mu *sync.Mutex, k *time.Time) string {
+	mu.Lock()
+	defer mu.Unlock()
+	if k.IsZero() {
+		return "before the kill"
+	}
+	return fmt.Sprintf("kill%+v", time.Since(*k).Round(time.Millisecond))
+}
+
+// Check runs the scenario runs times and fails t on a violation, on a run
+// with no grant within one TTL of the kill, and, when strict, on a first
+// grant later than the new leader's election time plus slack. It returns
+// the results for the record.
+func Check(t *testing.T, runs int, slack time.Duration, strict bool, cfg func(run int) Config) []Result {
+	t.Helper()
+	var out []Result
+	for i := range runs {
+		c := cfg(i)
+		r := Run(t, c)
+		if c.Restore != nil {
+			c.Restore()
+		}
+		out = append(out, r)
+		t.Logf("run %d: new leader %v, first grant after the kill %v, %d grants, %d lock deadlines, %d lost holds",
+			i, r.Election.Round(time.Millisecond), r.FirstGrant.Round(time.Millisecond), r.Grants, r.Deadlines, r.Lost)
+		for _, err := range r.Violations {
+			t.Errorf("run %d: %v", i, err)
+		}
+		switch {
+		case r.FirstGrant < 0:
+			t.Errorf("run %d: no grant in the %v after the kill", i, 2*c.TTL)
+		case r.FirstGrant > c.TTL:
+			t.Errorf("run %d: first grant %v after the kill; want within the TTL %v", i, r.FirstGrant, c.TTL)
+		case r.FirstGrant > r.Election+slack:
+			if strict {
+				t.Errorf("run %d: first grant %v after the kill; want within the election (%v) + %v", i, r.FirstGrant, r.Election, slack)
+			} else {
+				t.Logf("run %d: first grant %v after the kill, beyond the election (%v) + %v", i, r.FirstGrant, r.Election, slack)
+			}
+		}
+	}
+	return out
+}
