@@ -96,6 +96,7 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known qu
 		known: known, gone: gone, list: true, wantKids: req.Limit > 0,
 		keepAlive: time.NewTimer(max(time.Until(written.Add(ttl/3)), 0)),
 		expiry:    time.NewTimer(time.Hour),
+		reconn:    d.sess.reconnected(),
 	}
 	w.expiry.Stop()
 	defer w.keepAlive.Stop()
@@ -134,10 +135,11 @@ type queueWait struct {
 	parent, path, name string        // n's key node, path and name
 	ttl                time.Duration // n's lease
 
-	keepAlive    *time.Timer    // when to rewrite n
-	expiry       *time.Timer    // when pred's lease runs out, if not rewritten
-	retry        driver.Backoff // transient errors: 10ms doubling to 1s
-	failingSince time.Time      // since when nothing got through, or zero
+	keepAlive    *time.Timer     // when to rewrite n
+	expiry       *time.Timer     // when pred's lease runs out, if not rewritten
+	retry        driver.Backoff  // transient errors: 10ms doubling to 1s
+	failingSince time.Time       // since when nothing got through, or zero
+	reconn       <-chan struct{} // closed when the connection is back (Session.reconnected)
 
 	known queue // from takeSnapshot, for the first listing only
 	gone  int   // unknown nodes deleted from known
@@ -389,6 +391,8 @@ func (w *queueWait) await() (waitResult, error) {
 	case <-w.kidsCh:
 		w.kidsCh = nil
 		w.list = true
+	case <-w.reconn:
+		w.reconnected()
 	case <-w.expiry.C:
 		return w.reclaimPred()
 	case <-w.keepAlive.C:
@@ -399,6 +403,17 @@ func (w *queueWait) await() (waitResult, error) {
 		return 0, w.ctx.Err()
 	}
 	return waitAgain, nil
+}
+
+// reconnected makes the wait list the queue again and watch anew, after
+// the connection came back: its watches may have been lost with the old
+// connection and what they watched may have changed meanwhile (the
+// release of a holder retried after a leader change). Without it a
+// waiter could wait for a node long gone, until its lock call's deadline.
+func (w *queueWait) reconnected() {
+	w.reconn = w.d.sess.reconnected()
+	w.list = true
+	w.predCh, w.pprevCh, w.kidsCh = nil, nil, nil
 }
 
 // predEvent handles an event of pred's watch.
@@ -507,6 +522,10 @@ func (w *queueWait) pause(cause error) error {
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-w.reconn:
+		// The connection is back: try again at once.
+		w.reconnected()
 		return nil
 	case <-w.st.expired:
 		return fmt.Errorf("%w: %w", errSessionEnded, w.st.err)
