@@ -228,14 +228,19 @@ func (c *Client) closeIfIdleLocked() {
 	}
 }
 
-// cleanUp releases l, and again after a backoff while the outcome is not
-// known (the backend did not answer, a connection broke), until ctx ends:
+// cleanUp releases l (releaseHedged), and again after a backoff while the
+// outcome is not known (the backend did not answer, a connection broke),
+// until ctx ends:
 // a release by the owner is safe to repeat. One try is not enough: a wait
 // queue entry left behind would block the key until its TTL.
 func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
 	bo := driver.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
+	ttl := l.TTL // a hold's; a queue entry's lease is bounded by ctx
+	if dl, ok := ctx.Deadline(); ttl <= 0 && ok {
+		ttl = time.Until(dl)
+	}
 	for {
-		err := c.drv.Release(ctx, l)
+		err := c.releaseHedged(ctx, l, ttl)
 		if err == nil || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err) {
 			return err
 		}
@@ -527,3 +532,4 @@ func (c *Client) dropGateLocked(g *gate) {
 }
 
 var gatePool = sync.Pool{New: func() any { return new(gate) }}
+

@@ -3,6 +3,7 @@ package locker_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -74,6 +75,55 @@ func TestReleaseNotRetriedAfterPermanentError(t *testing.T) {
 		synctest.Wait()
 		if hs := b.Holders("k"); len(hs) != 1 {
 			t.Errorf("holders = %+v; want the lease left to expire", hs)
+		}
+	})
+}
+
+// hangingRelease lets its first hangs Releases hang until their context
+// ends, as a request to a replicated backend's dead leader does.
+type hangingRelease struct {
+	driver.Driver
+	hangs atomic.Int32
+	calls atomic.Int32
+}
+
+func (h *hangingRelease) Release(ctx context.Context, l driver.Lease) error {
+	h.calls.Add(1)
+	if h.hangs.Add(-1) >= 0 {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return h.Driver.Release(ctx, l)
+}
+
+// TestReleaseHedged: a Release that does not answer (in flight when the
+// leader died) is followed by another one after a fifth of the TTL, which
+// lands: UnlockContext returns nil then, not at its deadline, and the key
+// is free.
+func TestReleaseHedged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memdriver.NewBackend()
+		hr := &hangingRelease{Driver: b.Driver()}
+		opt, _ := quiet(t)
+		m := locker.NewMutex(hr, "k", opt, locker.WithTTL(5*time.Second))
+		if err := m.LockContext(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		hr.hangs.Store(1)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		if err := m.UnlockContext(ctx); err != nil {
+			t.Fatalf("UnlockContext = %v; want nil (the second Release landed)", err)
+		}
+		if d := time.Since(start); d != time.Second {
+			t.Errorf("UnlockContext took %v; want the hedge delay, 1s", d)
+		}
+		if n := hr.calls.Load(); n != 2 {
+			t.Errorf("%d Releases; want 2", n)
+		}
+		if hs := b.Holders("k"); len(hs) != 0 {
+			t.Errorf("holders = %+v; want none", hs)
 		}
 	})
 }

@@ -292,7 +292,7 @@ func (h *Hold) release(ctx context.Context, op string) error {
 		return nil
 	}
 	rctx, cancel := cleanupContext(ctx, h.ttl)
-	rerr := c.drv.Release(rctx, h.lease)
+	rerr := c.releaseHedged(rctx, h.lease, h.ttl)
 	cancel()
 	switch {
 	case rerr == nil:

@@ -159,6 +159,9 @@ func Run(t testing.TB, cfg Config) Result {
 	}
 	time.Sleep(cfg.Before)
 	k := cfg.Kill()
+	if cfg.Log != nil {
+		cfg.Log("killed at %v since start", k.Sub(start))
+	}
 	mu.Lock()
 	killedAt = k
 	mu.Unlock()
