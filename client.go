@@ -532,4 +532,3 @@ func (c *Client) dropGateLocked(g *gate) {
 }
 
 var gatePool = sync.Pool{New: func() any { return new(gate) }}
-
