@@ -36,7 +36,7 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 	res := make(chan error, maxReleaseCalls)
 	send := func() { go func() { res <- c.drv.Release(ctx, l) }() }
 	send()
-	sent, pending := 1, 1
+	pending := 1
 	every := hedgeDelay(ttl)
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -48,12 +48,11 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 				return err
 			}
 		case <-t.C:
-			if sent < maxReleaseCalls && ctx.Err() == nil {
+			if pending < maxReleaseCalls && ctx.Err() == nil {
 				send()
-				sent++
 				pending++
-				t.Reset(every)
 			}
+			t.Reset(every)
 		}
 	}
 }

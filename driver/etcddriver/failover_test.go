@@ -36,7 +36,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 	const ttl = 5 * time.Second
 	errs := locker.WithErrorHandler(func(err error) { t.Logf("error handler: %v", err) })
-	failovertest.Check(t, failoverRuns(), 2*time.Second, false, func(run int) failovertest.Config {
+	failovertest.Check(t, failoverRuns(), 2*time.Second, true, func(run int) failovertest.Config {
 		var clients []*locker.Client
 		for range 2 {
 			lc := locker.New(newDriverOn(t, c.Client(t), nil), errs)
@@ -47,7 +47,7 @@ func TestClusterFailover(t *testing.T) {
 		var halted chan struct{}
 		return failovertest.Config{
 			Clients: clients, Goroutines: 2, Key: uniqueKey(t, "failover"),
-			TTL: ttl, Hold: 300 * time.Millisecond, Before: 2 * time.Second, After: 2 * time.Second,
+			TTL: ttl, Hold: 300 * time.Millisecond, Before: 2 * time.Second, After: 3 * time.Second,
 			Kill: func() time.Time {
 				l, err := c.Leader(10 * time.Second)
 				if err != nil {

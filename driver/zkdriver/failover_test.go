@@ -31,7 +31,7 @@ func TestEnsembleFailover(t *testing.T) {
 	const ttl = 5 * time.Second
 	addrs := e.Addrs()
 	errs := locker.WithErrorHandler(func(err error) { t.Logf("error handler: %v", err) })
-	failovertest.Check(t, failoverRuns(), 2*time.Second, false, func(run int) failovertest.Config {
+	failovertest.Check(t, failoverRuns(), 2*time.Second, true, func(run int) failovertest.Config {
 		var clients []*locker.Client
 		for range 2 {
 			c := locker.New(connect(t, addrs, ttl, nil), errs)
@@ -41,7 +41,7 @@ func TestEnsembleFailover(t *testing.T) {
 		var killed *zktest.Server
 		return failovertest.Config{
 			Clients: clients, Goroutines: 2, Key: uniqueKey(t, "failover"),
-			TTL: ttl, Hold: 300 * time.Millisecond, Before: 2 * time.Second, After: 2 * time.Second,
+			TTL: ttl, Hold: 300 * time.Millisecond, Before: 2 * time.Second, After: 3 * time.Second,
 			Kill: func() time.Time {
 				l, err := e.Leader(10 * time.Second)
 				if err != nil {
