@@ -208,7 +208,7 @@ func (c *Client) releaseAll(ctx context.Context, holds []*Hold) []error {
 				c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
 				return
 			}
-			if err := c.drv.Release(rctx, h.lease); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+			if err := c.releaseHedged(rctx, h.lease, h.ttl); err != nil && !errors.Is(err, driver.ErrNotHeld) {
 				errs[i] = opError("close", h.lease.Key, err)
 			}
 		}()
