@@ -21,7 +21,10 @@ import (
 // While it waits Acquire rewrites its own node every third of the TTL, so
 // that the node behind it does not take it for dead, and it deletes the
 // node it waits for if that node's lease expires (no rewrite for its TTL,
-// by this client's clock). It fails when its own session ends, when its
+// by this client's clock). When the connection has a session again after
+// it broke, it lists the queue and watches anew: watches may have been
+// lost, and what they watched may have changed meanwhile. It fails when
+// its own session ends, when its
 // node disappears, and when ctx is done; then it deletes its node (in the
 // background if ctx is done, so that it returns by ctx's deadline) and
 // leaves nothing queued.
