@@ -2,7 +2,6 @@ package redisdriver_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,10 +24,7 @@ import (
 // grant the replica had not received (see SAFETY.md, "Redis Sentinel and
 // Cluster failover"), which is what fencing tokens are for.
 func TestClusterContentionFailover(t *testing.T) {
-	runs := 3
-	if n, err := strconv.Atoi(os.Getenv("LOCKER_FAILOVER_RUNS")); err == nil && n > 0 {
-		runs = n
-	}
+	runs := failovertest.Runs(3)
 	const ttl = 5 * time.Second
 	for run := range runs {
 		t.Run(strconv.Itoa(run), func(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +18,15 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/internal/checker"
 )
+
+// Runs returns how many times a failover test kills a leader: def, or
+// LOCKER_FAILOVER_RUNS when it is a positive number.
+func Runs(def int) int {
+	if n, err := strconv.Atoi(os.Getenv("LOCKER_FAILOVER_RUNS")); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
 
 // Config describes one run.
 type Config struct {
