@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/internal/etcdtest"
 	"github.com/go-locker/locker/internal/failovertest"
 )
@@ -23,60 +24,52 @@ func TestClusterFailover(t *testing.T) {
 	if err := c.WaitReady(ctxT(t), c.Client(t)); err != nil {
 		t.Fatal(err)
 	}
-	const ttl = 5 * time.Second
 	errs := locker.WithErrorHandler(func(err error) { t.Logf("error handler: %v", err) })
 	failovertest.Check(t, failovertest.Runs(5), 2*time.Second, true, func(run int) failovertest.Config {
-		var clients []*locker.Client
-		for range 2 {
-			lc := locker.New(newDriverOn(t, c.Client(t), nil), errs)
-			t.Cleanup(func() { _ = lc.Close(ctxT(t)) })
-			clients = append(clients, lc)
-		}
+		clients := failovertest.Clients(t, 2, func() driver.Driver { return newDriverOn(t, c.Client(t), nil) }, errs)
+		cfg := failovertest.Scenario(clients, uniqueKey(t, "failover"))
 		var killed *etcdtest.Member
 		var halted chan struct{}
-		return failovertest.Config{
-			Clients: clients, Goroutines: 2, Key: uniqueKey(t, "failover"),
-			TTL: ttl, Hold: 300 * time.Millisecond, Before: 2 * time.Second, After: 3 * time.Second,
-			Kill: func() time.Time {
-				l, err := c.Leader(10 * time.Second)
+		cfg.Kill = func() time.Time {
+			l, err := c.Leader(10 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			killed = c.Members[l]
+			at := time.Now()
+			// Kill stops the member's Raft node at once, then waits
+			// about a second for the server to close: the election runs
+			// meanwhile.
+			halted = make(chan struct{})
+			go func() {
+				defer close(halted)
+				killed.Kill()
+			}()
+			t.Logf("run %d: killing leader %s", run, killed.Name)
+			return at
+		}
+		cfg.Elected = func() time.Time {
+			for {
+				l, err := c.Leader(30 * time.Second)
 				if err != nil {
 					t.Fatal(err)
 				}
-				killed = c.Members[l]
-				at := time.Now()
-				// Kill stops the member's Raft node at once, then
-				// waits about a second for the server to close: the
-				// election runs meanwhile.
-				halted = make(chan struct{})
-				go func() {
-					defer close(halted)
-					killed.Kill()
-				}()
-				t.Logf("run %d: killing leader %s", run, killed.Name)
-				return at
-			},
-			Elected: func() time.Time {
-				for {
-					l, err := c.Leader(30 * time.Second)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if c.Members[l] != killed {
-						return time.Now()
-					}
-					time.Sleep(10 * time.Millisecond)
+				if c.Members[l] != killed {
+					return time.Now()
 				}
-			},
-			Restore: func() {
-				<-halted
-				if err := killed.Restart(); err != nil {
-					t.Fatalf("restarting %s: %v", killed.Name, err)
-				}
-				if err := c.WaitReady(ctxT(t), c.Client(t)); err != nil {
-					t.Fatal(err)
-				}
-			},
-			Log: t.Logf,
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
+		cfg.Restore = func() {
+			<-halted
+			if err := killed.Restart(); err != nil {
+				t.Fatalf("restarting %s: %v", killed.Name, err)
+			}
+			if err := c.WaitReady(ctxT(t), c.Client(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg.Log = t.Logf
+		return cfg
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/internal/failovertest"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
@@ -25,7 +26,6 @@ import (
 // Cluster failover"), which is what fencing tokens are for.
 func TestClusterContentionFailover(t *testing.T) {
 	runs := failovertest.Runs(3)
-	const ttl = 5 * time.Second
 	for run := range runs {
 		t.Run(strconv.Itoa(run), func(t *testing.T) {
 			cl := testserver.RedisClusterHA(t, 3)
@@ -43,38 +43,33 @@ func TestClusterContentionFailover(t *testing.T) {
 					key = k
 				}
 			}
-			var clients []*locker.Client
-			for range 2 {
+			clients := failovertest.Clients(t, 2, func() driver.Driver {
 				rc := newClusterClient(t, cl.Addrs()...)
 				if err := rc.ForEachShard(ctxT(t), func(ctx context.Context, s *redis.Client) error { return s.Ping(ctx).Err() }); err != nil {
 					t.Fatal(err)
 				}
-				c := locker.New(newDriver(t, rc), locker.WithErrorHandler(func(error) {}))
-				t.Cleanup(func() { _ = c.Close(context.Background()) })
-				clients = append(clients, c)
+				return newDriver(t, rc)
+			}, locker.WithErrorHandler(func(error) {}))
+			cfg := failovertest.Scenario(clients, key)
+			cfg.Kill = func() time.Time {
+				at := time.Now()
+				if err := victim.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				return at
 			}
-			r := failovertest.Run(t, failovertest.Config{
-				Clients: clients, Goroutines: 2, Key: key,
-				TTL: ttl, Hold: 300 * time.Millisecond, Before: 2 * time.Second, After: 3 * time.Second,
-				Kill: func() time.Time {
-					at := time.Now()
-					if err := victim.Kill(); err != nil {
-						t.Fatal(err)
+			cfg.Elected = func() time.Time {
+				for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(10 * time.Millisecond) {
+					info, err := testserver.Do(replica.Addr, "INFO", "replication")
+					if err == nil && strings.Contains(info, "role:master") {
+						return time.Now()
 					}
-					return at
-				},
-				Elected: func() time.Time {
-					for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(10 * time.Millisecond) {
-						info, err := testserver.Do(replica.Addr, "INFO", "replication")
-						if err == nil && strings.Contains(info, "role:master") {
-							return time.Now()
-						}
-					}
-					t.Fatal("the replica was not promoted within 30s")
-					return time.Time{}
-				},
-				Log: t.Logf,
-			})
+				}
+				t.Fatal("the replica was not promoted within 30s")
+				return time.Time{}
+			}
+			cfg.Log = t.Logf
+			r := failovertest.Run(t, cfg)
 			t.Logf("replica promoted %v after the kill, first grant after the kill %v, longest time without a grant after it %v, %d grants, %d lock deadlines, %d lost holds",
 				r.Election.Round(time.Millisecond), r.FirstGrant.Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.Grants, r.Deadlines, r.Lost)
 			for _, err := range r.Violations {
@@ -84,8 +79,8 @@ func TestClusterContentionFailover(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			if r.FirstGrant < 0 || r.MaxGap > ttl {
-				t.Errorf("%v without a grant after the kill (first grant %v); want at most the TTL %v", r.MaxGap, r.FirstGrant, ttl)
+			if r.FirstGrant < 0 || r.MaxGap > cfg.TTL {
+				t.Errorf("%v without a grant after the kill (first grant %v); want at most the TTL %v", r.MaxGap, r.FirstGrant, cfg.TTL)
 			}
 		})
 	}

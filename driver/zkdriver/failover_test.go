@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/internal/failovertest"
 	"github.com/go-locker/locker/internal/zktest"
 )
@@ -17,48 +18,41 @@ import (
 // TTL. SAFETY.md ("Failover") has the figures.
 func TestEnsembleFailover(t *testing.T) {
 	e := ensemble(t)
-	const ttl = 5 * time.Second
 	addrs := e.Addrs()
 	errs := locker.WithErrorHandler(func(err error) { t.Logf("error handler: %v", err) })
 	failovertest.Check(t, failovertest.Runs(5), 2*time.Second, true, func(run int) failovertest.Config {
-		var clients []*locker.Client
-		for range 2 {
-			c := locker.New(connect(t, addrs, ttl, nil), errs)
-			t.Cleanup(func() { _ = c.Close(ctxT(t)) })
-			clients = append(clients, c)
-		}
+		cfg := failovertest.Scenario(nil, uniqueKey(t, "failover"))
+		// The session timeout is the TTL.
+		cfg.Clients = failovertest.Clients(t, 2, func() driver.Driver { return connect(t, addrs, cfg.TTL, nil) }, errs)
 		var killed *zktest.Server
-		return failovertest.Config{
-			Clients: clients, Goroutines: 2, Key: uniqueKey(t, "failover"),
-			TTL: ttl, Hold: 300 * time.Millisecond, Before: 2 * time.Second, After: 3 * time.Second,
-			Kill: func() time.Time {
-				l, err := e.Leader(10 * time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				killed = l
-				at := time.Now()
-				if err := l.Kill(); err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("run %d: killed leader %d", run, l.ID)
-				return at
-			},
-			Elected: func() time.Time {
-				if _, err := e.Leader(30 * time.Second); err != nil {
-					t.Fatal(err)
-				}
-				return time.Now()
-			},
-			Restore: func() {
-				if err := killed.Restart(); err != nil {
-					t.Fatalf("restarting server %d: %v", killed.ID, err)
-				}
-				if err := e.WaitServing(60 * time.Second); err != nil {
-					t.Fatal(err)
-				}
-			},
-			Log: t.Logf,
+		cfg.Kill = func() time.Time {
+			l, err := e.Leader(10 * time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			killed = l
+			at := time.Now()
+			if err := l.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("run %d: killed leader %d", run, l.ID)
+			return at
 		}
+		cfg.Elected = func() time.Time {
+			if _, err := e.Leader(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			return time.Now()
+		}
+		cfg.Restore = func() {
+			if err := killed.Restart(); err != nil {
+				t.Fatalf("restarting server %d: %v", killed.ID, err)
+			}
+			if err := e.WaitServing(60 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg.Log = t.Logf
+		return cfg
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/internal/checker"
 )
 
@@ -50,6 +51,32 @@ type Config struct {
 	Restore func()
 	// Log, if not nil, receives progress lines.
 	Log func(format string, args ...any)
+}
+
+// Scenario returns the configuration of issue 33's scenario on clients
+// (two of them): two goroutines each contend for key with a 300 ms
+// critical section and a TTL of 5 s; the leader is killed 2 s in, and the
+// run goes on until 3 s after the first grant that follows the kill. The
+// caller sets Kill, Elected and, where it applies, Restore and Log.
+func Scenario(clients []*locker.Client, key string) Config {
+	return Config{
+		Clients: clients, Goroutines: 2, Key: key,
+		TTL: 5 * time.Second, Hold: 300 * time.Millisecond,
+		Before: 2 * time.Second, After: 3 * time.Second,
+	}
+}
+
+// Clients returns n Clients, each over a driver of its own that mk makes,
+// closed at t's cleanup.
+func Clients(t testing.TB, n int, mk func() driver.Driver, opts ...locker.Option) []*locker.Client {
+	t.Helper()
+	var cs []*locker.Client
+	for range n {
+		c := locker.New(mk(), opts...)
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		cs = append(cs, c)
+	}
+	return cs
 }
 
 // Result is what a run saw.
