@@ -222,7 +222,7 @@ func (c *Client) releaseAll(ctx context.Context, holds []*Hold) []error {
 				c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
 				return
 			}
-			if err := c.drv.Release(rctx, h.lease); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+			if err := c.releaseHedged(rctx, h.lease, h.ttl); err != nil && !errors.Is(err, driver.ErrNotHeld) {
 				errs[i] = opError("close", h.lease.Key, err)
 			}
 		}()
@@ -242,14 +242,19 @@ func (c *Client) closeIfIdleLocked() {
 	}
 }
 
-// cleanUp releases l, and again after a backoff while the outcome is not
-// known (the backend did not answer, a connection broke), until ctx ends:
+// cleanUp releases l (releaseHedged), and again after a backoff while the
+// outcome is not known (the backend did not answer, a connection broke),
+// until ctx ends:
 // a release by the owner is safe to repeat. One try is not enough: a wait
 // queue entry left behind would block the key until its TTL.
 func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
 	bo := driverkit.Backoff{Min: 20 * time.Millisecond, Max: time.Second}
+	ttl := l.TTL // a hold's; a queue entry's lease is bounded by ctx
+	if dl, ok := ctx.Deadline(); ttl <= 0 && ok {
+		ttl = time.Until(dl)
+	}
 	for {
-		err := c.drv.Release(ctx, l)
+		err := c.releaseHedged(ctx, l, ttl)
 		if err == nil || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err) {
 			return err
 		}

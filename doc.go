@@ -191,8 +191,12 @@
 //     left on the backend (a grant whose reply was lost, a wait-queue
 //     entry) is removed in the background on a fresh context bounded by
 //     the TTL; later lock calls for that key through the Client, and
-//     Client.Close, wait for it. TryLock and TryRLock, which take no
-//     context, give up after the try timeout (WithTryTimeout, 1s).
+//     Client.Close, wait for it. So is a release that failed with a
+//     transient error (a connection broken by a leader change), until it
+//     lands or the lease is gone; a release call that has not answered
+//     after a fifth of the TTL is sent again, so that one stuck on a dead
+//     leader does not hold the key for a TTL. TryLock and TryRLock, which
+//     take no context, give up after the try timeout (WithTryTimeout, 1s).
 //   - Closed clients: a backend client that was closed is a permanent
 //     error, never retried: LockContext returns it, Lock panics with it,
 //     TryLock reports false at once and passes it to the error handler.

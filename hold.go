@@ -227,9 +227,12 @@ func (h *Hold) live() error {
 // lease is released on the backend. It returns nil when the lease was
 // released; an *Error wrapping ErrLost or ErrClosed if the hold had ended
 // so before; wrapping ErrNotHeld if it was already released; or wrapping
-// the backend's error, in which case the lease expires on its own. In
-// every case h no longer holds when Release returns, and the handle that
-// acquired it is unlocked.
+// the backend's error. After a transient error (no answer, a connection
+// broken by a leader change) the release is retried in the background
+// until it lands or the lease is gone, at most for the TTL; after a
+// permanent one the lease expires on its own. In every case h no longer
+// holds when Release returns, and the handle that acquired it is
+// unlocked.
 //
 // Release returns by ctx's deadline. If the backend has not answered by
 // then, or ctx is already done, the release goes on in the background on a
@@ -289,7 +292,7 @@ func (h *Hold) release(ctx context.Context, op string) error {
 		return nil
 	}
 	rctx, cancel := cleanupContext(ctx, h.ttl)
-	rerr := c.drv.Release(rctx, h.lease)
+	rerr := c.releaseHedged(rctx, h.lease, h.ttl)
 	cancel()
 	switch {
 	case rerr == nil:
@@ -299,16 +302,20 @@ func (h *Hold) release(ctx context.Context, op string) error {
 		h.end(stateLost, fmt.Errorf("%w: the lease was gone before the release: %w", ErrLost, rerr))
 		_, err := h.status()
 		return opError(op, h.lease.Key, err)
-	case ctx.Err() != nil && !driver.IsPermanent(rerr):
-		// The caller's deadline cut the release short: finish it in
-		// the background, as the key's next lock call in this process
-		// would otherwise find the lease still there.
+	case !driver.IsPermanent(rerr):
+		// Outcome unknown: the caller's deadline cut the release short,
+		// or the connection broke (a leader change). Retry it in the
+		// background until it lands or the lease is gone: left alone,
+		// the lease would block the key for up to a TTL after the
+		// backend is back. The key's next lock call in this process
+		// waits for the retries.
 		c.cleanupLater(h.g, h.lease, h.ttl, h.cfg.reportError)
 		h.end(stateReleased, nil)
 		return opError(op, h.lease.Key, rerr)
 	default:
-		// Outcome unknown: the lease expires on its own if the release
-		// was not applied. The hold is over for this process either way.
+		// A permanent error (a closed backend client): the lease expires
+		// on its own if the release was not applied. The hold is over
+		// for this process either way.
 		h.end(stateReleased, nil)
 		return opError(op, h.lease.Key, rerr)
 	}

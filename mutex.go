@@ -113,14 +113,14 @@ func (m *Mutex) TryAcquire(ctx context.Context) (*Hold, error) {
 // Unlock unlocks m. It is a run-time error, as with sync.Mutex, if m is not
 // locked: Unlock panics. A hold that was lost or ended by Client.Close is
 // still locked in this sense: Unlock then ends it without panicking, and
-// reports a loss to the error handler, as it does backend errors (the lease
-// expires on its own).
+// reports a loss to the error handler, as it does backend errors (the
+// release is then retried in the background, see Hold.Release).
 func (m *Mutex) Unlock() { m.unlock(driver.Exclusive, "unlock", "unlock of unlocked Mutex") }
 
 // UnlockContext unlocks m and returns an *Error wrapping ErrNotHeld if m is
 // not locked, wrapping ErrLost or ErrClosed if the hold ended so, or
-// wrapping the backend error if the release failed (the lease then expires
-// on its own). In every case m is unlocked when it returns, which is by
+// wrapping the backend error if the release failed (it is then retried in
+// the background, see Hold.Release). In every case m is unlocked when it returns, which is by
 // ctx's deadline (see Hold.Release).
 func (m *Mutex) UnlockContext(ctx context.Context) error {
 	return m.unlockContext(ctx, driver.Exclusive, "unlock")

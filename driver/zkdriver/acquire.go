@@ -22,7 +22,10 @@ import (
 // While it waits Acquire rewrites its own node every third of the TTL, so
 // that the node behind it does not take it for dead, and it deletes the
 // node it waits for if that node's lease expires (no rewrite for its TTL,
-// by this client's clock). It fails when its own session ends, when its
+// by this client's clock). When the connection has a session again after
+// it broke, it lists the queue and watches anew: watches may have been
+// lost, and what they watched may have changed meanwhile. It fails when
+// its own session ends, when its
 // node disappears, and when ctx is done; then it deletes its node (in the
 // background if ctx is done, so that it returns by ctx's deadline) and
 // leaves nothing queued.
@@ -94,6 +97,7 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known qu
 		known: known, gone: gone, list: true, wantKids: req.Limit > 0,
 		keepAlive: time.NewTimer(max(time.Until(written.Add(ttl/3)), 0)),
 		expiry:    time.NewTimer(time.Hour),
+		reconn:    d.sess.reconnected(),
 	}
 	w.expiry.Stop()
 	defer w.keepAlive.Stop()
@@ -136,6 +140,7 @@ type queueWait struct {
 	expiry       *time.Timer       // when pred's lease runs out, if not rewritten
 	retry        driverkit.Backoff // transient errors: 10ms doubling to 1s
 	failingSince time.Time         // since when nothing got through, or zero
+	reconn       <-chan struct{}   // closed when the connection is back (Session.reconnected)
 
 	known queue // from takeSnapshot, for the first listing only
 	gone  int   // unknown nodes deleted from known
@@ -387,6 +392,8 @@ func (w *queueWait) await() (waitResult, error) {
 	case <-w.kidsCh:
 		w.kidsCh = nil
 		w.list = true
+	case <-w.reconn:
+		w.reconnected()
 	case <-w.expiry.C:
 		return w.reclaimPred()
 	case <-w.keepAlive.C:
@@ -397,6 +404,17 @@ func (w *queueWait) await() (waitResult, error) {
 		return 0, w.ctx.Err()
 	}
 	return waitAgain, nil
+}
+
+// reconnected makes the wait list the queue again and watch anew, after
+// the connection came back: its watches may have been lost with the old
+// connection and what they watched may have changed meanwhile (the
+// release of a holder retried after a leader change). Without it a
+// waiter could wait for a node long gone, until its lock call's deadline.
+func (w *queueWait) reconnected() {
+	w.reconn = w.d.sess.reconnected()
+	w.list = true
+	w.predCh, w.pprevCh, w.kidsCh = nil, nil, nil
 }
 
 // predEvent handles an event of pred's watch.
@@ -505,6 +523,10 @@ func (w *queueWait) pause(cause error) error {
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-w.reconn:
+		// The connection is back: try again at once.
+		w.reconnected()
 		return nil
 	case <-w.st.expired:
 		return fmt.Errorf("%w: %w", errSessionEnded, w.st.err)

@@ -17,10 +17,11 @@ import (
 // is before every reconnection. A connection reset then leaves the session
 // without a connection for a second, which a lease of a second or two
 // cannot absorb, and a session closed by the server (or expired) is
-// learnt of only a second later. Under ReconnectAtOnce, the first three
-// tries after a good connection broke do not pause (the second and third
-// wait 50 and 150 ms); the later ones still do, so a server that is down
-// is not hammered.
+// learnt of only a second later. Under ReconnectAtOnce, the first five
+// tries after a good connection broke do not pause (the second to fifth
+// wait 50, 150, 300 and 300 ms, so that the tries span the election of a
+// new ZooKeeper leader, about half a second); the later ones still do, so
+// a server that is down is not hammered.
 //
 // Connect uses it unless its zkOpts set another host provider; pass it to
 // zk.Connect for a connection made for New.
@@ -30,7 +31,7 @@ func ReconnectAtOnce() func(*zk.Conn) {
 
 // quickWaits are the waits before the tries that follow a good
 // connection's end, in place of go-zookeeper's pause.
-var quickWaits = [...]time.Duration{0, 50 * time.Millisecond, 150 * time.Millisecond}
+var quickWaits = [...]time.Duration{0, 50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond}
 
 // quickHostProvider lets the first tries after a good connection go
 // without go-zookeeper's pause.

@@ -54,6 +54,9 @@ type Session struct {
 	closed    chan struct{} // closed once the connection is known to be closed
 	closeOnce sync.Once
 	lastState zk.State // of the last session event
+	// reconn is closed, and replaced, each time the connection has a
+	// session again after it broke (see reconnected).
+	reconn chan struct{}
 }
 
 // sessionState is one ZooKeeper session.
@@ -114,7 +117,19 @@ func (s *Session) init() {
 		s.drivers = make(map[*Driver]struct{})
 		s.ready = make(chan struct{})
 		s.closed = make(chan struct{})
+		s.reconn = make(chan struct{})
 	}
+}
+
+// reconnected returns a channel that is closed when the connection next
+// has a session after a disconnection (a leader change, a server's
+// death): watches set before may have been lost with the connection, or
+// what they watched changed meanwhile, so waiters look again.
+func (s *Session) reconnected() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	return s.reconn
 }
 
 // connClosed records that the connection was closed by its owner: the
@@ -266,6 +281,12 @@ func (s *Session) event(ev zk.Event) {
 		switch {
 		case ev.State == zk.StateExpired:
 			s.expireCurrent(zk.ErrSessionExpired)
+		case ev.State == zk.StateHasSession && last != zk.StateHasSession:
+			s.mu.Lock()
+			s.init()
+			close(s.reconn)
+			s.reconn = make(chan struct{})
+			s.mu.Unlock()
 		case ev.State == zk.StateDisconnected && last == zk.StateConnecting:
 			// go-zookeeper stops connecting without having connected
 			// only when the connection was closed: this is how a
