@@ -291,9 +291,7 @@ func (h *Hold) release(ctx context.Context, op string) error {
 		h.end(stateReleased, nil)
 		return nil
 	}
-	rctx, cancel := cleanupContext(ctx, h.ttl)
-	rerr := c.releaseHedged(rctx, h.lease, h.ttl)
-	cancel()
+	rerr := c.releaseHedged(ctx, h.lease, h.ttl) // bounded as cleanupContext bounds
 	switch {
 	case rerr == nil:
 		h.end(stateReleased, nil)

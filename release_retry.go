@@ -27,24 +27,71 @@ func hedgeDelay(ttl time.Duration) time.Duration {
 // until the server gives up on it (an etcd proposal forwarded to the dead
 // leader waits for the server's request timeout, over 5 s); a new call
 // goes to the new leader. A release by its owner is safe to repeat, and
-// one that lands late deletes only that owner's lease. A call that is
-// merely slow still answers: the earlier calls are not cancelled until
-// one settles.
+// one that lands late deletes only that owner's lease.
+//
+// Without a deadline of its own, ctx is bounded as cleanupContext bounds
+// it. The first call runs alone, on the caller's goroutine, bounded by the
+// hedge delay: nearly every release answers well within it, and then no
+// goroutine, channel or second timer is spent (the uncontended pair is the
+// hot path). Only a first call that ran into the delay starts the hedged
+// calls, which stay in flight together, so that a backend that is merely
+// slow still answers one of them.
 func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Duration) error {
+	if ctx == nil || ctx.Err() != nil {
+		ctx = context.Background() // as cleanupContext
+	}
+	every := hedgeDelay(ttl)
+	end, bounded := ctx.Deadline()
+	now := time.Now()
+	if !bounded {
+		end = now.Add(cleanupBound(ttl)) // as cleanupContext
+	}
+	first, fctx, cancel := end, ctx, context.CancelFunc(nil)
+	if end.Sub(now) > every {
+		first = now.Add(every)
+	}
+	if !bounded || first.Before(end) {
+		fctx, cancel = context.WithDeadline(ctx, first)
+	}
+	err := c.drv.Release(fctx, l)
+	cut := first.Before(end) && fctx.Err() != nil && ctx.Err() == nil // the delay, not ctx, ended it
+	if cancel != nil {
+		cancel()
+	}
+	if !cut || settles(err) {
+		return err
+	}
+	if !bounded {
+		var rcancel context.CancelFunc
+		ctx, rcancel = context.WithDeadline(ctx, end)
+		defer rcancel()
+	}
+	return c.releaseInFlight(ctx, l, every)
+}
+
+// settles reports whether a Release's answer ends a release: it landed,
+// the lease was gone, or no retry can help.
+func settles(err error) bool {
+	return err == nil || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err)
+}
+
+// releaseInFlight sends Release calls for l every every, keeping up to
+// maxReleaseCalls in flight, until one settles, every call failed, or ctx
+// ends.
+func (c *Client) releaseInFlight(ctx context.Context, l driver.Lease, every time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	res := make(chan error, maxReleaseCalls)
 	send := func() { go func() { res <- c.drv.Release(ctx, l) }() }
 	send()
 	pending := 1
-	every := hedgeDelay(ttl)
 	t := time.NewTimer(every)
 	defer t.Stop()
 	for {
 		select {
 		case err := <-res:
 			pending--
-			if pending == 0 || err == nil || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err) {
+			if pending == 0 || settles(err) {
 				return err
 			}
 		case <-t.C:
