@@ -388,10 +388,12 @@ func (d *Driver) enqueue(ctx context.Context, req driver.Request, base string, e
 // (or until the driver is closed), so that Acquire returns by ctx's
 // deadline even when etcd does not answer.
 func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) {
-	e := d.forget(req.Owner, k)
 	remove := func(ctx context.Context) {
 		resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
-		if err == nil && e != nil && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
+		if err != nil {
+			return // the record stays, for the front-end's Release
+		}
+		if e := d.forget(req.Owner, k); e != nil && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
 			d.putLease(e.lease, e.ttl, e.deadline)
 		}
 	}

@@ -19,6 +19,11 @@ import (
 // errLeaseGone reports that an entry's lease vanished during a call.
 var errLeaseGone = errors.New("the entry's lease expired or was revoked during the call")
 
+// errNoEntry answers a Refresh or Release of a lease whose owner has no
+// entry that this driver made: the contract (see package driver) has every
+// lease refreshed and released through the Driver value that granted it.
+var errNoEntry = fmt.Errorf("no entry of the owner made by this driver: %w", driver.ErrNotHeld)
+
 // TryAcquire implements driver.Driver in one transaction (see the package
 // documentation): it grants req.Key to req.Owner if no conflicting entry
 // exists, re-grants it with the same token if req.Owner already holds it,
@@ -159,7 +164,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 		a, err = d.tryUncounted(ctx, req, base, e, isNew, queued)
 	}
 	if err == nil {
-		err = d.withdraw(ctx, req.Owner, e.key, &a, queued)
+		err = d.withdraw(ctx, e.key, &a, queued)
 	}
 	if err != nil {
 		if errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
@@ -302,7 +307,7 @@ func lastRange(rs []*etcdserverpb.ResponseOp) []*mvccpb.KeyValue {
 // withdraw deletes the entry that a refused attempt put, unless it is to
 // wait in the queue: a queued attempt keeps it, except when the limits
 // disagree, as they will for as long as the older entries live.
-func (d *Driver) withdraw(ctx context.Context, owner, k string, a *attempt, queued bool) error {
+func (d *Driver) withdraw(ctx context.Context, k string, a *attempt, queued bool) error {
 	if a.granted || !a.created {
 		return nil
 	}
@@ -311,9 +316,8 @@ func (d *Driver) withdraw(ctx context.Context, owner, k string, a *attempt, queu
 		return nil
 	}
 	if _, err := d.kv.Delete(ctx, k); err != nil {
-		// The entry may still be there: its lease must not go back to
-		// the pool. The front-end's Release removes the entry.
-		d.forget(owner, k)
+		// The entry may still be there: the front-end's Release removes
+		// it, by the driver's record of it.
 		return err
 	}
 	a.kept = false
@@ -416,43 +420,6 @@ func atHead(own *mvccpb.KeyValue, read []*mvccpb.KeyValue) bool {
 	return ok && err == nil
 }
 
-// locate finds l's entry: its key from the driver's records, or, for an
-// owner the driver has no record of, by reading the lock's entries in
-// l.Mode and matching the owner. It returns the driver's record (nil if
-// none), the entry's key and, when it had to read it, the entry (nil if
-// there is none).
-func (d *Driver) locate(ctx context.Context, l driver.Lease) (e entry, known bool, k string, kv *mvccpb.KeyValue, err error) {
-	base := d.base(l.Key)
-	if e, ok := d.entryOf(l.Owner, base, l.Mode); ok {
-		return e, true, e.key, nil, nil
-	}
-	kv, err = d.find(ctx, base, l.Mode, l.Owner)
-	if kv != nil {
-		k = string(kv.Key)
-	}
-	return entry{}, false, k, kv, err
-}
-
-// find reads the entry of owner in mode m below base, or nil.
-func (d *Driver) find(ctx context.Context, base string, m driver.Mode, owner string) (*mvccpb.KeyValue, error) {
-	start := base + modeDir(m)
-	end := clientv3.GetPrefixRangeEnd(start)
-	if m == driver.Shared {
-		// Uncounted and counted shared entries: "r/" and "s/".
-		end = clientv3.GetPrefixRangeEnd(base + counted)
-	}
-	resp, err := d.kv.Get(ctx, start, clientv3.WithRange(end))
-	if err != nil {
-		return nil, err
-	}
-	for _, kv := range resp.Kvs {
-		if isOwner(kv.Value, owner) {
-			return kv, nil
-		}
-	}
-	return nil, nil
-}
-
 // Refresh implements driver.Driver: one linearizable Get of l's entry,
 // with a keep-alive of its lease sent alongside on the driver's keep-alive
 // stream. The entry must exist with l.Owner as its value and create
@@ -475,37 +442,34 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 	if err := d.begin(ctx); err != nil {
 		return err
 	}
-	e, known, k, own, err := d.locate(ctx, l)
-	if err != nil {
-		return err
+	e, known := d.entryOf(l.Owner, d.base(l.Key), l.Mode)
+	if !known {
+		return errNoEntry
 	}
-	var ka *kaCall
-	if known {
-		ka = d.keepAlive(e.lease)
-	}
+	ka := d.keepAlive(e.lease)
 	head := true
-	switch {
-	case k == "":
-	case l.Token == 0:
-		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), headOp(d.base(l.Key), k)).Commit()
+	var own *mvccpb.KeyValue
+	var read []*mvccpb.KeyValue
+	if l.Token == 0 {
+		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(e.key), headOp(e.base, e.key)).Commit()
 		if err != nil {
 			return err
 		}
-		own = nil
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			own = kvs[0]
-			head = atHead(own, resp.Responses[1].GetResponseRange().Kvs)
+		read = resp.Responses[0].GetResponseRange().Kvs
+		if len(read) > 0 {
+			head = atHead(read[0], resp.Responses[1].GetResponseRange().Kvs)
 		}
-	case known:
-		resp, err := d.kv.Get(ctx, k)
+	} else {
+		resp, err := d.kv.Get(ctx, e.key)
 		if err != nil {
 			return err
 		}
-		if len(resp.Kvs) > 0 {
-			own = resp.Kvs[0]
-		}
+		read = resp.Kvs
 	}
-	return d.checkHeld(ctx, l, k, own, head, ka)
+	if len(read) > 0 {
+		own = read[0]
+	}
+	return d.checkHeld(ctx, l, e.key, own, head, ka)
 }
 
 // checkHeld completes a refresh of l, whose entry k was read as own:
@@ -573,31 +537,23 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	}
 	b := batch{ls: ls, keys: make([]string, len(ls)), kas: make([]*kaCall, len(ls)), owns: make([]*mvccpb.KeyValue, len(ls)), heads: make([]bool, len(ls)), errs: errs}
 	var known []int
-	var wg sync.WaitGroup
 	for i, l := range ls {
-		if e, ok := d.entryOf(l.Owner, d.base(l.Key), l.Mode); ok {
-			b.keys[i], b.kas[i] = e.key, d.keepAlive(e.lease)
-			known = append(known, i)
+		e, ok := d.entryOf(l.Owner, d.base(l.Key), l.Mode)
+		if !ok {
+			errs[i] = errNoEntry
 			continue
 		}
-		wg.Go(func() {
-			_, _, b.keys[i], b.owns[i], b.errs[i] = d.locate(ctx, l)
-			b.heads[i] = true
-		})
+		b.keys[i], b.kas[i] = e.key, d.keepAlive(e.lease)
+		known = append(known, i)
 	}
 	// One Get per lease, and the oldest conflicting entry for a lease
 	// without a token (whose grant must be checked), at most maxBatchOps
 	// operations per transaction.
+	var wg sync.WaitGroup
 	for lo, hi := range driverkit.Chunks(len(known), maxBatchOps, func(j int) int { return opsFor(ls[known[j]]) }) {
 		wg.Go(func() { d.readBatch(ctx, &b, known[lo:hi]) })
 	}
 	wg.Wait()
-	// Keep-alives the driver could not send ahead go out together now.
-	for i := range ls {
-		if errs[i] == nil && b.owns[i] != nil && (b.kas[i] == nil || b.kas[i].id != clientv3.LeaseID(b.owns[i].Lease)) {
-			b.kas[i] = d.keepAlive(clientv3.LeaseID(b.owns[i].Lease))
-		}
-	}
 	for i, l := range ls {
 		if errs[i] == nil {
 			errs[i] = d.checkHeld(ctx, l, b.keys[i], b.owns[i], b.heads[i], b.kas[i])
@@ -663,67 +619,28 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	if err := d.begin(ctx); err != nil {
 		return err
 	}
-	e, known, k, kv, err := d.locate(ctx, l)
-	if err != nil {
-		return err
-	}
-	if k == "" {
-		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
-	}
-	d.forget(l.Owner, k)
+	e, known := d.entryOf(l.Owner, d.base(l.Key), l.Mode)
 	if !known {
-		return d.releaseFound(ctx, l, k, kv)
+		return errNoEntry
 	}
 	d.releasing(e.lease, int64(l.Token))
-	rc := d.startRelease(e.base, k)
-	if l.Token != 0 && e.token == int64(l.Token) {
-		// The driver granted this entry with this token, on a lease of
-		// its own: it needs no previous value to check it, only whether
-		// it was still there.
-		resp, err := d.kv.Delete(ctx, k)
-		rc.end(resp, err)
-		if err != nil {
-			return err
-		}
-		if resp.Deleted == 0 {
-			return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
-		}
-		d.putLease(e.lease, e.ttl, e.deadline)
-		return nil
-	}
-	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
+	rc := d.startRelease(e.base, e.key)
+	resp, err := d.kv.Delete(ctx, e.key, clientv3.WithPrevKV())
 	rc.end(resp, err)
 	if err != nil {
+		// The entry may still be there: the record stays, for a retry.
 		return err
 	}
-	var prev *mvccpb.KeyValue
-	if len(resp.PrevKvs) > 0 {
-		prev = resp.PrevKvs[0]
-		d.putLease(e.lease, e.ttl, e.deadline)
-	}
-	switch {
-	case prev == nil:
+	d.forget(l.Owner, e.key)
+	if len(resp.PrevKvs) == 0 {
 		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
+	}
+	d.putLease(e.lease, e.ttl, e.deadline)
+	switch prev := resp.PrevKvs[0]; {
 	case l.Token != 0 && prev.CreateRevision != int64(l.Token):
 		return fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", prev.CreateRevision, l.Token, driver.ErrNotHeld)
 	case l.Token == 0 && e.token != prev.CreateRevision:
 		return fmt.Errorf("the entry was not granted (removed): %w", driver.ErrNotHeld)
-	}
-	return nil
-}
-
-// releaseFound releases l's entry k, which the driver found by reading it
-// as kv: it deletes exactly that entry, which its own driver may have
-// released and put again for another owner since.
-func (d *Driver) releaseFound(ctx context.Context, l driver.Lease, k string, kv *mvccpb.KeyValue) error {
-	resp, err := d.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)).Then(clientv3.OpDelete(k)).Commit()
-	switch {
-	case err != nil:
-		return err
-	case !resp.Succeeded:
-		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
-	case l.Token == 0 || kv.CreateRevision != int64(l.Token):
-		return fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", kv.CreateRevision, l.Token, driver.ErrNotHeld)
 	}
 	return nil
 }
