@@ -91,7 +91,6 @@ type Driver struct {
 	pools   map[int64][]pooledLease // idle leases by TTL in seconds
 	watches map[string]*keyWatch    // by lock base
 	fan     driverkit.Fanout        // subscriptions, by lock base (see Subscribe)
-	hot     driverkit.Contention    // lock bases refused lately: TryAcquire looks before it writes
 
 	id           string                  // random, names the driver in entries and sentinels
 	lockDelay    time.Duration           // see Options.LockDelay

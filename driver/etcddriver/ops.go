@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -56,59 +55,13 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool
 		return driver.Lease{}, err
 	}
 	base := d.base(req.Key)
-	if _, known := d.entryOf(req.Owner, base, req.Mode); !known && !queued && d.hot.Hot(base) {
-		// The key was refused recently: look before writing. A refused
-		// look costs a linearizable read instead of a Raft write, and
-		// leaves nothing behind.
-		refusal, err := d.look(ctx, req, base)
-		if err != nil {
-			return driver.Lease{}, err
-		}
-		if refusal != nil {
-			d.hot.Refused(base)
-			return driver.Lease{}, refusal
-		}
-		d.hot.Free(base)
-	}
 	for attempt := 0; ; attempt++ {
 		l, retry, err := d.tryOnce(ctx, req, base, ttl, queued)
-		if errors.Is(err, driver.ErrLocked) {
-			d.hot.Refused(base)
-		}
 		if retry && attempt == 0 {
 			continue
 		}
 		return l, err
 	}
-}
-
-// look reads the entries that req would have to look at and returns its
-// refusal (a *driver.LockedError or a *driver.LimitError) if a new entry
-// of req would not be granted now, or nil.
-func (d *Driver) look(ctx context.Context, req driver.Request, base string) (refusal, err error) {
-	c := reqClass(req)
-	cs, ce := conflictRange(base, c.dir)
-	if c.dir == writers {
-		resp, err := d.kv.Get(ctx, cs, clientv3.WithRange(ce), clientv3.WithCountOnly())
-		if err != nil {
-			return nil, err
-		}
-		if resp.Count > 0 {
-			return &driver.LockedError{}, nil
-		}
-		return nil, nil
-	}
-	resp, err := d.kv.Get(ctx, cs, clientv3.WithRange(ce))
-	if err != nil {
-		return nil, err
-	}
-	switch ok, lerr := admit(c, math.MaxInt64, resp.Kvs); {
-	case lerr != nil:
-		return lerr, nil
-	case !ok:
-		return &driver.LockedError{}, nil
-	}
-	return nil, nil
 }
 
 // entryFor returns the entry req.Owner has in req's mode below base, or a
