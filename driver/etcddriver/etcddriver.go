@@ -87,7 +87,6 @@ type Driver struct {
 	mu      sync.Mutex
 	closed  bool
 	owners  map[string]*entry       // entries this driver made, by owner
-	tokens  map[holdRef]string      // entry keys of owners[…] with a known token
 	pools   map[int64][]pooledLease // idle leases by TTL in seconds
 	watches map[string]*keyWatch    // by lock base
 	fan     driverkit.Fanout        // subscriptions, by lock base (see Subscribe)
@@ -104,12 +103,6 @@ type Driver struct {
 	releases *driverkit.LRU[string, *releaseCall] // under mu: the last Release's Delete of entry keys
 }
 
-// holdRef names a grant: the lock's base and the token.
-type holdRef struct {
-	base  string
-	token int64
-}
-
 // entry is what the driver remembers of an entry it made: which lease it
 // is attached to and how long that lease is known to live.
 type entry struct {
@@ -120,7 +113,6 @@ type entry struct {
 	ttl      int64     // seconds
 	deadline time.Time // the lease lives at least until then
 	token    int64     // create revision, once known
-	dead     bool      // the lease's sentinel is gone: the lease ended
 }
 
 var (
@@ -176,7 +168,6 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		minTTL:      o.MinTTL,
 		linger:      o.WatchLinger,
 		owners:      make(map[string]*entry),
-		tokens:      make(map[holdRef]string),
 		pools:       make(map[int64][]pooledLease),
 		watches:     make(map[string]*keyWatch),
 		leaseLosses: make(map[*leaseLoss]struct{}),
@@ -435,14 +426,7 @@ func (d *Driver) remember(owner string, e entry) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.closed {
-		if old := d.owners[owner]; old != nil && old.token != 0 {
-			delete(d.tokens, holdRef{old.base, old.token})
-		}
-		c := e
-		d.owners[owner] = &c
-		if c.token != 0 {
-			d.tokens[holdRef{c.base, c.token}] = c.key
-		}
+		d.owners[owner] = &e
 	}
 }
 
@@ -454,12 +438,8 @@ func (d *Driver) confirm(owner, k string, sent time.Time, token int64) {
 		if dl := sent.Add(time.Duration(e.ttl) * time.Second); dl.After(e.deadline) {
 			e.deadline = dl
 		}
-		if token != 0 && e.token != token {
-			if e.token != 0 {
-				delete(d.tokens, holdRef{e.base, e.token})
-			}
+		if token != 0 {
 			e.token = token
-			d.tokens[holdRef{e.base, token}] = e.key
 		}
 	}
 	d.mu.Unlock()
@@ -474,9 +454,6 @@ func (d *Driver) forget(owner, k string) *entry {
 		return nil
 	}
 	delete(d.owners, owner)
-	if e.token != 0 {
-		delete(d.tokens, holdRef{e.base, e.token})
-	}
 	return e
 }
 
@@ -500,8 +477,13 @@ func (d *Driver) Cmp(key string, token uint64) (clientv3.Cmp, error) {
 	if token == 0 || token > 1<<63-1 {
 		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("token %d: %w", token, driver.ErrNotHeld))
 	}
+	base, k := d.base(key), ""
 	d.mu.Lock()
-	k := d.tokens[holdRef{d.base(key), int64(token)}]
+	for _, e := range d.owners {
+		if e.base == base && e.token == int64(token) {
+			k = e.key
+		}
+	}
 	d.mu.Unlock()
 	if k == "" {
 		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("no hold with token %d granted by this driver: %w", token, driver.ErrNotHeld))

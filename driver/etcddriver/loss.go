@@ -95,8 +95,6 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 		// it: one this driver has no record of is gone (its entry was
 		// found missing, or released).
 		why = fmt.Errorf("no hold of this driver with token %d: %w", l.Token, driver.ErrNotHeld)
-	case e.dead:
-		why = fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld)
 	default:
 		ll.lease = e.lease
 		d.leaseLosses[ll] = struct{}{}
@@ -143,11 +141,7 @@ func (d *Driver) leaseEnded(lease clientv3.LeaseID, why string) {
 			// Its entry is gone with the lease: forget it. A later call
 			// for the owner finds nothing (ErrNotHeld) or, for an
 			// acquire, starts a new entry on a new lease.
-			e.dead = true
 			delete(d.owners, owner)
-			if e.token != 0 {
-				delete(d.tokens, holdRef{e.base, e.token})
-			}
 		}
 	}
 	for ttl, pool := range d.pools {
