@@ -391,9 +391,10 @@ func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) 
 	remove := func(ctx context.Context) {
 		resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
 		if err != nil {
-			return // the record stays, for the front-end's Release
+			d.unsure(req.Owner, k) // the record stays, for the front-end's Release
+			return
 		}
-		if e := d.forget(req.Owner, k); e != nil && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
+		if e := d.forget(req.Owner, k); e != nil && !e.unsure && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
 			d.putLease(e.lease, e.ttl, e.deadline)
 		}
 	}
@@ -404,6 +405,8 @@ func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) 
 		remove(ctx)
 		return
 	}
+	// The front-end's Release of the owner may run beside the Delete.
+	d.unsure(req.Owner, k)
 	d.spawn(func() {
 		ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
 		defer cancel()

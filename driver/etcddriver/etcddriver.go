@@ -113,6 +113,7 @@ type entry struct {
 	ttl      int64     // seconds
 	deadline time.Time // the lease lives at least until then
 	token    int64     // create revision, once known
+	unsure   bool      // a Delete of the entry may still be applied: its lease never goes back to the pool
 }
 
 var (
@@ -441,6 +442,18 @@ func (d *Driver) confirm(owner, k string, sent time.Time, token int64) {
 		if token != 0 {
 			e.token = token
 		}
+	}
+	d.mu.Unlock()
+}
+
+// unsure marks owner's entry at k as one whose Delete may still be
+// applied later (it failed, or runs in the background): once the entry is
+// gone its lease must not go back to the pool, where a new entry on it
+// would have the same key.
+func (d *Driver) unsure(owner, k string) {
+	d.mu.Lock()
+	if e := d.owners[owner]; e != nil && e.key == k {
+		e.unsure = true
 	}
 	d.mu.Unlock()
 }

@@ -11,19 +11,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Lease sentinels. Every lease the driver grants carries, besides the
-// entries it is lent to, one key of its own that the driver never
-// deletes:
-//
-//	<prefix>%leases/<driver id>/<lease id>
-//
-// etcd deletes it when, and only when, the lease ends: it expires or is
-// revoked. One watch per driver on its sentinels' range therefore reports
-// the loss of any of its leases, whichever lock uses it, and nothing else:
-// a holder needs no watch on its lock's keys, and a release (which
-// deletes the entry, not the sentinel) is not mistaken for a loss. The
-// directory "%leases" cannot clash with a lock's base: escaped keys
-// contain '%' only in "%25" and "%2F".
+// sentinelDir holds the lease sentinels, <prefix>%leases/<driver id>/<lease
+// id>: one key per lease the driver grants, which the driver never deletes
+// and etcd deletes when, and only when, the lease ends (see the package
+// documentation, Losing a hold and Internals: data layout).
 const sentinelDir = "%leases/"
 
 // sentinelKey returns the sentinel key of lease id.

@@ -117,7 +117,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 		a, err = d.tryUncounted(ctx, req, base, e, isNew, queued)
 	}
 	if err == nil {
-		err = d.withdraw(ctx, e.key, &a, queued)
+		err = d.withdraw(ctx, req.Owner, e.key, &a, queued)
 	}
 	if err != nil {
 		if errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
@@ -260,7 +260,7 @@ func lastRange(rs []*etcdserverpb.ResponseOp) []*mvccpb.KeyValue {
 // withdraw deletes the entry that a refused attempt put, unless it is to
 // wait in the queue: a queued attempt keeps it, except when the limits
 // disagree, as they will for as long as the older entries live.
-func (d *Driver) withdraw(ctx context.Context, k string, a *attempt, queued bool) error {
+func (d *Driver) withdraw(ctx context.Context, owner, k string, a *attempt, queued bool) error {
 	if a.granted || !a.created {
 		return nil
 	}
@@ -271,6 +271,7 @@ func (d *Driver) withdraw(ctx context.Context, k string, a *attempt, queued bool
 	if _, err := d.kv.Delete(ctx, k); err != nil {
 		// The entry may still be there: the front-end's Release removes
 		// it, by the driver's record of it.
+		d.unsure(owner, k)
 		return err
 	}
 	a.kept = false
@@ -378,7 +379,8 @@ func atHead(own *mvccpb.KeyValue, read []*mvccpb.KeyValue) bool {
 // stream. The entry must exist with l.Owner as its value and create
 // revision l.Token (or, when l.Token is 0, be at the head of the queue),
 // and its lease must still exist; etcd then extends the lease to its full
-// TTL from the keep-alive.
+// TTL from the keep-alive. An owner the driver has no record of gets
+// ErrNotHeld without a request.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	bctx := d.request(ctx)
 	err := d.refresh(bctx, l)
@@ -427,16 +429,13 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 
 // checkHeld completes a refresh of l, whose entry k was read as own:
 // it fails with ErrNotHeld unless own is l's granted entry, and waits for
-// the keep-alive of own's lease (sending one if ka is not for it).
+// ka, the keep-alive of the entry's lease (which names k, so own is on it).
 func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, k string, own *mvccpb.KeyValue, head bool, ka *kaCall) error {
 	if own == nil || !isOwner(own.Value, l.Owner) || (l.Token != 0 && own.CreateRevision != int64(l.Token)) || !head {
 		if own == nil || !isOwner(own.Value, l.Owner) {
 			d.forget(l.Owner, k)
 		}
 		return fmt.Errorf("no entry of the owner with token %d: %w", l.Token, driver.ErrNotHeld)
-	}
-	if ka == nil || ka.id != clientv3.LeaseID(own.Lease) {
-		ka = d.keepAlive(clientv3.LeaseID(own.Lease))
 	}
 	left, err := ka.result(ctx)
 	if err != nil {
@@ -561,8 +560,12 @@ func (d *Driver) readBatch(ctx context.Context, b *batch, idx []int) {
 // revision than l.Token. With l.Token 0 (the removal of a queue entry) it
 // returns nil only if this driver granted the entry, and ErrNotHeld for an
 // entry that was only queued, even if it had reached the head of the queue
-// meanwhile. Either way the entry of l.Owner is gone afterwards, and its
-// lease goes back to the driver's pool for the next entry.
+// meanwhile. Either way the entry of l.Owner is gone once the Delete
+// succeeded, and its lease goes back to the driver's pool for the next
+// entry; until then the driver keeps its record of the entry, for a retry.
+// An owner it has no record of (see package driver: a lease is released
+// through the Driver that granted it) gets ErrNotHeld, and nothing is
+// deleted.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	bctx := d.request(ctx)
 	return d.fail(ctx, "release", l.Key, d.release(bctx, l))
@@ -582,13 +585,16 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	rc.end(resp, err)
 	if err != nil {
 		// The entry may still be there: the record stays, for a retry.
+		d.unsure(l.Owner, e.key)
 		return err
 	}
-	d.forget(l.Owner, e.key)
+	f := d.forget(l.Owner, e.key)
 	if len(resp.PrevKvs) == 0 {
 		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
 	}
-	d.putLease(e.lease, e.ttl, e.deadline)
+	if f != nil && !f.unsure {
+		d.putLease(e.lease, e.ttl, e.deadline)
+	}
 	switch prev := resp.PrevKvs[0]; {
 	case l.Token != 0 && prev.CreateRevision != int64(l.Token):
 		return fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", prev.CreateRevision, l.Token, driver.ErrNotHeld)
