@@ -299,6 +299,20 @@ func (d *Driver) checkTTL(ttl time.Duration) (int64, error) {
 	return int64(ttl / time.Second), nil
 }
 
+// start begins an acquiring call: it refuses a done context, a closed
+// driver and a request that is out of bounds, and returns the TTL in
+// seconds.
+func (d *Driver) start(ctx context.Context, req driver.Request) (int64, error) {
+	if err := d.begin(ctx); err != nil {
+		return 0, err
+	}
+	ttl, err := d.checkTTL(req.TTL)
+	if err != nil {
+		return 0, err
+	}
+	return ttl, checkRequest(req)
+}
+
 // begin refuses a call on a done context or a closed driver.
 func (d *Driver) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {

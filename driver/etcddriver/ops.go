@@ -44,14 +44,8 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 }
 
 func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
-	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, err
-	}
-	ttl, err := d.checkTTL(req.TTL)
+	ttl, err := d.start(ctx, req)
 	if err != nil {
-		return driver.Lease{}, err
-	}
-	if err := checkRequest(req); err != nil {
 		return driver.Lease{}, err
 	}
 	base := d.base(req.Key)
@@ -198,55 +192,68 @@ func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base stri
 	return a, nil
 }
 
-// tryCounted is the transaction of a counted attempt: it puts the entry
-// (unless req.Owner has one) and reads the lock's entries, and the grant
-// is decided by admit; a free lock is granted at once. A refused entry is
-// deleted again by withdraw, unless it queues.
+// tryCounted is the transaction of a counted attempt (putEntry over all
+// the lock's entries), and the grant is decided by admit; a free lock is
+// granted at once. A refused entry is deleted again by withdraw, unless it
+// queues.
 func (d *Driver) tryCounted(ctx context.Context, req driver.Request, base string, e entry, isNew bool) (attempt, error) {
-	k := e.key
 	cs, ce := conflictRange(base, counted)
-	v := d.entryValue(req)
-	put := clientv3.OpPut(k, v, clientv3.WithLease(e.lease))
-	all := clientv3.OpGet(cs, clientv3.WithRange(ce))
-	a := attempt{refusal: &driver.LockedError{}}
-	var own *mvccpb.KeyValue
-	var rs []*etcdserverpb.ResponseOp
-	if isNew {
-		resp, err := d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(put, all).Commit()
-		if err != nil {
-			return attempt{}, err
-		}
-		if resp.Succeeded {
-			return attempt{granted: true, token: resp.Header.Revision, kept: true, created: true}, nil
-		}
-		own, rs, a.created = &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), CreateRevision: resp.Header.Revision}, resp.Responses, true
-	} else {
-		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-		resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(
-			clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil),
-			clientv3.OpGet(k),
-			all,
-		).Commit()
-		if err != nil {
-			return attempt{}, err
-		}
-		if resp.Succeeded {
-			return attempt{granted: true, token: resp.Header.Revision, kept: true, created: true}, nil
-		}
-		rs, a.created = resp.Responses, resp.Responses[0].GetResponseTxn().Succeeded
-		kvs := rs[1].GetResponseRange().Kvs
-		if len(kvs) == 0 || !isOwner(kvs[0].Value, req.Owner) {
-			return a, nil
-		}
-		own = kvs[0]
+	p, err := d.putEntry(ctx, req, e, isNew, cs, ce)
+	if err != nil {
+		return attempt{}, err
 	}
-	a.kept, a.token = true, own.CreateRevision
-	ok, lerr := admit(classOf(own), own.CreateRevision, lastRange(rs))
+	if p.resp.Succeeded {
+		return attempt{granted: true, token: p.resp.Header.Revision, kept: true, created: true}, nil
+	}
+	a := attempt{refusal: &driver.LockedError{}, created: p.created}
+	if p.own == nil {
+		return a, nil
+	}
+	a.kept, a.token = true, p.own.CreateRevision
+	ok, lerr := admit(classOf(p.own), p.own.CreateRevision, lastRange(p.resp.Responses))
 	a.granted = ok && lerr == nil
 	if lerr != nil {
 		a.refusal = lerr
 	}
 	return a, nil
+}
+
+// A putResult is the outcome of putEntry.
+type putResult struct {
+	resp    *clientv3.TxnResponse // Succeeded: granted at once, at resp.Header.Revision
+	own     *mvccpb.KeyValue      // else req.Owner's entry, nil if it vanished
+	created bool                  // the transaction put the entry
+}
+
+// putEntry puts e, the entry of req, unless it is there already (then it
+// is kept as it is), and reads the entries in [cs, ce), in one
+// transaction that grants at once when that range is empty. An entry known not to exist (isNew: its key is that of
+// an idle lease of the driver's) needs no read of its own.
+func (d *Driver) putEntry(ctx context.Context, req driver.Request, e entry, isNew bool, cs, ce string) (putResult, error) {
+	k, v := e.key, d.entryValue(req)
+	op := clientv3.OpPut(k, v, clientv3.WithLease(e.lease))
+	all := clientv3.OpGet(cs, clientv3.WithRange(ce))
+	if isNew {
+		resp, err := d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(op).Else(op, all).Commit()
+		if err != nil {
+			return putResult{}, err
+		}
+		return putResult{resp: resp, created: true, own: &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), CreateRevision: resp.Header.Revision}}, nil
+	}
+	isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(op).Else(
+		clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{op}, nil),
+		clientv3.OpGet(k),
+		all,
+	).Commit()
+	if err != nil || resp.Succeeded {
+		return putResult{resp: resp, created: true}, err
+	}
+	p := putResult{resp: resp, created: resp.Responses[0].GetResponseTxn().Succeeded}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, req.Owner) {
+		p.own = kvs[0]
+	}
+	return p, nil
 }
 
 // lastRange returns the entries read by the last operation of rs.
