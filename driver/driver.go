@@ -52,6 +52,11 @@
 //   - Check the owner in Refresh and Release: a lease whose owner no longer
 //     holds the key is never extended, re-created or deleted on behalf of
 //     anyone else. Both return an error wrapping [ErrNotHeld] in that case.
+//     A lease is refreshed, released and watched only through the Driver
+//     value that granted it, or, for what an abandoned call left, released
+//     by owner with Token 0 through the Driver value that call was made
+//     on; a driver may refuse, with [ErrNotHeld], a lease that another
+//     Driver value granted, and must leave it held.
 //   - Refuse a conflicting TryAcquire with an error wrapping [ErrLocked],
 //     preferably a *[LockedError] that says how long the conflicting hold
 //     may still last: waiters use it to cap their sleep.

@@ -16,21 +16,26 @@ type driverCall struct {
 	call func(ctx context.Context) error
 }
 
-// hookSetup makes the driver of a hook subtest: d holds held, and another
-// driver holds k2 (the blocker is released at the end of the subtest).
-func (e *env) hookSetup() (d driver.Driver, held driver.Lease, k2 string, other driver.Driver, blocker driver.Lease) {
+// hookSetup makes the driver of a hook subtest: d holds held[0] and
+// held[1], and another driver holds k2 (the blocker is released at the end
+// of the subtest).
+func (e *env) hookSetup() (d driver.Driver, held [2]driver.Lease, k2 string, other driver.Driver, blocker driver.Lease) {
 	ds := e.drivers(2)
 	d, other = ds[0], ds[1]
 	k2 = e.key("contended")
-	held, _ = e.acquire(d, req(e.key("held"), driver.Exclusive, e.long))
+	held[0], _ = e.acquire(d, req(e.key("held"), driver.Exclusive, e.long))
+	held[1], _ = e.acquire(d, req(e.key("held-released"), driver.Exclusive, e.long))
 	blocker, _ = e.acquire(other, req(k2, driver.Exclusive, e.long))
 	return d, held, k2, other, blocker
 }
 
 // driverCalls returns every call d has, optional interfaces included: on
-// held, on k2 (which another driver holds) and on a key nobody holds. The
-// requests they make are appended to *reqs, for their owners' cleanup.
-func (e *env) driverCalls(d driver.Driver, held driver.Lease, k2 string, reqs *[]driver.Request) []driverCall {
+// held[0] (renewed) and held[1] (released: the front-end never renews a
+// lease while it releases it), on k2 (which another driver holds) and on a
+// key nobody holds. The requests they make are appended to *reqs, for
+// their owners' cleanup.
+func (e *env) driverCalls(d driver.Driver, leases [2]driver.Lease, k2 string, reqs *[]driver.Request) []driverCall {
+	held := leases[0]
 	fresh := e.key("fresh")
 	try := func(f func(context.Context, driver.Request) (driver.Lease, error), key string) func(context.Context) error {
 		r := req(key, driver.Exclusive, e.long)
@@ -43,7 +48,7 @@ func (e *env) driverCalls(d driver.Driver, held driver.Lease, k2 string, reqs *[
 	calls := []driverCall{
 		{"TryAcquire", try(d.TryAcquire, fresh)},
 		{"Refresh", func(ctx context.Context) error { _, err := d.Refresh(ctx, held); return err }},
-		{"Release", func(ctx context.Context) error { return d.Release(ctx, held) }},
+		{"Release", func(ctx context.Context) error { return d.Release(ctx, leases[1]) }},
 	}
 	if e.caps.Queue {
 		queued := func(ctx context.Context, r driver.Request) (driver.Lease, error) { return tryQueued(ctx, d, r) }

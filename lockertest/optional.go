@@ -304,6 +304,9 @@ func testQueueShared(e *env, ds []driver.Driver, qs []driver.Driver) {
 	e.release(ds[1], l3)
 }
 
+// errNilOrNotHeld is testBatchRefresh's answer for another driver's lease.
+var errNilOrNotHeld = errors.New("nil or ErrNotHeld")
+
 // testBatchRefresh checks that RefreshBatch refreshes each lease as Refresh
 // would and reports per lease.
 func testBatchRefresh(e *env) {
@@ -323,16 +326,18 @@ func testBatchRefresh(e *env) {
 		mode = driver.Shared
 	}
 	rHeld2 := req(e.key("held2"), mode, e.medium)
-	held2, _ := e.acquire(ds[1], rHeld2) // another client's lease
+	held2, _ := e.acquire(ds[0], rHeld2)
 	released, _ := e.acquire(ds[0], req(e.key("released"), driver.Exclusive, e.long))
 	e.release(ds[0], released)
+	// Another driver's lease: the front-end never renews it through this
+	// driver, which may refuse it or renew it, but must leave it held.
 	foreign, sentForeign := e.acquire(ds[1], req(e.key("foreign"), driver.Exclusive, e.long))
 	wrongOwner := foreign
 	wrongOwner.Owner = newOwner()
 	never := driver.Lease{Key: e.key("never"), Owner: newOwner(), Mode: driver.Exclusive, Token: 1, TTL: e.long}
 
-	ls := []driver.Lease{held, released, wrongOwner, never, held2}
-	want := []error{nil, driver.ErrNotHeld, driver.ErrNotHeld, driver.ErrNotHeld, nil}
+	ls := []driver.Lease{held, released, wrongOwner, never, held2, foreign}
+	want := []error{nil, driver.ErrNotHeld, driver.ErrNotHeld, driver.ErrNotHeld, nil, errNilOrNotHeld}
 	e.sleepUntil(sent.Add(e.medium / 2))
 	sentBatch := time.Now()
 	errs := br.RefreshBatch(e.ctx, ls)
@@ -344,6 +349,10 @@ func testBatchRefresh(e *env) {
 	}
 	for i, err := range errs {
 		switch {
+		case want[i] == errNilOrNotHeld:
+			if err != nil && !errors.Is(err, driver.ErrNotHeld) {
+				e.t.Errorf("RefreshBatch: another driver's lease %d %s: %v; want nil or an error wrapping %v", i, fmtLease(ls[i]), err, driver.ErrNotHeld)
+			}
 		case want[i] == nil && err != nil:
 			e.t.Errorf("RefreshBatch: lease %d %s: %v; want nil", i, fmtLease(ls[i]), err)
 		case want[i] != nil && !errors.Is(err, want[i]):
@@ -365,7 +374,7 @@ func testBatchRefresh(e *env) {
 		}
 	}
 	e.release(ds[0], held)
-	e.release(ds[1], held2)
+	e.release(ds[0], held2)
 }
 
 // testCapabilities checks that the driver's Capabilities are consistent:

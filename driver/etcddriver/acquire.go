@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -40,14 +39,8 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 }
 
 func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Lease, err error) {
-	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, err
-	}
-	ttl, err := d.checkTTL(req.TTL)
+	ttl, err := d.start(ctx, req)
 	if err != nil {
-		return driver.Lease{}, err
-	}
-	if err := checkRequest(req); err != nil {
 		return driver.Lease{}, err
 	}
 	base := d.base(req.Key)
@@ -329,37 +322,17 @@ func (d *Driver) retryDelay(owner, k string) time.Duration {
 // entry is granted, with token; an entry whose limit disagrees with an
 // older one's fails with an error wrapping a *driver.LimitError.
 func (d *Driver) enqueue(ctx context.Context, req driver.Request, base string, e entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
-	k := e.key
-	cs, ce := conflictRange(base, keyDir(k))
-	v := d.entryValue(req)
-	put := clientv3.OpPut(k, v, clientv3.WithLease(e.lease))
-	all := clientv3.OpGet(cs, clientv3.WithRange(ce))
-	var resp *clientv3.TxnResponse
-	if isNew {
-		// Known not to exist (see tryUncounted): put it, and read the rest.
-		resp, err = d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(put, all).Commit()
-	} else {
-		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-		resp, err = d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(
-			clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil),
-			clientv3.OpGet(k),
-			all,
-		).Commit()
-	}
-	if err != nil {
+	cs, ce := conflictRange(base, keyDir(e.key))
+	p, err := d.putEntry(ctx, req, e, isNew, cs, ce)
+	switch {
+	case err != nil:
 		return 0, false, err
-	}
-	if resp.Succeeded {
-		return resp.Header.Revision, true, nil
-	}
-	var own *mvccpb.KeyValue
-	if isNew {
-		own = &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), CreateRevision: resp.Header.Revision}
-	} else if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, req.Owner) {
-		own = kvs[0]
-	} else {
+	case p.resp.Succeeded:
+		return p.resp.Header.Revision, true, nil
+	case p.own == nil:
 		return 0, false, errEntryLost
 	}
+	own, resp := p.own, p.resp
 	allKvs := lastRange(resp.Responses)
 	c := classOf(own)
 	switch ok, err := admit(c, own.CreateRevision, allKvs); {
@@ -388,10 +361,13 @@ func (d *Driver) enqueue(ctx context.Context, req driver.Request, base string, e
 // (or until the driver is closed), so that Acquire returns by ctx's
 // deadline even when etcd does not answer.
 func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) {
-	e := d.forget(req.Owner, k)
 	remove := func(ctx context.Context) {
 		resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
-		if err == nil && e != nil && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
+		if err != nil {
+			d.unsure(req.Owner, k) // the record stays, for the front-end's Release
+			return
+		}
+		if e := d.forget(req.Owner, k); e != nil && !e.unsure && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
 			d.putLease(e.lease, e.ttl, e.deadline)
 		}
 	}
@@ -402,6 +378,8 @@ func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) 
 		remove(ctx)
 		return
 	}
+	// The front-end's Release of the owner may run beside the Delete.
+	d.unsure(req.Owner, k)
 	d.spawn(func() {
 		ctx, cancel := context.WithTimeout(d.ctx, cleanupTimeout)
 		defer cancel()

@@ -463,7 +463,7 @@ func TestCountedRoundTrips(t *testing.T) {
 		}
 	}
 	step("a refusal", map[string]int{"Txn": 1, "DeleteRange": 1}, refused)
-	step("a refusal after a refusal", map[string]int{"Range": 1}, refused)
+	step("a refusal after a refusal", map[string]int{"Txn": 1, "DeleteRange": 1}, refused)
 	step("a release", map[string]int{"DeleteRange": 1}, func() {
 		if err := d.Release(ctx, a); err != nil {
 			t.Fatal(err)

@@ -96,8 +96,9 @@
 // # Rules of use
 //
 // All calls for one owner must go through one Driver, as package locker
-// makes them: the driver remembers the entries it made (a call for an owner
-// it does not know reads the lock's entries to find it). Drivers that share
+// makes them (see package driver): the driver remembers the entries it
+// made, and refuses a Refresh or Release of an owner it has no entry of
+// with driver.ErrNotHeld, leaving that owner's hold in place. Drivers that share
 // locks must use the same prefix; drivers with different prefixes must not
 // use one prefix inside the other's key space ("locker/" and
 // "locker/orders%2F42/" would overlap).
@@ -204,16 +205,11 @@
 //     needs none. An owner's second TryAcquire (an
 //     idempotent re-acquire, or a queued owner reaching the head) reads its
 //     entry and the oldest conflicting one in the same transaction and keeps
-//     its token. After a refusal, the next TryAcquire of the same key by a
-//     new owner first counts the conflicting entries with a linearizable
-//     read, so that a refused attempt under contention costs a read, not a
-//     Raft write.
+//     its token.
 //   - TryAcquire of a counted request: one transaction that puts the
 //     entry (If the lock has no entry, Then put it, Else put it and read
 //     all the lock's entries), then the rule above on what it read;
-//     refused, one Delete of the entry. After a refusal, the next new
-//     owner's attempt first reads the entries (a linearizable read) and
-//     writes nothing if it would be refused. A re-acquire keeps the
+//     refused, one Delete of the entry. A re-acquire keeps the
 //     entry, with its weight and value. (A refusal's
 //     LockedError.Remaining is 0, unknown, on every path: reading the
 //     leases in the way would cost another round trip.)
@@ -235,9 +231,8 @@
 //   - Inspect: one range read of the lock's entries (holders are the
 //     first ones the rule grants, with their weights and values), and one
 //     TimeToLive per holder.
-//   - Release: one Delete of the entry (with the previous value, when the
-//     driver did not grant the entry itself); the lease goes back to the
-//     pool.
+//   - Release: one Delete of the entry, with its previous value (whose
+//     token is checked); the lease goes back to the pool.
 //
 // An uncontended Lock+Unlock pair is therefore one Txn and one Delete (and
 // one keep-alive message when the pooled lease's last proof is older than

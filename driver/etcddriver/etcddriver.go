@@ -87,11 +87,9 @@ type Driver struct {
 	mu      sync.Mutex
 	closed  bool
 	owners  map[string]*entry       // entries this driver made, by owner
-	tokens  map[holdRef]string      // entry keys of owners[…] with a known token
 	pools   map[int64][]pooledLease // idle leases by TTL in seconds
 	watches map[string]*keyWatch    // by lock base
 	fan     driverkit.Fanout        // subscriptions, by lock base (see Subscribe)
-	hot     driverkit.Contention    // lock bases refused lately: TryAcquire looks before it writes
 
 	id           string                  // random, names the driver in entries and sentinels
 	lockDelay    time.Duration           // see Options.LockDelay
@@ -105,12 +103,6 @@ type Driver struct {
 	releases *driverkit.LRU[string, *releaseCall] // under mu: the last Release's Delete of entry keys
 }
 
-// holdRef names a grant: the lock's base and the token.
-type holdRef struct {
-	base  string
-	token int64
-}
-
 // entry is what the driver remembers of an entry it made: which lease it
 // is attached to and how long that lease is known to live.
 type entry struct {
@@ -121,7 +113,7 @@ type entry struct {
 	ttl      int64     // seconds
 	deadline time.Time // the lease lives at least until then
 	token    int64     // create revision, once known
-	dead     bool      // the lease's sentinel is gone: the lease ended
+	unsure   bool      // a Delete of the entry may still be applied: its lease never goes back to the pool
 }
 
 var (
@@ -177,7 +169,6 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		minTTL:      o.MinTTL,
 		linger:      o.WatchLinger,
 		owners:      make(map[string]*entry),
-		tokens:      make(map[holdRef]string),
 		pools:       make(map[int64][]pooledLease),
 		watches:     make(map[string]*keyWatch),
 		leaseLosses: make(map[*leaseLoss]struct{}),
@@ -308,6 +299,20 @@ func (d *Driver) checkTTL(ttl time.Duration) (int64, error) {
 	return int64(ttl / time.Second), nil
 }
 
+// start begins an acquiring call: it refuses a done context, a closed
+// driver and a request that is out of bounds, and returns the TTL in
+// seconds.
+func (d *Driver) start(ctx context.Context, req driver.Request) (int64, error) {
+	if err := d.begin(ctx); err != nil {
+		return 0, err
+	}
+	ttl, err := d.checkTTL(req.TTL)
+	if err != nil {
+		return 0, err
+	}
+	return ttl, checkRequest(req)
+}
+
 // begin refuses a call on a done context or a closed driver.
 func (d *Driver) begin(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
@@ -436,14 +441,7 @@ func (d *Driver) remember(owner string, e entry) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.closed {
-		if old := d.owners[owner]; old != nil && old.token != 0 {
-			delete(d.tokens, holdRef{old.base, old.token})
-		}
-		c := e
-		d.owners[owner] = &c
-		if c.token != 0 {
-			d.tokens[holdRef{c.base, c.token}] = c.key
-		}
+		d.owners[owner] = &e
 	}
 }
 
@@ -455,13 +453,21 @@ func (d *Driver) confirm(owner, k string, sent time.Time, token int64) {
 		if dl := sent.Add(time.Duration(e.ttl) * time.Second); dl.After(e.deadline) {
 			e.deadline = dl
 		}
-		if token != 0 && e.token != token {
-			if e.token != 0 {
-				delete(d.tokens, holdRef{e.base, e.token})
-			}
+		if token != 0 {
 			e.token = token
-			d.tokens[holdRef{e.base, token}] = e.key
 		}
+	}
+	d.mu.Unlock()
+}
+
+// unsure marks owner's entry at k as one whose Delete may still be
+// applied later (it failed, or runs in the background): once the entry is
+// gone its lease must not go back to the pool, where a new entry on it
+// would have the same key.
+func (d *Driver) unsure(owner, k string) {
+	d.mu.Lock()
+	if e := d.owners[owner]; e != nil && e.key == k {
+		e.unsure = true
 	}
 	d.mu.Unlock()
 }
@@ -475,9 +481,6 @@ func (d *Driver) forget(owner, k string) *entry {
 		return nil
 	}
 	delete(d.owners, owner)
-	if e.token != 0 {
-		delete(d.tokens, holdRef{e.base, e.token})
-	}
 	return e
 }
 
@@ -501,8 +504,13 @@ func (d *Driver) Cmp(key string, token uint64) (clientv3.Cmp, error) {
 	if token == 0 || token > 1<<63-1 {
 		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("token %d: %w", token, driver.ErrNotHeld))
 	}
+	base, k := d.base(key), ""
 	d.mu.Lock()
-	k := d.tokens[holdRef{d.base(key), int64(token)}]
+	for _, e := range d.owners {
+		if e.base == base && e.token == int64(token) {
+			k = e.key
+		}
+	}
 	d.mu.Unlock()
 	if k == "" {
 		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("no hold with token %d granted by this driver: %w", token, driver.ErrNotHeld))

@@ -11,19 +11,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Lease sentinels. Every lease the driver grants carries, besides the
-// entries it is lent to, one key of its own that the driver never
-// deletes:
-//
-//	<prefix>%leases/<driver id>/<lease id>
-//
-// etcd deletes it when, and only when, the lease ends: it expires or is
-// revoked. One watch per driver on its sentinels' range therefore reports
-// the loss of any of its leases, whichever lock uses it, and nothing else:
-// a holder needs no watch on its lock's keys, and a release (which
-// deletes the entry, not the sentinel) is not mistaken for a loss. The
-// directory "%leases" cannot clash with a lock's base: escaped keys
-// contain '%' only in "%25" and "%2F".
+// sentinelDir holds the lease sentinels, <prefix>%leases/<driver id>/<lease
+// id>: one key per lease the driver grants, which the driver never deletes
+// and etcd deletes when, and only when, the lease ends (see the package
+// documentation, Losing a hold and Internals: data layout).
 const sentinelDir = "%leases/"
 
 // sentinelKey returns the sentinel key of lease id.
@@ -95,8 +86,6 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 		// it: one this driver has no record of is gone (its entry was
 		// found missing, or released).
 		why = fmt.Errorf("no hold of this driver with token %d: %w", l.Token, driver.ErrNotHeld)
-	case e.dead:
-		why = fmt.Errorf("lease %x ended: %w", e.lease, driver.ErrNotHeld)
 	default:
 		ll.lease = e.lease
 		d.leaseLosses[ll] = struct{}{}
@@ -143,11 +132,7 @@ func (d *Driver) leaseEnded(lease clientv3.LeaseID, why string) {
 			// Its entry is gone with the lease: forget it. A later call
 			// for the owner finds nothing (ErrNotHeld) or, for an
 			// acquire, starts a new entry on a new lease.
-			e.dead = true
 			delete(d.owners, owner)
-			if e.token != 0 {
-				delete(d.tokens, holdRef{e.base, e.token})
-			}
 		}
 	}
 	for ttl, pool := range d.pools {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -18,6 +17,11 @@ import (
 
 // errLeaseGone reports that an entry's lease vanished during a call.
 var errLeaseGone = errors.New("the entry's lease expired or was revoked during the call")
+
+// errNoEntry answers a Refresh or Release of a lease whose owner has no
+// entry that this driver made: the contract (see package driver) has every
+// lease refreshed and released through the Driver value that granted it.
+var errNoEntry = fmt.Errorf("no entry of the owner made by this driver: %w", driver.ErrNotHeld)
 
 // TryAcquire implements driver.Driver in one transaction (see the package
 // documentation): it grants req.Key to req.Owner if no conflicting entry
@@ -40,70 +44,18 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 }
 
 func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
-	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, err
-	}
-	ttl, err := d.checkTTL(req.TTL)
+	ttl, err := d.start(ctx, req)
 	if err != nil {
 		return driver.Lease{}, err
 	}
-	if err := checkRequest(req); err != nil {
-		return driver.Lease{}, err
-	}
 	base := d.base(req.Key)
-	if _, known := d.entryOf(req.Owner, base, req.Mode); !known && !queued && d.hot.Hot(base) {
-		// The key was refused recently: look before writing. A refused
-		// look costs a linearizable read instead of a Raft write, and
-		// leaves nothing behind.
-		refusal, err := d.look(ctx, req, base)
-		if err != nil {
-			return driver.Lease{}, err
-		}
-		if refusal != nil {
-			d.hot.Refused(base)
-			return driver.Lease{}, refusal
-		}
-		d.hot.Free(base)
-	}
 	for attempt := 0; ; attempt++ {
 		l, retry, err := d.tryOnce(ctx, req, base, ttl, queued)
-		if errors.Is(err, driver.ErrLocked) {
-			d.hot.Refused(base)
-		}
 		if retry && attempt == 0 {
 			continue
 		}
 		return l, err
 	}
-}
-
-// look reads the entries that req would have to look at and returns its
-// refusal (a *driver.LockedError or a *driver.LimitError) if a new entry
-// of req would not be granted now, or nil.
-func (d *Driver) look(ctx context.Context, req driver.Request, base string) (refusal, err error) {
-	c := reqClass(req)
-	cs, ce := conflictRange(base, c.dir)
-	if c.dir == writers {
-		resp, err := d.kv.Get(ctx, cs, clientv3.WithRange(ce), clientv3.WithCountOnly())
-		if err != nil {
-			return nil, err
-		}
-		if resp.Count > 0 {
-			return &driver.LockedError{}, nil
-		}
-		return nil, nil
-	}
-	resp, err := d.kv.Get(ctx, cs, clientv3.WithRange(ce))
-	if err != nil {
-		return nil, err
-	}
-	switch ok, lerr := admit(c, math.MaxInt64, resp.Kvs); {
-	case lerr != nil:
-		return lerr, nil
-	case !ok:
-		return &driver.LockedError{}, nil
-	}
-	return nil, nil
 }
 
 // entryFor returns the entry req.Owner has in req's mode below base, or a
@@ -240,55 +192,68 @@ func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base stri
 	return a, nil
 }
 
-// tryCounted is the transaction of a counted attempt: it puts the entry
-// (unless req.Owner has one) and reads the lock's entries, and the grant
-// is decided by admit; a free lock is granted at once. A refused entry is
-// deleted again by withdraw, unless it queues.
+// tryCounted is the transaction of a counted attempt (putEntry over all
+// the lock's entries), and the grant is decided by admit; a free lock is
+// granted at once. A refused entry is deleted again by withdraw, unless it
+// queues.
 func (d *Driver) tryCounted(ctx context.Context, req driver.Request, base string, e entry, isNew bool) (attempt, error) {
-	k := e.key
 	cs, ce := conflictRange(base, counted)
-	v := d.entryValue(req)
-	put := clientv3.OpPut(k, v, clientv3.WithLease(e.lease))
-	all := clientv3.OpGet(cs, clientv3.WithRange(ce))
-	a := attempt{refusal: &driver.LockedError{}}
-	var own *mvccpb.KeyValue
-	var rs []*etcdserverpb.ResponseOp
-	if isNew {
-		resp, err := d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(put).Else(put, all).Commit()
-		if err != nil {
-			return attempt{}, err
-		}
-		if resp.Succeeded {
-			return attempt{granted: true, token: resp.Header.Revision, kept: true, created: true}, nil
-		}
-		own, rs, a.created = &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), CreateRevision: resp.Header.Revision}, resp.Responses, true
-	} else {
-		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-		resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(put).Else(
-			clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil),
-			clientv3.OpGet(k),
-			all,
-		).Commit()
-		if err != nil {
-			return attempt{}, err
-		}
-		if resp.Succeeded {
-			return attempt{granted: true, token: resp.Header.Revision, kept: true, created: true}, nil
-		}
-		rs, a.created = resp.Responses, resp.Responses[0].GetResponseTxn().Succeeded
-		kvs := rs[1].GetResponseRange().Kvs
-		if len(kvs) == 0 || !isOwner(kvs[0].Value, req.Owner) {
-			return a, nil
-		}
-		own = kvs[0]
+	p, err := d.putEntry(ctx, req, e, isNew, cs, ce)
+	if err != nil {
+		return attempt{}, err
 	}
-	a.kept, a.token = true, own.CreateRevision
-	ok, lerr := admit(classOf(own), own.CreateRevision, lastRange(rs))
+	if p.resp.Succeeded {
+		return attempt{granted: true, token: p.resp.Header.Revision, kept: true, created: true}, nil
+	}
+	a := attempt{refusal: &driver.LockedError{}, created: p.created}
+	if p.own == nil {
+		return a, nil
+	}
+	a.kept, a.token = true, p.own.CreateRevision
+	ok, lerr := admit(classOf(p.own), p.own.CreateRevision, lastRange(p.resp.Responses))
 	a.granted = ok && lerr == nil
 	if lerr != nil {
 		a.refusal = lerr
 	}
 	return a, nil
+}
+
+// A putResult is the outcome of putEntry.
+type putResult struct {
+	resp    *clientv3.TxnResponse // Succeeded: granted at once, at resp.Header.Revision
+	own     *mvccpb.KeyValue      // else req.Owner's entry, nil if it vanished
+	created bool                  // the transaction put the entry
+}
+
+// putEntry puts e, the entry of req, unless it is there already (then it
+// is kept as it is), and reads the entries in [cs, ce), in one
+// transaction that grants at once when that range is empty. An entry known not to exist (isNew: its key is that of
+// an idle lease of the driver's) needs no read of its own.
+func (d *Driver) putEntry(ctx context.Context, req driver.Request, e entry, isNew bool, cs, ce string) (putResult, error) {
+	k, v := e.key, d.entryValue(req)
+	op := clientv3.OpPut(k, v, clientv3.WithLease(e.lease))
+	all := clientv3.OpGet(cs, clientv3.WithRange(ce))
+	if isNew {
+		resp, err := d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(op).Else(op, all).Commit()
+		if err != nil {
+			return putResult{}, err
+		}
+		return putResult{resp: resp, created: true, own: &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), CreateRevision: resp.Header.Revision}}, nil
+	}
+	isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+	resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(op).Else(
+		clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{op}, nil),
+		clientv3.OpGet(k),
+		all,
+	).Commit()
+	if err != nil || resp.Succeeded {
+		return putResult{resp: resp, created: true}, err
+	}
+	p := putResult{resp: resp, created: resp.Responses[0].GetResponseTxn().Succeeded}
+	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, req.Owner) {
+		p.own = kvs[0]
+	}
+	return p, nil
 }
 
 // lastRange returns the entries read by the last operation of rs.
@@ -311,9 +276,9 @@ func (d *Driver) withdraw(ctx context.Context, owner, k string, a *attempt, queu
 		return nil
 	}
 	if _, err := d.kv.Delete(ctx, k); err != nil {
-		// The entry may still be there: its lease must not go back to
-		// the pool. The front-end's Release removes the entry.
-		d.forget(owner, k)
+		// The entry may still be there: the front-end's Release removes
+		// it, by the driver's record of it.
+		d.unsure(owner, k)
 		return err
 	}
 	a.kept = false
@@ -416,49 +381,13 @@ func atHead(own *mvccpb.KeyValue, read []*mvccpb.KeyValue) bool {
 	return ok && err == nil
 }
 
-// locate finds l's entry: its key from the driver's records, or, for an
-// owner the driver has no record of, by reading the lock's entries in
-// l.Mode and matching the owner. It returns the driver's record (nil if
-// none), the entry's key and, when it had to read it, the entry (nil if
-// there is none).
-func (d *Driver) locate(ctx context.Context, l driver.Lease) (e entry, known bool, k string, kv *mvccpb.KeyValue, err error) {
-	base := d.base(l.Key)
-	if e, ok := d.entryOf(l.Owner, base, l.Mode); ok {
-		return e, true, e.key, nil, nil
-	}
-	kv, err = d.find(ctx, base, l.Mode, l.Owner)
-	if kv != nil {
-		k = string(kv.Key)
-	}
-	return entry{}, false, k, kv, err
-}
-
-// find reads the entry of owner in mode m below base, or nil.
-func (d *Driver) find(ctx context.Context, base string, m driver.Mode, owner string) (*mvccpb.KeyValue, error) {
-	start := base + modeDir(m)
-	end := clientv3.GetPrefixRangeEnd(start)
-	if m == driver.Shared {
-		// Uncounted and counted shared entries: "r/" and "s/".
-		end = clientv3.GetPrefixRangeEnd(base + counted)
-	}
-	resp, err := d.kv.Get(ctx, start, clientv3.WithRange(end))
-	if err != nil {
-		return nil, err
-	}
-	for _, kv := range resp.Kvs {
-		if isOwner(kv.Value, owner) {
-			return kv, nil
-		}
-	}
-	return nil, nil
-}
-
 // Refresh implements driver.Driver: one linearizable Get of l's entry,
 // with a keep-alive of its lease sent alongside on the driver's keep-alive
 // stream. The entry must exist with l.Owner as its value and create
 // revision l.Token (or, when l.Token is 0, be at the head of the queue),
 // and its lease must still exist; etcd then extends the lease to its full
-// TTL from the keep-alive.
+// TTL from the keep-alive. An owner the driver has no record of gets
+// ErrNotHeld without a request.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	bctx := d.request(ctx)
 	err := d.refresh(bctx, l)
@@ -475,51 +404,45 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 	if err := d.begin(ctx); err != nil {
 		return err
 	}
-	e, known, k, own, err := d.locate(ctx, l)
-	if err != nil {
-		return err
+	e, known := d.entryOf(l.Owner, d.base(l.Key), l.Mode)
+	if !known {
+		return errNoEntry
 	}
-	var ka *kaCall
-	if known {
-		ka = d.keepAlive(e.lease)
-	}
+	ka := d.keepAlive(e.lease)
 	head := true
-	switch {
-	case k == "":
-	case l.Token == 0:
-		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(k), headOp(d.base(l.Key), k)).Commit()
+	var own *mvccpb.KeyValue
+	var read []*mvccpb.KeyValue
+	if l.Token == 0 {
+		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(e.key), headOp(e.base, e.key)).Commit()
 		if err != nil {
 			return err
 		}
-		own = nil
-		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-			own = kvs[0]
-			head = atHead(own, resp.Responses[1].GetResponseRange().Kvs)
+		read = resp.Responses[0].GetResponseRange().Kvs
+		if len(read) > 0 {
+			head = atHead(read[0], resp.Responses[1].GetResponseRange().Kvs)
 		}
-	case known:
-		resp, err := d.kv.Get(ctx, k)
+	} else {
+		resp, err := d.kv.Get(ctx, e.key)
 		if err != nil {
 			return err
 		}
-		if len(resp.Kvs) > 0 {
-			own = resp.Kvs[0]
-		}
+		read = resp.Kvs
 	}
-	return d.checkHeld(ctx, l, k, own, head, ka)
+	if len(read) > 0 {
+		own = read[0]
+	}
+	return d.checkHeld(ctx, l, e.key, own, head, ka)
 }
 
 // checkHeld completes a refresh of l, whose entry k was read as own:
 // it fails with ErrNotHeld unless own is l's granted entry, and waits for
-// the keep-alive of own's lease (sending one if ka is not for it).
+// ka, the keep-alive of the entry's lease (which names k, so own is on it).
 func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, k string, own *mvccpb.KeyValue, head bool, ka *kaCall) error {
 	if own == nil || !isOwner(own.Value, l.Owner) || (l.Token != 0 && own.CreateRevision != int64(l.Token)) || !head {
 		if own == nil || !isOwner(own.Value, l.Owner) {
 			d.forget(l.Owner, k)
 		}
 		return fmt.Errorf("no entry of the owner with token %d: %w", l.Token, driver.ErrNotHeld)
-	}
-	if ka == nil || ka.id != clientv3.LeaseID(own.Lease) {
-		ka = d.keepAlive(clientv3.LeaseID(own.Lease))
 	}
 	left, err := ka.result(ctx)
 	if err != nil {
@@ -573,31 +496,23 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	}
 	b := batch{ls: ls, keys: make([]string, len(ls)), kas: make([]*kaCall, len(ls)), owns: make([]*mvccpb.KeyValue, len(ls)), heads: make([]bool, len(ls)), errs: errs}
 	var known []int
-	var wg sync.WaitGroup
 	for i, l := range ls {
-		if e, ok := d.entryOf(l.Owner, d.base(l.Key), l.Mode); ok {
-			b.keys[i], b.kas[i] = e.key, d.keepAlive(e.lease)
-			known = append(known, i)
+		e, ok := d.entryOf(l.Owner, d.base(l.Key), l.Mode)
+		if !ok {
+			errs[i] = errNoEntry
 			continue
 		}
-		wg.Go(func() {
-			_, _, b.keys[i], b.owns[i], b.errs[i] = d.locate(ctx, l)
-			b.heads[i] = true
-		})
+		b.keys[i], b.kas[i] = e.key, d.keepAlive(e.lease)
+		known = append(known, i)
 	}
 	// One Get per lease, and the oldest conflicting entry for a lease
 	// without a token (whose grant must be checked), at most maxBatchOps
 	// operations per transaction.
+	var wg sync.WaitGroup
 	for lo, hi := range driverkit.Chunks(len(known), maxBatchOps, func(j int) int { return opsFor(ls[known[j]]) }) {
 		wg.Go(func() { d.readBatch(ctx, &b, known[lo:hi]) })
 	}
 	wg.Wait()
-	// Keep-alives the driver could not send ahead go out together now.
-	for i := range ls {
-		if errs[i] == nil && b.owns[i] != nil && (b.kas[i] == nil || b.kas[i].id != clientv3.LeaseID(b.owns[i].Lease)) {
-			b.kas[i] = d.keepAlive(clientv3.LeaseID(b.owns[i].Lease))
-		}
-	}
 	for i, l := range ls {
 		if errs[i] == nil {
 			errs[i] = d.checkHeld(ctx, l, b.keys[i], b.owns[i], b.heads[i], b.kas[i])
@@ -652,8 +567,12 @@ func (d *Driver) readBatch(ctx context.Context, b *batch, idx []int) {
 // revision than l.Token. With l.Token 0 (the removal of a queue entry) it
 // returns nil only if this driver granted the entry, and ErrNotHeld for an
 // entry that was only queued, even if it had reached the head of the queue
-// meanwhile. Either way the entry of l.Owner is gone afterwards, and its
-// lease goes back to the driver's pool for the next entry.
+// meanwhile. Either way the entry of l.Owner is gone once the Delete
+// succeeded, and its lease goes back to the driver's pool for the next
+// entry; until then the driver keeps its record of the entry, for a retry.
+// An owner it has no record of (see package driver: a lease is released
+// through the Driver that granted it) gets ErrNotHeld, and nothing is
+// deleted.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	bctx := d.request(ctx)
 	return d.fail(ctx, "release", l.Key, d.release(bctx, l))
@@ -663,67 +582,31 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	if err := d.begin(ctx); err != nil {
 		return err
 	}
-	e, known, k, kv, err := d.locate(ctx, l)
-	if err != nil {
-		return err
-	}
-	if k == "" {
-		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
-	}
-	d.forget(l.Owner, k)
+	e, known := d.entryOf(l.Owner, d.base(l.Key), l.Mode)
 	if !known {
-		return d.releaseFound(ctx, l, k, kv)
+		return errNoEntry
 	}
 	d.releasing(e.lease, int64(l.Token))
-	rc := d.startRelease(e.base, k)
-	if l.Token != 0 && e.token == int64(l.Token) {
-		// The driver granted this entry with this token, on a lease of
-		// its own: it needs no previous value to check it, only whether
-		// it was still there.
-		resp, err := d.kv.Delete(ctx, k)
-		rc.end(resp, err)
-		if err != nil {
-			return err
-		}
-		if resp.Deleted == 0 {
-			return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
-		}
-		d.putLease(e.lease, e.ttl, e.deadline)
-		return nil
-	}
-	resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
+	rc := d.startRelease(e.base, e.key)
+	resp, err := d.kv.Delete(ctx, e.key, clientv3.WithPrevKV())
 	rc.end(resp, err)
 	if err != nil {
+		// The entry may still be there: the record stays, for a retry.
+		d.unsure(l.Owner, e.key)
 		return err
 	}
-	var prev *mvccpb.KeyValue
-	if len(resp.PrevKvs) > 0 {
-		prev = resp.PrevKvs[0]
+	f := d.forget(l.Owner, e.key)
+	if len(resp.PrevKvs) == 0 {
+		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
+	}
+	if f != nil && !f.unsure {
 		d.putLease(e.lease, e.ttl, e.deadline)
 	}
-	switch {
-	case prev == nil:
-		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
+	switch prev := resp.PrevKvs[0]; {
 	case l.Token != 0 && prev.CreateRevision != int64(l.Token):
 		return fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", prev.CreateRevision, l.Token, driver.ErrNotHeld)
 	case l.Token == 0 && e.token != prev.CreateRevision:
 		return fmt.Errorf("the entry was not granted (removed): %w", driver.ErrNotHeld)
-	}
-	return nil
-}
-
-// releaseFound releases l's entry k, which the driver found by reading it
-// as kv: it deletes exactly that entry, which its own driver may have
-// released and put again for another owner since.
-func (d *Driver) releaseFound(ctx context.Context, l driver.Lease, k string, kv *mvccpb.KeyValue) error {
-	resp, err := d.kv.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)).Then(clientv3.OpDelete(k)).Commit()
-	switch {
-	case err != nil:
-		return err
-	case !resp.Succeeded:
-		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
-	case l.Token == 0 || kv.CreateRevision != int64(l.Token):
-		return fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", kv.CreateRevision, l.Token, driver.ErrNotHeld)
 	}
 	return nil
 }
