@@ -1,0 +1,432 @@
+package zkdriver_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver/zkdriver"
+	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-locker/locker/internal/zktest"
+)
+
+// The Curator interop tests run Apache Curator itself (Debian's
+// libcurator-recipes-java) next to locker: testdata/CuratorContender.java,
+// compiled at test time, in Java processes, and this test binary re-run as
+// locker processes (see serveCuratorChild), contending on one ZooKeeper
+// path. Every critical section, on either side, runs the same protocol
+// over a store directory:
+//
+//   - a writer creates the file W exclusively (it existing is an overlap),
+//     checks that no reader's file R.* exists (an overlap), increments the
+//     number in the file counter by a read, a 1 ms pause and a write
+//     (rename of a temporary file), and deletes W;
+//   - a reader creates its file R.<side>.<pid>.<thread>, checks that W does
+//     not exist and that counter does not change during its 1 ms pause
+//     (overlaps), notes whether a reader of the other library is in at the
+//     same time (shared), and deletes its file.
+//
+// Lost updates are the writes counted by the processes less the final
+// counter.
+
+// curatorJars are the jars of Curator's recipes and what they need, as
+// Debian installs them.
+var curatorJars = []string{
+	"curator-recipes.jar", "curator-framework.jar", "curator-client.jar",
+	"zookeeper.jar", "zookeeper-jute.jar", "guava.jar", "slf4j-api.jar", "slf4j-nop.jar",
+}
+
+// curatorClasspath compiles testdata/CuratorContender.java into a
+// temporary directory and returns the class path that runs it. It skips t
+// (fails it under LOCKER_REQUIRE_SERVERS=1) when java, javac or the jars
+// are missing.
+func curatorClasspath(t *testing.T) string {
+	t.Helper()
+	var missing []string
+	for _, bin := range []string{"java", "javac"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			missing = append(missing, bin)
+		}
+	}
+	cp := []string{t.TempDir()}
+	for _, jar := range curatorJars {
+		p := filepath.Join("/usr/share/java", jar)
+		if _, err := os.Stat(p); err != nil {
+			missing = append(missing, p)
+		}
+		cp = append(cp, p)
+	}
+	if len(missing) > 0 {
+		zktest.SkipOrFail(t, fmt.Errorf("%w: Apache Curator interop needs %s (Debian: default-jdk-headless libcurator-recipes-java)", zktest.ErrNotInstalled, strings.Join(missing, ", ")))
+	}
+	src, err := filepath.Abs("testdata/CuratorContender.java")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("javac", "-d", cp[0], "-cp", strings.Join(cp[1:], ":"), src).CombinedOutput()
+	if err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	return strings.Join(cp, ":")
+}
+
+// contender is one process of an interop run.
+type contender struct {
+	side string // "curator" or "locker"
+	cmd  *exec.Cmd
+	out  *bufio.Scanner
+	res  result
+}
+
+// result is what a contender reports.
+type result struct {
+	writes, reads, overlaps, shared int64
+}
+
+// envCuratorChild, set, makes this test binary a locker contender (see
+// serveCuratorChild); its value is the child's arguments, separated by
+// spaces: server root key layout threads store side.
+const envCuratorChild = "LOCKER_CURATOR_CHILD"
+
+// startContender starts a Java (side "curator") or locker process and
+// waits until it reports READY.
+// label names it in the store's files (R.<label>…) and in its results.
+func startContender(t *testing.T, classpath, side, label, mode, key, store string) *contender {
+	t.Helper()
+	addr := server(t).Addr
+	var cmd *exec.Cmd
+	if side == "curator" {
+		cmd = exec.Command("java", "-cp", classpath, "CuratorContender", addr, "/locker/"+key, mode, "2", store, label, "10000")
+	} else {
+		cmd = exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envCuratorChild+"="+strings.Join([]string{addr, "/locker", key, mode, "2", store, label}, " "))
+	}
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &contender{side: label, cmd: cmd, out: bufio.NewScanner(stdout)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	if !c.out.Scan() || c.out.Text() != "READY" {
+		t.Fatalf("%s contender: want READY, got %q (%v)", side, c.out.Text(), c.out.Err())
+	}
+	return c
+}
+
+// finish reads the contender's RESULT line and waits for it to exit.
+func (c *contender) finish(t *testing.T) {
+	t.Helper()
+	for c.out.Scan() {
+		f := strings.Fields(c.out.Text())
+		if len(f) == 6 && f[0] == "RESULT" {
+			n := make([]int64, 4)
+			for i := range n {
+				n[i], _ = strconv.ParseInt(f[2+i], 10, 64)
+			}
+			c.res = result{n[0], n[1], n[2], n[3]}
+		}
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("%s contender: %v", c.side, err)
+	}
+}
+
+// TestCuratorInterop runs 2 locker processes and 2 Curator processes, 2
+// goroutines or threads each, for 3 s on one path, for the mutex and the
+// read-write lock, and the same runs with 4 Curator processes as the
+// control: no overlapping holds, no lost updates, both sides progressing,
+// and with the read-write lock, readers of both libraries in at once.
+func TestCuratorInterop(t *testing.T) {
+	server(t)
+	cp := curatorClasspath(t)
+	for _, run := range []struct {
+		name, mode string
+		sides      []string
+	}{
+		{"mutex/curator-only", "mutex", []string{"curator", "curator", "curator", "curator"}},
+		{"mutex/mixed", "mutex", []string{"locker", "curator", "locker", "curator"}},
+		{"rw/curator-only", "rw", []string{"curator", "curator", "curator", "curator"}},
+		{"rw/mixed", "rw", []string{"locker", "curator", "locker", "curator"}},
+	} {
+		t.Run(run.name, func(t *testing.T) {
+			// A key that needs no escaping: its path is /locker/<key>.
+			key := "curator-" + strings.ReplaceAll(run.name, "/", "-") + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			store := t.TempDir()
+			var cs []*contender
+			for i, side := range run.sides {
+				// Curator's side names its process: in the control,
+				// "shared" then counts readers of other processes.
+				label := side
+				if run.sides[0] == "curator" {
+					label = fmt.Sprintf("curator%d", i)
+				}
+				cs = append(cs, startContender(t, cp, side, label, run.mode, key, store))
+			}
+			end := time.Now().Add(3 * time.Second).UnixMilli()
+			writeFileAtomic(t, filepath.Join(store, "GO"), strconv.FormatInt(end, 10))
+			var total result
+			perSide := map[string]*result{}
+			for _, c := range cs {
+				c.finish(t)
+				kind := strings.TrimRight(c.side, "0123456789")
+				s := perSide[kind]
+				if s == nil {
+					s = new(result)
+					perSide[kind] = s
+				}
+				for _, p := range []*result{&total, s} {
+					p.writes += c.res.writes
+					p.reads += c.res.reads
+					p.overlaps += c.res.overlaps
+					p.shared += c.res.shared
+				}
+			}
+			counter := readCounter(t, store)
+			lost := total.writes - counter
+			for kind, s := range perSide {
+				t.Logf("%s: %d write holds, %d read holds (%d with a reader of another process in)", kind, s.writes, s.reads, s.shared)
+			}
+			t.Logf("holds %d, overlapping holds %d, lost updates %d of %d", total.writes+total.reads, total.overlaps, lost, total.writes)
+			if total.overlaps != 0 || lost != 0 {
+				t.Errorf("overlapping holds %d, lost updates %d: want 0", total.overlaps, lost)
+			}
+			for kind, s := range perSide {
+				if s.writes == 0 || (run.mode == "rw" && s.reads == 0) {
+					t.Errorf("%s made no progress: %+v", kind, *s)
+				}
+			}
+			if run.mode == "rw" && total.shared == 0 {
+				t.Errorf("no reader ever shared the lock with another process's")
+			}
+		})
+	}
+}
+
+// writeFileAtomic writes data to path by a rename, so that readers see
+// all of it or nothing.
+func writeFileAtomic(t *testing.T, path, data string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readCounter(t *testing.T, store string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(store, "counter"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// serveCuratorChild runs a locker contender and exits when this test
+// binary was started as one (envCuratorChild is set); it returns at once
+// otherwise.
+func serveCuratorChild() {
+	args := os.Getenv(envCuratorChild)
+	if args == "" {
+		return
+	}
+	if err := curatorChild(strings.Fields(args)); err != nil {
+		fmt.Fprintln(os.Stderr, "locker contender:", err)
+		os.Exit(2)
+	}
+	os.Exit(0)
+}
+
+func curatorChild(a []string) error {
+	if len(a) != 7 {
+		return fmt.Errorf("want 7 arguments, got %q", a)
+	}
+	addr, root, key, mode, store, side := a[0], a[1], a[2], a[3], a[5], a[6]
+	threads, err := strconv.Atoi(a[4])
+	if err != nil {
+		return err
+	}
+	layout := zkdriver.LayoutCuratorMutex
+	if mode == "rw" {
+		layout = zkdriver.LayoutCuratorReadWrite
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := zkdriver.Connect(ctx, []string{addr}, 10*time.Second, &zkdriver.Options{Root: root, Layout: layout}, zk.WithLogInfo(false))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	c := locker.New(d, locker.WithTTL(5*time.Second))
+	defer c.Close(ctx)
+	fmt.Println("READY")
+	var end int64
+	for {
+		b, err := os.ReadFile(filepath.Join(store, "GO"))
+		if err == nil {
+			if end, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
+				return err
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cs := &criticalSection{store: store, side: side}
+	var wg sync.WaitGroup
+	errs := make(chan error, threads)
+	for th := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("%d.%d", os.Getpid(), th)
+			for n := 0; time.Now().UnixMilli() < end; n++ {
+				write := mode == "mutex" || n%2 == 0
+				var h *locker.Hold
+				var err error
+				switch {
+				case mode == "mutex":
+					h, err = c.Mutex(key).Acquire(ctx)
+				case write:
+					h, err = c.RWMutex(key).Acquire(ctx)
+				default:
+					h, err = c.RWMutex(key).RAcquire(ctx)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if write {
+					err = cs.exclusive(id)
+				} else {
+					err = cs.shared(id)
+				}
+				if rerr := h.Release(ctx); err == nil {
+					err = rerr
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	fmt.Printf("RESULT %s %d %d %d %d\n", side, cs.writes.Load(), cs.reads.Load(), cs.overlaps.Load(), cs.sharedWith.Load())
+	return nil
+}
+
+// criticalSection is the locker side of the store protocol (see the top
+// of this file and testdata/CuratorContender.java).
+type criticalSection struct {
+	store, side                         string
+	writes, reads, overlaps, sharedWith atomic.Int64
+}
+
+func (s *criticalSection) exclusive(id string) error {
+	w := filepath.Join(s.store, "W")
+	f, err := os.OpenFile(w, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	mine := err == nil
+	switch {
+	case mine:
+		f.Close()
+	case errors.Is(err, fs.ErrExist):
+		s.overlaps.Add(1)
+	default:
+		return err
+	}
+	if rs, _ := filepath.Glob(filepath.Join(s.store, "R.*")); len(rs) > 0 {
+		s.overlaps.Add(1)
+	}
+	v, err := s.counter()
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Millisecond)
+	tmp := filepath.Join(s.store, "tmp."+s.side+"."+id)
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(v+1, 10)), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(s.store, "counter")); err != nil {
+		return err
+	}
+	if mine {
+		if err := os.Remove(w); err != nil {
+			return err
+		}
+	}
+	s.writes.Add(1)
+	return nil
+}
+
+func (s *criticalSection) shared(id string) error {
+	r := filepath.Join(s.store, "R."+s.side+"."+id)
+	if err := os.WriteFile(r, nil, 0o644); err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(s.store, "W")); err == nil {
+		s.overlaps.Add(1)
+	}
+	v, err := s.counter()
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Millisecond)
+	rs, _ := filepath.Glob(filepath.Join(s.store, "R.*"))
+	for _, p := range rs {
+		if !strings.HasPrefix(filepath.Base(p), "R."+s.side+".") {
+			s.sharedWith.Add(1)
+			break
+		}
+	}
+	if v2, err := s.counter(); err != nil || v2 != v {
+		s.overlaps.Add(1)
+	}
+	if err := os.Remove(r); err != nil {
+		return err
+	}
+	s.reads.Add(1)
+	return nil
+}
+
+func (s *criticalSection) counter() (int64, error) {
+	b, err := os.ReadFile(filepath.Join(s.store, "counter"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
