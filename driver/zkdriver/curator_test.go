@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/zktest"
@@ -101,18 +102,30 @@ type result struct {
 const envCuratorChild = "LOCKER_CURATOR_CHILD"
 
 // startContender starts a Java (side "curator") or locker process and
-// waits until it reports READY.
-// label names it in the store's files (R.<label>…) and in its results.
+// waits until it reports READY. label names it in the store's files
+// (R.<label>…) and in its results.
 func startContender(t *testing.T, classpath, side, label, mode, key, store string) *contender {
 	t.Helper()
 	addr := server(t).Addr
-	var cmd *exec.Cmd
 	if side == "curator" {
-		cmd = exec.Command("java", "-cp", classpath, "CuratorContender", addr, "/locker/"+key, mode, "2", store, label, "10000")
-	} else {
-		cmd = exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envCuratorChild+"="+strings.Join([]string{addr, "/locker", key, mode, "2", store, label}, " "))
+		return startJava(t, classpath, "READY", addr, "/locker/"+key, mode, "2", store, label, "10000")
 	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envCuratorChild+"="+strings.Join([]string{addr, "/locker", key, mode, "2", store, label}, " "))
+	return startProcess(t, cmd, label, "READY")
+}
+
+// startJava starts CuratorContender with args and waits until it prints
+// the line first.
+func startJava(t *testing.T, classpath, first string, args ...string) *contender {
+	t.Helper()
+	cmd := exec.Command("java", append([]string{"-cp", classpath, "CuratorContender"}, args...)...)
+	return startProcess(t, cmd, "curator", first)
+}
+
+// startProcess starts cmd and waits until it prints the line first.
+func startProcess(t *testing.T, cmd *exec.Cmd, label, first string) *contender {
+	t.Helper()
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -126,8 +139,8 @@ func startContender(t *testing.T, classpath, side, label, mode, key, store strin
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	if !c.out.Scan() || c.out.Text() != "READY" {
-		t.Fatalf("%s contender: want READY, got %q (%v)", side, c.out.Text(), c.out.Err())
+	if !c.out.Scan() || c.out.Text() != first {
+		t.Fatalf("%s contender: want %s, got %q (%v)", label, first, c.out.Text(), c.out.Err())
 	}
 	return c
 }
@@ -429,4 +442,160 @@ func (s *criticalSection) counter() (int64, error) {
 		return 0, err
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+// TestForeignNodesBlock puts nodes that locker did not write in a key's
+// queue, in every layout: a Curator mutex node whose data would read as a
+// 1 ms lease, and a node of no known format. Each blocks TryAcquire and
+// Acquire for as long as it exists (never reclaimed by a TTL from its
+// data), and Inspect reports it.
+func TestForeignNodesBlock(t *testing.T) {
+	const uuid = "0b9a3c2e-6f1d-4e8a-9c7b-2d5e8f1a3b4c"
+	for _, layout := range []zkdriver.Layout{zkdriver.LayoutLocker, zkdriver.LayoutCuratorMutex, zkdriver.LayoutCuratorReadWrite} {
+		for _, name := range []string{"_c_" + uuid + "-lock-", "member-"} {
+			t.Run(layout.String()+"/"+name, func(t *testing.T) {
+				d := connect(t, []string{server(t).Addr}, 10*time.Second, &zkdriver.Options{Layout: layout})
+				other := newDriver(t).Conn()
+				key := uniqueKey(t, "foreign")
+				parent := zkdriver.ParentPath(zkdriver.DefaultRoot, key)
+				for _, p := range []string{zkdriver.DefaultRoot, parent} {
+					if _, err := other.Create(p, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+						t.Fatal(err)
+					}
+				}
+				t.Cleanup(func() { _ = other.Delete(parent, -1) })
+				path, err := other.Create(parent+"/"+name, []byte("1"), zk.FlagEphemeral|zk.FlagSequence, zk.WorldACL(zk.PermAll))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := req(key, owner(), driver.Exclusive, 5*time.Second)
+				for range 3 {
+					var locked *driver.LockedError
+					if _, err := d.TryAcquire(ctxT(t), r); !errors.As(err, &locked) {
+						t.Fatalf("TryAcquire behind foreign node %s: %v, want a *driver.LockedError", path, err)
+					}
+					time.Sleep(50 * time.Millisecond) // 50 times the "lease" in its data
+				}
+				st, err := d.Inspect(ctxT(t), key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(st.Holders) != 1 || st.Holders[0].Value != "1" || st.Holders[0].Token == 0 || st.Holders[0].Remaining != 0 {
+					t.Errorf("Inspect = %+v, want the foreign node as the one holder", st)
+				}
+				if owner := st.Holders[0].Owner; (name == "member-" && owner != path[len(parent)+1:]) || (name != "member-" && owner != uuid) {
+					t.Errorf("Inspect: foreign holder's owner %q", owner)
+				}
+				got := make(chan error, 1)
+				go func() {
+					_, err := d.Acquire(ctxT(t), r)
+					got <- err
+				}()
+				select {
+				case err := <-got:
+					t.Fatalf("Acquire returned %v while the foreign node exists", err)
+				case <-time.After(300 * time.Millisecond):
+				}
+				if err := other.Delete(path, -1); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-got; err != nil {
+					t.Fatalf("Acquire after the foreign node went: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestCuratorHolderKilled kills (SIGKILL) a Curator process that holds an
+// InterProcessMutex on a key's path with a 2 s session: a locker waiter
+// gets the key when ZooKeeper expires the session, not before.
+func TestCuratorHolderKilled(t *testing.T) {
+	server(t)
+	cp := curatorClasspath(t)
+	key := "curator-killed-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	const session = 2 * time.Second
+	java := startJava(t, cp, "HELD", server(t).Addr, "/locker/"+key, "hold", "1", t.TempDir(), "curator", strconv.Itoa(int(session/time.Millisecond)))
+	d := connect(t, []string{server(t).Addr}, 10*time.Second, &zkdriver.Options{Layout: zkdriver.LayoutCuratorMutex})
+	c := locker.New(d, locker.WithTTL(5*time.Second))
+	defer c.Close(context.Background())
+	got := make(chan time.Time, 1)
+	go func() {
+		h, err := c.Mutex(key).Acquire(ctxT(t))
+		if err != nil {
+			t.Errorf("Acquire: %v", err)
+			close(got)
+			return
+		}
+		got <- time.Now()
+		_ = h.Release(context.Background())
+	}()
+	select {
+	case <-got:
+		t.Fatal("locker acquired a key Curator holds")
+	case <-time.After(time.Second):
+	}
+	if err := java.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	at, ok := <-got
+	if !ok {
+		return
+	}
+	// The session's last heartbeat was at most a third of its timeout
+	// before the kill; the server expires it a timeout after that.
+	waited := at.Sub(killed)
+	t.Logf("locker waiter granted %v after the Curator holder's SIGKILL (session %v)", waited, session)
+	if waited < session*2/3 {
+		t.Errorf("granted %v after the kill: before the holder's %v session could expire", waited, session)
+	}
+}
+
+// TestLockerHolderBlackholed black-holes a locker process's holder of an
+// InterProcessMutex key (its proxy holds every byte back) while a Curator
+// process waits for the key: the holder's loss signal fires, and only
+// then, once ZooKeeper expires the holder's session, does Curator get it.
+func TestLockerHolderBlackholed(t *testing.T) {
+	server(t)
+	cp := curatorClasspath(t)
+	key := "curator-blackholed-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	const session = 2 * time.Second
+	d := newProxiedDriverOpts(t, session, &zkdriver.Options{Layout: zkdriver.LayoutCuratorMutex})
+	c := locker.New(d, locker.WithTTL(session))
+	defer c.Close(context.Background())
+	h, err := c.Mutex(key).Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	java := startJava(t, cp, "READY", server(t).Addr, "/locker/"+key, "acquire", "1", t.TempDir(), "curator", "10000")
+	time.Sleep(500 * time.Millisecond) // Curator's node is in the queue
+	stall(t, d)
+	cut := time.Now()
+	var lost time.Time
+	select {
+	case <-h.Done():
+		lost = time.Now()
+	case <-time.After(10 * time.Second):
+		t.Fatal("no loss signal 10 s after the holder was cut off")
+	}
+	if !java.out.Scan() {
+		t.Fatalf("Curator: %v", java.out.Err())
+	}
+	f := strings.Fields(java.out.Text())
+	if len(f) != 2 || f[0] != "ACQUIRED" {
+		t.Fatalf("Curator printed %q", java.out.Text())
+	}
+	ms, _ := strconv.ParseInt(f[1], 10, 64)
+	acquired := time.UnixMilli(ms)
+	t.Logf("holder cut off; loss signal after %v, Curator acquired after %v (session %v)", lost.Sub(cut), acquired.Sub(cut), session)
+	if !lost.Before(acquired) {
+		t.Errorf("Curator acquired the key %v before the holder's loss signal", lost.Sub(acquired))
+	}
+	if acquired.Sub(cut) < session*2/3 {
+		t.Errorf("Curator acquired %v after the cut: before the holder's %v session could expire", acquired.Sub(cut), session)
+	}
+	if !errors.Is(h.Err(), locker.ErrLost) {
+		t.Errorf("hold's Err() = %v, want ErrLost", h.Err())
+	}
 }

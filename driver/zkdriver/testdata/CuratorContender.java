@@ -6,7 +6,9 @@
 //
 // mode "mutex" takes an InterProcessMutex, "rw" an InterProcessReadWriteLock
 // (writes and reads in turn), "hold" takes an InterProcessMutex once,
-// prints "HELD" and sleeps until killed. Otherwise the process prints
+// prints "HELD" and sleeps until killed, "acquire" prints "READY", takes
+// an InterProcessMutex, prints "ACQUIRED <Unix ms>", releases it and exits.
+// Otherwise the process prints
 // "READY" once connected and waits for the file GO in the store directory,
 // which holds the wall clock time (Unix ms) to stop at; each thread then
 // contends until that time, with a critical section over the store
@@ -45,6 +47,17 @@ public class CuratorContender {
             System.out.println("HELD");
             System.out.flush();
             Thread.sleep(Long.MAX_VALUE);
+        }
+        if (mode.equals("acquire")) {
+            InterProcessMutex m = new InterProcessMutex(c, path);
+            System.out.println("READY");
+            System.out.flush();
+            m.acquire();
+            System.out.println("ACQUIRED " + System.currentTimeMillis());
+            System.out.flush();
+            m.release();
+            c.close();
+            return;
         }
         System.out.println("READY");
         System.out.flush();
