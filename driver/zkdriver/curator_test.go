@@ -599,3 +599,90 @@ func TestLockerHolderBlackholed(t *testing.T) {
 		t.Errorf("hold's Err() = %v, want ErrLost", h.Err())
 	}
 }
+
+// TestCuratorReentrant holds a key through a locker ReentrantMutex entered
+// twice while a Curator process waits for its InterProcessMutex: the hold
+// is one node, as a reentrant InterProcessMutex's is, and Curator gets the
+// key after the second Unlock, not the first.
+func TestCuratorReentrant(t *testing.T) {
+	server(t)
+	cp := curatorClasspath(t)
+	key := "curator-reentrant-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	d := connect(t, []string{server(t).Addr}, 10*time.Second, &zkdriver.Options{Layout: zkdriver.LayoutCuratorMutex})
+	c := locker.New(d, locker.WithTTL(5*time.Second))
+	defer c.Close(context.Background())
+	m := c.ReentrantMutex(key)
+	ctx1, err := m.Lock(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, err := m.Lock(ctx1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := zkdriver.ParentPath(zkdriver.DefaultRoot, key)
+	names, _, err := d.Conn().Children(parent)
+	if err != nil || len(names) != 1 || !strings.HasSuffix(strings.TrimRight(names[0], "0123456789"), "-lock-") {
+		t.Fatalf("a hold entered twice: nodes %q (%v), want one _c_<owner>-lock-<seq>", names, err)
+	}
+	java := startJava(t, cp, "READY", server(t).Addr, "/locker/"+key, "acquire", "1", t.TempDir(), "curator", "10000")
+	acquired := make(chan string, 1)
+	go func() {
+		java.out.Scan()
+		acquired <- java.out.Text()
+	}()
+	m.Unlock(ctx2)
+	select {
+	case line := <-acquired:
+		t.Fatalf("Curator acquired after the first of two Unlocks: %q", line)
+	case <-time.After(time.Second):
+	}
+	m.Unlock(ctx1)
+	select {
+	case line := <-acquired:
+		if !strings.HasPrefix(line, "ACQUIRED ") {
+			t.Fatalf("Curator printed %q", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Curator did not acquire after the last Unlock")
+	}
+}
+
+// TestCuratorLayoutRejects checks the requests the Curator layouts cannot
+// express: counted ones in both, shared ones in LayoutCuratorMutex. Each
+// fails with a permanent error wrapping ErrCuratorLayout and
+// errors.ErrUnsupported that names the key, and leaves no node; through
+// the front-end a Semaphore fails with errors.ErrUnsupported.
+func TestCuratorLayoutRejects(t *testing.T) {
+	server(t)
+	for _, tc := range []struct {
+		layout zkdriver.Layout
+		r      driver.Request
+	}{
+		{zkdriver.LayoutCuratorMutex, driver.Request{Mode: driver.Shared}},
+		{zkdriver.LayoutCuratorMutex, driver.Request{Mode: driver.Shared, Limit: 3, Weight: 1}},
+		{zkdriver.LayoutCuratorReadWrite, driver.Request{Mode: driver.Shared, Limit: 3, Weight: 1}},
+	} {
+		d := connect(t, []string{server(t).Addr}, 10*time.Second, &zkdriver.Options{Layout: tc.layout})
+		r := tc.r
+		r.Key, r.Owner, r.TTL = uniqueKey(t, "rejects"), owner(), 5*time.Second
+		for _, acquire := range []func(context.Context, driver.Request) (driver.Lease, error){d.TryAcquire, d.Acquire} {
+			_, err := acquire(ctxT(t), r)
+			if !errors.Is(err, zkdriver.ErrCuratorLayout) || !errors.Is(err, errors.ErrUnsupported) || !driver.IsPermanent(err) || !strings.Contains(err.Error(), r.Key) {
+				t.Errorf("%v, %+v: %v; want a permanent error wrapping ErrCuratorLayout and errors.ErrUnsupported, naming the key", tc.layout, r, err)
+			}
+		}
+		names, _, err := d.Conn().Children(zkdriver.ParentPath(zkdriver.DefaultRoot, r.Key))
+		if len(names) != 0 || (err != nil && !errors.Is(err, zk.ErrNoNode)) {
+			t.Errorf("%v: nodes %q left (%v)", tc.layout, names, err)
+		}
+		if d.Capabilities().Counted {
+			t.Errorf("%v: Capabilities report counted holds", tc.layout)
+		}
+		c := locker.New(d, locker.WithTTL(5*time.Second))
+		if _, err := c.Semaphore(r.Key, 3).TryAcquire(ctxT(t), 1); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("%v: Semaphore.TryAcquire: %v, want errors.ErrUnsupported", tc.layout, err)
+		}
+		_ = c.Close(context.Background())
+	}
+}
