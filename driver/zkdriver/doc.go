@@ -187,7 +187,9 @@
 // LeaderLatch, whose nodes carry the marker latch- and which the layouts
 // cannot name, for the reason above.
 //
-// What each side sees of the other: Curator reads no node data; zkdriver
+// What each side sees of the other: Curator reads no node data, and lists
+// locker's nodes among its participants (getParticipantNodes) with the
+// locker owner, the front-end's hold id, in their names; zkdriver
 // reads a Curator node's owner from its name (the UUID of its protected
 // name) and reports it through Inspect as Holder.Owner, its data (the
 // Curator client's IP address) as Holder.Value, its czxid as its Token,
@@ -233,6 +235,12 @@
 //	/locker/orders%2F42/_c_<owner>-w-0000000007   an exclusive hold or waiter
 //	/locker/orders%2F42/_c_<owner>-r-0000000008   a shared one
 //	/locker/orders%2F42/_c_<owner>.4.3-r-0000000009   a counted one: limit 4, weight 3
+//
+// and in the Curator layouts (see Apache Curator):
+//
+//	/locker/orders%2F42/_c_<owner>-lock-0000000007       LayoutCuratorMutex: exclusive
+//	/locker/orders%2F42/_c_<owner>-__WRIT__0000000007    LayoutCuratorReadWrite: exclusive
+//	/locker/orders%2F42/_c_<owner>-__READ__0000000008    LayoutCuratorReadWrite: shared
 //
 // The key's node name is the key with every byte outside ASCII letters,
 // digits and -._~!$&'()*+,;=:@ written %XX, a leading '.' written %2E and
