@@ -143,13 +143,8 @@ func parseSeq(s string) (int64, bool) {
 	if len(s) != 10 {
 		return 0, false
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil
+	n, err := strconv.ParseUint(s, 10, 64) // no sign, no '_' in base 10
+	return int64(n), err == nil
 }
 
 // leaseTTL returns the lease length in the data of the node named name,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -85,10 +86,11 @@ func curatorClasspath(t *testing.T) string {
 
 // contender is one process of an interop run.
 type contender struct {
-	side string // "curator" or "locker"
-	cmd  *exec.Cmd
-	out  *bufio.Scanner
-	res  result
+	side  string // "curator" or "locker"
+	cmd   *exec.Cmd
+	stdin io.WriteCloser // closing it makes a holding Java process release
+	out   *bufio.Scanner
+	res   result
 }
 
 // result is what a contender reports.
@@ -131,10 +133,14 @@ func startProcess(t *testing.T, cmd *exec.Cmd, label, first string) *contender {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &contender{side: label, cmd: cmd, out: bufio.NewScanner(stdout)}
+	c := &contender{side: label, cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -166,8 +172,10 @@ func (c *contender) finish(t *testing.T) {
 // TestCuratorInterop runs 2 locker processes and 2 Curator processes, 2
 // goroutines or threads each, for 3 s on one path, for the mutex and the
 // read-write lock, and the same runs with 4 Curator processes as the
-// control: no overlapping holds, no lost updates, both sides progressing,
-// and with the read-write lock, readers of both libraries in at once.
+// control: no overlapping holds, no lost updates, both sides progressing.
+// How often readers of two processes were in at once is logged (it
+// depends on the schedule); TestCuratorReadersShare checks that they
+// share.
 func TestCuratorInterop(t *testing.T) {
 	server(t)
 	cp := curatorClasspath(t)
@@ -226,9 +234,6 @@ func TestCuratorInterop(t *testing.T) {
 				if s.writes == 0 || (run.mode == "rw" && s.reads == 0) {
 					t.Errorf("%s made no progress: %+v", kind, *s)
 				}
-			}
-			if run.mode == "rw" && total.shared == 0 {
-				t.Errorf("no reader ever shared the lock with another process's")
 			}
 		})
 	}
@@ -684,5 +689,69 @@ func TestCuratorLayoutRejects(t *testing.T) {
 			t.Errorf("%v: Semaphore.TryAcquire: %v, want errors.ErrUnsupported", tc.layout, err)
 		}
 		_ = c.Close(context.Background())
+	}
+}
+
+// TestCuratorReadersShare checks, without timing luck, that readers share
+// across the libraries and writers exclude them: a locker reader gets the
+// key while a Curator reader holds it and a locker writer does not; a
+// Curator reader gets it while a locker reader holds it and a Curator
+// writer only after the locker reader's release.
+func TestCuratorReadersShare(t *testing.T) {
+	server(t)
+	cp := curatorClasspath(t)
+	key := "curator-share-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	path := "/locker/" + key
+	d := connect(t, []string{server(t).Addr}, 10*time.Second, &zkdriver.Options{Layout: zkdriver.LayoutCuratorReadWrite})
+	c := locker.New(d, locker.WithTTL(5*time.Second))
+	defer c.Close(context.Background())
+	rw := c.RWMutex(key)
+
+	curatorReader := startJava(t, cp, "HELD", server(t).Addr, path, "rhold", "1", t.TempDir(), "curator", "10000")
+	h, err := rw.TryRAcquire(ctxT(t))
+	if err != nil {
+		t.Fatalf("locker reader while a Curator reader holds: %v", err)
+	}
+	if _, err := c.RWMutex(key).TryAcquire(ctxT(t)); !errors.Is(err, locker.ErrLocked) {
+		t.Fatalf("locker writer while readers of both hold: %v, want ErrLocked", err)
+	}
+	curatorReader.stdin.Close() // it releases and exits
+	if err := curatorReader.cmd.Wait(); err != nil {
+		t.Fatalf("Curator reader: %v", err)
+	}
+
+	awaitLine := func(j *contender) <-chan string {
+		ch := make(chan string, 1)
+		go func() {
+			j.out.Scan()
+			ch <- j.out.Text()
+		}()
+		return ch
+	}
+	reader := awaitLine(startJava(t, cp, "READY", server(t).Addr, path, "racquire", "1", t.TempDir(), "curator", "10000"))
+	select {
+	case line := <-reader:
+		if !strings.HasPrefix(line, "ACQUIRED ") {
+			t.Fatalf("Curator reader printed %q", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Curator reader did not get the key while a locker reader held it")
+	}
+	writer := awaitLine(startJava(t, cp, "READY", server(t).Addr, path, "wacquire", "1", t.TempDir(), "curator", "10000"))
+	select {
+	case line := <-writer:
+		t.Fatalf("a Curator writer got the key while a locker reader held it: %q", line)
+	case <-time.After(time.Second):
+	}
+	if err := h.Release(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case line := <-writer:
+		if !strings.HasPrefix(line, "ACQUIRED ") {
+			t.Fatalf("Curator writer printed %q", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Curator writer did not get the key after the locker reader's release")
 	}
 }

@@ -6,8 +6,10 @@
 //
 // mode "mutex" takes an InterProcessMutex, "rw" an InterProcessReadWriteLock
 // (writes and reads in turn), "hold" takes an InterProcessMutex once,
-// prints "HELD" and sleeps until killed, "acquire" prints "READY", takes
-// an InterProcessMutex, prints "ACQUIRED <Unix ms>", releases it and exits.
+// prints "HELD" and keeps it until its standard input ends, "acquire" prints "READY", takes
+// an InterProcessMutex, prints "ACQUIRED <Unix ms>", releases it and exits;
+// "rhold", "racquire" and "wacquire" do the same with the read or write
+// lock of an InterProcessReadWriteLock.
 // Otherwise the process prints
 // "READY" once connected and waits for the file GO in the store directory,
 // which holds the wall clock time (Unix ms) to stop at; each thread then
@@ -42,14 +44,21 @@ public class CuratorContender {
                 .retryPolicy(new RetryNTimes(1000, 50)).build();
         c.start();
         c.blockUntilConnected();
-        if (mode.equals("hold")) {
-            new InterProcessMutex(c, path).acquire();
+        InterProcessReadWriteLock once = new InterProcessReadWriteLock(c, path);
+        if (mode.equals("hold") || mode.equals("rhold")) {
+            InterProcessLock l = mode.equals("hold") ? new InterProcessMutex(c, path) : once.readLock();
+            l.acquire();
             System.out.println("HELD");
             System.out.flush();
-            Thread.sleep(Long.MAX_VALUE);
+            while (System.in.read() >= 0) {
+            }
+            l.release();
+            c.close();
+            return;
         }
-        if (mode.equals("acquire")) {
-            InterProcessMutex m = new InterProcessMutex(c, path);
+        if (mode.endsWith("acquire")) {
+            InterProcessLock m = mode.equals("racquire") ? once.readLock()
+                    : mode.equals("wacquire") ? once.writeLock() : new InterProcessMutex(c, path);
             System.out.println("READY");
             System.out.flush();
             m.acquire();
