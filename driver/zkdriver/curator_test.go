@@ -224,7 +224,11 @@ func TestCuratorInterop(t *testing.T) {
 			counter := readCounter(t, store)
 			lost := total.writes - counter
 			for kind, s := range perSide {
-				t.Logf("%s: %d write holds, %d read holds (%d with a reader of another process in)", kind, s.writes, s.reads, s.shared)
+				other := "library's" // labels are the libraries' names
+				if run.sides[0] == "curator" {
+					other = "process's"
+				}
+				t.Logf("%s: %d write holds, %d read holds (%d with a reader of another %s in)", kind, s.writes, s.reads, s.shared, other)
 			}
 			t.Logf("holds %d, overlapping holds %d, lost updates %d of %d", total.writes+total.reads, total.overlaps, lost, total.writes)
 			if total.overlaps != 0 || lost != 0 {
