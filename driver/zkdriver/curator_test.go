@@ -759,3 +759,45 @@ func TestCuratorReadersShare(t *testing.T) {
 		t.Fatal("the Curator writer did not get the key after the locker reader's release")
 	}
 }
+
+// TestCuratorLeaderSelector runs a Curator LeaderSelector (an
+// InterProcessMutex on its path) against a locker Election on the key in
+// LayoutCuratorMutex: while Curator leads, Campaign waits and Leader
+// reports Curator's node (its data, the client's IP, as the value; its
+// czxid as the term); once Curator gives leadership up, Campaign wins.
+func TestCuratorLeaderSelector(t *testing.T) {
+	server(t)
+	cp := curatorClasspath(t)
+	key := "curator-leader-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	java := startJava(t, cp, "LEADING", server(t).Addr, "/locker/"+key, "lead", "1", t.TempDir(), "curator", "10000")
+	d := connect(t, []string{server(t).Addr}, 10*time.Second, &zkdriver.Options{Layout: zkdriver.LayoutCuratorMutex})
+	c := locker.New(d, locker.WithTTL(5*time.Second))
+	defer c.Close(context.Background())
+	e := c.Election(key)
+	leader, err := e.Leader(ctxT(t))
+	if err != nil || leader.Term == 0 || leader.Value == "" {
+		t.Fatalf("Leader while Curator leads: %+v, %v", leader, err)
+	}
+	won := make(chan error, 1)
+	go func() {
+		h, err := e.Campaign(ctxT(t), "go")
+		if err == nil {
+			err = h.Release(context.Background())
+		}
+		won <- err
+	}()
+	select {
+	case err := <-won:
+		t.Fatalf("Campaign returned (%v) while Curator leads", err)
+	case <-time.After(time.Second):
+	}
+	java.stdin.Close() // Curator gives leadership up
+	select {
+	case err := <-won:
+		if err != nil {
+			t.Fatalf("Campaign: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Campaign did not win after Curator gave leadership up")
+	}
+}

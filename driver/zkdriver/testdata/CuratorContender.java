@@ -9,7 +9,9 @@
 // prints "HELD" and keeps it until its standard input ends, "acquire" prints "READY", takes
 // an InterProcessMutex, prints "ACQUIRED <Unix ms>", releases it and exits;
 // "rhold", "racquire" and "wacquire" do the same with the read or write
-// lock of an InterProcessReadWriteLock.
+// lock of an InterProcessReadWriteLock; "lead" runs a LeaderSelector that
+// prints "LEADING" when it takes leadership and gives it up when its
+// standard input ends.
 // Otherwise the process prints
 // "READY" once connected and waits for the file GO in the store directory,
 // which holds the wall clock time (Unix ms) to stop at; each thread then
@@ -22,6 +24,8 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -44,6 +48,19 @@ public class CuratorContender {
                 .retryPolicy(new RetryNTimes(1000, 50)).build();
         c.start();
         c.blockUntilConnected();
+        if (mode.equals("lead")) {
+            LeaderSelector ls = new LeaderSelector(c, path, new LeaderSelectorListenerAdapter() {
+                @Override
+                public void takeLeadership(CuratorFramework cf) throws Exception {
+                    System.out.println("LEADING");
+                    System.out.flush();
+                    while (System.in.read() >= 0) {
+                    }
+                }
+            });
+            ls.start(); // takeLeadership returning gives leadership up (no requeue)
+            Thread.sleep(Long.MAX_VALUE);
+        }
         InterProcessReadWriteLock once = new InterProcessReadWriteLock(c, path);
         if (mode.equals("hold") || mode.equals("rhold")) {
             InterProcessLock l = mode.equals("hold") ? new InterProcessMutex(c, path) : once.readLock();
