@@ -801,3 +801,34 @@ func TestCuratorLeaderSelector(t *testing.T) {
 		t.Fatal("Campaign did not win after Curator gave leadership up")
 	}
 }
+
+// TestCuratorLayoutsOneConnection serves keys of both Curator recipes by
+// two Drivers over one connection, as the package documentation
+// suggests: each names its nodes by its own layout.
+func TestCuratorLayoutsOneConnection(t *testing.T) {
+	sess := new(zkdriver.Session)
+	conn, _, err := zk.Connect([]string{server(t).Addr}, 10*time.Second, sess.ConnOption(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	for layout, marker := range map[zkdriver.Layout]string{zkdriver.LayoutCuratorMutex: "-lock-", zkdriver.LayoutCuratorReadWrite: "-__WRIT__"} {
+		d, err := zkdriver.New(conn, sess, &zkdriver.Options{Layout: layout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		if err := sess.Wait(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		r := req(uniqueKey(t, layout.String()), owner(), driver.Exclusive, 5*time.Second)
+		l := mustAcquire(t, d, r)
+		names, _, err := conn.Children(zkdriver.ParentPath(zkdriver.DefaultRoot, r.Key))
+		if err != nil || len(names) != 1 || !strings.HasPrefix(names[0], "_c_"+r.Owner+marker) {
+			t.Errorf("%v: nodes %q (%v), want _c_<owner>%s<seq>", layout, names, err, marker)
+		}
+		if err := d.Release(ctxT(t), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -152,7 +152,7 @@
 // same resources when the driver names its nodes as Curator's recipes do:
 // Options.Layout LayoutCuratorMutex for keys that Curator locks with
 // InterProcessMutex (or LeaderSelector, which takes one), and
-// LayoutCuratorReadWrite for InterProcessReadWriteLock's. Key k maps to
+// LayoutCuratorReadWrite for InterProcessReadWriteLock's. A key maps to
 // the Curator path Root + "/" + the key's node name (see Internals:
 // nodes): with the default root, key "orders" is Curator's path
 // /locker/orders, and key "orders/42" is /locker/orders%2F42. A locker
@@ -198,8 +198,9 @@
 // never deleted for a TTL judged from its data. zkdriver's nodes keep
 // their lease in their data; other locker clients judge them by it as in
 // the default layout (see Internals: leases on ZooKeeper), while
-// Curator's waiters wait for the node to be deleted: at release, or when
-// the locker holder's session ends. Fencing tokens are the nodes' czxids
+// Curator's waiters wait for the node to be deleted: at release, when
+// the locker holder's session ends, or when a locker waiter reclaims it
+// after its lease ran out. Fencing tokens are the nodes' czxids
 // on both sides (Curator exposes none, but a Java client can read its
 // node's Stat). ForceRelease deletes Curator holders' nodes too; Curator
 // does not notice that its hold is gone.
