@@ -356,7 +356,7 @@ func (w *queueWait) readPred() (waitResult, error) {
 		w.seenZxid, w.seenAt = got.st.Mzxid, recv
 	}
 	w.expiry.Stop()
-	if predTTL, ok := decodeTTL(got.data); ok {
+	if predTTL, ok := leaseTTL(w.pred, got.data); ok { // none for a foreign node
 		w.expiry.Reset(max(time.Until(w.seenAt.Add(predTTL)), 0))
 	}
 	return waitOn, nil

@@ -60,9 +60,6 @@ func (d *Driver) takeSnapshot(nk nodeKey, n *node, r createResult) (q queue, gon
 	if extra < 0 || (extra+delta)%2 != 0 || a != 0 || g < 0 || g > len(s.q) {
 		return nil, 0
 	}
-	c, ok := parseChild(n.path[len(n.parent)+1:])
-	if !ok {
-		return nil, 0
-	}
+	c := parseNode(n.path[len(n.parent)+1:])
 	return append(s.q[:len(s.q):len(s.q)], c), g
 }

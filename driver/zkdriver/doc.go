@@ -1,7 +1,9 @@
 // Package zkdriver is a locker driver for Apache ZooKeeper. Its locks
-// follow Curator's InterProcessMutex and InterProcessReadWriteLock:
-// ephemeral sequential nodes in a per-key queue, served in order, each
-// waiter watching only the node it waits for.
+// are the recipe of Curator's InterProcessMutex and
+// InterProcessReadWriteLock: ephemeral sequential nodes in a per-key
+// queue, served in order, each waiter watching only the node it waits
+// for. With a Curator layout (Options.Layout) they share keys with
+// Curator's own locks; see Apache Curator.
 //
 //	d, err := zkdriver.Connect(ctx, []string{"zk1:2181", "zk2:2181", "zk3:2181"}, 20*time.Second, nil)
 //	if err != nil {
@@ -144,6 +146,72 @@
 // gives it too, unless a request under way at the close failed with
 // zk.ErrClosing.
 //
+// # Apache Curator
+//
+// Java services on Apache Curator and Go services on locker can lock the
+// same resources when the driver names its nodes as Curator's recipes do:
+// Options.Layout LayoutCuratorMutex for keys that Curator locks with
+// InterProcessMutex (or LeaderSelector, which takes one), and
+// LayoutCuratorReadWrite for InterProcessReadWriteLock's. A key maps to
+// the Curator path Root + "/" + the key's node name (see Internals:
+// nodes): with the default root, key "orders" is Curator's path
+// /locker/orders, and key "orders/42" is /locker/orders%2F42. A locker
+// node is then "_c_<owner>-lock-<seq>", or "_c_<owner>-__WRIT__<seq>" and
+// "_c_<owner>-__READ__<seq>": Curator finds its marker (lock-, __WRIT__,
+// __READ__) in the name and orders the queue by the sequence number after
+// it, as zkdriver does, so both follow one queue. Every locker client of
+// such a key must use the same Curator layout: Curator sorts the default
+// layout's nodes after all of its own and never waits for them.
+//
+// The layout is an option, not the default, for three reasons: the
+// default layout's names are those that running deployments of this
+// driver read (a rolling upgrade must not split a key's queue in two);
+// InterProcessMutex and InterProcessReadWriteLock name an exclusive node
+// differently (lock- and __WRIT__, each invisible to the other recipe),
+// and nothing in a request tells a Mutex from an RWMutex's writer, so the
+// driver must be told which recipe a key follows; and Curator's layout
+// cannot carry a semaphore's limit and weight. In LayoutCuratorMutex
+// Capabilities report no shared holds (InterProcessMutex has none), in
+// both Curator layouts no counted ones, and such requests fail with a
+// permanent error wrapping ErrCuratorLayout and errors.ErrUnsupported,
+// leaving nothing held. Curator's InterProcessSemaphoreV2 counts leases in
+// a second tree under a lock of its own, with no weights: a locker
+// Semaphore cannot take part. Keys of both recipes can be served by two
+// Drivers over one connection (New, with the same Session).
+//
+// A reentrant hold (ReentrantMutex) is one node however deep, as
+// Curator's reentrant InterProcessMutex keeps one node per thread and
+// counts re-entries in memory: each side sees the other's reentrant hold
+// as one holder. An Election in LayoutCuratorMutex interoperates with
+// Curator's LeaderSelector (an InterProcessMutex on the path), not with
+// LeaderLatch, whose nodes carry the marker latch- and which the layouts
+// cannot name, for the reason above.
+//
+// What each side sees of the other: Curator reads no node data, and lists
+// locker's nodes among its participants (getParticipantNodes) with the
+// locker owner, the front-end's hold id, in their names; zkdriver
+// reads a Curator node's owner from its name (the UUID of its protected
+// name) and reports it through Inspect as Holder.Owner, its data (the
+// Curator client's IP address) as Holder.Value, its czxid as its Token,
+// and no Remaining. A Curator holder never rewrites its node and has no
+// lease: its node is held for as long as its session lives, and is
+// never deleted for a TTL judged from its data. zkdriver's nodes keep
+// their lease in their data; other locker clients judge them by it as in
+// the default layout (see Internals: leases on ZooKeeper), while
+// Curator's waiters wait for the node to be deleted: at release, when
+// the locker holder's session ends, or when a locker waiter reclaims it
+// after its lease ran out. Fencing tokens are the nodes' czxids
+// on both sides (Curator exposes none, but a Java client can read its
+// node's Stat). ForceRelease deletes Curator holders' nodes too; Curator
+// does not notice that its hold is gone.
+//
+// Whatever the layout, a child of a key's node that zkdriver cannot parse
+// (another library's, an unknown format) counts as an exclusive node of
+// the queue, ordered by the sequence number at the end of its name (or
+// before all others without one), held while it exists: it blocks, it
+// is never dropped, and it is never deleted by a TTL. Inspect reports its
+// name as its owner.
+//
 // # Leases of other drivers
 //
 // Refresh, RefreshBatch and Release also accept a lease that another
@@ -168,6 +236,12 @@
 //	/locker/orders%2F42/_c_<owner>-w-0000000007   an exclusive hold or waiter
 //	/locker/orders%2F42/_c_<owner>-r-0000000008   a shared one
 //	/locker/orders%2F42/_c_<owner>.4.3-r-0000000009   a counted one: limit 4, weight 3
+//
+// and in the Curator layouts (see Apache Curator):
+//
+//	/locker/orders%2F42/_c_<owner>-lock-0000000007       LayoutCuratorMutex: exclusive
+//	/locker/orders%2F42/_c_<owner>-__WRIT__0000000007    LayoutCuratorReadWrite: exclusive
+//	/locker/orders%2F42/_c_<owner>-__READ__0000000008    LayoutCuratorReadWrite: shared
 //
 // The key's node name is the key with every byte outside ASCII letters,
 // digits and -._~!$&'()*+,;=:@ written %XX, a leading '.' written %2E and

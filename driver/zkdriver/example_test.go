@@ -58,3 +58,21 @@ func ExampleNew() {
 	rw.RLock()
 	defer rw.RUnlock()
 }
+
+// Keys that Java services lock with Curator's InterProcessReadWriteLock on
+// /locker/<key>: the driver names its nodes as Curator does.
+func ExampleLayout() {
+	ctx := context.Background()
+	d, err := zkdriver.Connect(ctx, []string{"127.0.0.1:2181"}, 20*time.Second,
+		&zkdriver.Options{Layout: zkdriver.LayoutCuratorReadWrite})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	c := locker.New(d)
+	defer c.Close(ctx)
+
+	rw := c.RWMutex("inventory") // Curator: new InterProcessReadWriteLock(client, "/locker/inventory")
+	rw.Lock()                    // excludes Curator's readers and writers too
+	defer rw.Unlock()
+}

@@ -27,6 +27,9 @@ type observation struct {
 // version. To spare round trips, a node is read only once its observation
 // is due; a node first seen in a listing is only noted.
 func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool, remaining time.Duration, err error) {
+	if c.foreign {
+		return false, 0, nil // held while its session lives
+	}
 	path := parent + "/" + c.name
 	now := time.Now()
 	d.mu.Lock()
@@ -55,7 +58,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	if err != nil {
 		return false, 0, err
 	}
-	ttl, ok := decodeTTL(data)
+	ttl, ok := leaseTTL(c.name, data)
 	if !ok {
 		return false, 0, nil // not ours to judge
 	}

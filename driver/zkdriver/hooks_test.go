@@ -21,8 +21,14 @@ var proxies sync.Map // *zkdriver.Driver -> *faultproxy.Proxy
 // own; both are closed at t's cleanup.
 func newProxiedDriver(t testing.TB, sessionTimeout time.Duration) *zkdriver.Driver {
 	t.Helper()
+	return newProxiedDriverOpts(t, sessionTimeout, nil)
+}
+
+// newProxiedDriverOpts is newProxiedDriver with options.
+func newProxiedDriverOpts(t testing.TB, sessionTimeout time.Duration, opts *zkdriver.Options) *zkdriver.Driver {
+	t.Helper()
 	p := faultproxy.ForTest(t, server(t).Addr)
-	d := connect(t, []string{p.Addr()}, sessionTimeout, nil)
+	d := connect(t, []string{p.Addr()}, sessionTimeout, opts)
 	proxies.Store(d, p)
 	t.Cleanup(func() { proxies.Delete(d) })
 	return d

@@ -42,8 +42,8 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 		if err != nil {
 			return driver.KeyState{}, errorf(op, key, err)
 		}
-		h := driver.Holder{Owner: c.owner, Token: uint64(got.st.Czxid), Weight: c.weight, Value: decodeValue(got.data)}
-		if ttl, ok := decodeTTL(got.data); ok {
+		h := driver.Holder{Owner: holderOwner(c), Token: uint64(got.st.Czxid), Weight: c.weight, Value: holderValue(c, got.data)}
+		if ttl, ok := leaseTTL(c.name, got.data); ok {
 			written := time.UnixMilli(got.st.Mtime)
 			h.Remaining = max(ttl-time.Since(written), 0)
 		}

@@ -160,10 +160,13 @@ type child struct {
 	seq   int64
 	// limit and weight are a counted node's; 0 for the others.
 	limit, weight int64
+	// foreign marks a node this driver did not write (see parseNode):
+	// held for as long as its session lives, never judged by a lease.
+	foreign bool
 }
 
-// parseChild parses a lock node name. It reports false for names of other
-// formats, which the driver ignores.
+// parseChild parses a lock node name of LayoutLocker. It reports false for
+// names of other formats, which parseNode reads.
 func parseChild(name string) (child, bool) {
 	rest, ok := strings.CutPrefix(name, protectedPrefix)
 	if !ok {

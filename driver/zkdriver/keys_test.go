@@ -158,15 +158,20 @@ func TestQueueOrder(t *testing.T) {
 		"foreign-node",
 		nodePrefix(o, driver.Shared, 0, 0) + "0000000007",
 	}
+	// A name of no known format is kept, as an exclusive node before all
+	// others (it has no sequence number): it blocks, never dropped.
 	q := parseQueue(names)
-	if len(q) != 3 || q[0].seq != 2 || q[1].seq != 7 || q[2].seq != 10 {
+	if len(q) != 4 || q[0].name != "foreign-node" || !q[0].foreign || q[1].seq != 2 || q[2].seq != 7 || q[3].seq != 10 {
 		t.Fatalf("parseQueue = %+v", q)
 	}
-	if b := q.blockers(2, driver.Shared); len(b) != 1 || b[0].seq != 2 {
+	if b := q[1:].blockers(2, driver.Shared); len(b) != 1 || b[0].seq != 2 {
 		t.Errorf("a reader at the end is blocked by %+v; want the writer only", b)
 	}
-	if b := q.blockers(2, driver.Exclusive); len(b) != 2 {
+	if b := q[1:].blockers(2, driver.Exclusive); len(b) != 2 {
 		t.Errorf("a writer at the end is blocked by %+v; want both", b)
+	}
+	if b := q.blockers(3, driver.Shared); len(b) != 2 || b[0].name != "foreign-node" {
+		t.Errorf("a reader at the end is blocked by %+v; want the foreign node and the writer", b)
 	}
 }
 

@@ -42,6 +42,7 @@ func (m mainM) Run() int {
 }
 
 func TestMain(m *testing.M) {
+	serveCuratorChild()               // serves and exits when run as a locker process of the Curator interop tests
 	faultmatrix.ServeChild(faultDial) // serves and exits when run as a helper child of the fault matrix
 	testflag.Parallel(8, true)        // -short: the conformance suite's waiting subtests together
 	goleak.VerifyTestMain(mainM{m})

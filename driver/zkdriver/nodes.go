@@ -19,11 +19,11 @@ type queue []child
 func parseQueue(names []string) queue {
 	q := make(queue, 0, len(names))
 	for _, name := range names {
-		if c, ok := parseChild(name); ok {
-			q = append(q, c)
-		}
+		q = append(q, parseNode(name)) // unknown names block: never dropped
 	}
-	sort.Slice(q, func(i, j int) bool { return q[i].seq < q[j].seq })
+	sort.Slice(q, func(i, j int) bool {
+		return q[i].seq < q[j].seq || q[i].seq == q[j].seq && q[i].name < q[j].name
+	})
 	return q
 }
 
@@ -219,6 +219,9 @@ type createOps struct {
 // lockPaths returns the path of req's key node and the path req's node is
 // created with: its name but the sequence number, under the key's node.
 func (d *Driver) lockPaths(req driver.Request) (parent, prefix string) {
+	if d.layout != LayoutLocker {
+		return d.paths(req.Key, protectedPrefix, req.Owner, d.layout.curatorInfix(req.Mode))
+	}
 	if req.Limit > 0 {
 		return d.paths(req.Key, nodePrefix(req.Owner, req.Mode, req.Limit, req.Weight))
 	}

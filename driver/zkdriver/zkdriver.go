@@ -40,16 +40,21 @@ type Options struct {
 	// conn.AddAuth("digest", []byte(user+":"+password)), so that other
 	// tenants cannot.
 	ACL []zk.ACL
+	// Layout names the lock nodes: LayoutLocker (the zero value) or a
+	// Curator layout, to share keys with Apache Curator's recipes (see
+	// the package documentation, section "Apache Curator").
+	Layout Layout
 }
 
 // Driver is a locker driver over a go-zookeeper connection. It is safe for
 // concurrent use. Create it with New or Connect.
 type Driver struct {
-	conn  *zk.Conn
-	sess  *Session
-	root  string
-	acl   []zk.ACL
-	owned bool // made by Connect: Close closes conn
+	conn   *zk.Conn
+	sess   *Session
+	root   string
+	acl    []zk.ACL
+	layout Layout
+	owned  bool // made by Connect: Close closes conn
 
 	mu         sync.Mutex
 	nodes      map[nodeKey]*node
@@ -135,6 +140,10 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 			}
 			d.acl = opts.ACL
 		}
+		if opts.Layout < LayoutLocker || opts.Layout > LayoutCuratorReadWrite {
+			return nil, fmt.Errorf("zkdriver: unknown %v", opts.Layout)
+		}
+		d.layout = opts.Layout
 	}
 	if err := checkRoot(d.root); err != nil {
 		return nil, err
@@ -224,7 +233,8 @@ func (d *Driver) Close() error {
 // waits in ZooKeeper's own queue (Acquire), watches for loss and
 // refreshes in batches. It keeps no queue of its own for Request.Queued
 // and does not notify: with Acquire the front-end waits in ZooKeeper's
-// queue instead.
+// queue instead. The Curator layouts grant no counted requests, and
+// LayoutCuratorMutex no shared ones (see Layout).
 //
 // Its TTLs range from MinTTL to the session timeout negotiated for the
 // current session: a lease must not outlive the session that keeps its
@@ -233,7 +243,7 @@ func (d *Driver) Close() error {
 // acquires check the TTL again against the session their node belongs to.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
-		Shared: true, Counted: true, Values: true,
+		Shared: d.layout != LayoutCuratorMutex, Counted: d.layout == LayoutLocker, Values: true,
 		MinTTL: MinTTL, MaxTTL: d.sess.limit(),
 		Acquire: true, WatchLoss: true, RefreshBatch: true, Inspect: true,
 	}
@@ -389,6 +399,9 @@ func (d *Driver) checkRequest(op string, req driver.Request) error {
 		return errorf(op, req.Key, err)
 	}
 	if err := driverkit.CheckCount(req); err != nil {
+		return driver.Permanent(errorf(op, req.Key, err))
+	}
+	if err := d.checkLayout(req); err != nil {
 		return driver.Permanent(errorf(op, req.Key, err))
 	}
 	return nil

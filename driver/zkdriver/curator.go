@@ -1,0 +1,177 @@
+package zkdriver
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// Layout selects how the driver names its lock nodes, and so which other
+// ZooKeeper clients share its queues (see the package documentation,
+// section "Apache Curator").
+type Layout int
+
+const (
+	// LayoutLocker is the driver's own layout, the default:
+	// "_c_<owner>-w-<seq>" and "_c_<owner>-r-<seq>", counted nodes
+	// "_c_<owner>.<limit>.<weight>-r-<seq>". It grants every capability
+	// (shared and counted holds).
+	LayoutLocker Layout = iota
+	// LayoutCuratorMutex names exclusive nodes as Apache Curator's
+	// InterProcessMutex does, "_c_<owner>-lock-<seq>", so that a key's
+	// holds and Curator's InterProcessMutex (and LeaderSelector) on the
+	// key's path exclude each other. It grants exclusive holds only:
+	// shared and counted requests fail with ErrCuratorLayout.
+	LayoutCuratorMutex
+	// LayoutCuratorReadWrite names nodes as Curator's
+	// InterProcessReadWriteLock does, "_c_<owner>-__WRIT__<seq>" for
+	// exclusive holds and "_c_<owner>-__READ__<seq>" for shared ones, so
+	// that a key's writers and readers and Curator's on the key's path
+	// follow one queue. Counted requests fail with ErrCuratorLayout.
+	LayoutCuratorReadWrite
+)
+
+// String returns the layout's name.
+func (l Layout) String() string {
+	switch l {
+	case LayoutLocker:
+		return "locker"
+	case LayoutCuratorMutex:
+		return "curator-mutex"
+	case LayoutCuratorReadWrite:
+		return "curator-readwrite"
+	}
+	return "Layout(" + strconv.Itoa(int(l)) + ")"
+}
+
+// ErrCuratorLayout is wrapped (with errors.ErrUnsupported) by the errors
+// of requests that a Curator layout cannot express: a counted request (a
+// semaphore: Curator's InterProcessSemaphoreV2 counts leases under a lock
+// of its own, in nodes that do not carry a weight), or a shared request in
+// LayoutCuratorMutex (InterProcessMutex has no readers). Such errors are
+// permanent, and nothing is left held.
+var ErrCuratorLayout = errors.New("zkdriver: the request has no form in the Curator layout")
+
+// Curator's markers: the text before the sequence number by which its
+// recipes find and order their nodes.
+const (
+	markMutex = "-lock-"
+	markWrite = "-__WRIT__"
+	markRead  = "-__READ__"
+)
+
+// checkLayout rejects a request that the driver's layout cannot express.
+func (d *Driver) checkLayout(req driver.Request) error {
+	switch {
+	case d.layout == LayoutLocker:
+		return nil
+	case req.Limit > 0:
+		return fmt.Errorf("%w (%v): counted holds (semaphores) do not interoperate with Curator's InterProcessSemaphoreV2: %w", ErrCuratorLayout, d.layout, errors.ErrUnsupported)
+	case req.Mode == driver.Shared && d.layout == LayoutCuratorMutex:
+		return fmt.Errorf("%w (%v): Curator's InterProcessMutex has no shared holds; use LayoutCuratorReadWrite for an InterProcessReadWriteLock's path: %w", ErrCuratorLayout, d.layout, errors.ErrUnsupported)
+	}
+	return nil
+}
+
+// curatorInfix returns what follows the owner in the name of a node in
+// mode m in a Curator layout.
+func (l Layout) curatorInfix(m driver.Mode) string {
+	switch {
+	case m == driver.Shared:
+		return markRead
+	case l == LayoutCuratorReadWrite:
+		return markWrite
+	}
+	return markMutex
+}
+
+// parseNode parses the name of a child of a key's node, whatever wrote
+// it: this driver in any layout (see parseChild and parseCurator), or
+// Curator. A name of no known format is a foreign exclusive node: it
+// blocks every other node, ordered by the sequence number at its end
+// (ZooKeeper's ten digits) or, without one, before all others. It is
+// never dropped: a queue that ignored nodes it cannot read would grant
+// holds that another client's recipe considers taken.
+func parseNode(name string) child {
+	if c, ok := parseChild(name); ok {
+		return c
+	}
+	if c, ok := parseCurator(name); ok {
+		return c
+	}
+	c := child{name: name, mode: driver.Exclusive, seq: -1, foreign: true}
+	if len(name) >= 10 {
+		if seq, ok := parseSeq(name[len(name)-10:]); ok {
+			c.seq = seq
+		}
+	}
+	return c
+}
+
+// parseCurator parses a node named as Curator's lock recipes name theirs:
+// "_c_<id>" (the protection prefix and id), a marker and the sequence
+// number. The marker is the last one in the name, as Curator looks for
+// it. The node is this driver's (not foreign) when id is a valid owner;
+// Curator's ids are UUIDs, with dashes, which owners never contain.
+func parseCurator(name string) (child, bool) {
+	for _, m := range [...]struct {
+		mark string
+		mode driver.Mode
+	}{{markMutex, driver.Exclusive}, {markWrite, driver.Exclusive}, {markRead, driver.Shared}} {
+		i := strings.LastIndex(name, m.mark)
+		if i < 0 {
+			continue
+		}
+		seq, ok := parseSeq(name[i+len(m.mark):])
+		if !ok {
+			continue
+		}
+		id := strings.TrimPrefix(name[:i], protectedPrefix)
+		c := child{name: name, owner: id, mode: m.mode, seq: seq}
+		c.foreign = checkOwner(id) != nil
+		return c, true
+	}
+	return child{}, false
+}
+
+// parseSeq parses a sequence number as ZooKeeper writes it: ten digits.
+func parseSeq(s string) (int64, bool) {
+	if len(s) != 10 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64) // no sign, no '_' in base 10
+	return int64(n), err == nil
+}
+
+// leaseTTL returns the lease length in the data of the node named name,
+// or false when its holder is not judged by a lease: a foreign node
+// (Curator's, or one of no known format) is held for as long as its
+// session lives, whatever its data says.
+func leaseTTL(name string, data []byte) (time.Duration, bool) {
+	if name = name[strings.LastIndexByte(name, '/')+1:]; parseNode(name).foreign {
+		return 0, false
+	}
+	return decodeTTL(data)
+}
+
+// holderOwner returns the owner Inspect reports for c: its owner, or for
+// a foreign node without one, its name.
+func holderOwner(c child) string {
+	if c.owner == "" {
+		return c.name
+	}
+	return c.owner
+}
+
+// holderValue returns the value Inspect reports for a node with data: a
+// foreign node's data as it is (Curator's is its client's IP address).
+func holderValue(c child, data []byte) string {
+	if c.foreign {
+		return string(data)
+	}
+	return decodeValue(data)
+}
