@@ -1,6 +1,7 @@
 package redisdriver_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -89,8 +90,10 @@ func sentinelContentionFailover(t *testing.T, replicas int) {
 		offsets  []int64 // the replicas' offsets right after the kill
 		promoted = -1    // index in reps
 	)
+	var killed time.Time
 	cfg.Kill = func() time.Time {
 		at := time.Now()
+		killed = at
 		if err := master.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -113,10 +116,15 @@ func sentinelContentionFailover(t *testing.T, replicas int) {
 		return time.Time{}
 	}
 	cfg.Log = t.Logf
+	switched := watchSwitch(t, sentinel)
 	r := failovertest.Run(t, cfg)
 	upToDate := offsets[promoted] >= offsets[1-promoted]
-	t.Logf("Replicas=%d: replica %d promoted %v after the kill (replication offsets at the kill %v), first grant after the kill %v (%v after the promotion), longest time without a grant after it %v, %d grants, %d lock deadlines, %d lost holds, %d violations",
-		replicas, promoted, r.Election.Round(time.Millisecond), offsets, r.FirstGrant.Round(time.Millisecond),
+	sw := time.Duration(-1)
+	if at := switched(); !at.IsZero() {
+		sw = at.Sub(killed)
+	}
+	t.Logf("Replicas=%d: replica %d promoted %v after the kill (replication offsets at the kill %v), +switch-master %v after the kill, first grant after the kill %v (%v after the promotion), longest time without a grant after it %v, %d grants, %d lock deadlines, %d lost holds, %d violations",
+		replicas, promoted, r.Election.Round(time.Millisecond), offsets, sw.Round(time.Millisecond), r.FirstGrant.Round(time.Millisecond),
 		(r.FirstGrant - r.Election).Round(time.Millisecond), r.MaxGap.Round(time.Millisecond), r.Grants, r.Deadlines, r.Lost, len(r.Violations))
 	for _, err := range r.Violations {
 		switch {
@@ -133,6 +141,38 @@ func sentinelContentionFailover(t *testing.T, replicas int) {
 	if bound := r.Election + cfg.TTL; r.FirstGrant < 0 || r.MaxGap > bound {
 		t.Errorf("%v without a grant after the kill (first grant %v, promotion %v); want at most the promotion + the TTL (%v)",
 			r.MaxGap, r.FirstGrant, r.Election, bound)
+	}
+}
+
+// watchSwitch subscribes to sentinel's +switch-master announcements, which
+// the failover clients follow to the new master. The function it returns
+// waits a little for the first one, stops watching and returns when it
+// came (the zero time if none came).
+func watchSwitch(t *testing.T, sentinel *testserver.Server) func() time.Time {
+	t.Helper()
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
+	ps := sc.Subscribe(ctxT(t), "+switch-master")
+	if _, err := ps.Receive(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := ps.ReceiveMessage(context.Background()); err == nil {
+			got <- time.Now()
+		}
+	}()
+	return func() time.Time {
+		var at time.Time
+		select {
+		case at = <-got:
+		case <-time.After(5 * time.Second):
+		}
+		_ = ps.Close()
+		_ = sc.Close()
+		<-done
+		return at
 	}
 }
 
