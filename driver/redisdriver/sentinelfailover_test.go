@@ -163,15 +163,19 @@ func watchSwitch(t *testing.T, sentinel *testserver.Server) func() time.Time {
 			got <- time.Now()
 		}
 	}()
+	stop := func() {
+		_ = ps.Close()
+		_ = sc.Close()
+		<-done
+	}
+	t.Cleanup(stop) // if the test ends early
 	return func() time.Time {
 		var at time.Time
 		select {
 		case at = <-got:
 		case <-time.After(5 * time.Second):
 		}
-		_ = ps.Close()
-		_ = sc.Close()
-		<-done
+		stop()
 		return at
 	}
 }
