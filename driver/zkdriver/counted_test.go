@@ -210,7 +210,8 @@ func TestCountedRequests(t *testing.T) {
 }
 
 // TestValues checks that a hold's value is reported by Inspect, kept by
-// re-acquires and refreshes (also by another driver), and gone with the
+// re-acquires and refreshes (and not changed by another driver's refused
+// refresh), and gone with the
 // hold.
 func TestValues(t *testing.T) {
 	a, b := newDriver(t), newDriver(t)
@@ -245,8 +246,17 @@ func TestValues(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.Refresh(ctxT(t), l); err != nil { // by name
-		t.Fatal(err)
+	// Another Driver's Refresh is refused and leaves the hold as it is.
+	if _, err := b.Refresh(ctxT(t), l); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Refresh through another driver: %v; want driver.ErrNotHeld", err)
+	}
+	for _, err := range b.RefreshBatch(ctxT(t), []driver.Lease{l}) {
+		if !errors.Is(err, driver.ErrNotHeld) {
+			t.Fatalf("RefreshBatch through another driver: %v; want driver.ErrNotHeld", err)
+		}
+	}
+	if _, err := a.Refresh(ctxT(t), l); err != nil {
+		t.Fatalf("Refresh after another driver's was refused: %v", err)
 	}
 	check("refreshed", v1)
 	if st := inspect(t, b, key); st.Holders[0].Weight != 0 || st.Limit != 0 {

@@ -214,11 +214,10 @@
 //
 // # Leases of other drivers
 //
-// Refresh, RefreshBatch and Release also accept a lease that another
-// Driver granted (another connection to the same ensemble): they find the
-// node by the owner's name (one more round trip). Not having seen the
-// lease granted, such a driver judges its expiry by the server's clock,
-// the node's modification time before and after its own write.
+// Refresh and RefreshBatch refuse a lease that another Driver granted
+// (another connection to the same ensemble) with driver.ErrNotHeld, and
+// leave it held: a lease is refreshed only through the Driver that
+// granted it.
 //
 // # Limits
 //

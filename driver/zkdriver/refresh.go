@@ -31,9 +31,6 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		return driver.Lease{}, err
 	}
 	n, stale, err := d.lookup(op, l)
-	if err == errUnknownHere {
-		return d.refreshByName(ctx, op, l)
-	}
 	if err != nil {
 		return driver.Lease{}, err
 	}
@@ -78,8 +75,9 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 // l.Mode, with token l.Token (unless 0), of the current session. stale
 // reports that its lease ran out by this client's clock since this
 // driver last wrote it (another driver may have rewritten it since: see
-// recheck). It returns errUnknownHere when the driver has no node for l,
-// and an error wrapping driver.ErrNotHeld when l is not a hold.
+// recheck). It returns an error wrapping driver.ErrNotHeld when l is not a
+// hold of this driver: the driver keeps no other (a lease another Driver
+// granted is refused and left held, as driver.Driver allows).
 func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err error) {
 	d.mu.Lock()
 	n = d.nodes[nodeKey{l.Key, l.Owner}]
@@ -87,7 +85,7 @@ func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err err
 	switch {
 	case n == nil:
 		d.mu.Unlock()
-		return nil, false, errUnknownHere
+		return nil, false, errorf(op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
 	case !n.granted:
 		why = errors.New("queued, not granted")
 	case n.mode != l.Mode:
@@ -210,10 +208,6 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	var items []batchItem
 	for i, l := range ls {
 		n, stale, err := d.lookup(op, l)
-		if err == errUnknownHere {
-			_, errs[i] = d.refreshByName(ctx, op, l)
-			continue
-		}
 		if err != nil {
 			errs[i] = err
 			continue
@@ -288,99 +282,4 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 		it.n.written, it.n.mzxid, it.n.ttl = sent, st.Mzxid, it.ttl
 	}
 	return rest
-}
-
-// errUnknownHere is held's answer for a lease this driver has no node
-// for: granted by another driver, or before this driver was made.
-var errUnknownHere = errors.New("zkdriver: lease unknown to this driver")
-
-// refreshByName refreshes a lease this driver does not know, granted by
-// another driver: it finds l.Owner's node in the key's queue, checks that
-// it is a hold in l.Mode with token l.Token (unless 0), and rewrites it.
-// Not having seen the lease granted, this driver cannot judge its expiry
-// by its own clock: it uses the server's, the node's modification time,
-// before and after the rewrite. It takes three round trips.
-func (d *Driver) refreshByName(ctx context.Context, op string, l driver.Lease) (driver.Lease, error) {
-	parent := d.parentPath(l.Key)
-	notHeld := func(why string) (driver.Lease, error) {
-		return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %s", driver.ErrNotHeld, why))
-	}
-	failed := func(err error) (driver.Lease, error) {
-		return driver.Lease{}, callFailed(ctx, op, l.Key, err)
-	}
-	path, why, err := d.findHold(ctx, parent, l)
-	switch {
-	case err != nil:
-		return failed(err)
-	case why != "":
-		return notHeld(why)
-	}
-	ttl := l.TTL
-	for range 3 {
-		got, err := driverkit.Call(ctx, func() (getResult, error) {
-			data, st, err := d.conn.Get(path)
-			return getResult{data, st}, err
-		}, nil)
-		if errors.Is(err, zk.ErrNoNode) {
-			return notHeld("the node is gone")
-		}
-		if err != nil {
-			return failed(err)
-		}
-		if l.Token != 0 && uint64(got.st.Czxid) != l.Token {
-			return notHeld("another hold of the owner")
-		}
-		old, ok := decodeTTL(got.data)
-		if !ok {
-			old = ttl
-		}
-		if ttl <= 0 {
-			ttl = old
-		}
-		data := encodeData(ttl, decodeValue(got.data))
-		st, err := driverkit.Call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, got.st.Version) }, nil)
-		switch {
-		case errors.Is(err, zk.ErrBadVersion):
-			continue // refreshed meanwhile: look again
-		case errors.Is(err, zk.ErrNoNode):
-			return notHeld("the node is gone")
-		case err != nil:
-			return failed(err)
-		}
-		if time.Duration(st.Mtime-got.st.Mtime)*time.Millisecond >= old {
-			// The lease had run out, by the server's clock: do not
-			// bring it back.
-			_, _ = driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
-			return notHeld("the lease ran out")
-		}
-		return driver.Lease{Key: l.Key, Owner: l.Owner, Mode: l.Mode, Token: uint64(st.Czxid), TTL: ttl}, nil
-	}
-	return failed(errors.New("the node kept changing"))
-}
-
-// findHold finds the node of l's hold, which this driver did not grant,
-// in the queue below parent by its owner's name: it returns its path, or
-// why l is not held.
-func (d *Driver) findHold(ctx context.Context, parent string, l driver.Lease) (path, why string, err error) {
-	names, err := driverkit.Call(ctx, func() ([]string, error) {
-		names, _, err := d.conn.Children(parent)
-		return names, err
-	}, nil)
-	if errors.Is(err, zk.ErrNoNode) {
-		return "", "no such hold", nil
-	}
-	if err != nil {
-		return "", "", err
-	}
-	q := parseQueue(names)
-	for _, c := range q.ofOwner(l.Owner) {
-		if c.mode != l.Mode {
-			continue
-		}
-		if ok, _ := q.judge(q.index(c.name), c.mode, c.limit, c.weight); !ok {
-			return "", "queued, not granted", nil
-		}
-		return parent + "/" + c.name, "", nil
-	}
-	return "", "no such hold", nil
 }
