@@ -782,3 +782,43 @@ func TestWaiterSessionExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestForeignLeaseRefused checks the contract for a lease another Driver
+// granted: Refresh and Release through a second Driver, with the lease's
+// token or by owner with Token 0, are refused with driver.ErrNotHeld and
+// leave the hold as it is, to be refreshed and released by the Driver
+// that granted it.
+func TestForeignLeaseRefused(t *testing.T) {
+	a, b := newDriver(t), newDriver(t)
+	key := plainKey("foreign")
+	r := req(key, owner(), driver.Exclusive, 10*time.Second)
+	l := mustAcquire(t, a, r)
+	path := nodeOf(t, a.Conn(), key, r.Owner)
+	if path == "" {
+		t.Fatal("no node after the grant")
+	}
+	byOwner := driver.Lease{Key: key, Owner: r.Owner, Mode: r.Mode}
+	if _, err := b.Refresh(ctxT(t), l); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Refresh through another driver: %v; want driver.ErrNotHeld", err)
+	}
+	for _, lease := range []driver.Lease{l, byOwner} {
+		if err := b.Release(ctxT(t), lease); !errors.Is(err, driver.ErrNotHeld) {
+			t.Errorf("Release(%+v) through another driver: %v; want driver.ErrNotHeld", lease, err)
+		}
+	}
+	if got := nodeOf(t, b.Conn(), key, r.Owner); got != path {
+		t.Fatalf("node after another driver's refused calls: %q; want %q, held", got, path)
+	}
+	if _, err := b.TryAcquire(ctxT(t), req(key, owner(), driver.Exclusive, 10*time.Second)); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("TryAcquire by another owner: %v; want driver.ErrLocked", err)
+	}
+	if _, err := a.Refresh(ctxT(t), l); err != nil {
+		t.Fatalf("Refresh through the granting driver: %v", err)
+	}
+	if err := a.Release(ctxT(t), l); err != nil {
+		t.Fatalf("Release through the granting driver: %v", err)
+	}
+	if got := nodeOf(t, b.Conn(), key, r.Owner); got != "" {
+		t.Fatalf("node after the release: %q", got)
+	}
+}
