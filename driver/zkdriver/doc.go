@@ -345,11 +345,11 @@
 // reclaims the node it waits for; a TryAcquire reclaims the first node of
 // the queue over repeated calls.
 //
-// The first Refresh after Acquire granted a node (the front-end sends one
-// at once) costs no round trip when the node was written within the last
-// half of its TTL, which a waiting node always is: the lease it returns is
-// what remains of the TTL since that write, which the others' clocks have
-// not started before.
+// A lease Acquire grants carries Lease.Start, the send time of the
+// node's last write, when that write was within the last half of its TTL,
+// which a waiting node's always is: the others' clocks have not started
+// the lease before, and the front-end counts it from then on without a
+// confirming Refresh.
 //
 // # Internals: ambiguous creates
 //

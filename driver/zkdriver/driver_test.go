@@ -199,16 +199,20 @@ func testBatchRoundTrips(t *testing.T, d *zkdriver.Driver, count func(what strin
 	}
 }
 
-// TestRefreshAfterAcquire checks that the front-end's Refresh right after
-// Acquire costs no round trip and returns what is left of the lease.
-func TestRefreshAfterAcquire(t *testing.T) {
+// TestAcquireLeaseStart checks that a lease Acquire grants after a wait
+// carries Lease.Start, the send time of the node's last write (within the
+// last half of the TTL, after the call began), so that the front-end
+// needs no confirming Refresh; and that a later Refresh writes the node
+// (one round trip) and leaves Start zero.
+func TestAcquireLeaseStart(t *testing.T) {
 	var cnt countingDialer
 	a := newDriver(t)
 	b := countedTestDriver(t, &cnt, server(t).Addr, 10*time.Second)
-	key := plainKey("noop")
+	key := plainKey("start")
 	la := mustAcquire(t, a, req(key, owner(), driver.Exclusive, 10*time.Second))
 	rb := req(key, owner(), driver.Exclusive, 4*time.Second)
 	got := make(chan driver.Lease, 1)
+	called := time.Now()
 	go func() {
 		l, err := b.Acquire(ctxT(t), rb)
 		if err != nil {
@@ -222,26 +226,28 @@ func TestRefreshAfterAcquire(t *testing.T) {
 		t.Fatal(err)
 	}
 	lb := <-got
+	now := time.Now()
+	switch {
+	case lb.Start.IsZero():
+		t.Fatalf("Acquire after a wait = %+v; want Lease.Start set", lb)
+	case lb.Start.Before(called) || lb.Start.After(now):
+		t.Errorf("Acquire: Start %v; want between the call (%v) and its return (%v)", lb.Start, called, now)
+	case now.Sub(lb.Start) > rb.TTL/2:
+		t.Errorf("Acquire: Start %v ago; want within the last half of the TTL %v", now.Sub(lb.Start), rb.TTL)
+	}
+	if lb.TTL != rb.TTL || lb.Token == 0 {
+		t.Errorf("Acquire = %+v; want TTL %v and a token", lb, rb.TTL)
+	}
 	before := cnt.writes.Load()
-	sent := time.Now()
 	l2, err := b.Refresh(ctxT(t), lb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := cnt.writes.Load() - before; n != 0 {
-		t.Errorf("Refresh after Acquire: %d round trips; want 0", n)
-	}
-	if l2.Token != lb.Token || l2.TTL > rb.TTL || l2.TTL < rb.TTL/2 {
-		t.Errorf("Refresh after Acquire = %+v; want token %d and a TTL in [%v, %v]", l2, lb.Token, rb.TTL/2, rb.TTL)
-	}
-	_ = sent
-	// The next one writes.
-	before = cnt.writes.Load()
-	if _, err := b.Refresh(ctxT(t), l2); err != nil {
-		t.Fatal(err)
-	}
 	if n := cnt.writes.Load() - before; n != 1 {
-		t.Errorf("second Refresh: %d round trips; want 1", n)
+		t.Errorf("Refresh: %d round trips; want 1", n)
+	}
+	if l2.Token != lb.Token || l2.TTL != rb.TTL || !l2.Start.IsZero() {
+		t.Errorf("Refresh = %+v; want token %d, TTL %v and no Start", l2, lb.Token, rb.TTL)
 	}
 	if err := b.Release(ctxT(t), l2); err != nil {
 		t.Fatal(err)

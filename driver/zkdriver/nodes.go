@@ -338,11 +338,17 @@ func (d *Driver) sessionTimeout(id int64) time.Duration {
 	return 0
 }
 
-// grant marks n granted and returns its lease.
-func (d *Driver) grant(n *node, fresh bool) driver.Lease {
+// grant marks n granted and returns its lease. For Acquire (start set),
+// a node written within the last half of its TTL, which a waiting node
+// always is, gets Lease.Start, the send time of that write: the front-end
+// then counts the lease from it without a confirming Refresh.
+func (d *Driver) grant(n *node, start bool) driver.Lease {
 	d.mu.Lock()
-	n.granted, n.fresh = true, fresh
+	n.granted = true
 	l := n.lease(n.ttl)
+	if start && time.Since(n.written) <= n.ttl/2 {
+		l.Start = n.written
+	}
 	d.mu.Unlock()
 	return l
 }

@@ -16,10 +16,7 @@ import (
 // trip), which proves that the session and the node are alive and restarts
 // the lease for those watching the node. It fails with driver.ErrNotHeld
 // when the node is gone, belongs to an ended session, or its lease ran out
-// by this client's clock (the node is then deleted). The first Refresh
-// after Acquire granted a node that was written recently (a waiting node
-// is rewritten every third of its TTL) is answered without a round trip:
-// the lease it returns is what remains of the TTL since that write.
+// by this client's clock (the node is then deleted).
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	out, err := d.refresh(ctx, l)
 	return d.finalLease(ctx, "refresh", l.Key, out, err)
@@ -42,14 +39,6 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		return d.recheck(ctx, op, n, ttl, false)
 	}
 	d.mu.Lock()
-	if n.fresh {
-		n.fresh = false
-		if rem := n.ttl - time.Since(n.written); rem >= n.ttl/2 && rem >= MinTTL {
-			out := n.lease(rem.Truncate(time.Millisecond))
-			d.mu.Unlock()
-			return out, nil
-		}
-	}
 	path := n.path
 	d.mu.Unlock()
 	sent := time.Now()
@@ -221,7 +210,6 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 			continue
 		}
 		d.mu.Lock()
-		n.fresh = false
 		items = append(items, batchItem{i, n, n.path, ttl})
 		d.mu.Unlock()
 	}

@@ -90,7 +90,6 @@ type node struct {
 	written    time.Time     // send time of the last confirmed write of the node
 	mzxid      int64         // the zxid of that write
 	granted    bool          // a hold, not a place in the queue
-	fresh      bool          // granted by Acquire and not refreshed since
 	lost       error         // the session ended: the node is gone
 	watches    []*lossWatch
 
