@@ -232,9 +232,6 @@ func (w *queueWait) relist() (waitResult, error) {
 	if i < 0 {
 		return 0, errNodeGone
 	}
-	if mine := q.ofOwner(w.req.Owner); len(mine) > 1 {
-		return waitAgain, w.dropOthers(mine)
-	}
 	granted, lerr := q.judge(i, w.req.Mode, w.req.Limit, w.req.Weight)
 	if lerr != nil {
 		return 0, lerr
@@ -292,25 +289,6 @@ func (w *queueWait) aimCounted(q queue, i int, kids <-chan zk.Event) (waitResult
 	w.only, w.sure = false, true
 	w.pprev, w.pprevCh = "", nil
 	return waitOn, nil
-}
-
-// dropOthers deletes the owner's nodes among mine but n: a create whose
-// reply was lost must not hold n up. The queue is listed again.
-func (w *queueWait) dropOthers(mine []child) error {
-	for _, c := range mine {
-		if c.name == w.name {
-			continue
-		}
-		p := w.parent + "/" + c.name
-		_, err := driverkit.Call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(p, -1) }, nil)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			if err := w.pause(err); err != nil {
-				return err
-			}
-		}
-	}
-	w.list, w.known = true, nil
-	return nil
 }
 
 // aim makes the last of b, the nodes that block n, pred, and the one

@@ -76,9 +76,6 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 	}
 	q := parseQueue(got.names)
 	d.snapshot(nodeKey{req.Key, req.Owner}, q, got.st.Cversion, 0)
-	if len(q.ofOwner(req.Owner)) > 0 {
-		return nil // ours: reconciled by the create path
-	}
 	granted, lerr := q.judge(len(q), req.Mode, req.Limit, req.Weight)
 	if lerr != nil {
 		return errorf(op, req.Key, lerr)
@@ -126,11 +123,6 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		d.forget(n)
 		return driver.Lease{}, errorf(op, req.Key, errNodeGone)
 	}
-	// Older nodes of the same owner (a create whose reply was lost):
-	// the oldest one is the owner's place.
-	if mine := q.ofOwner(req.Owner); len(mine) > 1 {
-		return d.adoptOldest(ctx, op, n, req, q, mine)
-	}
 	granted, lerr := q.judge(i, req.Mode, n.limit, n.weight)
 	if lerr != nil {
 		// Never granted: drop the node (in the background if that fails).
@@ -164,25 +156,6 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 	}
 	d.snapshot(nodeKey{req.Key, req.Owner}, append(q[:i:i], q[i+1:]...), got.st.Cversion, 1)
 	return driver.Lease{}, &driver.LockedError{Remaining: remaining}
-}
-
-// adoptOldest handles several nodes of one owner in a queue: the result of
-// a create whose reply was lost and a retry. It deletes all but the oldest
-// and continues with that one as n.
-func (d *Driver) adoptOldest(ctx context.Context, op string, n *node, req driver.Request, q queue, mine []child) (driver.Lease, error) {
-	oldest := mine[0]
-	for _, c := range mine[1:] {
-		p := n.parent + "/" + c.name
-		if _, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return driver.Lease{}, fail(op, req.Key, err)
-		}
-	}
-	d.mu.Lock()
-	n.path = n.parent + "/" + oldest.name
-	n.czxid = 0
-	d.mu.Unlock()
-	l, _, err := d.resume(ctx, op, n, req, false)
-	return l, err
 }
 
 // resume continues with a node this driver already has for req's owner:
