@@ -214,10 +214,11 @@
 //
 // # Leases of other drivers
 //
-// Refresh and RefreshBatch refuse a lease that another Driver granted
-// (another connection to the same ensemble) with driver.ErrNotHeld, and
-// leave it held: a lease is refreshed only through the Driver that
-// granted it.
+// Refresh, RefreshBatch and Release refuse a lease that another Driver
+// granted (another connection to the same ensemble) with
+// driver.ErrNotHeld, and leave it held: a lease is refreshed and released
+// only through the Driver that granted it. Nothing but that Driver writes
+// a hold's node, so a hold whose lease ran out by its clock is over.
 //
 // # Limits
 //

@@ -36,7 +36,7 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		ttl = n.ttl
 	}
 	if stale {
-		return d.recheck(ctx, op, n, ttl, false)
+		return driver.Lease{}, d.expired(ctx, op, n)
 	}
 	d.mu.Lock()
 	path := n.path
@@ -63,8 +63,7 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 // lookup returns the driver's node for l if it is a hold: granted, in
 // l.Mode, with token l.Token (unless 0), of the current session. stale
 // reports that its lease ran out by this client's clock since this
-// driver last wrote it (another driver may have rewritten it since: see
-// recheck). It returns an error wrapping driver.ErrNotHeld when l is not a
+// driver last wrote it (see expired). It returns an error wrapping driver.ErrNotHeld when l is not a
 // hold of this driver: the driver keeps no other (a lease another Driver
 // granted is refused and left held, as driver.Driver allows).
 func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err error) {
@@ -103,71 +102,12 @@ func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err err
 	return nil, false, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 }
 
-// recheck decides about a hold whose lease ran out by this client's
-// clock: it is over unless another driver rewrote the node since this one
-// last did. Then the server's clock decides: the node is rewritten (with
-// ttl) and the lease is alive if that write came less than the node's TTL
-// after the other one. A lease found over is deleted and
-// driver.ErrNotHeld returned. With release set, a live hold is deleted
-// too (and the lease returned, with no error).
-func (d *Driver) recheck(ctx context.Context, op string, n *node, ttl time.Duration, release bool) (driver.Lease, error) {
-	d.mu.Lock()
-	path, mzxid := n.path, n.mzxid
-	d.mu.Unlock()
-	over := func(why string) (driver.Lease, error) {
-		_ = d.dropNode(ctx, n)
-		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %s", driver.ErrNotHeld, why))
-	}
-	failed := func(err error) (driver.Lease, error) {
-		return driver.Lease{}, callFailed(ctx, op, n.key, err)
-	}
-	got, err := driverkit.Call(ctx, func() (getResult, error) {
-		data, st, err := d.conn.Get(path)
-		return getResult{data, st}, err
-	}, nil)
-	switch {
-	case errors.Is(err, zk.ErrNoNode):
-		d.forget(n)
-		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
-	case err != nil:
-		return failed(err)
-	case got.st.Czxid != n.czxid || got.st.EphemeralOwner != n.session:
-		d.forget(n)
-		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNotOurs))
-	case got.st.Mzxid == mzxid:
-		return over("the lease ran out")
-	}
-	old, ok := decodeTTL(got.data)
-	if !ok {
-		old = n.ttl
-	}
-	sent := time.Now()
-	st, err := driverkit.Call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, encodeData(ttl, n.value), got.st.Version) }, nil)
-	switch {
-	case errors.Is(err, zk.ErrBadVersion):
-		// Rewritten again meanwhile: alive. Write it once more.
-		st, err = d.write(ctx, path, ttl, n.value)
-		if err != nil {
-			return failed(err)
-		}
-	case errors.Is(err, zk.ErrNoNode):
-		d.forget(n)
-		return driver.Lease{}, errorf(op, n.key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
-	case err != nil:
-		return failed(err)
-	case time.Duration(st.Mtime-got.st.Mtime)*time.Millisecond >= old:
-		return over("the lease ran out")
-	}
-	d.mu.Lock()
-	n.written, n.mzxid, n.ttl = sent, st.Mzxid, ttl
-	out := n.lease(ttl)
-	d.mu.Unlock()
-	if release {
-		if err := d.dropNode(ctx, n); err != nil {
-			return failed(err)
-		}
-	}
-	return out, nil
+// expired deletes n, a hold whose lease ran out by this client's clock
+// since this driver last wrote its node (nothing else writes it), and
+// returns an error wrapping driver.ErrNotHeld.
+func (d *Driver) expired(ctx context.Context, op string, n *node) error {
+	_ = d.dropNode(ctx, n)
+	return errorf(op, n.key, fmt.Errorf("%w: the lease ran out", driver.ErrNotHeld))
 }
 
 // maxMulti bounds the operations of one multi request.
@@ -206,7 +146,7 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 			ttl = n.ttl
 		}
 		if stale {
-			_, errs[i] = d.recheck(ctx, op, n, ttl, false)
+			errs[i] = d.expired(ctx, op, n)
 			continue
 		}
 		d.mu.Lock()

@@ -38,7 +38,6 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	session := n.session
 	matches := n.mode == l.Mode && (l.Token == 0 || uint64(n.czxid) == l.Token)
 	stale := time.Since(n.written) >= n.ttl
-	ttl := n.ttl
 	d.mu.Unlock()
 	if path == "" {
 		// A create whose outcome was not known (an abandoned call's):
@@ -60,8 +59,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		return errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errSessionEnded))
 	}
 	if granted && stale {
-		_, err := d.recheck(ctx, op, n, ttl, true)
-		return err
+		return d.expired(ctx, op, n)
 	}
 	err := del(ctx, d.conn, path, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
