@@ -275,16 +275,7 @@ func testQueue(e *env) {
 // queue is served together, and that a queued writer holds back newcomers.
 func testQueueShared(e *env, ds []driver.Driver, qs []driver.Driver) {
 	key := e.key("shared")
-	queued := func(q driver.Driver, r driver.Request, why string) {
-		e.t.Helper()
-		l, err := tryQueued(e.ctx, q, r)
-		if err == nil {
-			e.t.Errorf("queued TryAcquire(%s) succeeded %s", fmtReq(r), why)
-			e.release(q, l)
-			return
-		}
-		e.checkLocked(r, err, e.long)
-	}
+	queued := e.expectQueuedLocked
 	lw1, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
 	r1 := req(key, driver.Shared, e.long)
 	r2 := req(key, driver.Shared, e.long)
