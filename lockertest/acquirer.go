@@ -105,7 +105,21 @@ func testAcquireFIFO(e *env, ds []driver.Driver, acq func(int) driver.Acquirer) 
 			return false
 		}
 	}
-	// The holder is still there: nobody may have been granted the key.
+	if !checkNoGrantYet(e, grants) {
+		return false
+	}
+	e.release(ds[0], la)
+	if !checkFIFOGrants(e, grants, waiters, la.Token) {
+		return false
+	}
+	wg.Wait()
+	e.expectFree(ds[4], key, driver.Exclusive, "after every waiter granted by Acquire released")
+	return !e.t.Failed()
+}
+
+// checkNoGrantYet checks, while the holder is still there, that no waiter
+// has been granted the key nor given up; it reports whether none has.
+func checkNoGrantYet(e *env, grants <-chan grant) bool {
 	select {
 	case g := <-grants:
 		if g.err != nil {
@@ -116,9 +130,13 @@ func testAcquireFIFO(e *env, ds []driver.Driver, acq func(int) driver.Acquirer) 
 		return false
 	default:
 	}
-	e.release(ds[0], la)
+	return true
+}
 
-	last := la.Token
+// checkFIFOGrants checks, once the holder whose token was last has
+// released, that the waiters numbered 1 to waiters are granted the key in
+// that order with growing tokens; it reports whether every one was.
+func checkFIFOGrants(e *env, grants <-chan grant, waiters int, last uint64) bool {
 	for want := 1; want <= waiters; want++ {
 		select {
 		case g := <-grants:
@@ -141,17 +159,20 @@ func testAcquireFIFO(e *env, ds []driver.Driver, acq func(int) driver.Acquirer) 
 			return false
 		}
 	}
-	wg.Wait()
-	e.expectFree(ds[4], key, driver.Exclusive, "after every waiter granted by Acquire released")
-	return !e.t.Failed()
+	return true
 }
 
 // testAcquireGiveUp checks that an Acquire whose context is cancelled, or
 // times out, while it waits returns an error wrapping the context's error
 // and leaves nothing held or queued.
 func testAcquireGiveUp(e *env, ds []driver.Driver, acq func(int) driver.Acquirer) {
-	// The first of two waiters is cancelled: the second is served when
-	// the holder releases, then a newcomer.
+	checkAcquireCancelledInQueue(e, ds, acq)
+	checkAcquireTimesOutAlone(e, ds, acq)
+}
+
+// checkAcquireCancelledInQueue cancels the first of two waiters: the
+// second is served when the holder releases, then a newcomer.
+func checkAcquireCancelledInQueue(e *env, ds []driver.Driver, acq func(int) driver.Acquirer) {
 	key := e.key("cancel")
 	la, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
 	ctxB, cancelB := context.WithCancel(e.ctx)
@@ -208,13 +229,15 @@ func testAcquireGiveUp(e *env, ds []driver.Driver, acq func(int) driver.Acquirer
 		}
 	}
 	e.expectFreeSoon(ds[3], key, "after a waiter whose Acquire was cancelled gave up, and the waiter behind it released (a hold or queue entry left behind?)")
+}
 
-	// A waiter times out alone: a newcomer gets the key as soon as the
-	// holder releases.
-	key = e.key("timeout")
-	la, _ = e.acquire(ds[0], req(key, driver.Exclusive, e.long))
+// checkAcquireTimesOutAlone lets a lone waiter time out: a newcomer gets
+// the key as soon as the holder releases.
+func checkAcquireTimesOutAlone(e *env, ds []driver.Driver, acq func(int) driver.Acquirer) {
+	key := e.key("timeout")
+	la, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
 	ctx, cancel := context.WithTimeout(e.ctx, queueGap)
-	rb = req(key, driver.Exclusive, e.long)
+	rb := req(key, driver.Exclusive, e.long)
 	l, err := acq(1).Acquire(ctx, rb)
 	cancel()
 	switch {

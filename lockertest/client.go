@@ -179,26 +179,7 @@ func testDeadlines(e *env) {
 		}
 	}()
 	const deadline = 600 * time.Millisecond
-	timed := func(what string, f func() error, want error, limit time.Duration) {
-		e.t.Helper()
-		// A loaded machine may be late once; twice is the call's fault.
-		var el, bound time.Duration
-		for range 2 {
-			probe := lag.Start()
-			start := time.Now()
-			err := f()
-			el = time.Since(start)
-			bound = probe.Bound(limit, lateness)
-			if want != nil && !errors.Is(err, want) {
-				e.t.Errorf("%s with the backend stalled = %v; want an error wrapping %v", what, err, want)
-				return
-			}
-			if el <= bound {
-				return
-			}
-		}
-		e.t.Errorf("%s with the backend stalled returned after %v, twice; want at most %v (the deadline, %v, and twice the timer lateness of this machine meanwhile)", what, el, bound, lateness)
-	}
+	timed := e.timedStalled
 
 	free := e.key("free")
 	resume := e.opts.stall(e.t, ds[0])
@@ -226,12 +207,41 @@ func testDeadlines(e *env) {
 		return c.Mutex(held).LockContext(ctx)
 	}, context.DeadlineExceeded, deadline)
 	e.release(ds[1], hl)
-	// What the abandoned calls left is cleaned up once the backend
-	// answers again; the Client's next lock calls for the keys wait for
-	// that, and get them well before what was left could expire: a
-	// cleanup that gave up after one failed try would leave a queue entry
-	// blocking the key for its TTL.
-	for _, k := range []string{free, held} {
+	checkRelockAfterStall(e, c, ds[1], free, held)
+}
+
+// timedStalled checks that f, a call made with the backend stalled,
+// returns an error wrapping want (unless want is nil) within limit plus
+// the timer lateness of this machine meanwhile.
+func (e *env) timedStalled(what string, f func() error, want error, limit time.Duration) {
+	e.t.Helper()
+	// A loaded machine may be late once; twice is the call's fault.
+	var el, bound time.Duration
+	for range 2 {
+		probe := lag.Start()
+		start := time.Now()
+		err := f()
+		el = time.Since(start)
+		bound = probe.Bound(limit, lateness)
+		if want != nil && !errors.Is(err, want) {
+			e.t.Errorf("%s with the backend stalled = %v; want an error wrapping %v", what, err, want)
+			return
+		}
+		if el <= bound {
+			return
+		}
+	}
+	e.t.Errorf("%s with the backend stalled returned after %v, twice; want at most %v (the deadline, %v, and twice the timer lateness of this machine meanwhile)", what, el, bound, lateness)
+}
+
+// checkRelockAfterStall checks that what the abandoned calls left is
+// cleaned up once the backend answers again; the Client's next lock calls
+// for the keys wait for that, and get them well before what was left
+// could expire: a cleanup that gave up after one failed try would leave a
+// queue entry blocking the key for its TTL. d, another driver, checks
+// that each key is free afterwards.
+func checkRelockAfterStall(e *env, c *locker.Client, d driver.Driver, keys ...string) {
+	for _, k := range keys {
 		m := c.Mutex(k)
 		ctx, cancel := context.WithTimeout(e.ctx, e.long/2)
 		err := m.LockContext(ctx)
@@ -242,7 +252,7 @@ func testDeadlines(e *env) {
 		if err := m.UnlockContext(e.ctx); err != nil {
 			e.t.Errorf("UnlockContext: %v", err)
 		}
-		e.expectFree(ds[1], k, driver.Exclusive, fmt.Sprintf("after calls abandoned while the backend was stalled, and a later Lock and Unlock of %q", k))
+		e.expectFree(d, k, driver.Exclusive, fmt.Sprintf("after calls abandoned while the backend was stalled, and a later Lock and Unlock of %q", k))
 	}
 }
 

@@ -16,6 +16,18 @@ import (
 // earlier when it has done its iterations.
 const hammerTime = 2 * time.Second
 
+// mutexHammer is the state testMutexHammer's goroutines share.
+type mutexHammer struct {
+	e          *env
+	key        string
+	iterations int
+	stop       time.Time
+	counter    int          // guarded by the lock under test
+	lastToken  locker.Token // guarded by the lock under test
+	holders    atomic.Int32
+	locks      atomic.Int64
+}
+
 // testMutexHammer locks one key from many handles on several clients, and
 // from goroutines sharing a handle: no two hold it at once, writes made
 // under the lock are seen by the next holder (the race detector checks
@@ -23,95 +35,114 @@ const hammerTime = 2 * time.Second
 func testMutexHammer(e *env) {
 	const clients, perClient, sharing, iterations = 3, 4, 3, 50
 	ds := e.drivers(clients)
-	key := e.key("k")
-	var (
-		counter   int          // guarded by the lock under test
-		lastToken locker.Token // guarded by the lock under test
-		holders   atomic.Int32
-		locks     atomic.Int64
-	)
-	stop := time.Now().Add(hammerTime)
+	h := &mutexHammer{e: e, key: e.key("k"), iterations: iterations, stop: time.Now().Add(hammerTime)}
 	opts := []locker.Option{locker.WithTTL(e.long), locker.WithErrorHandler(func(err error) {
 		e.errorf("Mutex error handler: %v", err)
 	})}
 
-	// critical runs while m is held, sometimes long enough for an
-	// overlapping holder to be seen.
-	critical := func(m *locker.Mutex, i int) {
-		if n := holders.Add(1); n != 1 {
-			e.errorf("%d Mutex handles hold %q at once", n, key)
-		}
-		if i%2 == 0 {
-			time.Sleep(200 * time.Microsecond)
-		}
-		tok := m.Token()
-		if tok <= lastToken {
-			e.errorf("Mutex.Token() = %d after an earlier holder's %d; want strictly increasing tokens", tok, lastToken)
-		}
-		lastToken = tok
-		counter++
-		select {
-		case <-m.Done():
-			e.errorf("Mutex.Done() closed while the mutex is held: %v", m.Err())
-		default:
-		}
-		holders.Add(-1)
-	}
-	hammer := func(m *locker.Mutex, own bool) {
-		for i := 0; i < iterations && time.Now().Before(stop) && e.ctx.Err() == nil; i++ {
-			switch i % 3 {
-			case 0:
-				m.Lock()
-			case 1:
-				if err := m.LockContext(e.ctx); err != nil {
-					if e.ctx.Err() == nil {
-						e.errorf("Mutex.LockContext: %v", err)
-					}
-					return
-				}
-			case 2:
-				if !m.TryLock() {
-					continue
-				}
-			}
-			done := m.Done()
-			critical(m, i)
-			locks.Add(1)
-			if i%2 == 0 {
-				m.Unlock()
-			} else if err := m.UnlockContext(e.ctx); err != nil {
-				e.errorf("Mutex.UnlockContext: %v", err)
-			}
-			select {
-			case <-done:
-			default:
-				e.errorf("the Done channel of a hold is still open after its Unlock returned")
-			}
-			if own {
-				if err := m.Err(); err != nil {
-					e.errorf("Mutex.Err() after Unlock = %v; want nil", err)
-				}
-			}
-		}
-	}
-
 	var wg sync.WaitGroup
 	for i := range clients * perClient {
-		m := locker.NewMutex(ds[i%clients], key, opts...)
-		wg.Go(func() { hammer(m, true) })
+		m := locker.NewMutex(ds[i%clients], h.key, opts...)
+		wg.Go(func() { h.hammer(m, true) })
 	}
-	common := locker.NewMutex(ds[0], key, opts...)
+	common := locker.NewMutex(ds[0], h.key, opts...)
 	for range sharing {
-		wg.Go(func() { hammer(common, false) })
+		wg.Go(func() { h.hammer(common, false) })
 	}
 	wg.Wait()
-	if n := locks.Load(); int64(counter) != n {
-		e.errorf("counter = %d after %d locked increments; want equal", counter, n)
+	if n := h.locks.Load(); int64(h.counter) != n {
+		e.errorf("counter = %d after %d locked increments; want equal", h.counter, n)
 	} else if n == 0 {
-		e.errorf("no goroutine locked %q", key)
+		e.errorf("no goroutine locked %q", h.key)
 	}
-	e.t.Logf("%d locks in %v", locks.Load(), hammerTime-time.Until(stop))
-	e.expectFree(ds[1], key, driver.Exclusive, "after every Mutex was unlocked")
+	e.t.Logf("%d locks in %v", h.locks.Load(), hammerTime-time.Until(h.stop))
+	e.expectFree(ds[1], h.key, driver.Exclusive, "after every Mutex was unlocked")
+}
+
+// hammer locks and unlocks m until it has done its iterations or the
+// hammer time is over; own says m is not shared with other goroutines.
+func (h *mutexHammer) hammer(m *locker.Mutex, own bool) {
+	e := h.e
+	for i := 0; i < h.iterations && time.Now().Before(h.stop) && e.ctx.Err() == nil; i++ {
+		locked, ok := h.lock(m, i)
+		if !ok {
+			return
+		}
+		if !locked {
+			continue
+		}
+		done := m.Done()
+		h.critical(m, i)
+		h.locks.Add(1)
+		if i%2 == 0 {
+			m.Unlock()
+		} else if err := m.UnlockContext(e.ctx); err != nil {
+			e.errorf("Mutex.UnlockContext: %v", err)
+		}
+		h.checkReleased(m, done, own)
+	}
+}
+
+// lock takes m by Lock, LockContext or TryLock as i says; locked is false
+// when TryLock found it held, ok is false when the goroutine must stop.
+func (h *mutexHammer) lock(m *locker.Mutex, i int) (locked, ok bool) {
+	e := h.e
+	switch i % 3 {
+	case 0:
+		m.Lock()
+	case 1:
+		if err := m.LockContext(e.ctx); err != nil {
+			if e.ctx.Err() == nil {
+				e.errorf("Mutex.LockContext: %v", err)
+			}
+			return false, false
+		}
+	case 2:
+		if !m.TryLock() {
+			return false, true
+		}
+	}
+	return true, true
+}
+
+// critical runs while m is held, sometimes long enough for an
+// overlapping holder to be seen.
+func (h *mutexHammer) critical(m *locker.Mutex, i int) {
+	e := h.e
+	if n := h.holders.Add(1); n != 1 {
+		e.errorf("%d Mutex handles hold %q at once", n, h.key)
+	}
+	if i%2 == 0 {
+		time.Sleep(200 * time.Microsecond)
+	}
+	tok := m.Token()
+	if tok <= h.lastToken {
+		e.errorf("Mutex.Token() = %d after an earlier holder's %d; want strictly increasing tokens", tok, h.lastToken)
+	}
+	h.lastToken = tok
+	h.counter++
+	select {
+	case <-m.Done():
+		e.errorf("Mutex.Done() closed while the mutex is held: %v", m.Err())
+	default:
+	}
+	h.holders.Add(-1)
+}
+
+// checkReleased checks, after an unlock, that the hold's Done channel is
+// closed and, on a handle no other goroutine uses, that Err is nil.
+func (h *mutexHammer) checkReleased(m *locker.Mutex, done <-chan struct{}, own bool) {
+	e := h.e
+	select {
+	case <-done:
+	default:
+		e.errorf("the Done channel of a hold is still open after its Unlock returned")
+	}
+	if own {
+		if err := m.Err(); err != nil {
+			e.errorf("Mutex.Err() after Unlock = %v; want nil", err)
+		}
+	}
 }
 
 // testRWMutexHammer streams readers and writers on several clients: a
@@ -368,6 +399,23 @@ func testLockerContextCanceled(e *env) {
 	defer c.Close(e.ctx)
 	m := c.Mutex(key)
 
+	checkLockGivesUp(e, m)
+	// A queue entry of the waiter would have a long TTL: had it been left
+	// behind, a newcomer could not take the key.
+	e.release(ds[0], hl)
+	e.settle(c, key)
+	e.expectFree(ds[2], key, driver.Exclusive, "right after the holder released, once a waiter's LockContext had given up (a hold or queue entry left behind?)")
+
+	if e.caps.Queue {
+		checkWokenWaiterGivesUp(e, ds, c, m, key)
+	}
+	checkGiveUpRacesRelease(e, ds, c, m, key)
+}
+
+// checkLockGivesUp checks that LockContext and TryLockContext on m, whose
+// key another owner holds, return the error of a context that times out,
+// is cancelled while waiting, or is cancelled already.
+func checkLockGivesUp(e *env, m *locker.Mutex) {
 	ctx, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
 	err := m.LockContext(ctx)
 	cancel()
@@ -386,44 +434,43 @@ func testLockerContextCanceled(e *env) {
 	if ok, err := m.TryLockContext(ctx); ok || err == nil {
 		e.t.Errorf("Mutex.TryLockContext with a cancelled context = %v, %v; want false and an error", ok, err)
 	}
-	// A queue entry of the waiter would have a long TTL: had it been left
-	// behind, a newcomer could not take the key.
-	e.release(ds[0], hl)
-	e.settle(c, key)
-	e.expectFree(ds[2], key, driver.Exclusive, "right after the holder released, once a waiter's LockContext had given up (a hold or queue entry left behind?)")
+}
 
-	// A waiter that is woken by a release but finds another owner queued
-	// ahead of it has waited long enough to join the backend's wait queue
-	// itself; when it gives up, it must leave it.
-	if e.caps.Queue {
-		ha, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
-		qr := req(key, driver.Exclusive, e.long)
-		qr.Queued = true
-		if _, err := ds[0].TryAcquire(e.ctx, qr); !errors.Is(err, driver.ErrLocked) {
-			e.t.Fatalf("TryAcquire(%s) while another owner holds the key: %v; want ErrLocked", fmtReq(qr), err)
-		}
-		ctx, cancel := context.WithTimeout(e.ctx, 400*time.Millisecond)
-		errc := make(chan error, 1)
-		go func() { errc <- m.LockContext(ctx) }()
-		e.sleep(100 * time.Millisecond)
-		e.release(ds[0], ha) // wakes the waiter, which finds qr at the head
-		e.sleep(100 * time.Millisecond)
-		hq, _ := e.acquireQueued(ds[0], qr)
-		err := <-errc
-		cancel()
-		if !errors.Is(err, context.DeadlineExceeded) {
-			e.t.Errorf("Mutex.LockContext with a context that times out while other owners hold the key or are queued ahead = %v; want an error wrapping context.DeadlineExceeded", err)
-			if err == nil {
-				m.Unlock()
-			}
-		}
-		e.release(ds[0], hq)
-		e.settle(c, key)
-		e.expectFree(ds[2], key, driver.Exclusive, "right after the holder released, once a waiter that had been woken and found another owner queued ahead had given up (a queue entry left behind?)")
+// checkWokenWaiterGivesUp checks that a waiter that is woken by a release
+// but finds another owner queued ahead of it, and so has waited long
+// enough to join the backend's wait queue itself, leaves the queue when
+// it gives up.
+func checkWokenWaiterGivesUp(e *env, ds []driver.Driver, c *locker.Client, m *locker.Mutex, key string) {
+	ha, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
+	qr := req(key, driver.Exclusive, e.long)
+	qr.Queued = true
+	if _, err := ds[0].TryAcquire(e.ctx, qr); !errors.Is(err, driver.ErrLocked) {
+		e.t.Fatalf("TryAcquire(%s) while another owner holds the key: %v; want ErrLocked", fmtReq(qr), err)
 	}
+	ctx, cancel := context.WithTimeout(e.ctx, 400*time.Millisecond)
+	errc := make(chan error, 1)
+	go func() { errc <- m.LockContext(ctx) }()
+	e.sleep(100 * time.Millisecond)
+	e.release(ds[0], ha) // wakes the waiter, which finds qr at the head
+	e.sleep(100 * time.Millisecond)
+	hq, _ := e.acquireQueued(ds[0], qr)
+	err := <-errc
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		e.t.Errorf("Mutex.LockContext with a context that times out while other owners hold the key or are queued ahead = %v; want an error wrapping context.DeadlineExceeded", err)
+		if err == nil {
+			m.Unlock()
+		}
+	}
+	e.release(ds[0], hq)
+	e.settle(c, key)
+	e.expectFree(ds[2], key, driver.Exclusive, "right after the holder released, once a waiter that had been woken and found another owner queued ahead had given up (a queue entry left behind?)")
+}
 
-	// The key is freed just as the waiter gives up: whichever way the
-	// race goes, no hold is left unless LockContext reports one.
+// checkGiveUpRacesRelease frees the key just as the waiter gives up:
+// whichever way the race goes, no hold is left unless LockContext
+// reports one.
+func checkGiveUpRacesRelease(e *env, ds []driver.Driver, c *locker.Client, m *locker.Mutex, key string) {
 	for i := range 5 {
 		hl, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
 		wait := time.Duration(20+10*i) * time.Millisecond

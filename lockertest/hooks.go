@@ -131,6 +131,38 @@ func testDriverClosedClient(e *env) {
 	}
 }
 
+// stalledResult is what a driver call made while the backend was stalled
+// returned, and how long it took.
+type stalledResult struct {
+	name string
+	took time.Duration
+	err  error
+}
+
+// checkStalledResults checks that every call made with a deadline while
+// the backend did not answer returned the context's error within bound.
+func checkStalledResults(e *env, got []stalledResult, deadline, bound time.Duration) {
+	for _, r := range got {
+		if !errors.Is(r.err, context.DeadlineExceeded) {
+			e.t.Errorf("%s while the backend does not answer = %v; want an error wrapping context.DeadlineExceeded", r.name, r.err)
+		}
+		if r.took > bound {
+			e.t.Errorf("%s with a %v deadline, the backend not answering, returned after %v; want at most %v (the deadline, %v, and twice the timer lateness of this machine meanwhile)", r.name, deadline, r.took, bound, lateness)
+		}
+	}
+}
+
+// releaseAbandoned releases, through d, what the abandoned calls of reqs
+// may have left (a grant whose reply was lost, a queue entry), as the
+// front-end's Release would remove it.
+func releaseAbandoned(e *env, d driver.Driver, reqs []driver.Request) {
+	for _, r := range reqs {
+		if err := d.Release(e.ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode}); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+			e.t.Errorf("Release of an abandoned call's owner once the backend answers: %v", err)
+		}
+	}
+}
+
 // testDriverStalled checks, with the backend not answering one driver
 // (WithStall), that every call of the driver, and an Acquire that waited
 // in the queue before, returns by its deadline with the context's error;
@@ -141,18 +173,13 @@ func testDriverStalled(e *env) {
 	}
 	d, held, k2, other, blocker := e.hookSetup()
 	const deadline = 600 * time.Millisecond
-	type result struct {
-		name string
-		took time.Duration
-		err  error
-	}
-	results := make(chan result, 16)
+	results := make(chan stalledResult, 16)
 	run := func(c driverCall) {
 		ctx, cancel := context.WithTimeout(e.ctx, deadline)
 		defer cancel()
 		start := time.Now()
 		err := c.call(ctx)
-		results <- result{c.name, time.Since(start), err}
+		results <- stalledResult{c.name, time.Since(start), err}
 	}
 	var reqs []driver.Request
 	calls := e.driverCalls(d, held, k2, &reqs)
@@ -180,28 +207,13 @@ func testDriverStalled(e *env) {
 	if queued != nil {
 		n++
 	}
-	var got []result
+	var got []stalledResult
 	for range n {
 		got = append(got, <-results)
 	}
-	bound := probe.Bound(deadline, lateness)
-	for _, r := range got {
-		if !errors.Is(r.err, context.DeadlineExceeded) {
-			e.t.Errorf("%s while the backend does not answer = %v; want an error wrapping context.DeadlineExceeded", r.name, r.err)
-		}
-		if r.took > bound {
-			e.t.Errorf("%s with a %v deadline, the backend not answering, returned after %v; want at most %v (the deadline, %v, and twice the timer lateness of this machine meanwhile)", r.name, deadline, r.took, bound, lateness)
-		}
-	}
+	checkStalledResults(e, got, deadline, probe.Bound(deadline, lateness))
 	resume()
-	// What the abandoned calls may have left (a grant whose reply was
-	// lost, a queue entry) is for the front-end's Release to remove, as
-	// it would.
-	for _, r := range reqs {
-		if err := d.Release(e.ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode}); err != nil && !errors.Is(err, driver.ErrNotHeld) {
-			e.t.Errorf("Release of an abandoned call's owner once the backend answers: %v", err)
-		}
-	}
+	releaseAbandoned(e, d, reqs)
 	e.release(other, blocker)
 	e.expectFree(e.driver(), k2, driver.Exclusive, "after the stall, once the abandoned waiter was released and the holder left")
 	l, _ := e.acquire(d, req(e.key("after"), driver.Exclusive, e.long))

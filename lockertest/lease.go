@@ -477,12 +477,29 @@ type concurrent struct {
 // concurrentRound calls every method once. Only t.Errorf is called: it
 // runs on many goroutines.
 func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode driver.Mode) {
+	unsubscribe, ok := e.concurrentOwnKey(d, own)
+	if !ok {
+		return
+	}
+	defer unsubscribe()
+	e.concurrentHotKey(c, d)
+	if !c.shared {
+		return
+	}
+	e.concurrentHotSharedKey(c, d, mode)
+}
+
+// concurrentOwnKey calls every method once on own, a key no one else
+// uses; ok is false when it could not acquire it. The subscription to own,
+// if the driver has one, stays open until the caller calls unsubscribe.
+func (e *env) concurrentOwnKey(d driver.Driver, own string) (unsubscribe func(), ok bool) {
 	ctx := e.ctx
+	unsubscribe = func() {}
 	r := req(own, driver.Exclusive, e.long)
 	l, err := d.TryAcquire(ctx, r)
 	if err != nil {
 		e.errorf("TryAcquire(%s) of a key no one else uses: %v", fmtReq(r), err)
-		return
+		return unsubscribe, false
 	}
 	if l2, err := d.TryAcquire(ctx, r); err != nil || l2.Token != l.Token {
 		e.errorf("re-acquire(%s) = token %d, %v; want token %d", fmtReq(r), l2.Token, err, l.Token)
@@ -500,7 +517,7 @@ func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode d
 		if err != nil {
 			e.errorf("Subscribe(%q): %v", own, err)
 		} else {
-			defer sub.Close()
+			unsubscribe = func() { sub.Close() }
 		}
 	}
 	if err := d.Release(ctx, l); err != nil {
@@ -509,10 +526,15 @@ func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode d
 	if err := d.Release(ctx, l); !errors.Is(err, driver.ErrNotHeld) {
 		e.errorf("second Release(%s): %v; want ErrNotHeld", fmtLease(l), err)
 	}
+	return unsubscribe, true
+}
 
-	// The hot key: at most one holder at a time.
-	r = req(c.hot, driver.Exclusive, e.long)
-	l, err = d.TryAcquire(ctx, r)
+// concurrentHotKey checks that the hot key has at most one holder at a
+// time.
+func (e *env) concurrentHotKey(c *concurrent, d driver.Driver) {
+	ctx := e.ctx
+	r := req(c.hot, driver.Exclusive, e.long)
+	l, err := d.TryAcquire(ctx, r)
 	if e.caps.Queue && errors.Is(err, driver.ErrLocked) {
 		r.Queued = true
 		l, err = d.TryAcquire(ctx, r)
@@ -537,13 +559,14 @@ func (e *env) concurrentRound(c *concurrent, d driver.Driver, own string, mode d
 	default:
 		e.errorf("TryAcquire(%s): %v", fmtReq(r), err)
 	}
+}
 
-	if !c.shared {
-		return
-	}
-	// The hot shared key: readers together, writers alone.
-	r = req(c.hotShared, mode, e.long)
-	l, err = d.TryAcquire(ctx, r)
+// concurrentHotSharedKey checks that the hot shared key has readers
+// together and writers alone.
+func (e *env) concurrentHotSharedKey(c *concurrent, d driver.Driver, mode driver.Mode) {
+	ctx := e.ctx
+	r := req(c.hotShared, mode, e.long)
+	l, err := d.TryAcquire(ctx, r)
 	switch {
 	case err == nil:
 		if mode == driver.Exclusive {

@@ -172,6 +172,39 @@ func drain(sub driver.Subscription) {
 	}
 }
 
+// expectQueuedLocked checks that a queued TryAcquire of r through q is
+// refused with ErrLocked; why says why it must be.
+func (e *env) expectQueuedLocked(q driver.Driver, r driver.Request, why string) {
+	e.t.Helper()
+	l, err := tryQueued(e.ctx, q, r)
+	if err == nil {
+		e.t.Errorf("queued TryAcquire(%s) succeeded %s", fmtReq(r), why)
+		e.release(q, l)
+		return
+	}
+	e.checkLocked(r, err, e.long)
+}
+
+// expectTryLocked checks that a plain TryAcquire of r through d is
+// refused with ErrLocked; why says why it must be.
+func (e *env) expectTryLocked(d driver.Driver, r driver.Request, why string) {
+	e.t.Helper()
+	l, err := d.TryAcquire(e.ctx, r)
+	if err == nil {
+		e.t.Errorf("TryAcquire(%s) succeeded %s", fmtReq(r), why)
+		e.release(d, l)
+		return
+	}
+	e.checkLocked(r, err, e.long)
+}
+
+// leaveQueue removes the queue entry of r, an owner that does not hold
+// its key, checking that the Release reports ErrNotHeld.
+func (e *env) leaveQueue(d driver.Driver, r driver.Request) {
+	e.t.Helper()
+	e.releaseNotHeld("Release by a queued owner that does not hold the key", d, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, TTL: r.TTL})
+}
+
 // testQueue checks Capabilities.Queue (Request.Queued): queued owners are served in order, before
 // newcomers; leaving the queue unblocks the others; entries expire.
 func testQueue(e *env) {
@@ -179,30 +212,7 @@ func testQueue(e *env) {
 	ds := e.drivers(3)
 	qs := ds
 	key := e.key("fifo")
-	queued := func(q driver.Driver, r driver.Request, why string) {
-		e.t.Helper()
-		l, err := tryQueued(e.ctx, q, r)
-		if err == nil {
-			e.t.Errorf("queued TryAcquire(%s) succeeded %s", fmtReq(r), why)
-			e.release(q, l)
-			return
-		}
-		e.checkLocked(r, err, e.long)
-	}
-	locked := func(d driver.Driver, r driver.Request, why string) {
-		e.t.Helper()
-		l, err := d.TryAcquire(e.ctx, r)
-		if err == nil {
-			e.t.Errorf("TryAcquire(%s) succeeded %s", fmtReq(r), why)
-			e.release(d, l)
-			return
-		}
-		e.checkLocked(r, err, e.long)
-	}
-	leave := func(d driver.Driver, r driver.Request) {
-		e.t.Helper()
-		e.releaseNotHeld("Release by a queued owner that does not hold the key", d, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, TTL: r.TTL})
-	}
+	queued, locked, leave := e.expectQueuedLocked, e.expectTryLocked, e.leaveQueue
 
 	// A free key with an empty queue is granted at once.
 	la, _ := e.acquireQueued(qs[0], req(key, driver.Exclusive, e.long))
@@ -265,16 +275,7 @@ func testQueue(e *env) {
 // queue is served together, and that a queued writer holds back newcomers.
 func testQueueShared(e *env, ds []driver.Driver, qs []driver.Driver) {
 	key := e.key("shared")
-	queued := func(q driver.Driver, r driver.Request, why string) {
-		e.t.Helper()
-		l, err := tryQueued(e.ctx, q, r)
-		if err == nil {
-			e.t.Errorf("queued TryAcquire(%s) succeeded %s", fmtReq(r), why)
-			e.release(q, l)
-			return
-		}
-		e.checkLocked(r, err, e.long)
-	}
+	queued := e.expectQueuedLocked
 	lw1, _ := e.acquire(ds[0], req(key, driver.Exclusive, e.long))
 	r1 := req(key, driver.Shared, e.long)
 	r2 := req(key, driver.Shared, e.long)

@@ -102,6 +102,20 @@ func testSemaphore(e *env) {
 	key := e.key("k")
 	s0, s1, s2 := cs[0].Semaphore(key, 2), cs[1].Semaphore(key, 2), cs[2].Semaphore(key, 2)
 
+	h0 := checkSemaphoreTry(e, s0, s1, s2)
+	h2 := checkSemaphoreNoBarging(e, s1, s2, h0)
+	checkSemaphoreSizeMismatch(e, cs[0], key, h2)
+	for _, w := range []int64{0, -1, 3} {
+		if _, err := s0.Acquire(e.ctx, w); !errors.Is(err, locker.ErrInvalidWeight) {
+			e.t.Errorf("Semaphore.Acquire(%d) of a semaphore of 2: %v; want an error wrapping ErrInvalidWeight", w, err)
+		}
+	}
+}
+
+// checkSemaphoreTry takes a permit of s0 by Acquire and one of s1 by
+// TryAcquire, checks that a TryAcquire of s2 then fails with ErrLocked,
+// releases s1's permit and returns s0's hold.
+func checkSemaphoreTry(e *env, s0, s1, s2 *locker.Semaphore) *locker.Hold {
 	h0, err := s0.Acquire(e.ctx, 1)
 	if err != nil {
 		e.t.Fatalf("Semaphore.Acquire(1): %v", err)
@@ -119,8 +133,13 @@ func testSemaphore(e *env) {
 	if err := h1.Release(e.ctx); err != nil {
 		e.t.Errorf("Hold.Release of a permit: %v", err)
 	}
+	return h0
+}
 
-	// A waiting request for 2 is not overtaken by a later one for 1.
+// checkSemaphoreNoBarging checks that a waiting request of s2 for 2
+// permits is not overtaken by a later one of s1 for 1, and is granted once
+// h0 is released; it returns the hold of the 2 permits.
+func checkSemaphoreNoBarging(e *env, s1, s2 *locker.Semaphore, h0 *locker.Hold) *locker.Hold {
 	type grant struct {
 		h   *locker.Hold
 		err error
@@ -150,10 +169,14 @@ func testSemaphore(e *env) {
 	case <-time.After(budget / 3):
 		e.t.Fatalf("Semaphore.Acquire(2) still waits %v after both permits were released", budget/3)
 	}
+	return h2
+}
 
-	// Other sizes are refused at once while the key is held.
+// checkSemaphoreSizeMismatch checks that a semaphore of another size is
+// refused at once while h2 holds key, then releases h2.
+func checkSemaphoreSizeMismatch(e *env, c *locker.Client, key string, h2 *locker.Hold) {
 	start := time.Now()
-	if h, err := cs[0].Semaphore(key, 3).Acquire(e.ctx, 1); !errors.Is(err, locker.ErrLimitMismatch) {
+	if h, err := c.Semaphore(key, 3).Acquire(e.ctx, 1); !errors.Is(err, locker.ErrLimitMismatch) {
 		e.t.Errorf("Acquire on a Semaphore of size 3 while size-2 permits are held: %v; want an error wrapping ErrLimitMismatch", err)
 		if h != nil {
 			h.Release(e.ctx)
@@ -163,12 +186,6 @@ func testSemaphore(e *env) {
 	}
 	if err := h2.Release(e.ctx); err != nil {
 		e.t.Errorf("Hold.Release of 2 permits: %v", err)
-	}
-
-	for _, w := range []int64{0, -1, 3} {
-		if _, err := s0.Acquire(e.ctx, w); !errors.Is(err, locker.ErrInvalidWeight) {
-			e.t.Errorf("Semaphore.Acquire(%d) of a semaphore of 2: %v; want an error wrapping ErrInvalidWeight", w, err)
-		}
 	}
 }
 
@@ -216,38 +233,8 @@ func testElection(e *env) {
 		e.t.Errorf("Observe's first report without a leader = %+v; want the zero Leader", l)
 	}
 
-	h0, err := e0.Campaign(e.ctx, "zero")
-	if err != nil {
-		e.t.Fatalf("Election.Campaign: %v", err)
-	}
-	if l, err := e1.Leader(e.ctx); err != nil || l.Value != "zero" || l.Term != h0.Token() {
-		e.t.Errorf("Election.Leader = %+v, %v; want {zero %d}", l, err, h0.Token())
-	}
-	if l := next("zero"); l.Term != h0.Token() {
-		e.t.Errorf("Observe reported %+v; want term %d", l, h0.Token())
-	}
-
-	elected := make(chan *locker.Hold, 1)
-	go func() {
-		h, err := e1.Campaign(e.ctx, "one")
-		if err != nil {
-			e.errorf("second Election.Campaign: %v", err)
-		}
-		elected <- h
-	}()
-	e.sleep(200 * time.Millisecond)
-	select {
-	case <-elected:
-		e.t.Fatalf("a second candidate was elected while the leader held")
-	default:
-	}
-	if err := e0.Resign(e.ctx); err != nil {
-		e.t.Fatalf("Election.Resign: %v", err)
-	}
-	if err := e0.Resign(e.ctx); !errors.Is(err, locker.ErrNotHeld) {
-		e.t.Errorf("second Election.Resign: %v; want an error wrapping ErrNotHeld", err)
-	}
-	h1 := <-elected
+	h0 := checkFirstLeader(e, e0, e1, next)
+	h1 := checkWaiterElectedOnResign(e, e0, e1)
 	if h1 == nil {
 		return
 	}
@@ -269,6 +256,51 @@ func testElection(e *env) {
 	}
 }
 
+// checkFirstLeader elects e0 with the value "zero" and checks that
+// Leader on e1 and Observe (whose next report next waits for) report it
+// with its term; it returns the leadership hold.
+func checkFirstLeader(e *env, e0, e1 *locker.Election, next func(want string) locker.Leader) *locker.Hold {
+	h0, err := e0.Campaign(e.ctx, "zero")
+	if err != nil {
+		e.t.Fatalf("Election.Campaign: %v", err)
+	}
+	if l, err := e1.Leader(e.ctx); err != nil || l.Value != "zero" || l.Term != h0.Token() {
+		e.t.Errorf("Election.Leader = %+v, %v; want {zero %d}", l, err, h0.Token())
+	}
+	if l := next("zero"); l.Term != h0.Token() {
+		e.t.Errorf("Observe reported %+v; want term %d", l, h0.Token())
+	}
+	return h0
+}
+
+// checkWaiterElectedOnResign campaigns on e1 while e0 leads, checks that
+// e1 is not elected until e0 resigns (twice: the second Resign finds
+// nothing held), and returns e1's leadership hold, nil if its campaign
+// failed.
+func checkWaiterElectedOnResign(e *env, e0, e1 *locker.Election) *locker.Hold {
+	elected := make(chan *locker.Hold, 1)
+	go func() {
+		h, err := e1.Campaign(e.ctx, "one")
+		if err != nil {
+			e.errorf("second Election.Campaign: %v", err)
+		}
+		elected <- h
+	}()
+	e.sleep(200 * time.Millisecond)
+	select {
+	case <-elected:
+		e.t.Fatalf("a second candidate was elected while the leader held")
+	default:
+	}
+	if err := e0.Resign(e.ctx); err != nil {
+		e.t.Fatalf("Election.Resign: %v", err)
+	}
+	if err := e0.Resign(e.ctx); !errors.Is(err, locker.ErrNotHeld) {
+		e.t.Errorf("second Election.Resign: %v; want an error wrapping ErrNotHeld", err)
+	}
+	return <-elected
+}
+
 // testMultiLock locks overlapping sets of keys, given in different orders,
 // from goroutines on several Clients: nobody deadlocks, no key is held by
 // two at once, every part has its own token, and a try that finds one key
@@ -278,12 +310,7 @@ func testMultiLock(e *env) {
 	cs := e.clients(clients)
 	a, b, c := e.key("a"), e.key("b"), e.key("c")
 	sets := [][]string{{a, b}, {b, a}, {c, b, a}, {b, c}}
-	var (
-		mu     sync.Mutex
-		owners = map[string]int{}
-		locks  atomic.Int64
-	)
-	stop := time.Now().Add(hammerTime)
+	h := &multiLockHammer{e: e, iterations: iterations, stop: time.Now().Add(hammerTime), owners: map[string]int{}}
 	var wg sync.WaitGroup
 	for ci, cl := range cs {
 		for g := range perClient {
@@ -292,45 +319,68 @@ func testMultiLock(e *env) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for i := 0; i < iterations && time.Now().Before(stop) && e.ctx.Err() == nil; i++ {
-					mh, err := ml.Acquire(e.ctx)
-					if err != nil {
-						if e.ctx.Err() == nil {
-							e.errorf("MultiLock.Acquire: %v", err)
-						}
-						return
-					}
-					mu.Lock()
-					for _, k := range ml.Keys() {
-						if o := owners[k]; o != 0 {
-							e.errorf("key %q held by MultiLocks %d and %d at once", k, o, id)
-						}
-						owners[k] = id
-						if mh.Token(k) == 0 {
-							e.errorf("MultiHold.Token(%q) = 0", k)
-						}
-					}
-					mu.Unlock()
-					time.Sleep(200 * time.Microsecond)
-					mu.Lock()
-					for _, k := range ml.Keys() {
-						owners[k] = 0
-					}
-					mu.Unlock()
-					locks.Add(1)
-					if err := mh.Release(e.ctx); err != nil {
-						e.errorf("MultiHold.Release: %v", err)
-					}
-				}
+				h.hammer(ml, id)
 			}()
 		}
 	}
 	wg.Wait()
-	if locks.Load() == 0 {
+	if h.locks.Load() == 0 {
 		e.t.Fatalf("no MultiLock was acquired")
 	}
+	checkMultiLockAllOrNothing(e, cs, a, b, c)
+}
 
-	// All or nothing.
+// multiLockHammer is the state testMultiLock's goroutines share.
+type multiLockHammer struct {
+	e          *env
+	iterations int
+	stop       time.Time
+	mu         sync.Mutex
+	owners     map[string]int // guarded by mu
+	locks      atomic.Int64
+}
+
+// hammer acquires and releases ml, the MultiLock numbered id, until it has
+// done its iterations or the hammer time is over, checking while it holds
+// that no other MultiLock holds its keys and that every part has a token.
+func (h *multiLockHammer) hammer(ml *locker.MultiLock, id int) {
+	e := h.e
+	for i := 0; i < h.iterations && time.Now().Before(h.stop) && e.ctx.Err() == nil; i++ {
+		mh, err := ml.Acquire(e.ctx)
+		if err != nil {
+			if e.ctx.Err() == nil {
+				e.errorf("MultiLock.Acquire: %v", err)
+			}
+			return
+		}
+		h.mu.Lock()
+		for _, k := range ml.Keys() {
+			if o := h.owners[k]; o != 0 {
+				e.errorf("key %q held by MultiLocks %d and %d at once", k, o, id)
+			}
+			h.owners[k] = id
+			if mh.Token(k) == 0 {
+				e.errorf("MultiHold.Token(%q) = 0", k)
+			}
+		}
+		h.mu.Unlock()
+		time.Sleep(200 * time.Microsecond)
+		h.mu.Lock()
+		for _, k := range ml.Keys() {
+			h.owners[k] = 0
+		}
+		h.mu.Unlock()
+		h.locks.Add(1)
+		if err := mh.Release(e.ctx); err != nil {
+			e.errorf("MultiHold.Release: %v", err)
+		}
+	}
+}
+
+// checkMultiLockAllOrNothing checks that a MultiLock try that finds one
+// key (b) held elsewhere leaves none of the others held, and that a
+// MultiHold's Done closes when one of its parts is released.
+func checkMultiLockAllOrNothing(e *env, cs []*locker.Client, a, b, c string) {
 	m := cs[0].Mutex(b)
 	if err := m.LockContext(e.ctx); err != nil {
 		e.t.Fatalf("Mutex.LockContext: %v", err)

@@ -109,47 +109,8 @@ func TestLoseReplies(t *testing.T) {
 		b := d.Backend()
 		ctx := context.Background()
 
-		// TryAcquire is applied; a retry gets the same token.
-		d.LoseReplies(1)
-		_, err := d.TryAcquire(ctx, rq("k", "a", ex, time.Second))
-		if !errors.Is(err, memdriver.ErrReplyLost) {
-			t.Fatalf("err = %v, want ErrReplyLost", err)
-		}
-		if driver.IsPermanent(err) {
-			t.Error("a lost reply is not permanent")
-		}
-		if got := owners(b, "k"); !slices.Equal(got, []string{"a"}) {
-			t.Fatalf("holders = %v", got)
-		}
-		l := mustAcquire(t, d, rq("k", "a", ex, time.Second))
-		if l.Token != 1 {
-			t.Errorf("retry token = %d, want 1", l.Token)
-		}
-
-		// Refresh is applied.
-		d.LoseReplies(1)
-		l.TTL = time.Hour
-		if _, err := d.Refresh(ctx, l); !errors.Is(err, memdriver.ErrReplyLost) {
-			t.Fatalf("Refresh err = %v", err)
-		}
-		time.Sleep(time.Minute)
-		if got := owners(b, "k"); !slices.Equal(got, []string{"a"}) {
-			t.Fatalf("refresh not applied: holders = %v", got)
-		}
-
-		// RefreshBatch is applied, and every lease gets the error.
-		l2 := mustAcquire(t, d, rq("k2", "a", ex, time.Second))
-		l2.TTL = time.Hour
-		d.LoseReplies(1)
-		for i, err := range d.RefreshBatch(ctx, []driver.Lease{l, l2}) {
-			if !errors.Is(err, memdriver.ErrReplyLost) {
-				t.Errorf("batch errs[%d] = %v", i, err)
-			}
-		}
-		time.Sleep(time.Minute)
-		if got := owners(b, "k2"); !slices.Equal(got, []string{"a"}) {
-			t.Fatalf("batch not applied: holders = %v", got)
-		}
+		l := checkLostAcquireApplied(t, d, b)
+		checkLostRefreshesApplied(t, d, b, l)
 
 		// Subscribe does not consume a lost reply.
 		d.LoseReplies(1)
@@ -171,17 +132,81 @@ func TestLoseReplies(t *testing.T) {
 		}
 		wantNotHeld(t, d.Release(ctx, l))
 
-		// A failed call's reply is lost too (TryAcquireQueued queued).
-		mustAcquire(t, d, rq("k", "h", ex, time.Hour))
-		d.LoseReplies(1)
-		_, err = tryQueued(d, ctx, rq("k", "q", ex, time.Hour))
-		if !errors.Is(err, memdriver.ErrReplyLost) || errors.Is(err, driver.ErrLocked) {
-			t.Fatalf("err = %v, want ErrReplyLost only", err)
-		}
-		if got := b.Queued("k"); !slices.Equal(got, []string{"q"}) {
-			t.Errorf("Queued = %v", got)
-		}
+		checkLostFailureReply(t, d, b)
 	})
+}
+
+// checkLostAcquireApplied checks that a TryAcquire of "k" whose reply is
+// lost is applied, and that a retry gets the same token; it returns the
+// retry's lease.
+func checkLostAcquireApplied(t *testing.T, d *memdriver.Driver, b *memdriver.Backend) driver.Lease {
+	t.Helper()
+	ctx := context.Background()
+	d.LoseReplies(1)
+	_, err := d.TryAcquire(ctx, rq("k", "a", ex, time.Second))
+	if !errors.Is(err, memdriver.ErrReplyLost) {
+		t.Fatalf("err = %v, want ErrReplyLost", err)
+	}
+	if driver.IsPermanent(err) {
+		t.Error("a lost reply is not permanent")
+	}
+	if got := owners(b, "k"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("holders = %v", got)
+	}
+	l := mustAcquire(t, d, rq("k", "a", ex, time.Second))
+	if l.Token != 1 {
+		t.Errorf("retry token = %d, want 1", l.Token)
+	}
+	return l
+}
+
+// checkLostRefreshesApplied checks that a Refresh of l, then a
+// RefreshBatch of l and a lease of "k2", whose replies are lost are
+// applied (the keys are still held a minute later), and that every lease
+// of the batch gets the error.
+func checkLostRefreshesApplied(t *testing.T, d *memdriver.Driver, b *memdriver.Backend, l driver.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	d.LoseReplies(1)
+	l.TTL = time.Hour
+	if _, err := d.Refresh(ctx, l); !errors.Is(err, memdriver.ErrReplyLost) {
+		t.Fatalf("Refresh err = %v", err)
+	}
+	time.Sleep(time.Minute)
+	if got := owners(b, "k"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("refresh not applied: holders = %v", got)
+	}
+
+	// RefreshBatch is applied, and every lease gets the error.
+	l2 := mustAcquire(t, d, rq("k2", "a", ex, time.Second))
+	l2.TTL = time.Hour
+	d.LoseReplies(1)
+	for i, err := range d.RefreshBatch(ctx, []driver.Lease{l, l2}) {
+		if !errors.Is(err, memdriver.ErrReplyLost) {
+			t.Errorf("batch errs[%d] = %v", i, err)
+		}
+	}
+	time.Sleep(time.Minute)
+	if got := owners(b, "k2"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("batch not applied: holders = %v", got)
+	}
+}
+
+// checkLostFailureReply checks that a failed call's reply is lost too:
+// the queued TryAcquire refused behind a holder of "k" returns only
+// ErrReplyLost, and is queued.
+func checkLostFailureReply(t *testing.T, d *memdriver.Driver, b *memdriver.Backend) {
+	t.Helper()
+	ctx := context.Background()
+	mustAcquire(t, d, rq("k", "h", ex, time.Hour))
+	d.LoseReplies(1)
+	_, err := tryQueued(d, ctx, rq("k", "q", ex, time.Hour))
+	if !errors.Is(err, memdriver.ErrReplyLost) || errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("err = %v, want ErrReplyLost only", err)
+	}
+	if got := b.Queued("k"); !slices.Equal(got, []string{"q"}) {
+		t.Errorf("Queued = %v", got)
+	}
 }
 
 func TestLoseRepliesAfterFailNext(t *testing.T) {

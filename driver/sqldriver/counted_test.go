@@ -1,6 +1,7 @@
 package sqldriver_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"testing"
@@ -67,36 +68,45 @@ func TestCountedFIFO(t *testing.T) {
 		if err := d.Release(ctx, a); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tryQueued(q, ctx, later); !errors.Is(err, driver.ErrLocked) {
-			t.Fatalf("weight 2 behind 3 and 1 on a free key: %v; want ErrLocked", err)
-		}
-		lb, err := tryQueued(q, ctx, big)
-		if err != nil {
-			t.Fatalf("queue's head, weight 3 on a free key: %v", err)
-		}
-		ls, err := tryQueued(q, ctx, small)
-		if err != nil {
-			t.Fatalf("weight 1 beside 3 of 4: %v", err)
-		}
-		if ls.Token <= lb.Token || lb.Token <= a.Token {
-			t.Errorf("tokens %d, %d, %d; want increasing", a.Token, lb.Token, ls.Token)
-		}
-		if _, err := tryQueued(q, ctx, later); !errors.Is(err, driver.ErrLocked) {
-			t.Fatalf("weight 2 beside 4 of 4: %v; want ErrLocked", err)
-		}
-		for _, l := range []driver.Lease{lb, ls} {
-			if err := d.Release(ctx, l); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ll, err := tryQueued(q, ctx, later)
-		if err != nil {
-			t.Fatalf("weight 2 on a free key: %v", err)
-		}
-		if err := d.Release(ctx, ll); err != nil {
+		checkServedInQueueOrder(t, ctx, d, a, big, small, later)
+	})
+}
+
+// checkServedInQueueOrder checks, once a's 2 units of 4 are released, that
+// the queue's head big (weight 3) is served first, small (1) fits beside
+// it, and later (2) waits until both are released; tokens grow from a's.
+func checkServedInQueueOrder(t *testing.T, ctx context.Context, d driver.Driver, a driver.Lease, big, small, later driver.Request) {
+	t.Helper()
+	q := d
+	if _, err := tryQueued(q, ctx, later); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("weight 2 behind 3 and 1 on a free key: %v; want ErrLocked", err)
+	}
+	lb, err := tryQueued(q, ctx, big)
+	if err != nil {
+		t.Fatalf("queue's head, weight 3 on a free key: %v", err)
+	}
+	ls, err := tryQueued(q, ctx, small)
+	if err != nil {
+		t.Fatalf("weight 1 beside 3 of 4: %v", err)
+	}
+	if ls.Token <= lb.Token || lb.Token <= a.Token {
+		t.Errorf("tokens %d, %d, %d; want increasing", a.Token, lb.Token, ls.Token)
+	}
+	if _, err := tryQueued(q, ctx, later); !errors.Is(err, driver.ErrLocked) {
+		t.Fatalf("weight 2 beside 4 of 4: %v; want ErrLocked", err)
+	}
+	for _, l := range []driver.Lease{lb, ls} {
+		if err := d.Release(ctx, l); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}
+	ll, err := tryQueued(q, ctx, later)
+	if err != nil {
+		t.Fatalf("weight 2 on a free key: %v", err)
+	}
+	if err := d.Release(ctx, ll); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestCountedLimitMismatch checks that every shared holder and shared

@@ -181,76 +181,89 @@ func TestTokensAfterCounterOfOlderVersion(t *testing.T) {
 func TestContentionNoDeadlock(t *testing.T) {
 	forEachBackendParallel(t, func(t *testing.T, b backend) {
 		keys := []string{uniqueKey(t, "a"), uniqueKey(t, "b"), uniqueKey(t, "c")}
-		var grants, calls atomic.Int64
+		ct := &contention{keys: keys, stop: time.Now().Add(1500 * time.Millisecond)}
 		var wg sync.WaitGroup
-		stop := time.Now().Add(1500 * time.Millisecond)
 		for c := range 8 {
 			d := b.driver(t, nil)
-			q := d
 			br := d.(driver.BatchRefresher)
-			wg.Go(func() {
-				r := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
-				ctx := ctxT(t)
-				var held []driver.Lease
-				check := func(what string, err error) {
-					calls.Add(1)
-					if err != nil && !errors.Is(err, driver.ErrLocked) && !errors.Is(err, driver.ErrNotHeld) {
-						t.Errorf("client %d: %s: %v", c, what, err)
-					}
-				}
-				var pending *driver.Request // a queued request, retried until granted or abandoned
-				for time.Now().Before(stop) && !t.Failed() {
-					rq := pending
-					if rq == nil {
-						rq = &driver.Request{Key: keys[r.IntN(len(keys))], Owner: owner(), Mode: driver.Mode(r.IntN(2)), TTL: time.Second}
-					}
-					var l driver.Lease
-					var err error
-					if pending != nil || r.IntN(2) == 0 {
-						l, err = tryQueued(q, ctx, *rq)
-						pending = rq
-					} else {
-						l, err = d.TryAcquire(ctx, *rq)
-					}
-					check("acquire", err)
-					if err == nil {
-						grants.Add(1)
-						held = append(held, l)
-						pending = nil
-					} else if pending != nil && r.IntN(10) == 0 {
-						// Give up waiting: leave the queue.
-						check("leave", d.Release(ctx, driver.Lease{Key: rq.Key, Owner: rq.Owner, Mode: rq.Mode}))
-						pending = nil
-					}
-					if len(held) > 0 && r.IntN(3) == 0 {
-						_, err := d.Refresh(ctx, held[0])
-						check("refresh", err)
-					}
-					if len(held) > 1 && r.IntN(3) == 0 {
-						for _, err := range br.RefreshBatch(ctx, held) {
-							check("batch refresh", err)
-						}
-					}
-					if len(held) > 0 && r.IntN(2) == 0 {
-						i := r.IntN(len(held))
-						check("release", d.Release(ctx, held[i]))
-						held = append(held[:i], held[i+1:]...)
-					}
-				}
-				if pending != nil {
-					check("leave", d.Release(ctx, driver.Lease{Key: pending.Key, Owner: pending.Owner, Mode: pending.Mode}))
-				}
-				for _, l := range held {
-					check("release", d.Release(ctx, l))
-				}
-			})
+			wg.Go(func() { ct.client(t, c, d, br) })
 		}
 		wg.Wait()
-		t.Logf("%d calls, %d grants", calls.Load(), grants.Load())
-		if grants.Load() < 10 {
-			t.Errorf("only %d grants: the test did not exercise the keys", grants.Load())
+		t.Logf("%d calls, %d grants", ct.calls.Load(), ct.grants.Load())
+		if ct.grants.Load() < 10 {
+			t.Errorf("only %d grants: the test did not exercise the keys", ct.grants.Load())
 		}
 	})
+}
+
+// contention is the state TestContentionNoDeadlock's clients share.
+type contention struct {
+	keys          []string
+	stop          time.Time
+	grants, calls atomic.Int64
+}
+
+// client is client number c of TestContentionNoDeadlock, on d (br is its
+// BatchRefresher): until the stop time it acquires (queued or not),
+// refreshes, batch-refreshes and releases random holds and leaves its
+// queue, checking that every call is answered with a grant, a refusal or
+// ErrNotHeld; then it lets go of what it holds or waits for.
+func (ct *contention) client(t *testing.T, c int, d driver.Driver, br driver.BatchRefresher) {
+	q := d
+	r := rand.New(rand.NewPCG(uint64(c), uint64(time.Now().UnixNano())))
+	ctx := ctxT(t)
+	var held []driver.Lease
+	check := func(what string, err error) {
+		ct.calls.Add(1)
+		if err != nil && !errors.Is(err, driver.ErrLocked) && !errors.Is(err, driver.ErrNotHeld) {
+			t.Errorf("client %d: %s: %v", c, what, err)
+		}
+	}
+	var pending *driver.Request // a queued request, retried until granted or abandoned
+	for time.Now().Before(ct.stop) && !t.Failed() {
+		rq := pending
+		if rq == nil {
+			rq = &driver.Request{Key: ct.keys[r.IntN(len(ct.keys))], Owner: owner(), Mode: driver.Mode(r.IntN(2)), TTL: time.Second}
+		}
+		var l driver.Lease
+		var err error
+		if pending != nil || r.IntN(2) == 0 {
+			l, err = tryQueued(q, ctx, *rq)
+			pending = rq
+		} else {
+			l, err = d.TryAcquire(ctx, *rq)
+		}
+		check("acquire", err)
+		if err == nil {
+			ct.grants.Add(1)
+			held = append(held, l)
+			pending = nil
+		} else if pending != nil && r.IntN(10) == 0 {
+			// Give up waiting: leave the queue.
+			check("leave", d.Release(ctx, driver.Lease{Key: rq.Key, Owner: rq.Owner, Mode: rq.Mode}))
+			pending = nil
+		}
+		if len(held) > 0 && r.IntN(3) == 0 {
+			_, err := d.Refresh(ctx, held[0])
+			check("refresh", err)
+		}
+		if len(held) > 1 && r.IntN(3) == 0 {
+			for _, err := range br.RefreshBatch(ctx, held) {
+				check("batch refresh", err)
+			}
+		}
+		if len(held) > 0 && r.IntN(2) == 0 {
+			i := r.IntN(len(held))
+			check("release", d.Release(ctx, held[i]))
+			held = append(held[:i], held[i+1:]...)
+		}
+	}
+	if pending != nil {
+		check("leave", d.Release(ctx, driver.Lease{Key: pending.Key, Owner: pending.Owner, Mode: pending.Mode}))
+	}
+	for _, l := range held {
+		check("release", d.Release(ctx, l))
+	}
 }
 
 // TestDeadlockVictimRetried makes InnoDB choose an acquire as the victim

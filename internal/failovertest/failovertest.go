@@ -97,163 +97,219 @@ type Result struct {
 // Run runs the scenario once.
 func Run(t testing.TB, cfg Config) Result {
 	t.Helper()
-	var (
-		mu        sync.Mutex
-		holds     []checker.Hold
-		acked     []int
-		res       Result
-		killedAt  time.Time
-		firstPost time.Time
-		seq       int
-		post      []time.Time // grants after the kill
-		ended     time.Time
-	)
-	res.FirstGrant = -1
-	store := &checker.Resource{}
-	start := time.Now()
-	stop := make(chan struct{})
+	r := &run{cfg: cfg, store: &checker.Resource{}, stop: make(chan struct{})}
+	r.res.FirstGrant = -1
+	r.start = time.Now()
 	runCtx, cancelRun := context.WithCancel(context.Background())
 	defer cancelRun()
+	r.runCtx = runCtx
 	var wg sync.WaitGroup
 	for ci, c := range cfg.Clients {
 		for gi := range cfg.Goroutines {
 			client := ci*cfg.Goroutines + gi
 			m := c.Mutex(cfg.Key, locker.WithTTL(cfg.TTL))
-			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					// A deadline long enough that it never decides when
-					// the key comes back: 2×TTL after the kill the run
-					// stops anyway.
-					ctx, cancel := context.WithTimeout(runCtx, 3*cfg.TTL)
-					err := m.LockContext(ctx)
-					cancel()
-					if err != nil {
-						mu.Lock()
-						if errors.Is(err, context.DeadlineExceeded) {
-							res.Deadlines++
-						}
-						mu.Unlock()
-						if runCtx.Err() != nil {
-							return
-						}
-						if cfg.Log != nil && !errors.Is(err, context.DeadlineExceeded) {
-							cfg.Log("client %d: lock: %v", client, err)
-						}
-						continue
-					}
-					got := time.Now()
-					tok := uint64(m.Token())
-					done := m.Done()
-					mu.Lock()
-					res.Grants++
-					if !killedAt.IsZero() && ended.IsZero() {
-						post = append(post, got)
-					}
-					if !killedAt.IsZero() && firstPost.IsZero() {
-						firstPost = got
-						if cfg.Log != nil {
-							cfg.Log("first grant after the kill: client %d token %d after %v", client, tok, got.Sub(killedAt).Round(time.Millisecond))
-						}
-					}
-					seq++
-					item := seq
-					mu.Unlock()
-					items, ok := store.Read(client, tok)
-					t := time.NewTimer(cfg.Hold)
-					select {
-					case <-t.C:
-					case <-done:
-						t.Stop()
-					}
-					if ok {
-						if store.Write(client, tok, append(items, item)) {
-							mu.Lock()
-							acked = append(acked, item)
-							mu.Unlock()
-						}
-					}
-					var ended time.Time
-					select {
-					case <-done:
-						// Lost while working: the belief ended when Done
-						// closed, at the latest now.
-						ended = time.Now()
-					default:
-					}
-					if ended.IsZero() {
-						ended = time.Now() // the belief ends when Unlock begins
-					}
-					uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
-					uerr := m.UnlockContext(uctx)
-					ucancel()
-					lost := errors.Is(uerr, locker.ErrLost)
-					if uerr != nil && cfg.Log != nil {
-						cfg.Log("client %d token %d: unlock at %v: %v", client, tok, sinceKill(&mu, &killedAt), uerr)
-					}
-					mu.Lock()
-					if lost {
-						res.Lost++
-					}
-					holds = append(holds, checker.Hold{Client: client, Token: tok, Acquired: got.Sub(start), Ended: ended.Sub(start)})
-					mu.Unlock()
-				}
-			})
+			wg.Go(func() { r.contend(client, m) })
 		}
 	}
 	time.Sleep(cfg.Before)
 	k := cfg.Kill()
 	if cfg.Log != nil {
-		cfg.Log("killed at %v since start", k.Sub(start))
+		cfg.Log("killed at %v since start", k.Sub(r.start))
 	}
-	mu.Lock()
-	killedAt = k
-	mu.Unlock()
+	r.mu.Lock()
+	r.killedAt = k
+	r.mu.Unlock()
 	elected := cfg.Elected()
-	res.Election = elected.Sub(k)
+	r.res.Election = elected.Sub(k)
 	if cfg.Log != nil {
-		cfg.Log("new leader %v after the kill", res.Election.Round(time.Millisecond))
+		cfg.Log("new leader %v after the kill", r.res.Election.Round(time.Millisecond))
 	}
-	limit := time.NewTimer(time.Until(k.Add(2 * cfg.TTL)))
+	r.waitAfterKill(k)
+	r.mu.Lock()
+	r.ended = time.Now()
+	r.mu.Unlock()
+	close(r.stop)
+	cancelRun()
+	wg.Wait()
+	return r.result(k)
+}
+
+// run is the state of one Run that its goroutines share.
+type run struct {
+	cfg    Config
+	store  *checker.Resource
+	start  time.Time
+	stop   chan struct{}
+	runCtx context.Context
+
+	mu        sync.Mutex
+	holds     []checker.Hold
+	acked     []int
+	res       Result
+	killedAt  time.Time
+	firstPost time.Time
+	seq       int
+	post      []time.Time // grants after the kill
+	ended     time.Time
+}
+
+// contend locks and unlocks m, as client number client, until the run
+// stops, recording every grant, hold and acknowledged write.
+func (r *run) contend(client int, m *locker.Mutex) {
+	for {
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
+		locked, quit := r.lock(client, m)
+		if quit {
+			return
+		}
+		if !locked {
+			continue
+		}
+		got := time.Now()
+		tok := uint64(m.Token())
+		done := m.Done()
+		item := r.granted(client, tok, got)
+		r.work(client, tok, item, done)
+		r.unlock(client, m, tok, got, done)
+	}
+}
+
+// lock calls m.LockContext, counting the calls that run into their
+// deadline; quit is true when the run is over.
+func (r *run) lock(client int, m *locker.Mutex) (locked, quit bool) {
+	cfg := r.cfg
+	// A deadline long enough that it never decides when the key comes
+	// back: 2×TTL after the kill the run stops anyway.
+	ctx, cancel := context.WithTimeout(r.runCtx, 3*cfg.TTL)
+	err := m.LockContext(ctx)
+	cancel()
+	if err == nil {
+		return true, false
+	}
+	r.mu.Lock()
+	if errors.Is(err, context.DeadlineExceeded) {
+		r.res.Deadlines++
+	}
+	r.mu.Unlock()
+	if r.runCtx.Err() != nil {
+		return false, true
+	}
+	if cfg.Log != nil && !errors.Is(err, context.DeadlineExceeded) {
+		cfg.Log("client %d: lock: %v", client, err)
+	}
+	return false, false
+}
+
+// granted records a grant of token tok to client at got, and returns the
+// item the holder will add to the resource.
+func (r *run) granted(client int, tok uint64, got time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Grants++
+	if !r.killedAt.IsZero() && r.ended.IsZero() {
+		r.post = append(r.post, got)
+	}
+	if !r.killedAt.IsZero() && r.firstPost.IsZero() {
+		r.firstPost = got
+		if r.cfg.Log != nil {
+			r.cfg.Log("first grant after the kill: client %d token %d after %v", client, tok, got.Sub(r.killedAt).Round(time.Millisecond))
+		}
+	}
+	r.seq++
+	return r.seq
+}
+
+// work is the critical section: it reads the resource, holds for
+// cfg.Hold (or until the hold is lost, done) and writes item, recording
+// the write if the resource acknowledged it.
+func (r *run) work(client int, tok uint64, item int, done <-chan struct{}) {
+	items, ok := r.store.Read(client, tok)
+	t := time.NewTimer(r.cfg.Hold)
+	select {
+	case <-t.C:
+	case <-done:
+		t.Stop()
+	}
+	if ok {
+		if r.store.Write(client, tok, append(items, item)) {
+			r.mu.Lock()
+			r.acked = append(r.acked, item)
+			r.mu.Unlock()
+		}
+	}
+}
+
+// unlock unlocks m and records the hold of token tok, granted at got,
+// with the time the holder's belief ended, and whether it was lost.
+func (r *run) unlock(client int, m *locker.Mutex, tok uint64, got time.Time, done <-chan struct{}) {
+	cfg := r.cfg
+	var ended time.Time
+	select {
+	case <-done:
+		// Lost while working: the belief ended when Done closed, at the
+		// latest now.
+		ended = time.Now()
+	default:
+	}
+	if ended.IsZero() {
+		ended = time.Now() // the belief ends when Unlock begins
+	}
+	uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
+	uerr := m.UnlockContext(uctx)
+	ucancel()
+	lost := errors.Is(uerr, locker.ErrLost)
+	if uerr != nil && cfg.Log != nil {
+		cfg.Log("client %d token %d: unlock at %v: %v", client, tok, sinceKill(&r.mu, &r.killedAt), uerr)
+	}
+	r.mu.Lock()
+	if lost {
+		r.res.Lost++
+	}
+	r.holds = append(r.holds, checker.Hold{Client: client, Token: tok, Acquired: got.Sub(r.start), Ended: ended.Sub(r.start)})
+	r.mu.Unlock()
+}
+
+// waitAfterKill waits, after the kill at k, until cfg.After has passed
+// since the first grant after it, or at most 2×TTL after the kill.
+func (r *run) waitAfterKill(k time.Time) {
+	limit := time.NewTimer(time.Until(k.Add(2 * r.cfg.TTL)))
 	defer limit.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-wait:
 	for {
 		select {
 		case <-limit.C:
-			break wait
+			return
 		case <-tick.C:
-			mu.Lock()
-			f := firstPost
-			mu.Unlock()
-			if !f.IsZero() && time.Since(f) >= cfg.After {
-				break wait
+			r.mu.Lock()
+			f := r.firstPost
+			r.mu.Unlock()
+			if !f.IsZero() && time.Since(f) >= r.cfg.After {
+				return
 			}
 		}
 	}
-	mu.Lock()
-	ended = time.Now()
-	mu.Unlock()
-	close(stop)
-	cancelRun()
-	wg.Wait()
+}
 
+// result returns what the run saw, once its goroutines are done: the
+// times after the kill at k and the violations of the holds and writes.
+func (r *run) result(k time.Time) Result {
+	res := r.res
 	last := k
-	for _, g := range append(post, ended) {
+	for _, g := range append(r.post, r.ended) {
 		res.MaxGap = max(res.MaxGap, g.Sub(last))
 		last = g
 	}
 
-	if !firstPost.IsZero() {
-		res.FirstGrant = firstPost.Sub(k)
+	if !r.firstPost.IsZero() {
+		res.FirstGrant = r.firstPost.Sub(k)
 	}
-	res.Violations = checker.Holds(holds)
-	if lost := store.Lost(acked); len(lost) > 0 {
+	res.Violations = checker.Holds(r.holds)
+	if lost := r.store.Lost(r.acked); len(lost) > 0 {
 		res.Violations = append(res.Violations, fmt.Errorf("lost updates: %v", lost))
 	}
 	return res
