@@ -5,13 +5,8 @@ import (
 	"math"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/driverkit"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
-
-// checkRequest rejects a request that the front-end would never make: a
-// bad limit or weight, or a value that is too long.
-func checkRequest(req driver.Request) error { return driverkit.CheckCount(req) }
 
 // A class is what the grant rules need of an entry or a request: its
 // sub-prefix (readers, counted or writers) and, for a counted one, its
@@ -27,15 +22,6 @@ func classOf(kv *mvccpb.KeyValue) class {
 	if c.dir == counted {
 		m := parseValue(kv.Value)
 		c.limit, c.weight = m.limit, m.weight
-	}
-	return c
-}
-
-// reqClass returns the class of req's entry.
-func reqClass(req driver.Request) class {
-	c := class{dir: reqDir(req)}
-	if c.dir == counted {
-		c.limit, c.weight = req.Limit, req.Weight
 	}
 	return c
 }

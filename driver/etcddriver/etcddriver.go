@@ -271,46 +271,11 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	}
 }
 
-// wholeSeconds accepts whole seconds only: etcd leases have a TTL in
-// seconds.
-func (d *Driver) wholeSeconds(ttl time.Duration) error {
-	if ttl%time.Second == 0 {
-		return nil
-	}
-	lo := ttl.Truncate(time.Second)
-	if lo < d.minTTL {
-		return fmt.Errorf("etcd leases last whole seconds: use %v or more", max(d.minTTL, lo+time.Second))
-	}
-	return fmt.Errorf("etcd leases last whole seconds: use %v or %v", lo, lo+time.Second)
-}
-
-// checkTTL validates a TTL given to a driver method, for callers that do
-// not go through package locker.
-func (d *Driver) checkTTL(ttl time.Duration) (int64, error) {
-	if err := d.wholeSeconds(ttl); err != nil {
-		return 0, driver.Permanent(fmt.Errorf("TTL %v: %w", ttl, err))
-	}
-	if ttl < d.minTTL {
-		return 0, driver.Permanent(fmt.Errorf("TTL %v is below the etcd cluster's minimum lease TTL of %v", ttl, d.minTTL))
-	}
-	if ttl > MaxTTL {
-		return 0, driver.Permanent(fmt.Errorf("TTL %v is above etcd's maximum lease TTL of %v", ttl, MaxTTL))
-	}
-	return int64(ttl / time.Second), nil
-}
-
-// start begins an acquiring call: it refuses a done context, a closed
-// driver and a request that is out of bounds, and returns the TTL in
-// seconds.
+// start begins an acquiring call: it refuses a done context and a closed
+// driver, and returns the TTL in seconds (the front-end has checked that
+// it is whole seconds within Capabilities).
 func (d *Driver) start(ctx context.Context, req driver.Request) (int64, error) {
-	if err := d.begin(ctx); err != nil {
-		return 0, err
-	}
-	ttl, err := d.checkTTL(req.TTL)
-	if err != nil {
-		return 0, err
-	}
-	return ttl, checkRequest(req)
+	return int64(req.TTL / time.Second), d.begin(ctx)
 }
 
 // begin refuses a call on a done context or a closed driver.
@@ -406,10 +371,6 @@ func (d *Driver) spawn(f func()) bool {
 		f()
 	}()
 	return true
-}
-
-func permanentf(format string, args ...any) error {
-	return driver.Permanent(fmt.Errorf(format, args...))
 }
 
 // base returns the base of key's entries.

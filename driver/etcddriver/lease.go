@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-locker/locker/driver"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -72,7 +73,7 @@ func (d *Driver) grant(ctx context.Context, ttl int64) (clientv3.LeaseID, time.T
 	if resp.TTL != ttl {
 		d.revokeAsync(resp.ID)
 		if resp.TTL > ttl {
-			return 0, time.Time{}, permanentf("etcd granted a lease of %ds for a TTL of %ds: the server's minimum lease TTL is %ds (1.5 election timeouts, rounded up to whole seconds)", resp.TTL, ttl, resp.TTL)
+			return 0, time.Time{}, driver.Permanent(fmt.Errorf("etcd granted a lease of %ds for a TTL of %ds: the server's minimum lease TTL is %ds (1.5 election timeouts, rounded up to whole seconds)", resp.TTL, ttl, resp.TTL))
 		}
 		return 0, time.Time{}, fmt.Errorf("etcd granted a lease of %ds for a TTL of %ds", resp.TTL, ttl)
 	}
