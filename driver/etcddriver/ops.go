@@ -362,31 +362,9 @@ func freeCmp(start, end string) clientv3.Cmp {
 	return clientv3.Compare(clientv3.Version(start), "=", 0).WithRange(end)
 }
 
-// headOp returns the read that decides whether the entry k of the lock at
-// base is granted (see atHead): the oldest conflicting entry, or all the
-// entries for a counted one.
-func headOp(base, k string) clientv3.Op {
-	dir := keyDir(k)
-	cs, ce := conflictRange(base, dir)
-	if dir == counted {
-		return clientv3.OpGet(cs, clientv3.WithRange(ce))
-	}
-	return firstOp(cs, ce, dir == writers)
-}
-
-// atHead reports whether own is granted, given read, the reply to its
-// headOp.
-func atHead(own *mvccpb.KeyValue, read []*mvccpb.KeyValue) bool {
-	ok, err := admit(classOf(own), own.CreateRevision, read)
-	return ok && err == nil
-}
-
 // Refresh implements driver.Driver: one linearizable Get of l's entry,
-// with a keep-alive of its lease sent alongside on the driver's keep-alive
-// stream. The entry must exist with l.Owner as its value and create
-// revision l.Token (or, when l.Token is 0, be at the head of the queue),
-// and its lease must still exist; etcd then extends the lease to its full
-// TTL from the keep-alive. An owner the driver has no record of gets
+// with a keep-alive of its lease alongside on the driver's keep-alive
+// stream (see checkHeld). An owner the driver has no record of gets
 // ErrNotHeld without a request.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	bctx := d.request(ctx)
@@ -409,39 +387,31 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 		return errNoEntry
 	}
 	ka := d.keepAlive(e.lease)
-	head := true
+	resp, err := d.kv.Get(ctx, e.key)
+	if err != nil {
+		return err
+	}
 	var own *mvccpb.KeyValue
-	var read []*mvccpb.KeyValue
-	if l.Token == 0 {
-		resp, err := d.kv.Txn(ctx).Then(clientv3.OpGet(e.key), headOp(e.base, e.key)).Commit()
-		if err != nil {
-			return err
-		}
-		read = resp.Responses[0].GetResponseRange().Kvs
-		if len(read) > 0 {
-			head = atHead(read[0], resp.Responses[1].GetResponseRange().Kvs)
-		}
-	} else {
-		resp, err := d.kv.Get(ctx, e.key)
-		if err != nil {
-			return err
-		}
-		read = resp.Kvs
+	if len(resp.Kvs) > 0 {
+		own = resp.Kvs[0]
 	}
-	if len(read) > 0 {
-		own = read[0]
-	}
-	return d.checkHeld(ctx, l, e.key, own, head, ka)
+	return d.checkHeld(ctx, l, e, own, ka)
 }
 
-// checkHeld completes a refresh of l, whose entry k was read as own:
-// it fails with ErrNotHeld unless own is l's granted entry, and waits for
-// ka, the keep-alive of the entry's lease (which names k, so own is on it).
-func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, k string, own *mvccpb.KeyValue, head bool, ka *kaCall) error {
-	if own == nil || !isOwner(own.Value, l.Owner) || (l.Token != 0 && own.CreateRevision != int64(l.Token)) || !head {
-		if own == nil || !isOwner(own.Value, l.Owner) {
-			d.forget(l.Owner, k)
-		}
+// checkHeld completes a refresh of l, whose entry e was read as own: it
+// fails with ErrNotHeld unless own is l.Owner's entry with l's token (or,
+// when l.Token is 0, the token this driver granted it), and waits for ka,
+// the keep-alive of the entry's lease (which names e.key, so own is on it).
+func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, e entry, own *mvccpb.KeyValue, ka *kaCall) error {
+	token := int64(l.Token)
+	if token == 0 {
+		token = e.token
+	}
+	if own == nil || !isOwner(own.Value, l.Owner) {
+		d.forget(l.Owner, e.key)
+		return fmt.Errorf("no entry of the owner: %w", driver.ErrNotHeld)
+	}
+	if token == 0 || own.CreateRevision != token {
 		return fmt.Errorf("no entry of the owner with token %d: %w", l.Token, driver.ErrNotHeld)
 	}
 	left, err := ka.result(ctx)
@@ -449,24 +419,16 @@ func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, k string, own *m
 		return err
 	}
 	if left <= 0 {
-		d.forget(l.Owner, k)
+		d.forget(l.Owner, e.key)
 		return fmt.Errorf("lease %x expired or revoked: %w", own.Lease, driver.ErrNotHeld)
 	}
-	d.confirm(l.Owner, k, ka.sent, own.CreateRevision)
+	d.confirm(l.Owner, e.key, ka.sent, own.CreateRevision)
 	return nil
 }
 
-// maxBatchOps bounds the operations per transaction of RefreshBatch, below
+// maxBatchOps bounds the reads per transaction of RefreshBatch, below
 // etcd's default --max-txn-ops of 128.
 const maxBatchOps = 100
-
-// opsFor is the number of reads RefreshBatch makes for l.
-func opsFor(l driver.Lease) int {
-	if l.Token == 0 {
-		return 2
-	}
-	return 1
-}
 
 // RefreshBatch implements driver.BatchRefresher: the keep-alives of all
 // leases go out at once on the keep-alive stream, and the entries are read
@@ -494,7 +456,7 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		}
 		return errs
 	}
-	b := batch{ls: ls, keys: make([]string, len(ls)), kas: make([]*kaCall, len(ls)), owns: make([]*mvccpb.KeyValue, len(ls)), heads: make([]bool, len(ls)), errs: errs}
+	es, kas, owns := make([]entry, len(ls)), make([]*kaCall, len(ls)), make([]*mvccpb.KeyValue, len(ls))
 	var known []int
 	for i, l := range ls {
 		e, ok := d.entryOf(l.Owner, d.base(l.Key), l.Mode)
@@ -502,63 +464,34 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 			errs[i] = errNoEntry
 			continue
 		}
-		b.keys[i], b.kas[i] = e.key, d.keepAlive(e.lease)
+		es[i], kas[i] = e, d.keepAlive(e.lease)
 		known = append(known, i)
 	}
-	// One Get per lease, and the oldest conflicting entry for a lease
-	// without a token (whose grant must be checked), at most maxBatchOps
-	// operations per transaction.
 	var wg sync.WaitGroup
-	for lo, hi := range driverkit.Chunks(len(known), maxBatchOps, func(j int) int { return opsFor(ls[known[j]]) }) {
-		wg.Go(func() { d.readBatch(ctx, &b, known[lo:hi]) })
+	for lo, hi := range driverkit.Chunks(len(known), maxBatchOps, nil) {
+		wg.Go(func() {
+			idx := known[lo:hi]
+			ops := make([]clientv3.Op, len(idx))
+			for j, i := range idx {
+				ops[j] = clientv3.OpGet(es[i].key)
+			}
+			resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
+			for j, i := range idx {
+				if err != nil {
+					errs[i] = err
+				} else if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
+					owns[i] = kvs[0]
+				}
+			}
+		})
 	}
 	wg.Wait()
 	for i, l := range ls {
 		if errs[i] == nil {
-			errs[i] = d.checkHeld(ctx, l, b.keys[i], b.owns[i], b.heads[i], b.kas[i])
+			errs[i] = d.checkHeld(ctx, l, es[i], owns[i], kas[i])
 		}
 	}
 	return errs
-}
-
-// A batch is the state of a refreshBatch, by lease: the entry's key, the
-// keep-alive of its lease, the entry as read, whether it is at the head of
-// the queue, and the lease's error.
-type batch struct {
-	ls    []driver.Lease
-	keys  []string
-	kas   []*kaCall
-	owns  []*mvccpb.KeyValue
-	heads []bool
-	errs  []error
-}
-
-// readBatch reads the entries of the leases idx of b in one read-only
-// transaction.
-func (d *Driver) readBatch(ctx context.Context, b *batch, idx []int) {
-	ops := make([]clientv3.Op, 0, 2*len(idx))
-	for _, i := range idx {
-		ops = append(ops, clientv3.OpGet(b.keys[i]))
-		if b.ls[i].Token == 0 {
-			ops = append(ops, headOp(d.base(b.ls[i].Key), b.keys[i]))
-		}
-	}
-	resp, err := d.kv.Txn(ctx).Then(ops...).Commit()
-	j := 0
-	for _, i := range idx {
-		if err != nil {
-			b.errs[i] = err
-			continue
-		}
-		b.heads[i] = true
-		if kvs := resp.Responses[j].GetResponseRange().Kvs; len(kvs) > 0 {
-			b.owns[i] = kvs[0]
-			if b.ls[i].Token == 0 {
-				b.heads[i] = atHead(kvs[0], resp.Responses[j+1].GetResponseRange().Kvs)
-			}
-		}
-		j += opsFor(b.ls[i])
-	}
 }
 
 // Release implements driver.Driver: one Delete of l's entry, which wakes
