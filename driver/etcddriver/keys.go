@@ -3,27 +3,15 @@ package etcddriver
 import (
 	"bytes"
 	"strconv"
-	"strings"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Entry keys of one lock, below its base "<prefix><escaped key>/":
-//
-//	r/<lease>  an uncounted shared entry (a reader: holder or waiter)
-//	s/<lease>  a counted shared entry (a semaphore permit: holder or waiter)
-//	w/<lease>  an exclusive entry (a writer: holder or waiter)
-//
-// where <lease> is the entry's lease ID in 16 hex digits, and the value is
-// described at entryValue. A lease carries one entry at a time, so the
-// key is unique among live entries; and as the driver reuses its idle
-// leases, a key locked over and over reuses a few etcd keys instead of
-// leaving a new tombstone in etcd's index with every hold (which every
-// range read of the lock would walk until the next compaction). "s/" sorts
-// between "r/" and "w/", so that the entries an uncounted shared entry
-// must look at (counted and exclusive ones) are one range.
+// The sub-prefixes of a lock's entries (see Internals: data layout in the
+// package documentation). "s/" sorts between "r/" and "w/", so that the
+// entries an uncounted shared entry must look at are one range.
 const (
 	readers = "r/"
 	counted = "s/"
@@ -35,38 +23,23 @@ const (
 // is injective.
 var keyEscaper = driverkit.Escaper{Keep: func(c byte) bool { return c != '/' }}
 
-// escapeKey returns key escaped by keyEscaper.
-func escapeKey(key string) string { return keyEscaper.Escape(key) }
-
-// unescapeKey inverts escapeKey. It reports false for a string that
-// escapeKey cannot have returned.
-func unescapeKey(s string) (string, bool) {
-	k, err := keyEscaper.Unescape(s)
-	return k, err == nil
-}
-
 // lockBase returns the base of key's entries: prefix, the escaped key,
 // and a '/' that ends it. As the escaped key has no '/', no base is a
 // prefix of another, so the key ranges of two locks never overlap.
 func lockBase(prefix, key string) string {
-	return prefix + escapeKey(key) + "/"
-}
-
-// modeDir returns the sub-prefix of uncounted entries in mode m.
-func modeDir(m driver.Mode) string {
-	if m == driver.Shared {
-		return readers
-	}
-	return writers
+	return prefix + keyEscaper.Escape(key) + "/"
 }
 
 // reqDir returns the sub-prefix of the entries of req: counted for a
 // counted Shared request (Limit > 0).
 func reqDir(req driver.Request) string {
-	if req.Limit > 0 && req.Mode == driver.Shared {
+	switch {
+	case req.Mode != driver.Shared:
+		return writers
+	case req.Limit > 0:
 		return counted
 	}
-	return modeDir(req.Mode)
+	return readers
 }
 
 // keyDir returns the sub-prefix (readers, counted or writers) of the entry
@@ -99,19 +72,8 @@ func conflictRange(base, dir string) (start, end string) {
 	return base, clientv3.GetPrefixRangeEnd(base)
 }
 
-// An entry's value is
-//
-//	<driver id>/<owner>
-//
-// for an entry with neither a limit nor a value (the exclusive and
-// uncounted shared entries of package locker's mutexes), and
-//
-//	<driver id>/<owner> NUL <limit> "," <weight> NUL <value>
-//
-// otherwise: the limit and the weight in decimal (both 0 for an uncounted
-// entry), and the request's value, any bytes, to the end. The driver ID is
-// 16 hex digits and names the lease's sentinel (see loss.go); owners have
-// no NUL (package locker makes them of 32 hex digits).
+// valueSep separates the parts of an entry's value (see Internals: data
+// layout in the package documentation).
 const valueSep = 0
 
 // entryValue returns the value of the entry of req made by the driver.
@@ -119,18 +81,8 @@ func (d *Driver) entryValue(req driver.Request) string {
 	if req.Limit == 0 && req.Value == "" {
 		return d.id + "/" + req.Owner
 	}
-	var b strings.Builder
-	b.Grow(len(d.id) + len(req.Owner) + len(req.Value) + 24)
-	b.WriteString(d.id)
-	b.WriteByte('/')
-	b.WriteString(req.Owner)
-	b.WriteByte(valueSep)
-	b.WriteString(strconv.FormatInt(req.Limit, 10))
-	b.WriteByte(',')
-	b.WriteString(strconv.FormatInt(req.Weight, 10))
-	b.WriteByte(valueSep)
-	b.WriteString(req.Value)
-	return b.String()
+	sep := string(rune(valueSep))
+	return d.id + "/" + req.Owner + sep + strconv.FormatInt(req.Limit, 10) + "," + strconv.FormatInt(req.Weight, 10) + sep + req.Value
 }
 
 // entryMeta is what an entry's value says besides its driver.
@@ -143,53 +95,34 @@ type entryMeta struct {
 // parseValue parses an entry's value (see entryValue). A malformed limit
 // or weight reads as 0.
 func parseValue(v []byte) entryMeta {
-	i := bytes.IndexByte(v, '/')
-	if i < 0 {
+	_, rest, ok := bytes.Cut(v, []byte{'/'})
+	if !ok {
 		return entryMeta{}
 	}
-	rest := v[i+1:]
-	j := bytes.IndexByte(rest, valueSep)
-	if j < 0 {
-		return entryMeta{owner: string(rest)}
+	owner, rest, _ := bytes.Cut(rest, []byte{valueSep})
+	m := entryMeta{owner: string(owner)}
+	if lw, val, ok := bytes.Cut(rest, []byte{valueSep}); ok {
+		if l, w, ok := bytes.Cut(lw, []byte{','}); ok {
+			m.limit, _ = strconv.ParseInt(string(l), 10, 64)
+			m.weight, _ = strconv.ParseInt(string(w), 10, 64)
+		}
+		m.value = string(val)
 	}
-	m := entryMeta{owner: string(rest[:j])}
-	rest = rest[j+1:]
-	if j = bytes.IndexByte(rest, valueSep); j < 0 {
-		return m
-	}
-	lw, val := rest[:j], rest[j+1:]
-	if c := bytes.IndexByte(lw, ','); c >= 0 {
-		m.limit, _ = strconv.ParseInt(string(lw[:c]), 10, 64)
-		m.weight, _ = strconv.ParseInt(string(lw[c+1:]), 10, 64)
-	}
-	m.value = string(val)
 	return m
 }
 
-// valueOwner returns the owner in an entry's value.
-func valueOwner(v []byte) string { return parseValue(v).owner }
-
 // isOwner reports whether an entry's value names owner.
 func isOwner(v []byte, owner string) bool {
-	i := bytes.IndexByte(v, '/')
-	if i < 0 {
-		return false
-	}
-	rest := v[i+1:]
-	if j := bytes.IndexByte(rest, valueSep); j >= 0 {
-		rest = rest[:j]
-	}
-	return string(rest) == owner
+	_, rest, ok := bytes.Cut(v, []byte{'/'})
+	o, _, _ := bytes.Cut(rest, []byte{valueSep})
+	return ok && string(o) == owner
 }
 
 // entrySentinel returns the sentinel key of the lease of the entry k with
 // value v, or "" if they are malformed.
 func entrySentinel(prefix string, k, v []byte) string {
-	i := 0
-	for i < len(v) && v[i] != '/' {
-		i++
-	}
-	if i == len(v) || len(k) < 16 {
+	i := bytes.IndexByte(v, '/')
+	if i < 0 || len(k) < 16 {
 		return ""
 	}
 	lease, err := strconv.ParseUint(string(k[len(k)-16:]), 16, 64)

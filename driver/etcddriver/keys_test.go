@@ -20,7 +20,7 @@ func TestEscapeKey(t *testing.T) {
 		{"ключ/锁", "ключ%2F锁"},
 		{"a:w/x", "a:w%2Fx"},
 	} {
-		if got := escapeKey(c.in); got != c.out {
+		if got := keyEscaper.Escape(c.in); got != c.out {
 			t.Errorf("escapeKey(%q) = %q; want %q", c.in, got, c.out)
 		}
 		if back, ok := unescapeKey(c.out); !ok || back != c.in {
@@ -83,7 +83,7 @@ func FuzzKeyEncoding(f *testing.F) {
 		if !utf8.ValidString(k1) || !utf8.ValidString(k2) {
 			t.Skip()
 		}
-		e1, e2 := escapeKey(k1), escapeKey(k2)
+		e1, e2 := keyEscaper.Escape(k1), keyEscaper.Escape(k2)
 		if strings.Contains(e1, "/") {
 			t.Fatalf("escapeKey(%q) = %q contains '/'", k1, e1)
 		}
@@ -154,11 +154,18 @@ func TestEntryValue(t *testing.T) {
 		if m.owner != o || m.limit != req.Limit || m.weight != req.Weight || m.value != req.Value {
 			t.Errorf("parseValue(entryValue(%+v)) = %+v", req, m)
 		}
-		if !isOwner([]byte(v), o) || isOwner([]byte(v), o[:31]) || valueOwner([]byte(v)) != o {
-			t.Errorf("isOwner/valueOwner of %q", v)
+		if !isOwner([]byte(v), o) || isOwner([]byte(v), o[:31]) || parseValue([]byte(v)).owner != o {
+			t.Errorf("isOwner/parseValue of %q", v)
 		}
 		if s := entrySentinel("p/", []byte("p/k/s/000000000000001f"), []byte(v)); s != "p/"+sentinelDir+d.id+"/1f" {
 			t.Errorf("entrySentinel of %q = %q", v, s)
 		}
 	}
+}
+
+// unescapeKey inverts escapeKey. It reports false for a string that
+// escapeKey cannot have returned.
+func unescapeKey(s string) (string, bool) {
+	k, err := keyEscaper.Unescape(s)
+	return k, err == nil
 }
