@@ -59,23 +59,21 @@
 // # Losing a hold
 //
 // Besides its entries, every lease the driver grants carries a sentinel key
-// that the driver never deletes; etcd deletes it when, and only when, the
+// that the driver never deletes: etcd deletes it when, and only when, the
 // lease ends (expires, or is revoked by anyone). One watch per Driver on its
-// sentinels reports lost leases to WatchLoss: a holder needs no watch of its
-// lock's keys, and a release (which deletes the entry, not the sentinel) is
-// never mistaken for a loss. The revocation of a holder's lease therefore
-// reaches the holder through the same kind of event that wakes the next
-// waiter.
+// sentinels reports lost leases to WatchLoss, so a holder needs no watch of
+// its lock's keys, and a release (which deletes the entry, not the
+// sentinel) is never mistaken for a loss.
 //
 // A holder's etcd member may apply a revocation a little after the member
 // that serves the next waiter does. So that the lost holder stops before the
 // new one starts, a waiter granted a key because its holder's lease ended
 // waits Options.LockDelay (default 250ms) before Acquire returns, like
-// Consul's lock-delay; a grant after a release is not delayed. The waiter
-// tells the two apart with one serializable read of the holder's sentinel
-// at the revision of the holder's deletion (a lease's end deletes its
-// sentinel in the same revision as its entries), which its own member
-// answers without a Raft round. A newcomer's TryAcquire is not delayed.
+// Consul's lock-delay; a grant after a release, and a newcomer's
+// TryAcquire, are not delayed. The waiter tells the two apart with one
+// serializable read (its own member answers it without a Raft round) of
+// the holder's sentinel at the revision of the holder's deletion: a lease's
+// end deletes its sentinel in the same revision as its entries.
 //
 // Expiry is covered by package locker's local deadline, which ends a hold
 // before etcd can expire its lease. An entry deleted by hand while its lease
@@ -87,35 +85,36 @@
 // decide are linearizable, and keep-alives reach the leader (a follower
 // forwards them). When a member fails, the client moves to another one:
 // the keep-alive stream is replaced (also when a keep-alive goes unanswered
-// for 3s), the key watches are opened again and their waiters read the queue
-// again, and renewals fail until a new leader is elected, which the hold's
-// TTL must outlast (etcd extends every lease by an election timeout when a
-// new leader takes over). A waiter keeps its place in the queue through an
-// election as long as its lease lives.
+// for 3s), the watches are opened again with WithRequireLeader (so that a
+// member cut off from its cluster ends them rather than leaving them
+// silent) and their waiters read the queue again, and renewals fail until
+// a new leader is elected, which the hold's TTL must outlast (etcd extends
+// every lease by an election timeout when a new leader takes over). A
+// waiter keeps its place in the queue through an election as long as its
+// lease lives.
 //
 // # Rules of use
 //
-// All calls for one owner must go through one Driver, as package locker
-// makes them (see package driver): the driver remembers the entries it
-// made, and refuses a Refresh or Release of an owner it has no entry of
-// with driver.ErrNotHeld, leaving that owner's hold in place. Drivers that share
-// locks must use the same prefix; drivers with different prefixes must not
-// use one prefix inside the other's key space ("locker/" and
+// All calls for one owner go through one Driver, as package locker makes
+// them (see package driver): the driver remembers the entries it made, and
+// refuses a Refresh, Release or WatchLoss of an owner it has no entry of
+// with driver.ErrNotHeld, leaving that owner's hold in place. Drivers that
+// share locks must use the same prefix; drivers with different prefixes
+// must not use one prefix inside the other's key space ("locker/" and
 // "locker/orders%2F42/" would overlap).
 //
 // The driver never closes the client: whoever created it owns it. Close
-// stops the driver's goroutines (the watches and the keep-alive stream);
-// closing the client ends them too. Close also revokes the idle leases of
-// the pool (see Internals: leases), at most for a second. Once the driver or the client
-// is closed, every call fails at once with an error that driver.IsPermanent
-// reports, instead of clientv3 retrying a request of a closed client until
-// its context ends; a call under way fails too: a waiting Acquire returns,
-// a Subscription's channel receives a value so that its next attempt
-// fails, and a TryAcquire or Refresh whose request etcd is answering fails
-// when the request ends, at once if the client was closed (a Release under
-// way reports the release it made). A call whose context
-// is already done fails at once, without a request; every call returns
-// by its context's deadline, whether or not etcd answers.
+// stops the driver's goroutines (the watches and the keep-alive stream) and
+// revokes the idle leases of the pool, for at most a second; closing the
+// client ends the goroutines too. Once the driver or the client is closed,
+// every call fails at once with an error that driver.IsPermanent reports,
+// instead of clientv3 retrying a request of a closed client until its
+// context ends; a call under way fails too: a waiting Acquire returns, a
+// Subscription's channel receives a value so that its next attempt fails,
+// and a TryAcquire or Refresh fails when its request ends (a Release under
+// way reports the release it made). A call whose context is already done
+// fails at once, without a request; every call returns by its context's
+// deadline, whether or not etcd answers.
 //
 // # Internals: data layout
 //
@@ -138,35 +137,27 @@
 //	<driver>/<owner> NUL <limit> "," <weight> NUL <value>
 //
 // with the limit and the weight in decimal (0 and 0 for an uncounted
-// entry) and the value's bytes, whatever they are, to the end. Owners have
-// no NUL. The entries of package locker's mutexes keep the short form.
-// "%leases" cannot be a lock's escaped key, which has '%' only in "%25"
-// and "%2F".
+// entry) and the value's bytes to the end. "%leases" cannot be a lock's
+// escaped key, which has '%' only in "%25" and "%2F".
 //
 // One rule decides every grant, in create-revision order: an exclusive
 // entry is granted when no entry has a lower create revision; a shared one
 // when every entry with a lower create revision is shared and, for a
 // counted one (Request.Limit > 0), their weights and its own add up to at
-// most its limit. Granted entries are thus always the first ones, and
-// waiters are served first come, first served: a waiter of 3 units on a
-// semaphore of 4 is not overtaken by newcomers of 1 unit, who count its
-// weight although it does not hold yet. A free key is granted at once, in
-// the transaction that puts the entry.
+// most its limit. Granted entries are thus always the first ones, and a
+// waiter of 3 units on a semaphore of 4 is not overtaken by newcomers of 1
+// unit, who count its weight although it does not hold yet. A free key is
+// granted at once, in the transaction that puts the entry. Shared entries
+// must agree on the limit (an uncounted one has limit 0): a request that
+// disagrees with an older entry fails with an error wrapping a
+// *[driver.LimitError], and the entry it may have put is deleted. As "s/"
+// sorts between "r/" and "w/", an uncounted shared entry reads the counted
+// and exclusive entries in one range.
 //
-// Shared entries must agree on the limit (an uncounted one has limit 0):
-// a request that disagrees with an older entry's limit fails with an
-// error wrapping a *[driver.LimitError] that names the older limit, and
-// the entry it may have put is deleted, so it never holds or waits.
-// An exclusive entry conflicts with counted ones like with any other.
-// As "s/" sorts between "r/" and "w/", an uncounted shared entry reads the
-// counted and exclusive entries in one range, and a counted one reads all
-// the lock's entries.
-//
-// Entry keys name the lease rather than the owner on purpose: the driver
-// keeps idle leases for reuse, so a key locked over and over reuses a few
-// etcd keys. With a new key per hold, every hold would leave a tombstone in
-// etcd's index until the next compaction, and every range read of the lock
-// would walk all of them.
+// Entry keys name the lease rather than the owner because leases are
+// reused (see Internals: leases): a key locked over and over reuses a few
+// etcd keys instead of leaving a tombstone per hold in etcd's index, which
+// every range read of the lock would walk until the next compaction.
 //
 // # Internals: leases
 //
@@ -176,115 +167,80 @@
 // other even in one process on one client (etcd's concurrency.Mutex keys its
 // entry by the session's lease, so two mutexes on one session both own the
 // lock). Leases are granted on demand (LeaseGrant, plus the sentinel's Put)
-// and kept in a pool per TTL when their entry is released, for the next
-// entry: a lock+unlock loop grants one lease, once.
-//
-// etcd leases last whole seconds, and etcd raises a TTL below its minimum
-// (1.5 election timeouts, rounded up to whole seconds: 2s with etcd's default
-// 1s election timeout) without saying so. The driver never rounds: its
-// Capabilities report a TTL unit of one second and the cluster's
-// minimum (which New asks the cluster for, see Options.MinTTL), and a grant
-// whose TTL etcd raised anyway fails with an error naming the minimum.
+// and kept in a pool per TTL when their entry is released: a lock+unlock
+// loop grants one lease, once. etcd raises a TTL below its minimum without
+// saying so; the driver reports the minimum (asked of the cluster by New,
+// see Options.MinTTL) in its Capabilities, and a grant whose TTL etcd
+// raised anyway fails with an error naming the minimum.
 //
 // The driver keeps no lease alive on its own: leases are renewed when
 // package locker's watchdog calls Refresh (and, for a waiter, by Acquire
-// while it waits). Renewals go out on one bidirectional LeaseKeepAlive stream
-// per Driver, opened on first use; etcd answers keep-alives on the leader
-// without a Raft round. A renewal proves that the lease lives its TTL from
-// the moment the renewal was sent, which is what the front-end counts from.
+// while it waits), on one bidirectional LeaseKeepAlive stream per Driver,
+// which etcd answers on the leader without a Raft round. A renewal proves
+// that the lease lives its TTL from the moment it was sent, which is what
+// the front-end counts from.
 //
 // # Internals: operations and round trips
 //
 //   - TryAcquire: one transaction, If(no conflicting entry) Then(Put entry
-//     on its lease). For an idle lease from the pool, a keep-alive goes out
-//     alongside (it proves the lease lives the TTL from the call on), unless
-//     the lease was last proved less than a tenth of the TTL ago (by the
-//     hold that used it before, in a lock+unlock loop): then the grant
-//     carries Lease.Start, the time from which the lease is known to live
-//     the TTL, and the front-end counts from it. A newly granted lease
-//     needs none. An owner's second TryAcquire (an
-//     idempotent re-acquire, or a queued owner reaching the head) reads its
-//     entry and the oldest conflicting one in the same transaction and keeps
-//     its token.
-//   - TryAcquire of a counted request: one transaction that puts the
-//     entry (If the lock has no entry, Then put it, Else put it and read
-//     all the lock's entries), then the rule above on what it read;
-//     refused, one Delete of the entry. A re-acquire keeps the
-//     entry, with its weight and value. (A refusal's
-//     LockedError.Remaining is 0, unknown, on every path: reading the
-//     leases in the way would cost another round trip.)
-//   - TryAcquire with Request.Queued: as TryAcquire; refused, it leaves the entry in
-//     the queue (unless the limits disagree).
-//   - Acquire: one transaction that puts the entry (granting at once if
+//     on its lease). A pooled lease gets a keep-alive alongside, unless it
+//     was last proved less than a tenth of the TTL ago (by the previous
+//     hold in a lock+unlock loop): the grant then carries Lease.Start. A
+//     second TryAcquire by an owner with an entry (a re-acquire, or a
+//     queued owner reaching the head) reads its entry and the oldest
+//     conflicting one in the same transaction and keeps its token. With
+//     Request.Queued, a refused entry stays in the queue.
+//   - TryAcquire of a counted request: one transaction that puts the entry
+//     and, unless the lock was empty, reads all the lock's entries; then
+//     the rule above; refused, one Delete of the entry (LockedError.Remaining
+//     is 0: reading the leases in the way would cost another round trip).
+//   - Acquire: one transaction that puts the entry (granted at once if
 //     nothing conflicts) and reads the older conflicting entries; then it
-//     waits, on the key's watch, until each of them is deleted. No request
-//     is made while it waits but a keep-alive every third of the TTL. Once
-//     granted by its predecessor's leaving, one serializable Range of the
-//     predecessor's sentinel decides the lock delay (see Losing a hold),
-//     none when this driver made the release; the grant carries
-//     Lease.Start.
+//     waits, on the key's watch, until enough of them are deleted, sending
+//     nothing but a keep-alive every third of the TTL. Granted by a
+//     predecessor's leaving, it makes one serializable Range of the
+//     predecessor's sentinel for the lock delay, none when this driver made
+//     the release; the grant carries Lease.Start, so the front-end needs no
+//     confirming Refresh.
 //   - Refresh: a linearizable Get of the entry (owner and token checked)
-//     with a keep-alive of its lease alongside: one round trip.
-//   - RefreshBatch: one read-only transaction per 100 leases, all
-//     concurrent, and all keep-alives at once on the stream: about one round
-//     trip per batch.
-//   - Inspect: one range read of the lock's entries (holders are the
-//     first ones the rule grants, with their weights and values), and one
-//     TimeToLive per holder.
+//     with a keep-alive of its lease alongside. RefreshBatch: one read-only
+//     transaction per 100 leases, all concurrent, and the keep-alives at
+//     once on the stream.
 //   - Release: one Delete of the entry, with its previous value (whose
 //     token is checked); the lease goes back to the pool.
+//   - Inspect: one range read of the lock's entries, and one TimeToLive per
+//     holder.
 //
-// An uncontended Lock+Unlock pair is therefore one Txn and one Delete (and
-// one keep-alive message when the pooled lease's last proof is older than
-// a tenth of the TTL): the same two Raft writes as concurrency.Mutex (Txn
-// and Delete, on a session made beforehand), without a session to keep
-// alive in the background. A contended handoff is the holder's Delete, the
-// watch event, and the new holder's serializable read of the old holder's
-// sentinel (see Losing a hold): Acquire's grant carries Lease.Start, the
-// time from which the waiter's own lease, renewed while it waited, is known
-// to live the TTL, so package locker needs no confirming Refresh. Per
-// acquisition on a contended key that is two Raft writes (the waiter's
-// queueing Txn and its Delete) and one local read.
+// An uncontended Lock+Unlock pair is therefore one Txn and one Delete: the
+// same two Raft writes as concurrency.Mutex, without a session to keep
+// alive in the background. A contended handoff within one driver is two
+// Raft writes per acquisition (the waiter's queueing Txn and its Delete).
 //
 // # Internals: waiting
 //
-// Acquire waits in the key's queue: entries are served in the order of their
-// create revisions, which etcd assigns cluster-wide, so waiters on every
-// client are served first come, first served; a run of shared entries is
-// served together, and a new reader queues behind a waiting writer, so a
-// stream of readers cannot starve a writer. The waiter reads the older
-// entries that concern it once, in the transaction that queues it; as new
-// entries always get higher revisions, that set only shrinks, and the
-// waiter is granted as soon as the watch has reported enough of them
-// deleted, without reading again: each of them for an uncounted waiter,
-// and for a counted one, every exclusive one and enough weight that its
-// own fits (so any older entry's leaving may grant it, not only its
-// predecessor's).
+// A waiter reads the older entries that concern it once, in the
+// transaction that queues it; as new entries always get higher revisions,
+// that set only shrinks, and the waiter is granted as soon as the watch has
+// reported enough of them deleted, without reading again: each of them for
+// an uncounted waiter; for a counted one, every exclusive one and enough
+// weight that its own fits.
 //
 // Each Driver watches a lock's key range with one etcd watch, shared by its
-// waiters and subscriptions of that key, and kept a few seconds after its
-// last user (Options.WatchLinger). The watch is opened without a start
-// revision, so etcd starts it after its current revision (rev+1) and counts
-// it as synced: it gets every later event as it happens. The driver waits
-// for the watch's created reply before it reads the queue, so no deletion
-// between the read and the watch is missed. A watch opened at the revision
-// of an earlier read is "unsynced" in etcd whenever anything was written
-// since, and gets its events only from etcd's resync loop, every 100 ms:
-// that is why concurrency.Mutex, which watches its predecessor from the
-// revision of its read, hands a contended lock over at most once per resync
-// (BENCHMARKS.md has the measurements). The waiters here are woken within the event's delivery time. The watch is opened with
-// WithRequireLeader, so that a member cut off from its cluster ends it
-// rather than leaving it silent; the driver opens it again (possibly on
-// another member) and its waiters read the queue again.
+// waiters and subscriptions of that key, and kept Options.WatchLinger after
+// its last user. The watch is opened without a start revision, so etcd
+// counts it as synced and sends every later event as it happens, and the
+// driver waits for its created reply before it reads the queue, so no
+// deletion between the read and the watch is missed. (A watch opened at an
+// earlier revision is "unsynced" whenever anything was written since and
+// gets its events from etcd's 100 ms resync loop: that is why
+// concurrency.Mutex hands a contended lock over at most once per resync;
+// BENCHMARKS.md has the measurements.)
 //
 // A waiter's entry lives on its own lease, which the waiter renews while it
-// waits. If the entry vanishes while it waits (its lease expired or was
-// revoked: etcd-io/etcd#11456 and the #9921, #19597 family, where etcd's
-// own lock granted an expired waiter the lock), Acquire returns an error,
-// never the lock; it also never returns a grant whose lease may have run
-// out (its grant carries the time from which its lease is known to live,
-// proved by a keep-alive or a grant). A waiter whose context ends returns at once and deletes its
-// entry in the background (within 10s, or until the driver or its client
-// is closed), so that it returns by its context's deadline even when etcd
-// does not answer.
+// waits. If the entry vanishes meanwhile (its lease expired or was revoked:
+// etcd-io/etcd#11456 and the #9921, #19597 family, where etcd's own lock
+// granted an expired waiter the lock), Acquire returns an error, never the
+// lock, and it never returns a grant whose lease may have run out. A waiter
+// whose context ends returns at once and deletes its entry in the
+// background (within 10s, or until the driver or its client is closed).
 package etcddriver
