@@ -29,8 +29,7 @@ const cleanupTimeout = 10 * time.Second
 // entry vanishes (expired or revoked lease, issue etcd-io/etcd#11456) it
 // returns an error, never the lock. On error it deletes its entry.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	bctx, done := d.bound(ctx)
-	defer done()
+	bctx := d.request(ctx)
 	l, err := d.acquire(bctx, req)
 	if err != nil {
 		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
@@ -444,10 +443,7 @@ func (wt *waiter) deleted(key string, rev int64) {
 	wt.poke()
 }
 
-// ended wakes the waiter, which sees the watch's end.
-func (wt *waiter) ended() { wt.poke() }
-
-func (wt *waiter) reset(int64) {
+func (wt *waiter) reset() {
 	wt.mu.Lock()
 	wt.resets = true
 	wt.mu.Unlock()

@@ -167,11 +167,9 @@ func (s sentinelListener) deleted(key string, rev int64) {
 	s.d.leaseEnded(clientv3.LeaseID(id), fmt.Sprintf("ended at revision %d (expired or revoked)", rev))
 }
 
-func (s sentinelListener) ended() {}
-
 // reset re-reads the sentinels after the watch was re-created: leases
 // that ended meanwhile are reported.
-func (s sentinelListener) reset(int64) {
+func (s sentinelListener) reset() {
 	d := s.d
 	d.bg.Add(1)
 	go func() {

@@ -435,8 +435,7 @@ const maxBatchOps = 100
 // in one read-only transaction per 100 leases, all concurrently, so that a
 // batch takes about one round trip.
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
-	bctx, done := d.bound(ctx)
-	defer done()
+	bctx := d.request(ctx)
 	errs := d.refreshBatch(bctx, ls)
 	for i, err := range errs {
 		errs[i] = d.fail(ctx, "refresh", ls[i].Key, err)

@@ -11,17 +11,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// A keyWatch is the driver's watch of one lock's key range, shared by the
-// driver's waiters, loss watchers and subscriptions of that lock. It
-// watches deletions only (WithFilterPut): an entry leaves the range when its
-// owner releases it or leaves the queue, or when its lease expires or is
-// revoked.
-//
-// The watch has no start revision, so etcd starts it after its current
-// revision (rev+1) and counts it as synced at once: it sends every later
-// event as it happens, where a watch started at an older revision waits for
-// etcd's 100 ms resync loop. The revision in the created reply is the point
-// after which no event is missed: users read the range after it.
+// A keyWatch is the driver's watch of deletions (WithFilterPut) in one
+// lock's key range, shared by the driver's waiters and subscriptions of that
+// lock (see Internals: waiting in the package documentation).
 type keyWatch struct {
 	d      *Driver
 	base   string
@@ -32,23 +24,19 @@ type keyWatch struct {
 	done   chan struct{}
 	ready  chan struct{} // closed once the watch was first created
 
-	mu          sync.Mutex
-	established bool
-	since       int64 // the revision the watch was last (re)created at: every later deletion is delivered
-	listeners   map[listener]struct{}
+	mu        sync.Mutex
+	created   bool
+	listeners map[listener]struct{}
 }
 
-// A listener receives a keyWatch's events. Its methods are called with the
-// keyWatch's mutex held, in revision order; they must not block.
+// A listener receives a keyWatch's events, with the keyWatch's mutex held,
+// in revision order; its methods must not block.
 type listener interface {
 	// deleted reports that key was deleted at revision rev.
 	deleted(key string, rev int64)
-	// reset reports that the watch broke and was created again at rev:
-	// deletions between the last event and rev may have been missed.
-	reset(rev int64)
-	// ended reports that the watch ended for good, with the driver or its
-	// client: no more events will come.
-	ended()
+	// reset reports that the watch broke and was created again:
+	// deletions since the last event may have been missed.
+	reset()
 }
 
 // watch returns the keyWatch of base with one more reference; drop it
@@ -117,13 +105,11 @@ func (w *keyWatch) stop() {
 	<-w.done
 }
 
-// add registers l and reports whether the watch is established and after
-// which revision it delivers every deletion.
-func (w *keyWatch) add(l listener) (established bool, since int64) {
+// add registers l.
+func (w *keyWatch) add(l listener) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.listeners[l] = struct{}{}
-	return w.established, w.since
+	w.mu.Unlock()
 }
 
 // remove unregisters l; once it returns, l gets no more calls.
@@ -153,7 +139,7 @@ func (w *keyWatch) waitReady(ctx context.Context) error {
 func (w *keyWatch) run() {
 	defer w.d.bg.Done()
 	defer close(w.done)
-	defer w.end()
+	defer w.d.fan.Wake(w.base) // subscribers see a closed driver at their next attempt
 	var bo driverkit.Backoff // 10ms doubling to 1s
 	for w.ctx.Err() == nil {
 		// WithRequireLeader: a member cut off from its cluster ends the
@@ -162,7 +148,7 @@ func (w *keyWatch) run() {
 		ch := w.d.watcher.Watch(ctx, w.base, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 		for resp := range ch {
 			if resp.Created {
-				w.created(resp.Header.Revision)
+				w.recreated()
 				bo.Reset()
 				continue
 			}
@@ -184,32 +170,17 @@ func (w *keyWatch) run() {
 	}
 }
 
-// created records that the watch was (re)created at rev.
-func (w *keyWatch) created(rev int64) {
+// recreated records that the watch was (re)created.
+func (w *keyWatch) recreated() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	first := !w.established
-	w.established, w.since = true, rev
-	if first {
+	if !w.created {
+		w.created = true
 		close(w.ready)
 		return
 	}
 	for l := range w.listeners {
-		l.reset(rev)
-	}
-	w.d.fan.Wake(w.base)
-}
-
-// end tells the listeners that the watch ended for good, when it ends with
-// the driver or its client rather than for want of users.
-func (w *keyWatch) end() {
-	if w.d.closedErr() == nil {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for l := range w.listeners {
-		l.ended()
+		l.reset()
 	}
 	w.d.fan.Wake(w.base)
 }
