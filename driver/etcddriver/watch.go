@@ -140,7 +140,7 @@ func (w *keyWatch) run() {
 	defer w.d.bg.Done()
 	defer close(w.done)
 	defer w.d.fan.Wake(w.base) // subscribers see a closed driver at their next attempt
-	var bo driverkit.Backoff // 10ms doubling to 1s
+	var bo driverkit.Backoff   // 10ms doubling to 1s
 	for w.ctx.Err() == nil {
 		// WithRequireLeader: a member cut off from its cluster ends the
 		// watch instead of leaving it silent, and the client moves on.
