@@ -86,7 +86,7 @@ func (d *Driver) join(ctx context.Context, req driver.Request, base string, ttl 
 			return entry{}, 0, false, err
 		}
 		wt.setKey(e.key)
-		token, done, err = d.enqueue(ctx, req, base, e, isNew, wt)
+		token, done, err = d.enqueue(ctx, req, e, isNew, wt)
 		if err != nil && attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
 			d.forget(req.Owner, e.key)
 			continue // the lease ended: start over with a new one
@@ -255,7 +255,7 @@ func (d *Driver) leaseEndedAt(ctx context.Context, sentinel string, rev int64) (
 // reread reads the queue again after the key's watch was re-created, and
 // arms the waiter anew; a failed read is retried later (see queueWait).
 func (q *queueWait) reread(ctx context.Context) (_ driver.Lease, done bool, _ error) {
-	token, granted, err := q.d.enqueue(ctx, q.req, q.base, q.e, false, q.wt)
+	token, granted, err := q.d.enqueue(ctx, q.req, q.e, false, q.wt)
 	switch {
 	case errors.Is(err, errEntryLost):
 		return driver.Lease{}, true, err
@@ -315,33 +315,27 @@ func (d *Driver) retryDelay(owner, k string) time.Duration {
 	return min(time.Duration(e.ttl)*time.Second/10, max(time.Until(e.deadline)/2, 10*time.Millisecond))
 }
 
-// enqueue puts (or keeps) e, the entry of req, in the queue below base,
+// enqueue puts (or keeps) e, the entry of req, in its queue,
 // in one transaction that also reads the entries it must look at (see
 // conflictRange), and arms wt with the older ones. done reports that the
 // entry is granted, with token; an entry whose limit disagrees with an
 // older one's fails with an error wrapping a *driver.LimitError.
-func (d *Driver) enqueue(ctx context.Context, req driver.Request, base string, e entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
-	cs, ce := conflictRange(base, keyDir(e.key))
-	p, err := d.putEntry(ctx, req, e, isNew, cs, ce)
+func (d *Driver) enqueue(ctx context.Context, req driver.Request, e entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
+	a, err := d.put(ctx, req, e, isNew, true, true)
 	switch {
 	case err != nil:
 		return 0, false, err
-	case p.resp.Succeeded:
-		return p.resp.Header.Revision, true, nil
-	case p.own == nil:
+	case a.granted:
+		return a.token, true, nil
+	case a.own == nil:
 		return 0, false, errEntryLost
 	}
-	own, resp := p.own, p.resp
-	allKvs := lastRange(resp.Responses)
-	c := classOf(own)
-	switch ok, err := admit(c, own.CreateRevision, allKvs); {
-	case err != nil:
-		return 0, false, err
-	case ok:
-		return own.CreateRevision, true, nil
+	if _, ok := a.refusal.(*driver.LockedError); !ok {
+		return 0, false, a.refusal
 	}
+	own, c := a.own, classOf(a.own)
 	lower := make(map[string]lowerEntry)
-	for _, kv := range allKvs {
+	for _, kv := range a.read {
 		if kv.CreateRevision < own.CreateRevision {
 			o := classOf(kv)
 			lower[string(kv.Key)] = lowerEntry{
@@ -351,7 +345,7 @@ func (d *Driver) enqueue(ctx context.Context, req driver.Request, base string, e
 			}
 		}
 	}
-	wt.arm(resp.Header.Revision, own.CreateRevision, c, lower)
+	wt.arm(a.rev, own.CreateRevision, c, lower)
 	return own.CreateRevision, false, nil
 }
 

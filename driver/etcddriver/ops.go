@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -23,17 +22,18 @@ var errLeaseGone = errors.New("the entry's lease expired or was revoked during t
 // lease refreshed and released through the Driver value that granted it.
 var errNoEntry = fmt.Errorf("no entry of the owner made by this driver: %w", driver.ErrNotHeld)
 
-// TryAcquire implements driver.Driver in one transaction (see the package
-// documentation): it grants req.Key to req.Owner if no conflicting entry
-// exists, re-grants it with the same token if req.Owner already holds it,
-// and otherwise returns a *driver.LockedError and leaves nothing behind
-// (an entry req.Owner queued earlier with a queued request or Acquire
-// keeps its place). With req.Queued, when the key cannot be granted it
-// puts req.Owner's entry in the key's queue (or keeps it there and renews
-// its lease). Entries are served in the order of their create revisions.
+// TryAcquire implements driver.Driver in one transaction (see Internals:
+// operations and round trips in the package documentation).
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	bctx := d.request(ctx)
-	l, err := d.tryAcquire(bctx, req, req.Queued)
+	ttl, err := d.start(bctx, req)
+	var l driver.Lease
+	if err == nil {
+		var retry bool
+		if l, retry, err = d.tryOnce(bctx, req, ttl); retry {
+			l, _, err = d.tryOnce(bctx, req, ttl)
+		}
+	}
 	if err == nil {
 		err = d.closedErr() // closed while the request was under way
 	}
@@ -43,27 +43,10 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	return l, nil
 }
 
-func (d *Driver) tryAcquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
-	ttl, err := d.start(ctx, req)
-	if err != nil {
-		return driver.Lease{}, err
-	}
-	base := d.base(req.Key)
-	for attempt := 0; ; attempt++ {
-		l, retry, err := d.tryOnce(ctx, req, base, ttl, queued)
-		if retry && attempt == 0 {
-			continue
-		}
-		return l, err
-	}
-}
-
 // entryFor returns the entry req.Owner has in req's mode below base, or a
 // new one on a lease of ttl seconds from the pool (fresh false: its life
 // must be proved by a keep-alive) or granted now (fresh true). A new entry
-// is remembered before it is put, so that a retry or a Release finds it:
-// the driver expects all calls for one owner to go through it, as package
-// locker makes them.
+// is remembered before it is put, so that a retry or a Release finds it.
 func (d *Driver) entryFor(ctx context.Context, req driver.Request, base string, ttl int64) (e entry, isNew, fresh bool, err error) {
 	if e, ok := d.entryOf(req.Owner, base, req.Mode); ok {
 		return e, false, false, nil
@@ -84,34 +67,34 @@ type attempt struct {
 	kept    bool  // req.Owner has an entry after the transaction
 	created bool  // the transaction put it
 	refusal error // when not granted: a *driver.LockedError or an error wrapping a *driver.LimitError
+
+	own  *mvccpb.KeyValue   // when not granted: req.Owner's entry, if kept
+	rev  int64              // the transaction's revision
+	read []*mvccpb.KeyValue // when not granted: the entries read (see put)
 }
 
 // tryOnce makes one attempt. retry reports that the attempt failed
 // because an idle lease had vanished, so that a new attempt (with a new
 // lease) may succeed.
-func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, ttl int64, queued bool) (_ driver.Lease, retry bool, _ error) {
-	e, isNew, fresh, err := d.entryFor(ctx, req, base, ttl)
+func (d *Driver) tryOnce(ctx context.Context, req driver.Request, ttl int64) (_ driver.Lease, retry bool, _ error) {
+	e, isNew, fresh, err := d.entryFor(ctx, req, d.base(req.Key), ttl)
 	if err != nil {
 		return driver.Lease{}, false, err
 	}
-	// The keep-alive goes out with the transaction: it proves that the
-	// lease lives ttl from now (an idle lease from the pool), or renews the
-	// owner's existing entry. An idle lease proved moments ago (by the
-	// previous hold in an uncontended loop) needs none: the grant carries
-	// Lease.Start, the time from which the lease is known to live ttl.
+	// The keep-alive goes out with the transaction: it proves that an idle
+	// lease from the pool lives ttl from now, or renews the owner's
+	// entry. An idle lease proved less than provedWindow ago (by the
+	// previous hold in an uncontended loop) needs none, and the grant
+	// carries Lease.Start instead.
 	var ka *kaCall
 	proved := isNew && !fresh && time.Until(e.deadline) >= time.Duration(ttl)*time.Second-provedWindow(ttl)
 	if !fresh && !proved {
 		ka = d.keepAlive(e.lease)
 	}
-	var a attempt
-	if reqDir(req) == counted {
-		a, err = d.tryCounted(ctx, req, base, e, isNew)
-	} else {
-		a, err = d.tryUncounted(ctx, req, base, e, isNew, queued)
-	}
+	all := reqDir(req) == counted
+	a, err := d.put(ctx, req, e, isNew, req.Queued || all, all)
 	if err == nil {
-		err = d.withdraw(ctx, req.Owner, e.key, &a, queued)
+		err = d.withdraw(ctx, req.Owner, e.key, &a, req.Queued)
 	}
 	if err != nil {
 		if errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
@@ -127,141 +110,80 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, base string, t
 	return l, false, err
 }
 
-// tryUncounted is the transaction of an exclusive or uncounted shared
-// attempt: If(no conflicting entry) Then(put the entry).
-func (d *Driver) tryUncounted(ctx context.Context, req driver.Request, base string, e entry, isNew, queued bool) (attempt, error) {
-	k, dir := e.key, reqDir(req)
-	free := freeCmp(conflictRange(base, dir))
-	put := clientv3.OpPut(k, d.entryValue(req), clientv3.WithLease(e.lease))
-	var resp *clientv3.TxnResponse
-	var err error
-	if isNew {
-		// The entry's key is that of an idle lease of the driver's, so it
-		// is known not to exist: the transaction needs no reads. Refused,
-		// a queued attempt puts the entry at the end of the queue, behind
-		// the conflicting entries; a shared one reads the oldest counted
-		// entry, whose limit it disagrees with.
-		var els []clientv3.Op
-		if queued {
-			els = append(els, put)
-		}
-		if dir == readers {
-			els = append(els, firstOp(base+counted, clientv3.GetPrefixRangeEnd(base+counted), false))
-		}
-		resp, err = d.kv.Txn(ctx).If(free).Then(put).Else(els...).Commit()
-	} else {
-		// The owner's entry may exist: keep it (renewing its lease, see
-		// the keep-alive in tryOnce) and read whether it is at the head.
+// put is the transaction of an attempt to grant e, the entry of req:
+// If(no conflicting entry) Then(put e). Otherwise, e is put all the same
+// when always (a counted entry, whose grant no comparison can decide, or
+// one that queues), kept as it is if it exists, and read; and the
+// conflicting entries are read: all of them when all, else the oldest.
+// An entry known not to exist (isNew: its key is that of an idle lease of
+// the driver's) needs no read of its own, and a new uncounted one is
+// refused when the key is not free, so only a new reader reads (the
+// oldest counted entry, whose limit it may disagree with). all implies
+// always.
+func (d *Driver) put(ctx context.Context, req driver.Request, e entry, isNew, always, all bool) (attempt, error) {
+	k, dir, v := e.key, keyDir(e.key), d.entryValue(req)
+	cs, ce := conflictRange(e.base, dir)
+	put := clientv3.OpPut(k, v, clientv3.WithLease(e.lease))
+	conds := []clientv3.Cmp{freeCmp(cs, ce)}
+	var els []clientv3.Op
+	switch {
+	case isNew && always:
+		els = append(els, put)
+	case !isNew:
 		isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-		cs, ce := conflictRange(base, dir)
-		els := make([]clientv3.Op, 0, 3)
-		if queued {
+		conds = append(conds, isNewCmp)
+		if always {
 			els = append(els, clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{put}, nil))
 		}
-		els = append(els, clientv3.OpGet(k), firstOp(cs, ce, dir == writers))
-		resp, err = d.kv.Txn(ctx).If(isNewCmp, free).Then(put).Else(els...).Commit()
+		els = append(els, clientv3.OpGet(k))
 	}
-	if err != nil {
-		return attempt{}, err
-	}
-	if resp.Succeeded {
-		return attempt{granted: true, token: resp.Header.Revision, kept: true, created: true}, nil
-	}
-	a := attempt{refusal: &driver.LockedError{}}
-	rs := resp.Responses
 	switch {
-	case isNew:
-		a.kept, a.created = queued, queued
-		a.token = resp.Header.Revision
-		if kvs := lastRange(rs); dir == readers && len(kvs) > 0 {
-			a.refusal = mismatch(class{dir: readers}, classOf(kvs[0]))
-		}
-	default:
-		a.created = queued && rs[0].GetResponseTxn().Succeeded
-		own := rs[len(rs)-2].GetResponseRange().Kvs
-		if len(own) == 0 || !isOwner(own[0].Value, req.Owner) {
-			return a, nil
-		}
-		a.kept, a.token = true, own[0].CreateRevision
-		ok, lerr := admit(classOf(own[0]), a.token, lastRange(rs))
-		a.granted = ok && lerr == nil
-		if lerr != nil {
-			a.refusal = lerr
-		}
+	case all:
+		els = append(els, clientv3.OpGet(cs, clientv3.WithRange(ce)))
+	case !isNew:
+		els = append(els, firstOp(cs, ce, dir == writers))
+	case dir == readers:
+		els = append(els, firstOp(e.base+counted, clientv3.GetPrefixRangeEnd(e.base+counted), false))
 	}
-	return a, nil
-}
-
-// tryCounted is the transaction of a counted attempt (putEntry over all
-// the lock's entries), and the grant is decided by admit; a free lock is
-// granted at once. A refused entry is deleted again by withdraw, unless it
-// queues.
-func (d *Driver) tryCounted(ctx context.Context, req driver.Request, base string, e entry, isNew bool) (attempt, error) {
-	cs, ce := conflictRange(base, counted)
-	p, err := d.putEntry(ctx, req, e, isNew, cs, ce)
+	resp, err := d.kv.Txn(ctx).If(conds...).Then(put).Else(els...).Commit()
 	if err != nil {
 		return attempt{}, err
 	}
-	if p.resp.Succeeded {
-		return attempt{granted: true, token: p.resp.Header.Revision, kept: true, created: true}, nil
-	}
-	a := attempt{refusal: &driver.LockedError{}, created: p.created}
-	if p.own == nil {
+	a := attempt{rev: resp.Header.Revision, created: true}
+	if resp.Succeeded {
+		a.granted, a.token, a.kept = true, a.rev, true
 		return a, nil
 	}
-	a.kept, a.token = true, p.own.CreateRevision
-	ok, lerr := admit(classOf(p.own), p.own.CreateRevision, lastRange(p.resp.Responses))
+	a.refusal, a.created = &driver.LockedError{}, isNew && always
+	rs := resp.Responses
+	if len(rs) > 0 {
+		a.read = rs[len(rs)-1].GetResponseRange().GetKvs()
+	}
+	switch {
+	case isNew && !all:
+		a.kept, a.token = always, a.rev
+		if dir == readers && len(a.read) > 0 {
+			a.refusal = mismatch(class{dir: readers}, classOf(a.read[0]))
+		}
+		return a, nil
+	case isNew:
+		a.own = &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), CreateRevision: a.rev}
+	default:
+		a.created = always && rs[0].GetResponseTxn().Succeeded
+		if kvs := rs[len(rs)-2].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, req.Owner) {
+			a.own = kvs[0]
+		}
+	}
+	if a.own == nil {
+		return a, nil
+	}
+	a.kept, a.token = true, a.own.CreateRevision
+	ok, lerr := admit(classOf(a.own), a.token, a.read)
 	a.granted = ok && lerr == nil
 	if lerr != nil {
 		a.refusal = lerr
 	}
 	return a, nil
-}
-
-// A putResult is the outcome of putEntry.
-type putResult struct {
-	resp    *clientv3.TxnResponse // Succeeded: granted at once, at resp.Header.Revision
-	own     *mvccpb.KeyValue      // else req.Owner's entry, nil if it vanished
-	created bool                  // the transaction put the entry
-}
-
-// putEntry puts e, the entry of req, unless it is there already (then it
-// is kept as it is), and reads the entries in [cs, ce), in one
-// transaction that grants at once when that range is empty. An entry known not to exist (isNew: its key is that of
-// an idle lease of the driver's) needs no read of its own.
-func (d *Driver) putEntry(ctx context.Context, req driver.Request, e entry, isNew bool, cs, ce string) (putResult, error) {
-	k, v := e.key, d.entryValue(req)
-	op := clientv3.OpPut(k, v, clientv3.WithLease(e.lease))
-	all := clientv3.OpGet(cs, clientv3.WithRange(ce))
-	if isNew {
-		resp, err := d.kv.Txn(ctx).If(freeCmp(cs, ce)).Then(op).Else(op, all).Commit()
-		if err != nil {
-			return putResult{}, err
-		}
-		return putResult{resp: resp, created: true, own: &mvccpb.KeyValue{Key: []byte(k), Value: []byte(v), CreateRevision: resp.Header.Revision}}, nil
-	}
-	isNewCmp := clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
-	resp, err := d.kv.Txn(ctx).If(isNewCmp, freeCmp(cs, ce)).Then(op).Else(
-		clientv3.OpTxn([]clientv3.Cmp{isNewCmp}, []clientv3.Op{op}, nil),
-		clientv3.OpGet(k),
-		all,
-	).Commit()
-	if err != nil || resp.Succeeded {
-		return putResult{resp: resp, created: true}, err
-	}
-	p := putResult{resp: resp, created: resp.Responses[0].GetResponseTxn().Succeeded}
-	if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 && isOwner(kvs[0].Value, req.Owner) {
-		p.own = kvs[0]
-	}
-	return p, nil
-}
-
-// lastRange returns the entries read by the last operation of rs.
-func lastRange(rs []*etcdserverpb.ResponseOp) []*mvccpb.KeyValue {
-	if len(rs) == 0 {
-		return nil
-	}
-	return rs[len(rs)-1].GetResponseRange().GetKvs()
 }
 
 // withdraw deletes the entry that a refused attempt put, unless it is to
