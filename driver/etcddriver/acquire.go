@@ -360,7 +360,7 @@ func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) 
 			d.unsure(req.Owner, k) // the record stays, for the front-end's Release
 			return
 		}
-		if e := d.forget(req.Owner, k); e != nil && !e.unsure && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
+		if e, ok := d.forget(req.Owner, k); ok && !e.unsure && len(resp.PrevKvs) > 0 && clientv3.LeaseID(resp.PrevKvs[0].Lease) == e.lease {
 			d.putLease(e.lease, e.ttl, e.deadline)
 		}
 	}

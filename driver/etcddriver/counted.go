@@ -39,18 +39,10 @@ func mismatch(c, o class) error {
 
 // admit decides whether an entry of class c with create revision rev is
 // granted, given kvs, entries of the lock in any order of which it looks
-// at those older than rev (pass math.MaxInt64 for an entry yet to be put,
-// which will be the newest). The rule, the same for every class:
-//
-//   - an exclusive entry is granted when no entry is older;
-//   - a shared one when every older entry is shared and, for a counted
-//     one, their weights and its own add up to at most its limit.
-//
-// Older shared entries that disagree on the limit make it fail with a
-// *driver.LimitError instead (see mismatch). Granted entries are therefore
-// always a prefix of the lock's entries in create-revision order, and a
-// large request is not overtaken by small ones: whoever comes later
-// counts it.
+// at those older than rev (math.MaxInt64 for an entry yet to be put), by
+// the rule in Internals: data layout of the package documentation. Older
+// shared entries that disagree on the limit make it fail with a
+// *driver.LimitError instead (see mismatch).
 func admit(c class, rev int64, kvs []*mvccpb.KeyValue) (bool, error) {
 	blocked := false
 	var sum int64

@@ -366,7 +366,7 @@ func (d *Driver) spawn(f func()) bool {
 func (d *Driver) base(key string) string { return lockBase(d.prefix, key) }
 
 // entryOf returns the entry the driver made for owner in mode m below
-// base, or nil.
+// base.
 func (d *Driver) entryOf(owner, base string, m driver.Mode) (entry, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -376,15 +376,23 @@ func (d *Driver) entryOf(owner, base string, m driver.Mode) (entry, bool) {
 	return entry{}, false
 }
 
-// lookup returns the entry the driver made for owner at key k, or nil.
-func (d *Driver) lookup(owner, k string) (entry, bool) {
+// at returns owner's entry at k, if the driver has it, after calling f
+// on it (when f is not nil) with d.mu held.
+func (d *Driver) at(owner, k string, f func(e *entry)) (entry, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e := d.owners[owner]; e != nil && e.key == k {
-		return *e, true
+	e := d.owners[owner]
+	if e == nil || e.key != k {
+		return entry{}, false
 	}
-	return entry{}, false
+	if f != nil {
+		f(e)
+	}
+	return *e, true
 }
+
+// lookup returns owner's entry at k.
+func (d *Driver) lookup(owner, k string) (entry, bool) { return d.at(owner, k, nil) }
 
 // remember records e as owner's entry.
 func (d *Driver) remember(owner string, e entry) {
@@ -398,58 +406,32 @@ func (d *Driver) remember(owner string, e entry) {
 // confirm extends the known life of owner's entry at k after a keep-alive
 // sent at sent was confirmed, and records its token when known.
 func (d *Driver) confirm(owner, k string, sent time.Time, token int64) {
-	d.mu.Lock()
-	if e := d.owners[owner]; e != nil && e.key == k {
+	d.at(owner, k, func(e *entry) {
 		if dl := sent.Add(time.Duration(e.ttl) * time.Second); dl.After(e.deadline) {
 			e.deadline = dl
 		}
 		if token != 0 {
 			e.token = token
 		}
-	}
-	d.mu.Unlock()
+	})
 }
 
 // unsure marks owner's entry at k as one whose Delete may still be
-// applied later (it failed, or runs in the background): once the entry is
-// gone its lease must not go back to the pool, where a new entry on it
-// would have the same key.
-func (d *Driver) unsure(owner, k string) {
-	d.mu.Lock()
-	if e := d.owners[owner]; e != nil && e.key == k {
-		e.unsure = true
-	}
-	d.mu.Unlock()
-}
+// applied later: its lease must not go back to the pool, where a new
+// entry on it would have the same key.
+func (d *Driver) unsure(owner, k string) { d.at(owner, k, func(e *entry) { e.unsure = true }) }
 
 // forget drops owner's entry at k and returns it.
-func (d *Driver) forget(owner, k string) *entry {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	e := d.owners[owner]
-	if e == nil || e.key != k {
-		return nil
-	}
-	delete(d.owners, owner)
-	return e
+func (d *Driver) forget(owner, k string) (entry, bool) {
+	return d.at(owner, k, func(*entry) { delete(d.owners, owner) })
 }
 
-// Cmp returns the comparison that holds, in an etcd transaction, exactly
-// while the hold of key with fencing token token is in place:
-//
-//	CreateRevision(<entry key>) == token
-//
-// Put it in the If of a transaction on the same cluster to make the
-// transaction's writes conditional on still holding the lock:
-//
-//	cmp, err := d.Cmp(m.Key(), uint64(m.Token()))
-//	resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut("data", v)).Commit()
-//	if !resp.Succeeded { /* the hold is gone: nothing was written */ }
-//
-// A hold's entry key names its owner, which only the driver that granted
-// the hold knows: Cmp works for holds granted through d and not yet
-// released, and returns an error wrapping driver.ErrNotHeld otherwise. It
-// makes no request to the server.
+// Cmp returns the comparison CreateRevision(<entry key>) == token, which
+// holds in an etcd transaction exactly while the hold of key with fencing
+// token token is in place (see Fencing in the package documentation). The
+// entry key names the hold's lease, which only the driver that granted it
+// knows: Cmp works for holds granted through d and not yet released, and
+// returns an error wrapping driver.ErrNotHeld otherwise, without a request.
 func (d *Driver) Cmp(key string, token uint64) (clientv3.Cmp, error) {
 	if token == 0 || token > 1<<63-1 {
 		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("token %d: %w", token, driver.ErrNotHeld))

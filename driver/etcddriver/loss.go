@@ -55,19 +55,11 @@ type leaseLoss struct {
 // stopped.
 func (ll *leaseLoss) fire(err error) { ll.lost.Fire(opError("watch", ll.key, err)) }
 
-// WatchLoss implements driver.LossWatcher. lost is called, at most once,
-// when the lease of l's entry ends (expires, or is revoked by anyone), as
-// reported by the driver's watch on its lease sentinels (see the package
-// documentation): the same deletion event that lets a waiter on another
-// client take the key reaches the holder at the same time, and the waiter
-// still confirms its grant with a round trip. If the lease ended before
-// WatchLoss is called, lost is called at once (from a goroutine), and so
-// it is for a lease this driver has no record of. A Release of l is not a
-// loss. An entry deleted by hand, with its lease alive, is
-// not reported here; the next Refresh finds it gone.
-//
-// lost runs on a goroutine of the driver's and must not block or call
-// stop; once stop returns, lost is not called.
+// WatchLoss implements driver.LossWatcher: lost is called, at most once
+// and on a goroutine of the driver's, when the lease of l's entry ends, as
+// the driver's watch on its lease sentinels reports it (see Losing a hold
+// in the package documentation), or at once for a lease this driver has
+// no record of. A Release of l is not a loss.
 func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	if l.Token == 0 || lost == nil {
 		return func() {}

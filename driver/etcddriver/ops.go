@@ -415,18 +415,12 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	return errs
 }
 
-// Release implements driver.Driver: one Delete of l's entry, which wakes
-// the key's waiters through their watches. It returns an error wrapping
-// driver.ErrNotHeld when the entry was not there, or had another create
-// revision than l.Token. With l.Token 0 (the removal of a queue entry) it
-// returns nil only if this driver granted the entry, and ErrNotHeld for an
-// entry that was only queued, even if it had reached the head of the queue
-// meanwhile. Either way the entry of l.Owner is gone once the Delete
-// succeeded, and its lease goes back to the driver's pool for the next
-// entry; until then the driver keeps its record of the entry, for a retry.
-// An owner it has no record of (see package driver: a lease is released
-// through the Driver that granted it) gets ErrNotHeld, and nothing is
-// deleted.
+// Release implements driver.Driver: one Delete of l's entry. It returns an
+// error wrapping driver.ErrNotHeld when the entry was not there or had
+// another create revision than l.Token, or, with l.Token 0 (the removal of
+// a queue entry), when this driver had not granted it; the entry is gone
+// either way, and its lease goes back to the pool. Until the Delete
+// succeeds the driver keeps its record of the entry, for a retry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	bctx := d.request(ctx)
 	return d.fail(ctx, "release", l.Key, d.release(bctx, l))
@@ -449,11 +443,11 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		d.unsure(l.Owner, e.key)
 		return err
 	}
-	f := d.forget(l.Owner, e.key)
+	f, ok := d.forget(l.Owner, e.key)
 	if len(resp.PrevKvs) == 0 {
 		return fmt.Errorf("no entry: %w", driver.ErrNotHeld)
 	}
-	if f != nil && !f.unsure {
+	if ok && !f.unsure {
 		d.putLease(e.lease, e.ttl, e.deadline)
 	}
 	switch prev := resp.PrevKvs[0]; {

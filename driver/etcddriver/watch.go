@@ -195,17 +195,12 @@ func (w *keyWatch) dispatch(key string, rev int64) {
 }
 
 // Subscribe implements driver.Notifier: the subscription's channel
-// receives a value whenever an entry of key is deleted (a release, a
-// waiter leaving the queue, an expiry or a revocation), and whenever the
-// driver had to re-create the key's watch. Subscribe returns once the
-// key's watch is in place, so that no later release is missed. When the
-// driver or its client is closed, the channel receives a value too: the
-// subscriber's next call fails with a permanent error.
-//
-// A subscription is a *driverkit.FanoutSub of the driver's Fanout, keyed by
-// the lock's base, and a reference to the key's watch, which the watch's
-// events wake through the Fanout and which the subscription's Close drops
-// (see unsubscribed).
+// receives a value whenever an entry of key is deleted, whenever the
+// key's watch was re-created, and when the driver or its client is closed
+// (the subscriber's next call then fails). It returns once the key's watch
+// is in place. A subscription is a *driverkit.FanoutSub of the driver's
+// Fanout, keyed by the lock's base, and holds a reference to the key's
+// watch, which its Close drops (see unsubscribed).
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if err := d.begin(ctx); err != nil {
 		return nil, d.fail(ctx, "subscribe", key, err)
