@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -19,15 +20,10 @@ var errEntryLost = errors.New("the queue entry vanished while waiting (its lease
 // cleanupTimeout bounds the removal of a queue entry after a failed wait.
 const cleanupTimeout = 10 * time.Second
 
-// Acquire implements driver.Acquirer. It puts req.Owner's entry in the
-// key's queue (one transaction, which grants the key at once if nothing
-// conflicts) and reads the older conflicting entries; then it waits, on
-// the key's watch, until each of them is deleted. New entries always have
-// higher create revisions, so that set only shrinks: when it is empty the
-// key is granted, in create-revision order, without another read. While
-// it waits it renews its entry's lease every third of its TTL; if the
-// entry vanishes (expired or revoked lease, issue etcd-io/etcd#11456) it
-// returns an error, never the lock. On error it deletes its entry.
+// Acquire implements driver.Acquirer: it puts req.Owner's entry in the
+// key's queue and waits on the key's watch until it is granted (see
+// Internals: waiting in the package documentation). It returns an error,
+// never the lock, if the entry vanishes, and deletes its entry on error.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	bctx := d.request(ctx)
 	l, err := d.acquire(bctx, req)
@@ -76,10 +72,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 // the entry's token (done).
 func (d *Driver) join(ctx context.Context, req driver.Request, base string, ttl int64, wt *waiter) (e entry, token int64, done bool, err error) {
 	for attempt := 0; ; attempt++ {
-		// The entry's lease need not be proved here: the front-end confirms
-		// a grant with a Refresh, and while the entry waits it is renewed
-		// a third of its TTL after it was last known alive (at once for
-		// an idle lease that has aged).
+		// The entry's lease need not be proved here: while the entry
+		// waits it is renewed a third of its TTL after it was last known
+		// alive, and a grant counts from then (see granted).
 		var isNew bool
 		e, isNew, _, err = d.entryFor(ctx, req, base, ttl)
 		if err != nil {
@@ -109,24 +104,19 @@ type queueWait struct {
 	ka     *kaCall // the last keep-alive of the entry's lease
 	kaDone <-chan struct{}
 	// After the key's watch was re-created, the queue is read again
-	// (resync); a failed read is retried, with delay doubling up to a
-	// second, for as long as the entry's lease is known to live, so that
-	// a leader election does not cost the waiter its place.
+	// (resync); a failed read is retried with backoff for as long as the
+	// entry's lease is known to live, so that a leader election does not
+	// cost the waiter its place.
 	resync bool
 	retry  <-chan time.Time
-	delay  time.Duration
+	bo     driverkit.Backoff
 }
-
-// resyncDelay is the first delay before a failed read of the queue is
-// retried.
-const resyncDelay = 10 * time.Millisecond
 
 // run waits until the entry is granted, it is lost, ctx is done or the
 // driver or its client is closed.
 func (q *queueWait) run(ctx context.Context) (driver.Lease, error) {
 	q.renew = time.NewTimer(q.d.renewDelay(q.req.Owner, q.e.key))
 	defer q.renew.Stop()
-	q.delay = resyncDelay
 	for {
 		select {
 		case <-q.wt.signal:
@@ -195,16 +185,13 @@ func (q *queueWait) check(ctx context.Context) (_ driver.Lease, done bool, _ err
 	return driver.Lease{}, false, nil
 }
 
-// afterPred delays a grant that followed the end of the predecessor's
-// lease (rather than its release) by Options.LockDelay. The predecessor
-// left at revision rev, the revision of its entry's deletion. When this
-// driver released that entry, its Delete's reply says whether it deleted
-// the entry at rev; otherwise the lease ended then exactly when its
-// sentinel, which the lease's end deletes in the same revision, is gone at
-// rev. That is read at rev from the local member (a serializable read, no
-// Raft round: the member has applied rev, as it delivered the deletion),
-// or, when the member cannot serve rev, from the current state,
-// linearizably.
+// afterPred delays by Options.LockDelay a grant that followed the end of
+// the predecessor's lease rather than its release (see Losing a hold in
+// the package documentation). The predecessor left at revision rev. When
+// this driver released that entry, its Delete's reply says whether it
+// deleted it at rev; otherwise the lease ended then exactly when its
+// sentinel is gone at rev, read from the local member (serializable) or,
+// when the member cannot serve rev, from the current state.
 func (q *queueWait) afterPred(ctx context.Context) error {
 	d := q.d
 	key, sentinel, rev := q.wt.lastLeft()
@@ -263,11 +250,11 @@ func (q *queueWait) reread(ctx context.Context) (_ driver.Lease, done bool, _ er
 		if ctx.Err() != nil || !q.d.known(q.req.Owner, q.e.key, time.Now()) {
 			return driver.Lease{}, true, err
 		}
-		q.retry = time.After(q.delay)
-		q.delay = min(2*q.delay, time.Second)
+		q.retry = time.After(q.bo.Next())
 		return driver.Lease{}, false, nil
 	}
-	q.resync, q.delay = false, resyncDelay
+	q.resync = false
+	q.bo.Reset()
 	if !granted {
 		return driver.Lease{}, false, nil
 	}
