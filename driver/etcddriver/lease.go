@@ -145,37 +145,28 @@ type kaStream struct {
 // request is sent, so a confirmed lease lives at least its TTL from then.
 func (d *Driver) keepAlive(id clientv3.LeaseID) *kaCall {
 	c := &kaCall{id: id, sent: time.Now(), done: make(chan struct{})}
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; attempt < 2; attempt++ { // a stream that broke meanwhile gets one successor
 		s, err := d.kaStream()
 		if err != nil {
 			c.err = err
-			close(c.done)
-			return c
+			break
 		}
 		s.mu.Lock()
-		if s.err != nil {
-			s.mu.Unlock()
-			if attempt < 1 {
-				continue // broke meanwhile: one more stream
+		if c.err = s.err; c.err == nil {
+			if err = s.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)}); err == nil {
+				s.pending = append(s.pending, c)
+				s.mu.Unlock()
+				return c
 			}
-			c.err = s.err
-			close(c.done)
-			return c
-		}
-		err = s.stream.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)})
-		if err == nil {
-			s.pending = append(s.pending, c)
-			s.mu.Unlock()
-			return c
+			c.err = fmt.Errorf("lease keep-alive: %w", err)
 		}
 		s.mu.Unlock()
-		d.breakStream(s, err) // Recv reports the real error; ours is io.EOF
-		if attempt >= 1 {
-			c.err = fmt.Errorf("lease keep-alive: %w", err)
-			close(c.done)
-			return c
+		if err != nil {
+			d.breakStream(s, err) // Recv reports the real error; ours is io.EOF
 		}
 	}
+	close(c.done)
+	return c
 }
 
 // kaStream returns the live keep-alive stream, opening one if needed.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -151,54 +152,31 @@ func (d *Driver) leaseEnded(lease clientv3.LeaseID, why string) {
 // sentinelListener turns the sentinel watch's events into lease losses.
 type sentinelListener struct{ d *Driver }
 
-func (s sentinelListener) deleted(key string, rev int64) {
-	id, err := strconv.ParseInt(key[len(s.d.sentinelBase):], 16, 64)
-	if err != nil {
-		return
-	}
-	s.d.leaseEnded(clientv3.LeaseID(id), fmt.Sprintf("ended at revision %d (expired or revoked)", rev))
+// lease returns the lease whose sentinel is key.
+func (s sentinelListener) lease(key []byte) (clientv3.LeaseID, bool) {
+	id, err := strconv.ParseInt(string(key[len(s.d.sentinelBase):]), 16, 64)
+	return clientv3.LeaseID(id), err == nil
 }
 
-// reset re-reads the sentinels after the watch was re-created: leases
-// that ended meanwhile are reported.
+func (s sentinelListener) deleted(key string, rev int64) {
+	if id, ok := s.lease([]byte(key)); ok {
+		s.d.leaseEnded(id, fmt.Sprintf("ended at revision %d (expired or revoked)", rev))
+	}
+}
+
+// reset reads the sentinels after the watch was re-created, until it
+// succeeds: the driver's leases (held or pooled) that ended meanwhile are
+// reported.
 func (s sentinelListener) reset() {
 	d := s.d
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		var bo driverkit.Backoff // 10ms doubling to 1s
+	d.spawn(func() {
+		var bo driverkit.Backoff
 		for d.ctx.Err() == nil {
 			ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
 			resp, err := d.kv.Get(ctx, d.sentinelBase, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 			cancel()
 			if err == nil {
-				alive := make(map[clientv3.LeaseID]bool, len(resp.Kvs))
-				for _, kv := range resp.Kvs {
-					if id, err := strconv.ParseInt(string(kv.Key[len(d.sentinelBase):]), 16, 64); err == nil {
-						alive[clientv3.LeaseID(id)] = true
-					}
-				}
-				d.mu.Lock()
-				var gone []clientv3.LeaseID
-				seen := map[clientv3.LeaseID]bool{}
-				for _, e := range d.owners {
-					if !alive[e.lease] && !seen[e.lease] {
-						seen[e.lease] = true
-						gone = append(gone, e.lease)
-					}
-				}
-				for _, pool := range d.pools {
-					for _, p := range pool {
-						if !alive[p.id] && !seen[p.id] {
-							seen[p.id] = true
-							gone = append(gone, p.id)
-						}
-					}
-				}
-				d.mu.Unlock()
-				for _, id := range gone {
-					d.leaseEnded(id, "ended while the driver's watch was re-created")
-				}
+				s.ended(resp.Kvs)
 				return
 			}
 			select {
@@ -206,5 +184,31 @@ func (s sentinelListener) reset() {
 			case <-d.ctx.Done():
 			}
 		}
-	}()
+	})
+}
+
+// ended reports the leases of the driver without a sentinel in alive.
+func (s sentinelListener) ended(alive []*mvccpb.KeyValue) {
+	d, live := s.d, make(map[clientv3.LeaseID]bool, len(alive))
+	for _, kv := range alive {
+		if id, ok := s.lease(kv.Key); ok {
+			live[id] = true
+		}
+	}
+	gone := map[clientv3.LeaseID]bool{}
+	d.mu.Lock()
+	for _, e := range d.owners {
+		gone[e.lease] = !live[e.lease]
+	}
+	for _, pool := range d.pools {
+		for _, p := range pool {
+			gone[p.id] = !live[p.id]
+		}
+	}
+	d.mu.Unlock()
+	for id, g := range gone {
+		if g {
+			d.leaseEnded(id, "ended while the driver's watch was re-created")
+		}
+	}
 }
