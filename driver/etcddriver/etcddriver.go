@@ -1,6 +1,7 @@
 package etcddriver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,56 +16,45 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// DefaultPrefix is the key prefix used when Options.Prefix is empty.
-const DefaultPrefix = "locker/"
-
-// MaxTTL is the longest lease etcd grants (9,000,000,000 seconds), which
-// Capabilities report as the maximum.
-const MaxTTL = 9_000_000_000 * time.Second
-
-// DefaultProbeTimeout bounds New's query of the server's minimum lease TTL
-// when Options.ProbeTimeout is zero.
-const DefaultProbeTimeout = 10 * time.Second
-
-// DefaultLockDelay is Options.LockDelay's default.
-const DefaultLockDelay = 250 * time.Millisecond
-
-// DefaultWatchLinger is how long a key's watch stays open after its last
-// user is done, when Options.WatchLinger is zero.
-const DefaultWatchLinger = 3 * time.Second
+const (
+	// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+	DefaultPrefix = "locker/"
+	// MaxTTL is the longest lease etcd grants (9,000,000,000 seconds).
+	MaxTTL = 9_000_000_000 * time.Second
+	// DefaultProbeTimeout is Options.ProbeTimeout's default.
+	DefaultProbeTimeout = 10 * time.Second
+	// DefaultLockDelay is Options.LockDelay's default.
+	DefaultLockDelay = 250 * time.Millisecond
+	// DefaultWatchLinger is Options.WatchLinger's default.
+	DefaultWatchLinger = 3 * time.Second
+)
 
 // Options configures a Driver. The zero value, like a nil *Options, selects
 // the defaults.
 type Options struct {
-	// Prefix starts every etcd key the driver uses. Empty means
-	// DefaultPrefix ("locker/"). Give every application its own prefix,
-	// or share one to share locks; no key of the driver lies outside it.
+	// Prefix starts every etcd key the driver uses; drivers that share
+	// locks share a prefix. Empty means DefaultPrefix.
 	Prefix string
 
-	// MinTTL is the shortest lease the etcd cluster grants: 1.5 times
-	// its election timeout, rounded up to whole seconds (2s with etcd's
-	// default 1s election timeout). When it is zero, New asks the cluster
-	// by granting (and revoking) a lease of one second and reading the
-	// TTL granted. A TTL below the minimum is rejected, never rounded.
+	// MinTTL is the shortest lease the etcd cluster grants: 1.5 times its
+	// election timeout, rounded up to whole seconds. When it is zero, New
+	// asks the cluster by granting (and revoking) a lease of one second.
 	MinTTL time.Duration
 
 	// ProbeTimeout bounds New's query of the minimum TTL. Zero means
 	// DefaultProbeTimeout.
 	ProbeTimeout time.Duration
 
-	// LockDelay is how long a waiter that is granted a key because its
-	// holder's lease ended (it expired or was revoked), rather than
-	// because the holder released it, waits before Acquire returns: the
-	// lost holder hears of its loss from its own etcd member, which may
-	// apply the revocation a little after the waiter's member does, and
-	// the delay lets it stop before the new holder starts. Zero means
+	// LockDelay is how long Acquire waits before it returns a grant that
+	// followed the end of the holder's lease rather than its release (see
+	// Losing a hold in the package documentation). Zero means
 	// DefaultLockDelay; a negative value disables the delay.
 	LockDelay time.Duration
 
 	// WatchLinger is how long the watch of a lock key stays open after
-	// the last waiter, holder or subscriber of the key in this driver is
-	// done, so that a key locked over and over does not open a watch
-	// each time. Zero means DefaultWatchLinger.
+	// its last user in this driver is done, so that the next waiter on a
+	// contended key does not open a watch again (a round trip before it
+	// may queue). Zero means DefaultWatchLinger.
 	WatchLinger time.Duration
 }
 
@@ -133,12 +123,10 @@ var (
 	errClientClosed = errors.New("etcd client closed")
 )
 
-// New returns a Driver that uses client, with its KV, Watcher and Lease
-// (a client wrapped by package namespace works: every key the driver uses
-// is then in the namespace). opts may be nil. Unless opts.MinTTL is set, New
-// asks the cluster for its minimum lease TTL, which takes one lease grant
-// and one revoke, bounded by opts.ProbeTimeout. The driver does not close
-// client.
+// New returns a Driver over client's KV, Watcher and Lease (a client
+// wrapped by package namespace works). opts may be nil. Unless
+// opts.MinTTL is set, New asks the cluster for its minimum lease TTL: one
+// lease grant and one revoke. The driver does not close client.
 func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 	if client == nil {
 		return nil, errors.New("etcddriver: nil client")
@@ -146,15 +134,6 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
-	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if o.ProbeTimeout <= 0 {
-		o.ProbeTimeout = DefaultProbeTimeout
-	}
-	if o.WatchLinger <= 0 {
-		o.WatchLinger = DefaultWatchLinger
 	}
 	if o.MinTTL < 0 || o.MinTTL%time.Second != 0 {
 		return nil, fmt.Errorf("etcddriver: MinTTL %v is not a whole, non-negative number of seconds", o.MinTTL)
@@ -165,9 +144,10 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		watcher:     client.Watcher,
 		leases:      client.Lease,
 		rawLeases:   clientv3.RetryLeaseClient(client),
-		prefix:      o.Prefix,
+		prefix:      cmp.Or(o.Prefix, DefaultPrefix),
 		minTTL:      o.MinTTL,
-		linger:      o.WatchLinger,
+		linger:      cmp.Or(max(o.WatchLinger, 0), DefaultWatchLinger),
+		lockDelay:   cmp.Or(o.LockDelay, DefaultLockDelay),
 		owners:      make(map[string]*entry),
 		pools:       make(map[int64][]pooledLease),
 		watches:     make(map[string]*keyWatch),
@@ -178,14 +158,10 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 	_, _ = rand.Read(id[:])
 	d.id = hex.EncodeToString(id[:])
 	d.sentinelBase = d.prefix + sentinelDir + d.id + "/"
-	d.lockDelay = o.LockDelay
-	if d.lockDelay == 0 {
-		d.lockDelay = DefaultLockDelay
-	}
 	d.fan.OnClose = d.unsubscribed
 	d.ctx, d.cancel = context.WithCancel(client.Ctx())
 	if d.minTTL == 0 {
-		ctx, cancel := context.WithTimeout(d.ctx, o.ProbeTimeout)
+		ctx, cancel := context.WithTimeout(d.ctx, cmp.Or(max(o.ProbeTimeout, 0), DefaultProbeTimeout))
 		defer cancel()
 		resp, err := d.leases.Grant(ctx, 1)
 		if err != nil {
@@ -198,13 +174,10 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 	return d, nil
 }
 
-// Close stops the driver's background work: the watches of lock keys and
-// the keep-alive stream. Holds and queue entries stay on the server until
-// their leases run out; the idle leases the driver kept for new entries,
-// which hold nothing, are revoked (all at once, for at most
-// closeRevokeTimeout), so that the server does not expire them later.
-// Calls after Close fail. Close does not close the client; closing the
-// client also ends the background work.
+// Close stops the driver's watches and keep-alive stream and revokes its
+// idle leases (for at most closeRevokeTimeout): holds and queue entries
+// stay until their leases run out. Calls after Close fail. Close does not
+// close the client.
 func (d *Driver) Close() error {
 	d.mu.Lock()
 	if d.closed {
@@ -255,13 +228,8 @@ func (d *Driver) revokeIdle(ids []clientv3.LeaseID) {
 // Prefix returns the key prefix of the driver.
 func (d *Driver) Prefix() string { return d.prefix }
 
-// Capabilities implements driver.Describer: the driver grants shared and
-// counted requests (counted ones natively in create-revision order, see
-// the package documentation) and keeps values; it queues (Request.Queued),
-// waits in its own queue (Acquire), notifies, watches for loss, refreshes
-// in batches and is inspectable. TTLs are whole seconds (etcd leases have
-// a TTL in seconds), from the cluster's minimum lease TTL (see
-// Options.MinTTL) to MaxTTL.
+// Capabilities implements driver.Describer: everything optional, with
+// TTLs in whole seconds from the cluster's minimum lease TTL to MaxTTL.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Shared: true, Counted: true, Values: true,
