@@ -62,7 +62,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 	case done:
 		return d.granted(req, e.key, token)
 	}
-	q := &queueWait{d: d, req: req, base: base, e: e, w: w, wt: wt}
+	q := &queueWait{d: d, req: req, e: e, w: w, wt: wt}
 	return q.run(ctx)
 }
 
@@ -93,12 +93,11 @@ func (d *Driver) join(ctx context.Context, req driver.Request, base string, ttl 
 // A queueWait is an Acquire whose entry waits in the key's queue: until
 // the older conflicting entries are gone, it renews the entry's lease.
 type queueWait struct {
-	d    *Driver
-	req  driver.Request
-	base string
-	e    entry
-	w    *keyWatch
-	wt   *waiter
+	d   *Driver
+	req driver.Request
+	e   entry
+	w   *keyWatch
+	wt  *waiter
 
 	renew  *time.Timer
 	ka     *kaCall // the last keep-alive of the entry's lease
@@ -115,7 +114,8 @@ type queueWait struct {
 // run waits until the entry is granted, it is lost, ctx is done or the
 // driver or its client is closed.
 func (q *queueWait) run(ctx context.Context) (driver.Lease, error) {
-	q.renew = time.NewTimer(q.d.renewDelay(q.req.Owner, q.e.key))
+	next, _ := q.next(false)
+	q.renew = time.NewTimer(next)
 	defer q.renew.Stop()
 	for {
 		select {
@@ -147,20 +147,34 @@ func (q *queueWait) run(ctx context.Context) (driver.Lease, error) {
 // renewed takes the reply to the entry's keep-alive and sets the time of
 // the next one. It returns an error when the entry is lost.
 func (q *queueWait) renewed() error {
-	owner, k := q.req.Owner, q.e.key
 	switch {
-	case q.ka.err != nil:
-		if !q.d.known(owner, k, time.Now()) {
-			return fmt.Errorf("renewing the queue entry: %w", q.ka.err)
-		}
-		q.renew.Reset(q.d.retryDelay(owner, k))
-	case q.ka.ttl <= 0:
+	case q.ka.err == nil && q.ka.ttl <= 0:
 		return errEntryLost
-	default:
-		q.d.confirm(owner, k, q.ka.sent, 0)
-		q.renew.Reset(q.d.renewDelay(owner, k))
+	case q.ka.err == nil:
+		q.d.confirm(q.req.Owner, q.e.key, q.ka.sent, 0)
 	}
+	next, alive := q.next(q.ka.err != nil)
+	switch {
+	case !alive && q.ka.err != nil:
+		return fmt.Errorf("renewing the queue entry: %w", q.ka.err)
+	case !alive:
+		return errEntryLost // its lease ended, as the driver's sentinel watch saw
+	}
+	q.renew.Reset(next)
 	return nil
+}
+
+// next returns the time until the entry's next keep-alive: a third of its
+// TTL after it was last known alive or, after a failed one (retry), a
+// tenth of the TTL or half the time it is still known to live, whichever
+// is shorter. alive reports whether the entry is known to live now.
+func (q *queueWait) next(retry bool) (next time.Duration, alive bool) {
+	e, ok := q.d.lookup(q.req.Owner, q.e.key)
+	left, ttl := time.Until(e.deadline), time.Duration(e.ttl)*time.Second
+	if retry {
+		return min(ttl/10, max(left/2, 10*time.Millisecond)), ok && left > 0
+	}
+	return max(left-ttl+ttl/3, 0), ok && left > 0
 }
 
 // check looks at the waiter after a change. done reports that the wait is
@@ -247,7 +261,7 @@ func (q *queueWait) reread(ctx context.Context) (_ driver.Lease, done bool, _ er
 	case errors.Is(err, errEntryLost):
 		return driver.Lease{}, true, err
 	case err != nil:
-		if ctx.Err() != nil || !q.d.known(q.req.Owner, q.e.key, time.Now()) {
+		if _, alive := q.next(true); ctx.Err() != nil || !alive {
 			return driver.Lease{}, true, err
 		}
 		q.retry = time.After(q.bo.Next())
@@ -274,32 +288,6 @@ func (d *Driver) granted(req driver.Request, k string, token int64) (driver.Leas
 	d.confirm(req.Owner, k, time.Time{}, token)
 	ttl := time.Duration(e.ttl) * time.Second
 	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: ttl, Start: e.deadline.Add(-ttl)}, nil
-}
-
-// known reports whether owner's entry at k is known to live past now.
-func (d *Driver) known(owner, k string, now time.Time) bool {
-	e, ok := d.lookup(owner, k)
-	return ok && now.Before(e.deadline)
-}
-
-// renewDelay is the time until owner's entry should be renewed: a third of
-// its TTL after it was last confirmed.
-func (d *Driver) renewDelay(owner, k string) time.Duration {
-	e, ok := d.lookup(owner, k)
-	if !ok {
-		return 0
-	}
-	ttl := time.Duration(e.ttl) * time.Second
-	return max(time.Until(e.deadline.Add(-ttl+ttl/3)), 0)
-}
-
-// retryDelay is the time until a failed renewal is tried again.
-func (d *Driver) retryDelay(owner, k string) time.Duration {
-	e, ok := d.lookup(owner, k)
-	if !ok {
-		return 0
-	}
-	return min(time.Duration(e.ttl)*time.Second/10, max(time.Until(e.deadline)/2, 10*time.Millisecond))
 }
 
 // enqueue puts (or keeps) e, the entry of req, in its queue,
