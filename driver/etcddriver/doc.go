@@ -28,10 +28,7 @@
 // with etcd's defaults), and is never rounded (see Internals: leases).
 //
 // For a try, run the etcd binary from etcd's releases as is (it listens
-// on localhost:2379); the tests run the lockertest suite, the driver's own
-// tests and a 3-member cluster (leader killed while a lock is held and
-// waiters are queued; a holder's lease revoked) on etcd v3.7.3 embedded in
-// the test process (package internal/etcdtest).
+// on localhost:2379).
 //
 // # Fencing
 //
@@ -75,9 +72,8 @@
 // the holder's sentinel at the revision of the holder's deletion: a lease's
 // end deletes its sentinel in the same revision as its entries.
 //
-// Expiry is covered by package locker's local deadline, which ends a hold
-// before etcd can expire its lease. An entry deleted by hand while its lease
-// lives is not reported by WatchLoss; the next Refresh finds it gone.
+// An entry deleted by hand while its lease lives is not reported by
+// WatchLoss; the next Refresh finds it gone.
 //
 // # Clusters
 //
@@ -182,65 +178,53 @@
 //
 // # Internals: operations and round trips
 //
-//   - TryAcquire: one transaction, If(no conflicting entry) Then(Put entry
-//     on its lease). A pooled lease gets a keep-alive alongside, unless it
-//     was last proved less than a tenth of the TTL ago (by the previous
-//     hold in a lock+unlock loop): the grant then carries Lease.Start. A
-//     second TryAcquire by an owner with an entry (a re-acquire, or a
-//     queued owner reaching the head) reads its entry and the oldest
-//     conflicting one in the same transaction and keeps its token. With
-//     Request.Queued, a refused entry stays in the queue.
-//   - TryAcquire of a counted request: one transaction that puts the entry
-//     and, unless the lock was empty, reads all the lock's entries; then
-//     the rule above; refused, one Delete of the entry (LockedError.Remaining
-//     is 0: reading the leases in the way would cost another round trip).
-//   - Acquire: one transaction that puts the entry (granted at once if
-//     nothing conflicts) and reads the older conflicting entries; then it
-//     waits, on the key's watch, until enough of them are deleted, sending
-//     nothing but a keep-alive every third of the TTL. Granted by a
-//     predecessor's leaving, it makes one serializable Range of the
-//     predecessor's sentinel for the lock delay, none when this driver made
-//     the release; the grant carries Lease.Start, so the front-end needs no
-//     confirming Refresh.
-//   - Refresh: a linearizable Get of the entry (owner and token checked)
-//     with a keep-alive of its lease alongside. RefreshBatch: one read-only
-//     transaction per 100 leases, all concurrent, and the keep-alives at
-//     once on the stream.
-//   - Release: one Delete of the entry, with its previous value (whose
-//     token is checked); the lease goes back to the pool.
-//   - Inspect: one range read of the lock's entries, and one TimeToLive per
-//     holder.
+//   - TryAcquire: one transaction, If(no conflicting entry) Then(Put entry),
+//     with a keep-alive of a pooled lease alongside unless the lease was
+//     proved less than a tenth of the TTL ago (by the previous hold in a
+//     lock+unlock loop; the grant then carries Lease.Start). An owner with
+//     an entry (a re-acquire, or a queued owner at the head) also reads it
+//     and the oldest conflicting one, and keeps its token; a counted
+//     request puts its entry either way and reads all the lock's entries,
+//     and a refused one deletes it again unless it queues (Request.Queued).
+//     LockedError.Remaining is 0: the leases in the way are not read.
+//   - Acquire: the same transaction, which also reads the older conflicting
+//     entries; then a wait on the key's watch, sending only a keep-alive
+//     every third of the TTL; granted by a predecessor's lease ending, one
+//     serializable Range for the lock delay. Its grant carries Lease.Start,
+//     so the front-end needs no confirming Refresh.
+//   - Refresh: a linearizable Get of the entry (owner and token checked),
+//     with a keep-alive alongside; RefreshBatch, one read-only transaction
+//     per 100 leases, concurrently, and the keep-alives at once.
+//   - Release: one Delete of the entry with its previous value (whose token
+//     is checked); the lease goes back to the pool.
+//   - Inspect: one range read, and one TimeToLive per holder.
 //
-// An uncontended Lock+Unlock pair is therefore one Txn and one Delete: the
+// An uncontended Lock+Unlock pair is therefore one Txn and one Delete, the
 // same two Raft writes as concurrency.Mutex, without a session to keep
-// alive in the background. A contended handoff within one driver is two
-// Raft writes per acquisition (the waiter's queueing Txn and its Delete).
+// alive in the background; a contended handoff within one driver is two
+// Raft writes per acquisition (the waiter's Txn and its Delete).
 //
 // # Internals: waiting
 //
-// A waiter reads the older entries that concern it once, in the
-// transaction that queues it; as new entries always get higher revisions,
-// that set only shrinks, and the waiter is granted as soon as the watch has
-// reported enough of them deleted, without reading again: each of them for
-// an uncounted waiter; for a counted one, every exclusive one and enough
-// weight that its own fits.
+// A waiter reads the older entries that concern it once, when it queues;
+// as new entries get higher revisions, that set only shrinks, and the
+// waiter is granted, without reading again, as soon as the watch has
+// reported enough of them deleted (all for an uncounted waiter; for a
+// counted one, every exclusive one and enough weight that its own fits).
+// Its entry lives on its own lease, which it renews while it waits; if the
+// entry vanishes (etcd-io/etcd#11456 and the #9921, #19597 family, where
+// etcd's own lock granted an expired waiter the lock), Acquire returns an
+// error, never the lock. A waiter whose context ends returns at once and
+// deletes its entry in the background (within 10s, or until the driver or
+// its client is closed).
 //
 // Each Driver watches a lock's key range with one etcd watch, shared by its
 // waiters and subscriptions of that key, and kept Options.WatchLinger after
 // its last user. The watch is opened without a start revision, so etcd
-// counts it as synced and sends every later event as it happens, and the
+// counts it as synced and sends every later event as it happens; the
 // driver waits for its created reply before it reads the queue, so no
-// deletion between the read and the watch is missed. (A watch opened at an
-// earlier revision is "unsynced" whenever anything was written since and
-// gets its events from etcd's 100 ms resync loop: that is why
-// concurrency.Mutex hands a contended lock over at most once per resync;
-// BENCHMARKS.md has the measurements.)
-//
-// A waiter's entry lives on its own lease, which the waiter renews while it
-// waits. If the entry vanishes meanwhile (its lease expired or was revoked:
-// etcd-io/etcd#11456 and the #9921, #19597 family, where etcd's own lock
-// granted an expired waiter the lock), Acquire returns an error, never the
-// lock, and it never returns a grant whose lease may have run out. A waiter
-// whose context ends returns at once and deletes its entry in the
-// background (within 10s, or until the driver or its client is closed).
+// deletion is missed. (A watch opened at an earlier revision gets its
+// events from etcd's 100 ms resync loop whenever anything was written
+// since: that is why concurrency.Mutex hands a contended lock over at most
+// once per resync; BENCHMARKS.md has the measurements.)
 package etcddriver
