@@ -13,7 +13,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// maxPooled bounds the idle leases kept per TTL.
+// maxPooled bounds the idle leases kept per TTL. The pool is what makes a
+// lock+unlock loop grant one lease, once, rather than a LeaseGrant and a
+// sentinel Put per hold (BENCHMARKS.md, etcd uncontended: one Txn and one
+// DeleteRange per pair, as concurrency.Mutex).
 const maxPooled = 64
 
 // kaStuck is how long the oldest keep-alive on the stream may go
@@ -36,23 +39,18 @@ type pooledLease struct {
 // after its own start (fresh is false), or a newly granted one (fresh is
 // true), which lives ttl from the grant's send time.
 func (d *Driver) takeLease(ctx context.Context, ttl int64) (id clientv3.LeaseID, deadline time.Time, fresh bool, err error) {
-	now := time.Now()
 	// An idle lease must outlive the keep-alive that is about to prove
-	// it, with room to spare.
+	// it, with room to spare: older ones are dropped.
 	spare := time.Duration(ttl) * time.Second / 4
 	d.mu.Lock()
-	pool := d.pools[ttl]
-	for len(pool) > 0 {
+	for pool := d.pools[ttl]; len(pool) > 0; {
 		p := pool[len(pool)-1]
 		pool = pool[:len(pool)-1]
-		if p.deadline.Sub(now) > spare {
-			d.pools[ttl] = pool
+		d.pools[ttl] = pool
+		if time.Until(p.deadline) > spare {
 			d.mu.Unlock()
 			return p.id, p.deadline, false, nil
 		}
-	}
-	if pool != nil {
-		d.pools[ttl] = pool
 	}
 	d.mu.Unlock()
 	id, deadline, err = d.grant(ctx, ttl)
@@ -71,7 +69,7 @@ func (d *Driver) grant(ctx context.Context, ttl int64) (clientv3.LeaseID, time.T
 		return 0, time.Time{}, fmt.Errorf("lease grant: %w", err)
 	}
 	if resp.TTL != ttl {
-		d.revokeAsync(resp.ID)
+		_, _ = d.leases.Revoke(ctx, resp.ID)
 		if resp.TTL > ttl {
 			return 0, time.Time{}, driver.Permanent(fmt.Errorf("etcd granted a lease of %ds for a TTL of %ds: the server's minimum lease TTL is %ds (1.5 election timeouts, rounded up to whole seconds)", resp.TTL, ttl, resp.TTL))
 		}
@@ -79,7 +77,7 @@ func (d *Driver) grant(ctx context.Context, ttl int64) (clientv3.LeaseID, time.T
 	}
 	// The sentinel: etcd deletes it when the lease ends.
 	if _, err := d.kv.Put(ctx, d.sentinelKey(resp.ID), "", clientv3.WithLease(resp.ID)); err != nil {
-		d.revokeAsync(resp.ID)
+		_, _ = d.leases.Revoke(ctx, resp.ID) // else it expires unused
 		return 0, time.Time{}, fmt.Errorf("lease sentinel: %w", err)
 	}
 	return resp.ID, sent.Add(time.Duration(ttl) * time.Second), nil
@@ -96,16 +94,6 @@ func (d *Driver) putLease(id clientv3.LeaseID, ttl int64, deadline time.Time) {
 		d.pools[ttl] = append(d.pools[ttl], pooledLease{id, deadline})
 	}
 	d.mu.Unlock()
-}
-
-// revokeAsync revokes a lease in the background, bounded in time; used for
-// leases that must not live on but whose revocation nobody waits for.
-func (d *Driver) revokeAsync(id clientv3.LeaseID) {
-	d.spawn(func() {
-		ctx, cancel := context.WithTimeout(d.ctx, 5*time.Second)
-		defer cancel()
-		_, _ = d.leases.Revoke(ctx, id)
-	})
 }
 
 // A kaCall is one keep-alive request on the driver's keep-alive stream.
