@@ -13,9 +13,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// errEntryLost is returned by Acquire when the waiter's own entry
-// vanished while it waited: its lease expired or was revoked.
-var errEntryLost = errors.New("the queue entry vanished while waiting (its lease expired or was revoked)")
+// errEntryLost reports that an entry vanished during a call: its lease
+// expired or was revoked.
+var errEntryLost = errors.New("the entry vanished (its lease expired or was revoked)")
 
 // cleanupTimeout bounds the removal of a queue entry after a failed wait.
 const cleanupTimeout = 10 * time.Second
@@ -80,7 +80,6 @@ func (d *Driver) join(ctx context.Context, req driver.Request, base string, ttl 
 		if err != nil {
 			return entry{}, 0, false, err
 		}
-		wt.setKey(e.key)
 		token, done, err = d.enqueue(ctx, req, e, isNew, wt)
 		if err != nil && attempt == 0 && errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
 			d.forget(req.Owner, e.key)
@@ -320,7 +319,7 @@ func (d *Driver) enqueue(ctx context.Context, req driver.Request, e entry, isNew
 			}
 		}
 	}
-	wt.arm(a.rev, own.CreateRevision, c, lower)
+	wt.arm(e.key, a.rev, own.CreateRevision, c, lower)
 	return own.CreateRevision, false, nil
 }
 
@@ -387,13 +386,6 @@ type delEvent struct {
 	rev int64
 }
 
-// setKey sets the waiter's own entry.
-func (wt *waiter) setKey(k string) {
-	wt.mu.Lock()
-	wt.key = k
-	wt.mu.Unlock()
-}
-
 func (wt *waiter) poke() {
 	select {
 	case wt.signal <- struct{}{}:
@@ -437,10 +429,10 @@ func (wt *waiter) apply(key string, rev int64) {
 }
 
 // arm starts tracking lower, the older entries seen at revision rev by
-// the entry of class own with create revision token.
-func (wt *waiter) arm(rev, token int64, own class, lower map[string]lowerEntry) {
+// the entry key of class own with create revision token.
+func (wt *waiter) arm(key string, rev, token int64, own class, lower map[string]lowerEntry) {
 	wt.mu.Lock()
-	wt.armed, wt.rev, wt.token, wt.own, wt.lower, wt.resets = true, rev, token, own, lower, false
+	wt.key, wt.armed, wt.rev, wt.token, wt.own, wt.lower, wt.resets = key, true, rev, token, own, lower, false
 	for _, ev := range wt.early {
 		wt.apply(ev.key, ev.rev)
 	}

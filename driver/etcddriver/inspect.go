@@ -10,15 +10,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Inspect implements driver.Inspector: one linearizable range read of the
-// lock's entries, then one TimeToLive per holder for its remaining TTL.
-// Holders are the entries granted in create-revision order (an exclusive
-// entry at the head, or the shared entries before the first exclusive
-// one, as many counted ones as their limit admits); the other entries are
-// waiters. Each holder's weight and value are those of its entry, and
-// Limit is that of the counted holders. Fence is the largest holder
-// token: etcd's tokens are revisions of the whole cluster, with no counter
-// per key.
+// Inspect implements driver.Inspector: one range read of the lock's
+// entries, of which holders are those the grant rule admits in
+// create-revision order (see admit) and the rest waiters, then one
+// TimeToLive per holder. Fence is the largest holder token (etcd's tokens
+// are revisions of the whole cluster, with no counter per key).
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	const op = "inspect"
 	if err := d.begin(ctx); err != nil {
@@ -64,11 +60,10 @@ func (d *Driver) entries(ctx context.Context, key string) (holders, waiters []*m
 	return kvs[:n], kvs[n:], nil
 }
 
-// ForceRelease implements driver.Inspector: it deletes the entry of every
-// holder of key (each in a transaction that checks the entry's create
-// revision, so that a new grant is never deleted), which wakes the
-// waiters and, through their watch on the entry, the holders' LossWatcher
-// registrations. The holders' leases are left to them.
+// ForceRelease implements driver.Inspector: it deletes each holder's
+// entry in a transaction that checks its create revision (so that a new
+// grant is never deleted), which wakes the waiters; the holders' leases
+// are left to them.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	const op = "force-release"
 	if err := d.begin(ctx); err != nil {

@@ -1,6 +1,7 @@
 package etcddriver
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -127,23 +128,19 @@ func (w *keyWatch) waitReady(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-w.done:
-		if err := w.d.closedErr(); err != nil {
-			return err
-		}
-		return errClosed
+		return cmp.Or(w.d.closedErr(), errClosed)
 	}
 }
 
-// run keeps the watch open until the keyWatch is stopped, or the driver or
-// its client is closed.
+// run keeps the watch open (with WithRequireLeader, so that a member cut
+// off from its cluster ends it) until the keyWatch is stopped, or the
+// driver or its client is closed.
 func (w *keyWatch) run() {
 	defer w.d.bg.Done()
 	defer close(w.done)
 	defer w.d.fan.Wake(w.base) // subscribers see a closed driver at their next attempt
 	var bo driverkit.Backoff   // 10ms doubling to 1s
 	for w.ctx.Err() == nil {
-		// WithRequireLeader: a member cut off from its cluster ends the
-		// watch instead of leaving it silent, and the client moves on.
 		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(w.ctx))
 		ch := w.d.watcher.Watch(ctx, w.base, clientv3.WithPrefix(), clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
 		for resp := range ch {
