@@ -81,11 +81,11 @@ type Driver struct {
 	watches map[string]*keyWatch    // by lock base
 	fan     driverkit.Fanout        // subscriptions, by lock base (see Subscribe)
 
-	id           string                  // random, names the driver in entries and sentinels
-	lockDelay    time.Duration           // see Options.LockDelay
-	sentinelBase string                  // <prefix>%leases/<driver id>/
-	sentinels    *keyWatch               // the watch on the driver's lease sentinels, once started
-	leaseLosses  map[*leaseLoss]struct{} // WatchLoss registrations on the driver's leases
+	id           string                            // random, names the driver in entries and sentinels
+	lockDelay    time.Duration                     // see Options.LockDelay
+	sentinelBase string                            // <prefix>%leases/<driver id>/
+	sentinels    *keyWatch                         // the watch on the driver's lease sentinels, once started
+	leaseLosses  map[clientv3.LeaseID][]*leaseLoss // WatchLoss registrations, by lease
 
 	kaMu sync.Mutex
 	ka   *kaStream // nil until needed or after it broke
@@ -151,7 +151,7 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 		owners:      make(map[string]*entry),
 		pools:       make(map[int64][]pooledLease),
 		watches:     make(map[string]*keyWatch),
-		leaseLosses: make(map[*leaseLoss]struct{}),
+		leaseLosses: make(map[clientv3.LeaseID][]*leaseLoss),
 		releases:    driverkit.NewLRU[string, *releaseCall](maxReleases),
 	}
 	var id [8]byte

@@ -3,6 +3,7 @@ package etcddriver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -47,9 +48,8 @@ func (d *Driver) startSentinels(ctx context.Context) error {
 type leaseLoss struct {
 	d     *Driver
 	lease clientv3.LeaseID
-	token int64
 	key   string // the lock key, for errors
-	lost  *driverkit.LossCallback
+	lost  driverkit.LossCallback
 }
 
 // fire reports the loss, unless it was reported or the registration
@@ -60,32 +60,24 @@ func (ll *leaseLoss) fire(err error) { ll.lost.Fire(opError("watch", ll.key, err
 // and on a goroutine of the driver's, when the lease of l's entry ends, as
 // the driver's watch on its lease sentinels reports it (see Losing a hold
 // in the package documentation), or at once for a lease this driver has
-// no record of. A Release of l is not a loss.
+// no record of (its entry was found gone, or released). A Release of l is
+// not a loss.
 func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	if l.Token == 0 || lost == nil {
 		return func() {}
 	}
+	ll := &leaseLoss{d: d, key: l.Key}
+	ll.lost.Set(lost)
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return func() {}
-	}
 	e := d.owners[l.Owner]
-	ll := &leaseLoss{d: d, token: int64(l.Token), key: l.Key, lost: driverkit.NewLossCallback(lost)}
-	var why error
-	switch {
-	case e == nil || e.base != d.base(l.Key) || e.mode != l.Mode:
-		// The front-end watches a lease through the driver that granted
-		// it: one this driver has no record of is gone (its entry was
-		// found missing, or released).
-		why = fmt.Errorf("no hold of this driver with token %d: %w", l.Token, driver.ErrNotHeld)
-	default:
+	held := !d.closed && e != nil && e.base == d.base(l.Key) && e.mode == l.Mode
+	if held {
 		ll.lease = e.lease
-		d.leaseLosses[ll] = struct{}{}
+		d.leaseLosses[e.lease] = append(d.leaseLosses[e.lease], ll)
 	}
 	d.mu.Unlock()
-	if why != nil {
-		d.spawn(func() { ll.fire(why) })
+	if !held {
+		d.spawn(func() { ll.fire(fmt.Errorf("no hold of this driver with token %d: %w", l.Token, driver.ErrNotHeld)) })
 	}
 	return ll.stop
 }
@@ -93,26 +85,30 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 // stop ends the registration.
 func (ll *leaseLoss) stop() {
 	ll.lost.Stop()
-	ll.d.mu.Lock()
-	delete(ll.d.leaseLosses, ll)
-	ll.d.mu.Unlock()
-}
-
-// releasing silences the WatchLoss registrations of the hold with token
-// on lease before its owner's Release: a release is not a loss, and the
-// lease goes on to other holds.
-func (d *Driver) releasing(lease clientv3.LeaseID, token int64) {
+	d := ll.d
 	d.mu.Lock()
-	var ls []*leaseLoss
-	for ll := range d.leaseLosses {
-		if ll.lease == lease && (ll.token == token || token == 0) {
-			ls = append(ls, ll)
-			delete(d.leaseLosses, ll)
-		}
+	if ls := slices.DeleteFunc(d.leaseLosses[ll.lease], func(x *leaseLoss) bool { return x == ll }); len(ls) > 0 {
+		d.leaseLosses[ll.lease] = ls
+	} else {
+		delete(d.leaseLosses, ll.lease)
 	}
 	d.mu.Unlock()
+}
+
+// stopLosses ends the WatchLoss registrations on lease: silently before
+// its hold's Release (ended is ""; a release is not a loss, and the lease
+// goes on to other holds), or reporting the loss when the lease ended.
+func (d *Driver) stopLosses(lease clientv3.LeaseID, ended string) {
+	d.mu.Lock()
+	ls := d.leaseLosses[lease]
+	delete(d.leaseLosses, lease)
+	d.mu.Unlock()
 	for _, ll := range ls {
-		ll.lost.Stop()
+		if ended == "" {
+			ll.lost.Stop()
+		} else {
+			ll.fire(fmt.Errorf("lease %x %s: %w", lease, ended, driver.ErrNotHeld))
+		}
 	}
 }
 
@@ -122,31 +118,17 @@ func (d *Driver) leaseEnded(lease clientv3.LeaseID, why string) {
 	d.mu.Lock()
 	for owner, e := range d.owners {
 		if e.lease == lease {
-			// Its entry is gone with the lease: forget it. A later call
-			// for the owner finds nothing (ErrNotHeld) or, for an
-			// acquire, starts a new entry on a new lease.
+			// Its entry is gone with the lease: a later call for the
+			// owner finds nothing (ErrNotHeld) or, for an acquire,
+			// starts a new entry on a new lease.
 			delete(d.owners, owner)
 		}
 	}
 	for ttl, pool := range d.pools {
-		for i, p := range pool {
-			if p.id == lease {
-				d.pools[ttl] = append(pool[:i], pool[i+1:]...)
-				break
-			}
-		}
-	}
-	var ls []*leaseLoss
-	for ll := range d.leaseLosses {
-		if ll.lease == lease {
-			ls = append(ls, ll)
-			delete(d.leaseLosses, ll)
-		}
+		d.pools[ttl] = slices.DeleteFunc(pool, func(p pooledLease) bool { return p.id == lease })
 	}
 	d.mu.Unlock()
-	for _, ll := range ls {
-		ll.fire(fmt.Errorf("lease %x %s: %w", lease, why, driver.ErrNotHeld))
-	}
+	d.stopLosses(lease, why)
 }
 
 // sentinelListener turns the sentinel watch's events into lease losses.

@@ -427,7 +427,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	if !known {
 		return errNoEntry
 	}
-	d.releasing(e.lease, int64(l.Token))
+	d.stopLosses(e.lease, "")
 	rc := d.startRelease(e.base, e.key)
 	resp, err := d.kv.Delete(ctx, e.key, clientv3.WithPrevKV())
 	rc.end(resp, err)
