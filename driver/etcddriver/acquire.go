@@ -24,17 +24,10 @@ const cleanupTimeout = 10 * time.Second
 // key's queue and waits on the key's watch until it is granted (see
 // Internals: waiting in the package documentation). It returns an error,
 // never the lock, if the entry vanishes, and deletes its entry on error.
-func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	bctx := d.request(ctx)
-	l, err := d.acquire(bctx, req)
-	if err != nil {
-		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
-	}
-	return l, nil
-}
-
-func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Lease, err error) {
-	ttl, err := d.start(ctx, req)
+func (d *Driver) Acquire(ctx context.Context, req driver.Request) (_ driver.Lease, err error) {
+	defer func() { err = d.fail(ctx, "acquire", req.Key, err) }()
+	rctx := d.request(ctx)
+	ttl, err := d.start(rctx, req)
 	if err != nil {
 		return driver.Lease{}, err
 	}
@@ -44,18 +37,15 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 	wt := &waiter{signal: make(chan struct{}, 1)}
 	w.add(wt)
 	defer w.remove(wt)
-	if err := w.waitReady(ctx); err != nil {
+	if err := w.waitReady(rctx); err != nil {
 		return driver.Lease{}, err
 	}
-	e, token, done, err := d.join(ctx, req, base, ttl, wt)
-	if e.key != "" {
-		// The entry may exist on the server: remove it if the wait fails.
-		defer func() {
-			if err != nil {
-				d.removeEntry(ctx, req, e.key)
-			}
-		}()
-	}
+	e, token, done, err := d.join(rctx, req, base, ttl, wt)
+	defer func() {
+		if err != nil && e.key != "" { // the entry may exist on the server
+			d.removeEntry(rctx, req, e.key)
+		}
+	}()
 	switch {
 	case err != nil:
 		return driver.Lease{}, err
@@ -63,7 +53,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 		return d.granted(req, e.key, token)
 	}
 	q := &queueWait{d: d, req: req, e: e, w: w, wt: wt}
-	return q.run(ctx)
+	return q.run(rctx)
 }
 
 // join puts req.Owner's entry in the key's queue below base, on a lease of

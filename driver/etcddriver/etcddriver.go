@@ -113,6 +113,7 @@ var (
 	_ driver.Notifier       = (*Driver)(nil)
 	_ driver.LossWatcher    = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
+	_ driver.Inspector      = (*Driver)(nil)
 )
 
 // errClosed and errClientClosed say why a driver can no longer be used:

@@ -15,23 +15,19 @@ import (
 // create-revision order (see admit) and the rest waiters, then one
 // TimeToLive per holder. Fence is the largest holder token (etcd's tokens
 // are revisions of the whole cluster, with no counter per key).
-func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
-	const op = "inspect"
-	if err := d.begin(ctx); err != nil {
-		return driver.KeyState{}, opError(op, key, err)
-	}
+func (d *Driver) Inspect(ctx context.Context, key string) (st driver.KeyState, err error) {
 	holders, waiters, err := d.entries(ctx, key)
 	if err != nil {
-		return driver.KeyState{}, opError(op, key, err)
+		return st, d.fail(ctx, "inspect", key, err)
 	}
-	st := driver.KeyState{Waiting: len(waiters)}
+	st.Waiting = len(waiters)
 	for _, kv := range holders {
 		m := parseValue(kv.Value)
 		h := driver.Holder{Owner: m.owner, Token: uint64(kv.CreateRevision), Value: m.value}
 		if kv.Lease != 0 {
-			ttl, err := d.leases.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+			ttl, err := d.leases.TimeToLive(d.request(ctx), clientv3.LeaseID(kv.Lease))
 			if err != nil {
-				return driver.KeyState{}, opError(op, key, err)
+				return driver.KeyState{}, d.fail(ctx, "inspect", key, err)
 			}
 			h.Remaining = time.Duration(max(ttl.TTL, 0)) * time.Second
 		}
@@ -50,7 +46,10 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 // entries reads the entries of key's lock and splits them into holders and
 // waiters (see grantedPrefix), each in create-revision order.
 func (d *Driver) entries(ctx context.Context, key string) (holders, waiters []*mvccpb.KeyValue, err error) {
-	resp, err := d.kv.Get(ctx, d.base(key), clientv3.WithPrefix())
+	if err := d.begin(ctx); err != nil {
+		return nil, nil, err
+	}
+	resp, err := d.kv.Get(d.request(ctx), d.base(key), clientv3.WithPrefix())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -64,29 +63,18 @@ func (d *Driver) entries(ctx context.Context, key string) (holders, waiters []*m
 // entry in a transaction that checks its create revision (so that a new
 // grant is never deleted), which wakes the waiters; the holders' leases
 // are left to them.
-func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
-	const op = "force-release"
-	if err := d.begin(ctx); err != nil {
-		return 0, opError(op, key, err)
-	}
+func (d *Driver) ForceRelease(ctx context.Context, key string) (n int, err error) {
 	holders, _, err := d.entries(ctx, key)
-	if err != nil {
-		return 0, opError(op, key, err)
-	}
-	n := 0
 	for _, kv := range holders {
 		k := string(kv.Key)
-		resp, err := d.kv.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)).
-			Then(clientv3.OpDelete(k)).Commit()
+		var resp *clientv3.TxnResponse
+		resp, err = d.kv.Txn(d.request(ctx)).If(clientv3.Compare(clientv3.CreateRevision(k), "=", kv.CreateRevision)).Then(clientv3.OpDelete(k)).Commit()
 		if err != nil {
-			return n, opError(op, key, err)
+			break
 		}
 		if resp.Succeeded {
 			n++
 		}
 	}
-	return n, nil
+	return n, d.fail(ctx, "force-release", key, err)
 }
-
-var _ driver.Inspector = (*Driver)(nil)
