@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -186,16 +188,7 @@ func (d *Driver) Close() error {
 		return nil
 	}
 	d.closed = true
-	ws := make([]*keyWatch, 0, len(d.watches))
-	for _, w := range d.watches {
-		ws = append(ws, w)
-	}
-	var idle []clientv3.LeaseID
-	for _, pool := range d.pools {
-		for _, p := range pool {
-			idle = append(idle, p.id)
-		}
-	}
+	ws, pools := slices.Collect(maps.Values(d.watches)), d.pools
 	d.pools = nil
 	d.mu.Unlock()
 	d.cancel()
@@ -203,28 +196,23 @@ func (d *Driver) Close() error {
 		w.stop()
 	}
 	d.bg.Wait()
-	d.revokeIdle(idle)
+	if d.client.Ctx().Err() != nil {
+		return nil // nothing can be sent: the idle leases expire on their own
+	}
+	ctx, cancel := context.WithTimeout(d.client.Ctx(), closeRevokeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, pool := range pools {
+		for _, p := range pool {
+			wg.Go(func() { _, _ = d.leases.Revoke(ctx, p.id) })
+		}
+	}
+	wg.Wait()
 	return nil
 }
 
 // closeRevokeTimeout bounds Close's revocation of the idle leases.
 const closeRevokeTimeout = time.Second
-
-// revokeIdle revokes the idle leases ids, concurrently, unless the client
-// is closed, for at most closeRevokeTimeout; a lease it fails to revoke
-// expires on its own.
-func (d *Driver) revokeIdle(ids []clientv3.LeaseID) {
-	if len(ids) == 0 || d.client.Ctx().Err() != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(d.client.Ctx(), closeRevokeTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Go(func() { _, _ = d.leases.Revoke(ctx, id) })
-	}
-	wg.Wait()
-}
 
 // Prefix returns the key prefix of the driver.
 func (d *Driver) Prefix() string { return d.prefix }
@@ -323,11 +311,7 @@ func (d *Driver) spawn(f func()) bool {
 	if d.closed {
 		return false
 	}
-	d.bg.Add(1)
-	go func() {
-		defer d.bg.Done()
-		f()
-	}()
+	d.bg.Go(f)
 	return true
 }
 

@@ -190,14 +190,12 @@ func (d *Driver) kaStream() (*kaStream, error) {
 	}
 	s := &kaStream{stream: st, cancel: cancel}
 	d.ka = s
-	d.bg.Add(1)
-	go d.recvKeepAlives(s)
+	d.bg.Go(func() { d.recvKeepAlives(s) })
 	return s, nil
 }
 
 // recvKeepAlives matches replies to calls until the stream breaks.
 func (d *Driver) recvKeepAlives(s *kaStream) {
-	defer d.bg.Done()
 	for {
 		resp, err := s.stream.Recv()
 		if err != nil {

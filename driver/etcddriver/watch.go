@@ -62,8 +62,7 @@ func (d *Driver) watchLocked(base string) *keyWatch {
 		w.ctx, w.cancel = context.WithCancel(d.ctx)
 		if !d.closed {
 			d.watches[base] = w
-			d.bg.Add(1)
-			go w.run()
+			d.bg.Go(w.run)
 		} else {
 			w.cancel()
 			close(w.done)
@@ -136,7 +135,6 @@ func (w *keyWatch) waitReady(ctx context.Context) error {
 // off from its cluster ends it) until the keyWatch is stopped, or the
 // driver or its client is closed.
 func (w *keyWatch) run() {
-	defer w.d.bg.Done()
 	defer close(w.done)
 	defer w.d.fan.Wake(w.base) // subscribers see a closed driver at their next attempt
 	var bo driverkit.Backoff   // 10ms doubling to 1s
