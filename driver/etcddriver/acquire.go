@@ -26,9 +26,8 @@ const cleanupTimeout = 10 * time.Second
 // never the lock, if the entry vanishes, and deletes its entry on error.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (_ driver.Lease, err error) {
 	defer func() { err = d.fail(ctx, "acquire", req.Key, err) }()
-	rctx := d.request(ctx)
-	ttl, err := d.start(rctx, req)
-	if err != nil {
+	rctx, ttl := d.request(ctx), int64(req.TTL/time.Second)
+	if err := d.begin(rctx); err != nil {
 		return driver.Lease{}, err
 	}
 	base := d.base(req.Key)
@@ -91,10 +90,8 @@ type queueWait struct {
 	renew  *time.Timer
 	ka     *kaCall // the last keep-alive of the entry's lease
 	kaDone <-chan struct{}
-	// After the key's watch was re-created, the queue is read again
-	// (resync); a failed read is retried with backoff for as long as the
-	// entry's lease is known to live, so that a leader election does not
-	// cost the waiter its place.
+	// After the watch was re-created the queue is read again (resync),
+	// retried for as long as the entry is known to live.
 	resync bool
 	retry  <-chan time.Time
 	bo     driverkit.Backoff

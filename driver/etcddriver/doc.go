@@ -27,9 +27,6 @@
 // at least the cluster's minimum (1.5 election timeouts, rounded up: 2s
 // with etcd's defaults), and is never rounded (see Internals: leases).
 //
-// For a try, run the etcd binary from etcd's releases as is (it listens
-// on localhost:2379).
-//
 // # Fencing
 //
 // A grant's fencing token is its entry's create revision: etcd's revision

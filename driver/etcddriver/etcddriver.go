@@ -90,7 +90,7 @@ type Driver struct {
 	leaseLosses  map[clientv3.LeaseID][]*leaseLoss // WatchLoss registrations, by lease
 
 	kaMu sync.Mutex
-	ka   *kaStream // nil until needed or after it broke
+	ka   *kaStream // nil until needed; replaced by kaStream once broken
 
 	releases *driverkit.LRU[string, *releaseCall] // under mu: the last Release's Delete of entry keys
 }
@@ -226,13 +226,6 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		Queue:  true,
 		Notify: true, Acquire: true, WatchLoss: true, RefreshBatch: true, Inspect: true,
 	}
-}
-
-// start begins an acquiring call: it refuses a done context and a closed
-// driver, and returns the TTL in seconds (the front-end has checked that
-// it is whole seconds within Capabilities).
-func (d *Driver) start(ctx context.Context, req driver.Request) (int64, error) {
-	return int64(req.TTL / time.Second), d.begin(ctx)
 }
 
 // begin refuses a call on a done context or a closed driver.

@@ -169,14 +169,8 @@ func (d *Driver) kaStream() (*kaStream, error) {
 		if !broken && !stuck {
 			return s, nil
 		}
-		d.ka = nil
 		if stuck {
-			d.kaMu.Unlock()
 			d.breakStream(s, errStuck)
-			d.kaMu.Lock()
-			if d.ka != nil {
-				return d.ka, nil
-			}
 		}
 	}
 	if err := d.closedErr(); err != nil {
@@ -217,7 +211,8 @@ func (d *Driver) recvKeepAlives(s *kaStream) {
 	}
 }
 
-// breakStream marks s broken, fails its outstanding calls and closes it.
+// breakStream marks s broken, fails its outstanding calls and closes it;
+// the next kaStream replaces it.
 func (d *Driver) breakStream(s *kaStream, err error) {
 	if cerr := d.closedErr(); cerr != nil && errors.Is(err, context.Canceled) {
 		err = cerr
@@ -235,9 +230,4 @@ func (d *Driver) breakStream(s *kaStream, err error) {
 		c.err = serr
 		close(c.done)
 	}
-	d.kaMu.Lock()
-	if d.ka == s {
-		d.ka = nil
-	}
-	d.kaMu.Unlock()
 }

@@ -14,17 +14,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// errNoEntry answers a Refresh or Release of a lease whose owner has no
-// entry that this driver made: the contract (see package driver) has every
-// lease refreshed and released through the Driver value that granted it.
+// errNoEntry answers a call for an owner of whom this driver made no
+// entry: a lease is used only through the Driver that granted it.
 var errNoEntry = fmt.Errorf("no entry of the owner made by this driver: %w", driver.ErrNotHeld)
 
 // TryAcquire implements driver.Driver in one transaction (see Internals:
 // operations and round trips in the package documentation).
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	bctx := d.request(ctx)
-	ttl, err := d.start(bctx, req)
+	bctx, ttl := d.request(ctx), int64(req.TTL/time.Second) // whole seconds (Capabilities)
 	var l driver.Lease
+	err := d.begin(bctx)
 	if err == nil {
 		var retry bool
 		if l, retry, err = d.tryOnce(bctx, req, ttl); retry {
@@ -78,10 +77,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, ttl int64) (_ 
 		return driver.Lease{}, false, err
 	}
 	// The keep-alive goes out with the transaction: it proves that an idle
-	// lease from the pool lives ttl from now, or renews the owner's
-	// entry. An idle lease proved less than provedWindow ago (by the
-	// previous hold in an uncontended loop) needs none, and the grant
-	// carries Lease.Start instead.
+	// lease lives ttl from now, or renews the owner's entry.
 	var ka *kaCall
 	proved := isNew && !fresh && time.Until(e.deadline) >= time.Duration(ttl)*time.Second-provedWindow(ttl)
 	if !fresh && !proved {
