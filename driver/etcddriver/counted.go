@@ -2,7 +2,6 @@ package etcddriver
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/go-locker/locker/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -70,15 +69,4 @@ func admit(c class, rev int64, kvs []*mvccpb.KeyValue) (bool, error) {
 		}
 	}
 	return !blocked && c.weight <= c.limit-sum, nil
-}
-
-// grantedPrefix returns how many of kvs, the entries of a lock in
-// create-revision order, are granted (see admit).
-func grantedPrefix(kvs []*mvccpb.KeyValue) int {
-	for i, kv := range kvs {
-		if ok, err := admit(classOf(kv), math.MaxInt64, kvs[:i]); !ok || err != nil {
-			return i
-		}
-	}
-	return len(kvs)
 }

@@ -379,13 +379,10 @@ func (d *Driver) forget(owner, k string) (entry, bool) {
 // knows: Cmp works for holds granted through d and not yet released, and
 // returns an error wrapping driver.ErrNotHeld otherwise, without a request.
 func (d *Driver) Cmp(key string, token uint64) (clientv3.Cmp, error) {
-	if token == 0 || token > 1<<63-1 {
-		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("token %d: %w", token, driver.ErrNotHeld))
-	}
 	base, k := d.base(key), ""
 	d.mu.Lock()
 	for _, e := range d.owners {
-		if e.base == base && e.token == int64(token) {
+		if token != 0 && e.base == base && uint64(e.token) == token {
 			k = e.key
 		}
 	}

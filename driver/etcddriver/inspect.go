@@ -2,6 +2,7 @@ package etcddriver
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -44,7 +45,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (st driver.KeyState, e
 }
 
 // entries reads the entries of key's lock and splits them into holders and
-// waiters (see grantedPrefix), each in create-revision order.
+// waiters, each in create-revision order.
 func (d *Driver) entries(ctx context.Context, key string) (holders, waiters []*mvccpb.KeyValue, err error) {
 	if err := d.begin(ctx); err != nil {
 		return nil, nil, err
@@ -55,7 +56,13 @@ func (d *Driver) entries(ctx context.Context, key string) (holders, waiters []*m
 	}
 	kvs := resp.Kvs
 	sort.Slice(kvs, func(i, j int) bool { return kvs[i].CreateRevision < kvs[j].CreateRevision })
-	n := grantedPrefix(kvs)
+	n := 0 // holders are the entries admit grants, in create-revision order
+	for n < len(kvs) {
+		if ok, err := admit(classOf(kvs[n]), math.MaxInt64, kvs[:n]); !ok || err != nil {
+			break
+		}
+		n++
+	}
 	return kvs[:n], kvs[n:], nil
 }
 

@@ -13,10 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// sentinelDir holds the lease sentinels, <prefix>%leases/<driver id>/<lease
-// id>: one key per lease the driver grants, which the driver never deletes
-// and etcd deletes when, and only when, the lease ends (see the package
-// documentation, Losing a hold and Internals: data layout).
+// sentinelDir holds the lease sentinels, <prefix>%leases/<driver
+// id>/<lease id> (see Losing a hold in the package documentation).
 const sentinelDir = "%leases/"
 
 // sentinelKey returns the sentinel key of lease id.
@@ -25,21 +23,18 @@ func (d *Driver) sentinelKey(id clientv3.LeaseID) string {
 }
 
 // startSentinels opens the driver's watch on its sentinels, once, and
-// waits until it is established, so that every sentinel the driver puts
-// afterwards is covered from its creation on.
+// waits until it is established, so that it covers every sentinel put
+// afterwards.
 func (d *Driver) startSentinels(ctx context.Context) error {
 	d.mu.Lock()
-	w, made := d.sentinels, false
-	if w == nil && !d.closed {
-		w, made = d.watchLocked(d.sentinelBase), true
-		d.sentinels = w
-	}
+	w := d.sentinels
 	d.mu.Unlock()
-	if w == nil {
-		return errClosed
-	}
-	if made {
+	if w == nil { // racers get the same keyWatch, and the same listener
+		w = d.watch(d.sentinelBase) // never released
 		w.add(sentinelListener{d})
+		d.mu.Lock()
+		d.sentinels = w
+		d.mu.Unlock()
 	}
 	return w.waitReady(ctx)
 }
@@ -118,10 +113,7 @@ func (d *Driver) leaseEnded(lease clientv3.LeaseID, why string) {
 	d.mu.Lock()
 	for owner, e := range d.owners {
 		if e.lease == lease {
-			// Its entry is gone with the lease: a later call for the
-			// owner finds nothing (ErrNotHeld) or, for an acquire,
-			// starts a new entry on a new lease.
-			delete(d.owners, owner)
+			delete(d.owners, owner) // the entry went with the lease
 		}
 	}
 	for ttl, pool := range d.pools {

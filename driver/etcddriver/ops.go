@@ -225,7 +225,7 @@ func (d *Driver) settle(ctx context.Context, req driver.Request, e entry, ka *ka
 	if !a.granted {
 		return driver.Lease{}, a.refusal
 	}
-	d.confirm(req.Owner, k, time.Time{}, a.token)
+	d.confirm(req.Owner, k, time.Time{}, a.token) // the token, for Cmp and a Release with Token 0
 	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(a.token), TTL: time.Duration(ttl) * time.Second}
 	if proved {
 		l.Start = e.deadline.Add(-l.TTL)

@@ -45,11 +45,6 @@ type listener interface {
 func (d *Driver) watch(base string) *keyWatch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.watchLocked(base)
-}
-
-// watchLocked is watch with d.mu held.
-func (d *Driver) watchLocked(base string) *keyWatch {
 	w := d.watches[base]
 	if w == nil {
 		w = &keyWatch{
@@ -189,13 +184,10 @@ func (w *keyWatch) dispatch(key string, rev int64) {
 	w.d.fan.Wake(w.base)
 }
 
-// Subscribe implements driver.Notifier: the subscription's channel
-// receives a value whenever an entry of key is deleted, whenever the
-// key's watch was re-created, and when the driver or its client is closed
-// (the subscriber's next call then fails). It returns once the key's watch
-// is in place. A subscription is a *driverkit.FanoutSub of the driver's
-// Fanout, keyed by the lock's base, and holds a reference to the key's
-// watch, which its Close drops (see unsubscribed).
+// Subscribe implements driver.Notifier: the subscription (a
+// *driverkit.FanoutSub keyed by the lock's base, holding a reference to
+// the key's watch) receives a value whenever an entry of key is deleted,
+// the key's watch was re-created, or the driver or its client is closed.
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if err := d.begin(ctx); err != nil {
 		return nil, d.fail(ctx, "subscribe", key, err)
@@ -210,8 +202,7 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 	return s, nil
 }
 
-// unsubscribed drops the watch reference of a closed subscription of
-// base: while it was live, its reference kept the watch in d.watches.
+// unsubscribed drops the watch reference of a closed subscription of base.
 func (d *Driver) unsubscribed(base string) {
 	d.mu.Lock()
 	w := d.watches[base]
