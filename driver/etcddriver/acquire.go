@@ -55,10 +55,9 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (_ driver.Leas
 	return q.run(rctx)
 }
 
-// join puts req.Owner's entry in the key's queue below base, on a lease of
-// ttl seconds, and arms wt with the older conflicting entries. It returns
-// the entry (its key empty if none may exist) and, when nothing conflicts,
-// the entry's token (done).
+// join puts req.Owner's entry in the key's queue, on a lease of ttl
+// seconds, and arms wt with the older conflicting entries. It returns the
+// entry (its key empty if none may exist) and, when granted, its token.
 func (d *Driver) join(ctx context.Context, req driver.Request, base string, ttl int64, wt *waiter) (e entry, token int64, done bool, err error) {
 	for attempt := 0; ; attempt++ {
 		// The entry's lease need not be proved here: while the entry
@@ -151,9 +150,8 @@ func (q *queueWait) renewed() error {
 }
 
 // next returns the time until the entry's next keep-alive: a third of its
-// TTL after it was last known alive or, after a failed one (retry), a
-// tenth of the TTL or half the time it is still known to live, whichever
-// is shorter. alive reports whether the entry is known to live now.
+// TTL after it was last known alive or, after a failed one (retry), the
+// shorter of a tenth of the TTL and half the time it is known to live.
 func (q *queueWait) next(retry bool) (next time.Duration, alive bool) {
 	e, ok := q.d.lookup(q.req.Owner, q.e.key)
 	left, ttl := time.Until(e.deadline), time.Duration(e.ttl)*time.Second
@@ -187,11 +185,9 @@ func (q *queueWait) check(ctx context.Context) (_ driver.Lease, done bool, _ err
 
 // afterPred delays by Options.LockDelay a grant that followed the end of
 // the predecessor's lease rather than its release (see Losing a hold in
-// the package documentation). The predecessor left at revision rev. When
-// this driver released that entry, its Delete's reply says whether it
-// deleted it at rev; otherwise the lease ended then exactly when its
-// sentinel is gone at rev, read from the local member (serializable) or,
-// when the member cannot serve rev, from the current state.
+// the package documentation): the predecessor left at revision rev by its
+// lease's end unless this driver's Delete removed it then, and exactly
+// when its sentinel is gone at rev.
 func (q *queueWait) afterPred(ctx context.Context) error {
 	d := q.d
 	key, sentinel, rev := q.wt.lastLeft()
@@ -228,10 +224,8 @@ func (d *Driver) leaseEndedAt(ctx context.Context, sentinel string, rev int64) (
 		if ctx.Err() != nil {
 			return false, err
 		}
-		// A member behind rev (etcd sends a revision's events a moment
-		// before its reads may ask for it, so this happens now and then
-		// on the waiter's own member too), or rev compacted: read the
-		// current state.
+		// A member behind rev (etcd sends events a moment before its
+		// reads may ask for them), or rev compacted: read the present.
 		if resp, err = d.kv.Get(ctx, sentinel, clientv3.WithCountOnly()); err != nil {
 			return false, err
 		}
@@ -263,9 +257,7 @@ func (q *queueWait) reread(ctx context.Context) (_ driver.Lease, done bool, _ er
 }
 
 // granted returns the lease of a granted entry, unless its lease may have
-// run out meanwhile. The entry's lease is known to live until e.deadline:
-// the front-end counts from then on (Lease.Start) without a confirming
-// Refresh.
+// run out meanwhile; Lease.Start is when the lease was last proved.
 func (d *Driver) granted(req driver.Request, k string, token int64) (driver.Lease, error) {
 	e, ok := d.lookup(req.Owner, k)
 	if !ok || !time.Now().Before(e.deadline) {
@@ -276,11 +268,9 @@ func (d *Driver) granted(req driver.Request, k string, token int64) (driver.Leas
 	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(token), TTL: ttl, Start: e.deadline.Add(-ttl)}, nil
 }
 
-// enqueue puts (or keeps) e, the entry of req, in its queue,
-// in one transaction that also reads the entries it must look at (see
-// conflictRange), and arms wt with the older ones. done reports that the
-// entry is granted, with token; an entry whose limit disagrees with an
-// older one's fails with an error wrapping a *driver.LimitError.
+// enqueue puts (or keeps) e, the entry of req, in its queue (see put) and
+// arms wt with the older entries it must look at. done reports that the
+// entry is granted, with token.
 func (d *Driver) enqueue(ctx context.Context, req driver.Request, e entry, isNew bool, wt *waiter) (token int64, done bool, err error) {
 	a, err := d.put(ctx, req, e, isNew, true, true)
 	switch {
@@ -310,10 +300,9 @@ func (d *Driver) enqueue(ctx context.Context, req driver.Request, e entry, isNew
 	return own.CreateRevision, false, nil
 }
 
-// removeEntry deletes req.Owner's queue entry after a failed wait. If ctx
-// is done, the entry is deleted in the background, within cleanupTimeout
-// (or until the driver is closed), so that Acquire returns by ctx's
-// deadline even when etcd does not answer.
+// removeEntry deletes req.Owner's queue entry after a failed wait: in the
+// background, within cleanupTimeout (or until the driver is closed), when
+// ctx is done, so that Acquire returns by its deadline.
 func (d *Driver) removeEntry(ctx context.Context, req driver.Request, k string) {
 	remove := func(ctx context.Context) {
 		resp, err := d.kv.Delete(ctx, k, clientv3.WithPrevKV())
@@ -429,8 +418,7 @@ func (wt *waiter) arm(key string, rev, token int64, own class, lower map[string]
 }
 
 // fits reports whether the older entries left let the own entry be
-// granted (see admit); wt.mu is held. As entries only leave, a counted
-// waiter is woken by any of them, not only by its predecessor.
+// granted (see admit); wt.mu is held.
 func (wt *waiter) fits() bool {
 	if wt.own.dir != counted {
 		return len(wt.lower) == 0

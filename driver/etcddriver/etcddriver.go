@@ -118,9 +118,8 @@ var (
 	_ driver.Inspector      = (*Driver)(nil)
 )
 
-// errClosed and errClientClosed say why a driver can no longer be used:
-// its Close was called, or its etcd client was closed. Either is
-// permanent (see Driver.fail).
+// errClosed and errClientClosed say why a driver can no longer be used
+// (see Driver.fail).
 var (
 	errClosed       = errors.New("driver closed")
 	errClientClosed = errors.New("etcd client closed")
@@ -253,11 +252,9 @@ func opError(op, key string, err error) error {
 	return &driverkit.OpError{Driver: "etcddriver", Op: op, Key: key, Err: err}
 }
 
-// fail returns err, the error of op on key made with ctx, as the driver's
-// caller sees it: named by opError and, unless it is ctx's own error,
-// permanent once the driver or its client is closed. A closed client
-// fails every request at once (gRPC's "the client connection is closing",
-// or a canceled context of the client's), and no retry can cure it.
+// fail returns err, the error of op on key made with ctx, named by opError
+// and, unless it is ctx's own error, permanent once the driver or its
+// client is closed: a closed client fails every request at once.
 func (d *Driver) fail(ctx context.Context, op, key string, err error) error {
 	if err == nil {
 		return nil

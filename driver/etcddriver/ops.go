@@ -39,10 +39,9 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	return l, nil
 }
 
-// entryFor returns the entry req.Owner has in req's mode below base, or a
-// new one on a lease of ttl seconds from the pool (fresh false: its life
-// must be proved by a keep-alive) or granted now (fresh true). A new entry
-// is remembered before it is put, so that a retry or a Release finds it.
+// entryFor returns req.Owner's entry below base, or a new one, remembered
+// before it is put, on a lease of ttl seconds from the pool or granted now
+// (fresh: it needs no keep-alive to prove its life).
 func (d *Driver) entryFor(ctx context.Context, req driver.Request, base string, ttl int64) (e entry, isNew, fresh bool, err error) {
 	if e, ok := d.entryOf(req.Owner, base, req.Mode); ok {
 		return e, false, false, nil
@@ -90,9 +89,7 @@ func (d *Driver) tryOnce(ctx context.Context, req driver.Request, ttl int64) (_ 
 	}
 	if err != nil {
 		if errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
-			// The lease ended (an idle one from the pool, or the
-			// owner's entry's, whose entry went with it): start over
-			// with a new lease.
+			// The lease ended, and any entry on it: start anew.
 			d.forget(req.Owner, e.key)
 			return driver.Lease{}, true, err
 		}
@@ -176,9 +173,8 @@ func (d *Driver) put(ctx context.Context, req driver.Request, e entry, isNew, al
 	return a, nil
 }
 
-// withdraw deletes the entry that a refused attempt put, unless it is to
-// wait in the queue: a queued attempt keeps it, except when the limits
-// disagree, as they will for as long as the older entries live.
+// withdraw deletes the entry that a refused attempt put, unless it queues
+// (and its limit agrees with the older entries').
 func (d *Driver) withdraw(ctx context.Context, owner, k string, a *attempt, queued bool) error {
 	if a.granted || !a.created {
 		return nil
@@ -188,9 +184,7 @@ func (d *Driver) withdraw(ctx context.Context, owner, k string, a *attempt, queu
 		return nil
 	}
 	if _, err := d.kv.Delete(ctx, k); err != nil {
-		// The entry may still be there: the front-end's Release removes
-		// it, by the driver's record of it.
-		d.unsure(owner, k)
+		d.unsure(owner, k) // the front-end's Release removes it, by the record
 		return err
 	}
 	a.kept = false
@@ -198,18 +192,15 @@ func (d *Driver) withdraw(ctx context.Context, owner, k string, a *attempt, queu
 }
 
 // settle completes an attempt a on entry e: a refused attempt that left no
-// entry returns e's lease to the pool; otherwise the keep-alive ka, when
-// sent, must confirm the lease before the grant is returned.
+// entry returns e's lease to the pool; otherwise ka, when sent, must
+// confirm the lease first.
 func (d *Driver) settle(ctx context.Context, req driver.Request, e entry, ka *kaCall, proved bool, ttl int64, a attempt) (driver.Lease, error) {
 	k := e.key
 	if !a.kept {
-		// Refused, and no entry of req.Owner: nothing to keep.
 		d.dropEntry(req.Owner, k, e, ka)
 		return driver.Lease{}, a.refusal
 	}
-	// req.Owner has an entry now: make sure its lease lives ttl from the
-	// start of this call, as a grant needs and a queue entry's renewal
-	// promises.
+	// req.Owner has an entry: its lease must live ttl from the call on.
 	if ka != nil {
 		left, err := ka.result(ctx)
 		if err != nil {
@@ -252,9 +243,7 @@ func (d *Driver) dropEntry(owner, k string, e entry, ka *kaCall) {
 				return
 			}
 			deadline = ka.sent.Add(time.Duration(ka.ttl) * time.Second)
-		default:
-			// Do not wait for it: the lease is known to live until
-			// e.deadline anyway.
+		default: // no wait: the lease lives until e.deadline anyway
 		}
 	}
 	d.putLease(e.lease, e.ttl, deadline)
@@ -276,9 +265,7 @@ func freeCmp(start, end string) clientv3.Cmp {
 }
 
 // Refresh implements driver.Driver: one linearizable Get of l's entry,
-// with a keep-alive of its lease alongside on the driver's keep-alive
-// stream (see checkHeld). An owner the driver has no record of gets
-// ErrNotHeld without a request.
+// with a keep-alive of its lease alongside (see checkHeld).
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	bctx := d.request(ctx)
 	err := d.refresh(bctx, l)
@@ -312,9 +299,8 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 }
 
 // checkHeld completes a refresh of l, whose entry e was read as own: it
-// fails with ErrNotHeld unless own is l.Owner's entry with l's token (or,
-// when l.Token is 0, the token this driver granted it), and waits for ka,
-// the keep-alive of the entry's lease (which names e.key, so own is on it).
+// fails with ErrNotHeld unless own is l.Owner's with l's token (or, when
+// l.Token is 0, the one this driver granted), and waits for ka.
 func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, e entry, own *mvccpb.KeyValue, ka *kaCall) error {
 	token := int64(l.Token)
 	if token == 0 {
