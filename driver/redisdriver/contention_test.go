@@ -185,7 +185,7 @@ func TestContendedRoundTrips(t *testing.T) {
 
 // maxCommandsPerHandoff bounds the server commands (scripts' own
 // included) per acquisition on a contended key in TestContendedRoundTrips.
-const maxCommandsPerHandoff = 60
+const maxCommandsPerHandoff = 34
 
 // serverCommands returns how many commands the server has run so far, the
 // commands that scripts run included (INFO commandstats).
@@ -209,4 +209,61 @@ func serverCommands(t *testing.T, c *redis.Client) int64 {
 		n += v
 	}
 	return n
+}
+
+// TestHandoffFastPaths: the fast paths of a queued newcomer's refusal and
+// of the release that hands the key over keep the full scripts' rules: the
+// newcomer queues behind the entries there, a handoff passes over an
+// expired head (the full script purges it), and the handed-over token
+// exceeds the released one and a token floor ahead of the clock.
+func TestHandoffFastPaths(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		ctx := ctxT(t)
+		d := newDriver(t, b.client(t))
+		k := uniqueKey(t, "k")
+		l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, 5*time.Second))
+		floor := l.Token + uint64(time.Hour/time.Microsecond)
+		lf, err := d.TryAcquire(ctx, floorReq(l, floor))
+		if err != nil || lf.Token != floor {
+			t.Fatalf("token floor: %+v, %v; want token %d", lf, err, floor)
+		}
+		l.Token = floor
+		short := req(k, owner(), driver.Exclusive, 50*time.Millisecond)
+		long := req(k, owner(), driver.Exclusive, 5*time.Second)
+		for _, w := range []driver.Request{short, long} {
+			_, err := tryQueued(d, ctx, w)
+			lockedRemaining(t, err)
+		}
+		time.Sleep(200 * time.Millisecond) // short's entry expires
+		if err := d.Release(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+		ll := handedOver(t, d, long, l.Token)
+		// A newcomer queued behind a live hold is handed the key by
+		// its release.
+		_, err = tryQueued(d, ctx, short)
+		lockedRemaining(t, err)
+		if err := d.Release(ctx, ll); err != nil {
+			t.Fatal(err)
+		}
+		ls := handedOver(t, d, short, ll.Token)
+		if err := d.Release(ctx, ls); err != nil {
+			t.Fatal(err)
+		}
+		mustAcquire(t, d, req(k, owner(), driver.Exclusive, time.Second))
+	})
+}
+
+// handedOver returns the lease that a handoff gave r's owner, and fails t
+// unless its token exceeds after.
+func handedOver(t *testing.T, d *redisdriver.Driver, r driver.Request, after uint64) driver.Lease {
+	t.Helper()
+	l, err := tryQueued(d, ctxT(t), r)
+	if err != nil {
+		t.Fatalf("after the handoff: %v", err)
+	}
+	if l.Token <= after {
+		t.Fatalf("handed-over token %d not above %d", l.Token, after)
+	}
+	return l
 }
