@@ -11,26 +11,14 @@ import (
 	"github.com/go-locker/locker/driver/memdriver"
 )
 
-// queueNotify is a memdriver.Driver that keeps a queue and notifies but
-// has no Acquirer: the front-end runs its own wait loop, as on Redis.
-type queueNotify struct{ d *memdriver.Driver }
+// queueNotify is a memdriver.Driver whose Capabilities report no
+// Acquire: the front-end, which uses only what the Capabilities report,
+// runs its own wait loop with a queue and notifications, as on Redis.
+type queueNotify struct{ *memdriver.Driver }
 
-func (q queueNotify) TryAcquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
-	return q.d.TryAcquire(ctx, r)
-}
-func (q queueNotify) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
-	return q.d.Refresh(ctx, l)
-}
-func (q queueNotify) Release(ctx context.Context, l driver.Lease) error { return q.d.Release(ctx, l) }
-func (q queueNotify) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
-	return q.d.Subscribe(ctx, key)
-}
-
-// Capabilities reports memdriver's, less Acquire and the interfaces
-// queueNotify lacks.
 func (q queueNotify) Capabilities() driver.Capabilities {
-	c := q.d.Capabilities()
-	c.Acquire, c.WatchLoss, c.RefreshBatch, c.Inspect, c.Values = false, false, false, false, false
+	c := q.Driver.Capabilities()
+	c.Acquire = false
 	return c
 }
 
