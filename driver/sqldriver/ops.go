@@ -62,6 +62,7 @@ type verdict struct {
 	token  int64
 	locked bool
 	left   int64              // µs the holds and queue entries in the way may last, from when they were read
+	held   bool               // locked by a live hold, not only by queue entries ahead
 	limit  *driver.LimitError // refused: the key's holders have another limit
 }
 
@@ -310,6 +311,7 @@ func (k *keyRows) inTheWay(a attempt) verdict {
 		for _, r := range k.holds {
 			block(r.remaining())
 		}
+		v.held = len(k.holds) > 0
 	}
 	// The wait queue: while it has live entries, only its head, or for a
 	// shared request a run of shared entries at its head (within the
@@ -419,7 +421,18 @@ var errChanged = errors.New("the lease changed concurrently; retry")
 // inTx runs f in a transaction and commits it, or rolls it back when f
 // fails.
 func (d *Driver) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	tx, err := d.db.BeginTx(ctx, nil)
+	return inTx(ctx, d.db, f)
+}
+
+// beginner is *sql.DB or *sql.Conn.
+type beginner interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
+// inTx runs f in a transaction of db and commits it, or rolls it back
+// when f fails.
+func inTx(ctx context.Context, db beginner, f func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -455,12 +468,25 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if errors.Is(err, sql.ErrNoRows) {
 		err = driver.ErrNotHeld
 	}
+	d.renewed(ctx, l, time.Duration(us)*time.Microsecond, err)
 	if err != nil {
 		return driver.Lease{}, d.opError(op, l.Key, err)
 	}
 	l.Token = uint64(tok)
 	l.TTL = time.Duration(us) * time.Microsecond
 	return l, nil
+}
+
+// renewed tells the bell of l, if the driver keeps one (see bells), how
+// a renewal for ttl ended: err nil extends it, ErrNotHeld releases it.
+func (d *Driver) renewed(ctx context.Context, l driver.Lease, ttl time.Duration, err error) {
+	switch {
+	case d.bells == nil:
+	case err == nil:
+		d.bells.renewed(bellKey{l.Key, l.Owner}, ttl)
+	case errors.Is(err, driver.ErrNotHeld):
+		d.bells.ring(ctx, bellKey{l.Key, l.Owner}, nil)
+	}
 }
 
 // execOne runs a statement that must change one row, and returns
@@ -535,6 +561,11 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 			// effort: the release has happened, and an anchor left
 			// behind goes with the key's next release.
 			_, _ = d.db.ExecContext(ctx, d.q.unanchor, l.Key)
+		}
+		if d.bells != nil {
+			// The hold is over, or its fate unknown: wake the next
+			// waiter, which checks.
+			d.bells.ring(ctx, bellKey{l.Key, l.Owner}, nil)
 		}
 	}
 	if err != nil {

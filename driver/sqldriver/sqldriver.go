@@ -96,6 +96,8 @@ type Driver struct {
 	// ln wakes waiters by LISTEN/NOTIFY; nil when the driver does not
 	// notify.
 	ln *listener
+	// bells wake MySQL waiters (Acquire); nil elsewhere.
+	bells *bells
 }
 
 var (
@@ -103,6 +105,7 @@ var (
 	_ driver.Describer      = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
 	_ driver.Notifier       = (*Driver)(nil)
+	_ driver.Acquirer       = (*Driver)(nil)
 )
 
 // New returns a driver over db that keeps its leases in the table named by
@@ -116,7 +119,11 @@ func New(db *sql.DB, opts *Options) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.dialect != PostgreSQL || (opts != nil && opts.NoNotify) {
+	if opts != nil && opts.NoNotify {
+		return d, nil
+	}
+	if d.dialect == MySQL {
+		d.bells = &bells{}
 		return d, nil
 	}
 	if _, ok := db.Driver().(*stdlib.Driver); !ok {
@@ -232,7 +239,8 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		MinTTL: MinTTL, MaxTTL: MaxTTL,
 		Queue:        true,
 		RefreshBatch: true, Inspect: true,
-		Notify: d.ln != nil,
+		Notify:  d.ln != nil,
+		Acquire: d.bells != nil,
 	}
 }
 
