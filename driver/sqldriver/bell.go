@@ -121,10 +121,14 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	if err != nil {
 		discard(conn) // whatever its session held goes with it
 		_ = conn.Close()
-		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-			err = fmt.Errorf("%w: %w", cerr, err)
-		}
-		if !dbClosed(d.db) {
+		if cerr := ctx.Err(); cerr != nil {
+			if !errors.Is(err, cerr) {
+				err = fmt.Errorf("%w: %w", cerr, err)
+			}
+			// The caller gives up: its queue entry goes now rather than
+			// when the front-end's cleanup comes. Only then: after any
+			// other error the front-end may attempt again with the same
+			// owner, and a late Release would take its grant.
 			go d.leave(req)
 		}
 		return driver.Lease{}, d.opError(op, req.Key, err)
