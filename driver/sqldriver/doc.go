@@ -23,7 +23,8 @@
 // that have waited a moment (locker.WithFairnessThreshold) join a queue of
 // rows, served in order across processes, so a waiting writer is not
 // starved by a stream of readers; on PostgreSQL they are
-// woken by NOTIFY, on MySQL they poll (see Waiting). Renewals due together
+// woken by NOTIFY, on MySQL by the release of a user-level lock (see
+// Waiting). Renewals due together
 // go out in one statement (PostgreSQL) or a few transactions (MySQL). A
 // lost hold is learnt from a refused renewal or the front-end's local
 // deadline: the database does not report it. Holds are committed rows, as
@@ -111,22 +112,63 @@
 // subscribed (and for a second after the last one leaves, or until
 // [Driver.Close]), and reconnecting when that connection fails. The
 // connection hears the releases of every key in the table and passes on
-// those of the keys it has subscribers for. On
-// MySQL (and with Options.NoNotify) waiters poll TryAcquire with
-// exponential backoff, each wait capped by the remaining lease that the
-// refused attempt reported ([driver.LockedError]). The front-end's default
-// backoff grows to 250ms, which bounds a contended MySQL lock to a few
-// handoffs per second; locker.WithBackoff(time.Millisecond,
-// 10*time.Millisecond) trades more queries for handoffs in milliseconds
-// (see BENCHMARKS.md).
+// those of the keys it has subscribers for.
+//
+// On MySQL and MariaDB (without Options.NoNotify) New returns a driver
+// whose Capabilities report Acquire: the waiter at the head of a
+// process's line for a key waits in [Driver.Acquire], in the key's wait
+// queue, woken by the key's bell rather than by polling. The bell is a
+// user-level lock (GET_LOCK), named "locker:" and 32 hex digits of a
+// SHA-256 of the database, the table and the key (lock names are the
+// server's, and at most 64 characters long). It is a wake-up only: the
+// lease rows stay the truth for grants, TTLs, tokens and losses.
+//
+//   - A waiter takes a connection of its own from the pool, makes a
+//     queued attempt on it, and, refused, blocks in GET_LOCK on the bell
+//     for at most the time the holds in its way may last (and a third of
+//     its TTL, to renew its queue entry). Woken, it attempts again.
+//   - An exclusive holder granted by Acquire keeps the bell, and the
+//     connection, until its Release, which releases the bell
+//     (RELEASE_ALL_LOCKS) after deleting the hold and returns the
+//     connection to the pool: that wakes one waiter, the first in the
+//     server's line for the lock, which is granted the key in one
+//     attempt. The bell is also released when a renewal finds the hold
+//     gone, or when the hold's TTL passes without a renewal. A shared
+//     grant gives the bell back at once, waking the next waiter, which
+//     may be a reader granted beside it.
+//   - A holder that dies drops its connection, and the server releases
+//     its bell: the waiter it wakes finds the hold live and waits for
+//     its lease to run out, as before.
+//   - A waiter that gets the bell while a hold without it is in the way
+//     (a holder granted without waiting, readers, a hold whose bell was
+//     lost) keeps the bell and polls, with a backoff from 1ms to 50ms
+//     capped by the hold's remaining lease: the only waiter of the key
+//     that polls, the others waiting behind it in GET_LOCK. One that gets
+//     it while only queue entries ahead of it are in the way passes it
+//     on, backing off if it comes straight back.
+//   - A waiter whose context ends returns at once: its connection is
+//     closed, which ends its GET_LOCK and releases whatever its session
+//     held (MariaDB notices a closed connection while GET_LOCK waits;
+//     the package's tests check it), and its queue entry is deleted in
+//     the background.
+//
+// With Options.NoNotify, and on PostgreSQL through other database/sql
+// drivers, waiters poll TryAcquire with exponential backoff, each wait capped by the
+// remaining lease that the refused attempt reported
+// ([driver.LockedError]). The front-end's default backoff grows to
+// 250ms, which bounds a contended lock to a few handoffs per second;
+// locker.WithBackoff(time.Millisecond, 10*time.Millisecond) trades more
+// queries for handoffs in milliseconds (see BENCHMARKS.md).
 //
 // # Connection pools
 //
 // Every operation is one statement or one short transaction, and the
 // driver keeps no session state on pooled connections: no advisory locks,
-// no temporary tables, no session variables. It therefore works with any
-// *sql.DB pool settings and behind transaction-pooling proxies such as
-// PgBouncer, except for LISTEN, which needs a session of its own: behind a
+// no temporary tables, no session variables. A MySQL bell is held on a
+// connection taken out of the pool (DB.Conn) and released before the
+// connection goes back, or the connection is closed. It therefore works
+// with any *sql.DB pool settings and behind transaction-pooling proxies
+// such as PgBouncer, except for LISTEN, which needs a session of its own: behind a
 // transaction-pooling PgBouncer, set Options.NoNotify (waiters then poll)
 // or give the driver a *sql.DB that connects to PostgreSQL directly. The
 // statements use pgx's query execution mode as configured on the pool
@@ -136,6 +178,11 @@
 // advisory lock of an acquire ends with its transaction and is safe under
 // transaction pooling. The listening connection is one more connection of
 // the pool while waiters exist; count it in SetMaxOpenConns.
+//
+// On MySQL each waiting key (one waiter per key and process at a time)
+// and each exclusive hold granted after a wait takes one connection of
+// the pool for as long as it waits or holds: count them in
+// SetMaxOpenConns, or set Options.NoNotify to poll instead.
 //
 // With go-sql-driver/mysql, add interpolateParams=true to the DSN: each
 // statement then takes one round trip instead of a prepare, an execute and
