@@ -61,11 +61,17 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// waitingInGetLock reports how many sessions wait in GET_LOCK.
-func waitingInGetLock(t *testing.T, admin *sql.DB) int {
+// waitingInGetLock reports how many sessions wait in GET_LOCK for key's
+// bell.
+func waitingInGetLock(t *testing.T, admin *sql.DB, d *sqldriver.Driver, key string) int {
 	t.Helper()
+	name, err := sqldriver.BellName(ctxT(t), d, key)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var n int
-	err := admin.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT GET_LOCK(%'").Scan(&n)
+	err = admin.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE ?",
+		"SELECT GET_LOCK('"+name+"'%").Scan(&n)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +153,7 @@ func TestBellWakesWithoutPolling(t *testing.T) {
 	c1 := acquireAsync(ctx, d1, req(key, driver.Exclusive, 30*time.Second))
 	eventually(t, "the first waiter takes the bell", func() bool { return bellOf(t, admin, d0, key) != 0 })
 	c2 := acquireAsync(ctx, d2, req(key, driver.Exclusive, 30*time.Second))
-	eventually(t, "the second waiter waits in GET_LOCK", func() bool { return waitingInGetLock(t, admin) == 1 })
+	eventually(t, "the second waiter waits in GET_LOCK", func() bool { return waitingInGetLock(t, admin, d0, key) == 1 })
 	if err := d0.Release(ctx, l0); err != nil {
 		t.Fatal(err)
 	}
@@ -263,9 +269,13 @@ func TestBellKilledHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	l1 := granted(t, c1)
-	grantedAt := time.Now()
+	// The lease runs from the server's grant, after l1.Start.
+	grantedAt := l1.Start
+	if grantedAt.IsZero() {
+		t.Fatal("Acquire returned a lease without Start")
+	}
 	c2 := acquireAsync(ctx, d2, req(key, driver.Exclusive, 30*time.Second))
-	eventually(t, "the second waiter waits in GET_LOCK", func() bool { return waitingInGetLock(t, admin) == 1 })
+	eventually(t, "the second waiter waits in GET_LOCK", func() bool { return waitingInGetLock(t, admin, d0, key) == 1 })
 
 	// d1's process dies: its sockets close, nothing is released.
 	p := clientOf(t, d1).proxy
