@@ -255,6 +255,15 @@ func (w *waiter) giveBack(ctx context.Context) {
 func (w *waiter) granted(ctx context.Context, req driver.Request, v verdict, sent time.Time) (driver.Lease, error) {
 	ttl := time.Duration(w.a.us) * time.Microsecond
 	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(v.token), TTL: ttl, Start: sent}
+	if !w.held && req.Mode == driver.Exclusive {
+		// Granted without waiting for the bell: take it if it is free,
+		// so that the next waiter is woken rather than polls.
+		var got sql.NullInt64
+		if err := w.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", w.name).Scan(&got); err != nil {
+			discard(w.conn) // the session may hold it: it goes
+		}
+		w.held = got.Int64 == 1
+	}
 	if !w.held || req.Mode != driver.Exclusive {
 		w.giveBack(ctx)
 		return l, nil
