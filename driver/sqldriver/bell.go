@@ -201,13 +201,23 @@ func (w *waiter) wait(ctx context.Context, req driver.Request) (driver.Lease, er
 	}
 }
 
-// try makes one queued attempt on the waiter's connection.
+// try makes one queued attempt on the waiter's connection, in a
+// transaction of BEGIN and COMMIT statements rather than a *sql.Tx:
+// database/sql rolls back a Tx whose context ends between two statements
+// without a deadline, and holds the connection, which Acquire then could
+// not close by its deadline. A failed attempt leaves its transaction to
+// the session, which Acquire closes; only a deadlock, which rolls the
+// whole transaction back, is attempted again on the same connection.
 func (w *waiter) try(ctx context.Context) (v verdict, err error) {
 	err = retryRolledBack(func() error {
-		return inTx(ctx, w.conn, func(tx *sql.Tx) (err error) {
-			v, err = w.d.acquireTx(ctx, tx, w.a)
+		if _, err := w.conn.ExecContext(ctx, "BEGIN"); err != nil {
 			return err
-		})
+		}
+		if v, err = w.d.acquireTx(ctx, w.conn, w.a); err != nil {
+			return err
+		}
+		_, err := w.conn.ExecContext(ctx, "COMMIT")
+		return err
 	})
 	return v, err
 }
@@ -287,7 +297,9 @@ func (b *bells) keep(k bellKey, conn *sql.Conn, ttl time.Duration) {
 	if old != nil {
 		// Cannot happen (an owner is granted once); never leak a session.
 		old.timer.Stop()
-		old.ring(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), ringTimeout)
+		defer cancel()
+		old.ring(ctx)
 	}
 }
 

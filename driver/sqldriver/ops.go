@@ -127,7 +127,7 @@ func checkRequest(req driver.Request, queued bool) (attempt, error) {
 // acquireTx is the transaction of acquire: it serialises with the other
 // acquires of key (see queries.lock), reads the lock's rows, and carries
 // out what decide makes of them.
-func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, a attempt) (verdict, error) {
+func (d *Driver) acquireTx(ctx context.Context, tx querier, a attempt) (verdict, error) {
 	if err := d.lockKey(ctx, tx, a.key); err != nil {
 		return verdict{}, err
 	}
@@ -365,7 +365,7 @@ func nextToken(last, clock int64) int64 { return max(last+1, clock) }
 
 // lockKey serialises tx with the other acquires of key until it ends
 // (see queries.lock).
-func (d *Driver) lockKey(ctx context.Context, tx *sql.Tx, key string) error {
+func (d *Driver) lockKey(ctx context.Context, tx querier, key string) error {
 	var arg any = key
 	if d.dialect == PostgreSQL {
 		arg = lockID(key)
@@ -385,7 +385,7 @@ func cmpInt(a, b int64) int {
 }
 
 // readRows reads every row of key.
-func (d *Driver) readRows(ctx context.Context, tx *sql.Tx, key string) ([]row, error) {
+func (d *Driver) readRows(ctx context.Context, tx querier, key string) ([]row, error) {
 	rs, err := tx.QueryContext(ctx, d.q.rows, key)
 	if err != nil {
 		return nil, err
@@ -421,18 +421,7 @@ var errChanged = errors.New("the lease changed concurrently; retry")
 // inTx runs f in a transaction and commits it, or rolls it back when f
 // fails.
 func (d *Driver) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
-	return inTx(ctx, d.db, f)
-}
-
-// beginner is *sql.DB or *sql.Conn.
-type beginner interface {
-	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
-}
-
-// inTx runs f in a transaction of db and commits it, or rolls it back
-// when f fails.
-func inTx(ctx context.Context, db beginner, f func(tx *sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -441,6 +430,13 @@ func inTx(ctx context.Context, db beginner, f func(tx *sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// querier is a *sql.Tx, or a *sql.Conn in a transaction of its own
+// (Acquire's, see waiter.try).
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // Refresh implements driver.Driver in one statement (two on MySQL when
