@@ -16,24 +16,27 @@ import (
 )
 
 // Bells wake MySQL waiters without polling (see Waiting in the package
-// documentation). The bell of a key is a MySQL user-level lock
-// (GET_LOCK) named after a hash of the database, table and key. It is
-// only a wake-up: the lease rows stay the truth, and every grant is still
-// decided by an acquire's transaction.
+// documentation). The bell of an owner of a key is a MySQL user-level
+// lock (GET_LOCK) named after a hash of the database, table, key and
+// owner. It is only a wake-up: the lease rows stay the truth, and every
+// grant is still decided by an acquire's transaction.
 //
-// A waiter (Acquire) blocks in GET_LOCK on the key's bell on a connection
-// of its own. An exclusive holder that was granted the key by Acquire
-// keeps the bell on that connection for as long as it holds the key, and
-// its Release (or Refresh learning that the hold is gone, or the end of
-// the hold's TTL without a renewal) releases it, which wakes exactly one
-// waiter, the first in the server's line for the lock. A holder that
-// dies drops its connection, and the server releases its bell with it.
+// A waiter (Acquire) takes its own bell on a connection of its own before
+// it joins the key's wait queue, and keeps it while it waits. Refused, it
+// blocks in GET_LOCK on the bell of the owner just ahead of it in the
+// queue (or, at the head, of the holder): that owner's release, or its
+// end, wakes exactly this waiter, in the queue's order. An exclusive
+// holder granted by Acquire keeps its bell on that connection for as long
+// as it holds the key, and its Release (or Refresh learning that the hold
+// is gone, or the end of the hold's TTL without a renewal) releases it. A
+// holder or waiter that dies drops its connection, and the server
+// releases its bell with it.
 //
-// A waiter that gets the bell while the key is still held (by an owner
-// granted without Acquire, by a shared holder, by one whose bell was
-// lost) keeps it and polls, with a backoff capped by the hold's
-// remaining lease: the only waiter of the key that polls. One that gets
-// it while only queue entries ahead of it are in the way passes it on.
+// A waiter whose bell of the owner ahead is free while that owner is
+// still ahead (a holder granted without Acquire, readers, an owner whose
+// bell was lost) polls, with a backoff capped by the hold's remaining
+// lease: only the queue's head can meet a holder, so at most one waiter
+// of a key polls.
 type bells struct {
 	mu sync.Mutex
 	m  map[bellKey]*bell
@@ -49,15 +52,14 @@ type bell struct {
 	timer *time.Timer
 }
 
-// bellWaitMax caps the backoff of the waiter that polls while it holds
-// the bell.
+// bellWaitMax caps the backoff of the waiter that polls.
 const bellWaitMax = 50 * time.Millisecond
 
-// bellName returns the name of key's bell: "locker:" and 32 hex digits of
-// a SHA-256 of the namespace (the database and table) and the key, within
-// MySQL's 64-character limit on lock names. Lock names are the server's,
-// shared by every database on it.
-func (d *Driver) bellName(ctx context.Context, key string) (string, error) {
+// bellName returns the name of the bell of owner for key: "locker:" and 32
+// hex digits of a SHA-256 of the namespace (the database and table), the
+// key and the owner, within MySQL's 64-character limit on lock names.
+// Lock names are the server's, shared by every database on it.
+func (d *Driver) bellName(ctx context.Context, key, owner string) (string, error) {
 	b := d.bells
 	b.mu.Lock()
 	ns := b.ns
@@ -75,20 +77,21 @@ func (d *Driver) bellName(ctx context.Context, key string) (string, error) {
 		b.ns = ns
 		b.mu.Unlock()
 	}
-	sum := sha256.Sum256([]byte(ns + "\x00" + key))
+	sum := sha256.Sum256([]byte(ns + "\x00" + key + "\x00" + owner))
 	return "locker:" + hex.EncodeToString(sum[:16]), nil
 }
 
 // Acquire implements driver.Acquirer on MySQL (made by New without
 // Options.NoNotify): it waits for req.Key in the key's wait queue
-// (Request.Queued), woken by the key's bell rather than by polling, and
-// returns the grant with Lease.Start set. Elsewhere it fails with a
-// permanent error wrapping errors.ErrUnsupported.
+// (Request.Queued), woken by the bell of the owner ahead of it rather than
+// by polling, and returns the grant with Lease.Start set. Elsewhere it
+// fails with a permanent error wrapping errors.ErrUnsupported.
 //
 // It takes one connection from the pool for as long as it waits, and an
-// exclusive grant keeps it, with the bell, until Release. It returns by
-// ctx's deadline: a connection whose wait ctx ended is closed, which
-// releases anything the session held.
+// exclusive grant keeps it, with the owner's bell, until Release. It
+// returns by ctx's deadline: a connection whose wait ctx ended is closed,
+// which releases anything the session held, and the owner's queue entry
+// is then deleted in the background.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
 	if d.bells == nil {
@@ -102,7 +105,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	if err != nil {
 		return driver.Lease{}, d.opError(op, req.Key, err)
 	}
-	name, err := d.bellName(ctx, req.Key)
+	name, err := d.bellName(ctx, req.Key, req.Owner)
 	if err != nil {
 		return driver.Lease{}, d.opError(op, req.Key, err)
 	}
@@ -145,20 +148,27 @@ func (d *Driver) leave(req driver.Request) {
 }
 
 // waiter is one Acquire call: its connection, and whether that
-// connection's session holds the key's bell.
+// connection's session holds the owner's bell.
 type waiter struct {
 	d    *Driver
 	conn *sql.Conn
-	name string
+	name string // the owner's bell
 	a    attempt
-	held bool // the session holds the bell
+	held bool // the session holds the owner's bell
 }
 
-// wait attempts, and waits for the bell between attempts, until req is
-// granted or ctx is done.
+// wait takes the owner's bell, then attempts, and waits for the bell of
+// the owner ahead between attempts, until req is granted or ctx is done.
 func (w *waiter) wait(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	var got sql.NullInt64
+	if err := w.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", w.name).Scan(&got); err != nil {
+		return driver.Lease{}, err
+	}
+	// Not granted only when this owner's bell is kept already, by its
+	// hold in this driver: the wait goes on without.
+	w.held = got.Int64 == 1
 	bo := driverkit.Backoff{Min: time.Millisecond, Max: bellWaitMax}
-	passed := false
+	woke := "" // the owner whose bell was found free last
 	for {
 		sent := time.Now()
 		v, err := w.try(ctx)
@@ -174,29 +184,21 @@ func (w *waiter) wait(ctx context.Context, req driver.Request) (driver.Lease, er
 		// Wait at most until the holds and entries in the way may
 		// expire, and renew the queue entry within its TTL.
 		wait := min(time.Duration(v.left)*time.Microsecond+time.Millisecond, time.Duration(w.a.us)*time.Microsecond/3)
-		if w.held && v.held {
-			// The holder has no bell: poll, the key's only waiter that
-			// does.
+		if v.ahead == "" || v.ahead == woke {
+			// Several holds ahead, or the owner ahead has no bell:
+			// poll, as only the queue's head can.
 			if err := sleep(ctx, min(bo.Next(), wait)); err != nil {
 				return driver.Lease{}, err
 			}
 			continue
 		}
-		if w.held {
-			// Only queue entries ahead: pass the bell on to them, and
-			// back off if it comes straight back.
-			if err := w.release(ctx); err != nil {
-				return driver.Lease{}, err
-			}
-			if passed {
-				if err := sleep(ctx, min(bo.Next(), wait)); err != nil {
-					return driver.Lease{}, err
-				}
-			}
-			passed = true
-		}
-		if err := w.listen(ctx, wait); err != nil {
+		bo.Reset()
+		rang, err := w.listen(ctx, v.ahead, wait)
+		if err != nil {
 			return driver.Lease{}, err
+		}
+		if rang {
+			woke = v.ahead
 		}
 	}
 }
@@ -222,28 +224,39 @@ func (w *waiter) try(ctx context.Context) (v verdict, err error) {
 	return v, err
 }
 
-// listen waits in GET_LOCK for the bell, at most wait.
-func (w *waiter) listen(ctx context.Context, wait time.Duration) error {
+// listen waits in GET_LOCK, at most wait, for the bell of owner, the one
+// ahead, and releases it at once in the same statement: it reports
+// whether the bell was free (rang, or never held).
+func (w *waiter) listen(ctx context.Context, owner string, wait time.Duration) (rang bool, err error) {
+	name, err := w.d.bellName(ctx, w.a.key, owner)
+	if err != nil {
+		return false, err
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(dl))
 	}
-	var got sql.NullInt64
-	err := w.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", w.name, max(wait, 0).Seconds()).Scan(&got)
+	var got, released sql.NullInt64
+	err = w.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?), RELEASE_LOCK(?)", name, max(wait, 0).Seconds(), name).
+		Scan(&got, &released)
 	if err != nil {
-		return err
+		return false, err
 	}
-	w.held = got.Int64 == 1
-	return ctx.Err()
+	return got.Int64 == 1, ctx.Err()
 }
 
-// release gives up the bell, which wakes the next waiter.
+// release gives up the session's user locks: the owner's bell, which
+// wakes the waiter behind it. Any other count than expected is an error.
 func (w *waiter) release(ctx context.Context) error {
 	var n sql.NullInt64
 	if err := w.conn.QueryRowContext(ctx, "SELECT RELEASE_ALL_LOCKS()").Scan(&n); err != nil {
 		return err
 	}
-	if n.Int64 != 1 {
-		return fmt.Errorf("bell: released %d user locks, want 1", n.Int64)
+	want := int64(0)
+	if w.held {
+		want = 1
+	}
+	if n.Int64 != want {
+		return fmt.Errorf("bell: released %d user locks, want %d", n.Int64, want)
 	}
 	w.held = false
 	return nil
@@ -252,28 +265,19 @@ func (w *waiter) release(ctx context.Context) error {
 // giveBack releases the bell if the waiter holds it and returns the
 // connection to the pool, or closes it when that fails.
 func (w *waiter) giveBack(ctx context.Context) {
-	if w.held && w.release(ctx) != nil {
+	if w.release(ctx) != nil {
 		discard(w.conn)
 	}
 	_ = w.conn.Close()
 }
 
 // granted returns the lease of a grant whose attempt was sent at sent. An
-// exclusive holder keeps the bell, if the waiter holds it, until its
-// release; otherwise the waiter gives it back, and so wakes the next
-// waiter (a shared request that may be granted beside this one).
+// exclusive holder keeps the owner's bell until its release; a shared
+// one gives it back, and so wakes the waiter behind it, which may be a
+// reader granted beside it.
 func (w *waiter) granted(ctx context.Context, req driver.Request, v verdict, sent time.Time) (driver.Lease, error) {
 	ttl := time.Duration(w.a.us) * time.Microsecond
 	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(v.token), TTL: ttl, Start: sent}
-	if !w.held && req.Mode == driver.Exclusive {
-		// Granted without waiting for the bell: take it if it is free,
-		// so that the next waiter is woken rather than polls.
-		var got sql.NullInt64
-		if err := w.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", w.name).Scan(&got); err != nil {
-			discard(w.conn) // the session may hold it: it goes
-		}
-		w.held = got.Int64 == 1
-	}
 	if !w.held || req.Mode != driver.Exclusive {
 		w.giveBack(ctx)
 		return l, nil

@@ -36,11 +36,11 @@ func countedDriver(t *testing.T, rt *roundTrips) (*sqldriver.Driver, *sql.DB) {
 	return d, db
 }
 
-// bellOf returns the connection id of the session that holds key's bell,
-// or 0.
-func bellOf(t *testing.T, admin *sql.DB, d *sqldriver.Driver, key string) int64 {
+// bellOf returns the connection id of the session that holds the bell of
+// owner for key, or 0.
+func bellOf(t *testing.T, admin *sql.DB, d *sqldriver.Driver, key, owner string) int64 {
 	t.Helper()
-	name, err := sqldriver.BellName(ctxT(t), d, key)
+	name, err := sqldriver.BellName(ctxT(t), d, key, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,11 +61,11 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// waitingInGetLock reports how many sessions wait in GET_LOCK for key's
-// bell.
-func waitingInGetLock(t *testing.T, admin *sql.DB, d *sqldriver.Driver, key string) int {
+// waitingInGetLock reports how many sessions wait in GET_LOCK for the bell
+// of owner for key.
+func waitingInGetLock(t *testing.T, admin *sql.DB, d *sqldriver.Driver, key, owner string) int {
 	t.Helper()
-	name, err := sqldriver.BellName(ctxT(t), d, key)
+	name, err := sqldriver.BellName(ctxT(t), d, key, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,19 +148,22 @@ func TestBellWakesWithoutPolling(t *testing.T) {
 	d2, db2 := countedDriver(t, &rt2)
 
 	// A holder granted without Acquire has no bell: the first waiter
-	// takes the bell and polls; the second waits for the bell.
+	// polls; the second waits for the first's bell.
 	l0 := mustAcquire(t, d0, req(key, driver.Exclusive, 30*time.Second))
-	c1 := acquireAsync(ctx, d1, req(key, driver.Exclusive, 30*time.Second))
-	eventually(t, "the first waiter takes the bell", func() bool { return bellOf(t, admin, d0, key) != 0 })
-	c2 := acquireAsync(ctx, d2, req(key, driver.Exclusive, 30*time.Second))
-	eventually(t, "the second waiter waits in GET_LOCK", func() bool { return waitingInGetLock(t, admin, d0, key) == 1 })
+	r1, r2 := req(key, driver.Exclusive, 30*time.Second), req(key, driver.Exclusive, 30*time.Second)
+	c1 := acquireAsync(ctx, d1, r1)
+	eventually(t, "the first waiter takes its bell", func() bool { return bellOf(t, admin, d0, key, r1.Owner) != 0 })
+	c2 := acquireAsync(ctx, d2, r2)
+	eventually(t, "the second waiter waits in GET_LOCK for the first's bell", func() bool {
+		return waitingInGetLock(t, admin, d0, key, r1.Owner) == 1
+	})
 	if err := d0.Release(ctx, l0); err != nil {
 		t.Fatal(err)
 	}
 	l1 := granted(t, c1)
-	bell := bellOf(t, admin, d0, key)
+	bell := bellOf(t, admin, d0, key, r1.Owner)
 	if bell == 0 {
-		t.Fatal("the holder granted by Acquire does not keep the bell")
+		t.Fatal("the holder granted by Acquire does not keep its bell")
 	}
 
 	// The second waiter sends nothing while it waits.
@@ -186,13 +189,16 @@ func TestBellWakesWithoutPolling(t *testing.T) {
 	if l2.Token <= l1.Token || l1.Token <= l0.Token {
 		t.Errorf("tokens %d, %d, %d; want increasing", l0.Token, l1.Token, l2.Token)
 	}
-	if id := bellOf(t, admin, d0, key); id == 0 || id == bell {
-		t.Errorf("bell held by session %d after the handoff (the first holder's was %d); want the new holder's", id, bell)
+	if id := bellOf(t, admin, d0, key, r1.Owner); id != 0 {
+		t.Errorf("the first holder's bell held by session %d after its release; want free", id)
+	}
+	if id := bellOf(t, admin, d0, key, r2.Owner); id == 0 || id == bell {
+		t.Errorf("the new holder's bell held by session %d (the first holder's was %d); want its own", id, bell)
 	}
 	if err := d2.Release(ctx, l2); err != nil {
 		t.Fatal(err)
 	}
-	if id := bellOf(t, admin, d0, key); id != 0 {
+	if id := bellOf(t, admin, d0, key, r2.Owner); id != 0 {
 		t.Errorf("bell held by session %d after the last release; want free", id)
 	}
 	checkPoolClean(t, db1)
@@ -216,11 +222,12 @@ func TestBellCancel(t *testing.T) {
 	start := time.Now()
 	ctx1, cancel1 := context.WithTimeout(context.Background(), wait)
 	defer cancel1()
-	c1 := acquireAsync(ctx1, d1, req(key, driver.Exclusive, 30*time.Second))
-	eventually(t, "the first waiter takes the bell", func() bool { return bellOf(t, admin, d0, key) != 0 })
+	r1, r2 := req(key, driver.Exclusive, 30*time.Second), req(key, driver.Exclusive, 30*time.Second)
+	c1 := acquireAsync(ctx1, d1, r1)
+	eventually(t, "the first waiter takes its bell", func() bool { return bellOf(t, admin, d0, key, r1.Owner) != 0 })
 	ctx2, cancel2 := context.WithTimeout(context.Background(), wait)
 	defer cancel2()
-	c2 := acquireAsync(ctx2, d2, req(key, driver.Exclusive, 30*time.Second))
+	c2 := acquireAsync(ctx2, d2, r2)
 	for i, c := range []<-chan acquired{c1, c2} {
 		select {
 		case g := <-c:
@@ -232,7 +239,9 @@ func TestBellCancel(t *testing.T) {
 		}
 	}
 	t.Logf("both returned %v after the first began", time.Since(start).Round(time.Millisecond))
-	eventually(t, "the bell is free once the waiters gave up", func() bool { return bellOf(t, admin, d0, key) == 0 })
+	eventually(t, "the bells are free once the waiters gave up", func() bool {
+		return bellOf(t, admin, d0, key, r1.Owner) == 0 && bellOf(t, admin, d0, key, r2.Owner) == 0
+	})
 	if err := d0.Release(ctxT(t), l0); err != nil {
 		t.Fatal(err)
 	}
@@ -263,8 +272,9 @@ func TestBellKilledHolder(t *testing.T) {
 	// d1 is granted by Acquire behind d0, and keeps the bell.
 	l0 := mustAcquire(t, d0, req(key, driver.Exclusive, 30*time.Second))
 	const ttl = 2 * time.Second
-	c1 := acquireAsync(ctx, d1, req(key, driver.Exclusive, ttl))
-	eventually(t, "the first waiter takes the bell", func() bool { return bellOf(t, admin, d0, key) != 0 })
+	r1 := req(key, driver.Exclusive, ttl)
+	c1 := acquireAsync(ctx, d1, r1)
+	eventually(t, "the first waiter takes its bell", func() bool { return bellOf(t, admin, d0, key, r1.Owner) != 0 })
 	if err := d0.Release(ctx, l0); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +285,9 @@ func TestBellKilledHolder(t *testing.T) {
 		t.Fatal("Acquire returned a lease without Start")
 	}
 	c2 := acquireAsync(ctx, d2, req(key, driver.Exclusive, 30*time.Second))
-	eventually(t, "the second waiter waits in GET_LOCK", func() bool { return waitingInGetLock(t, admin, d0, key) == 1 })
+	eventually(t, "the second waiter waits in GET_LOCK for the holder's bell", func() bool {
+		return waitingInGetLock(t, admin, d0, key, r1.Owner) == 1
+	})
 
 	// d1's process dies: its sockets close, nothing is released.
 	p := clientOf(t, d1).proxy
@@ -303,21 +315,18 @@ func TestBellKilledHolder(t *testing.T) {
 
 // TestBellNoSessionState: after contended Mutexes of several clients (as
 // processes) have come and gone, their pools hold no user lock, no open
-// transaction, and the key's bell is free.
+// transaction.
 func TestBellNoSessionState(t *testing.T) {
-	b := mariadb(t)
-	admin := b.db(t)
+	mariadb(t)
 	ctx := ctxT(t)
 	key := uniqueKey(t, "k")
 	const clients, rounds = 4, 5
 	dbs := make([]*sql.DB, clients)
 	ms := make([]*locker.Mutex, clients)
-	var d0 *sqldriver.Driver
 	for i := range ms {
 		var rt roundTrips
 		var d *sqldriver.Driver
 		d, dbs[i] = countedDriver(t, &rt)
-		d0 = d
 		c := locker.New(d, locker.WithTTL(10*time.Second))
 		t.Cleanup(func() { _ = c.Close(context.Background()) })
 		ms[i] = c.Mutex(key)
@@ -344,9 +353,6 @@ func TestBellNoSessionState(t *testing.T) {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
-	}
-	if id := bellOf(t, admin, d0, key); id != 0 {
-		t.Errorf("bell held by session %d after every hold was released", id)
 	}
 	for _, db := range dbs {
 		checkPoolClean(t, db)

@@ -62,7 +62,7 @@ type verdict struct {
 	token  int64
 	locked bool
 	left   int64              // µs the holds and queue entries in the way may last, from when they were read
-	held   bool               // locked by a live hold, not only by queue entries ahead
+	ahead  string             // a queued attempt refused: the owner just ahead of it (see keyRows.ahead)
 	limit  *driver.LimitError // refused: the key's holders have another limit
 }
 
@@ -180,6 +180,7 @@ func (d *Driver) decide(rows []row, a attempt) (verdict, []stmt) {
 		if !a.queued {
 			return v, stmts
 		}
+		v.ahead = k.ahead(a)
 		qmode := a.mode + modeQueuedExclusive - modeExclusive
 		if k.mine != nil {
 			// Keep the place in the queue; renew the entry.
@@ -311,7 +312,6 @@ func (k *keyRows) inTheWay(a attempt) verdict {
 		for _, r := range k.holds {
 			block(r.remaining())
 		}
-		v.held = len(k.holds) > 0
 	}
 	// The wait queue: while it has live entries, only its head, or for a
 	// shared request a run of shared entries at its head (within the
@@ -327,6 +327,24 @@ func (k *keyRows) inTheWay(a attempt) verdict {
 		}
 	}
 	return v
+}
+
+// ahead returns the owner just ahead of a queued attempt that is refused:
+// the queue entry before a.owner's (its own, or the one it joins at the
+// tail), or for the head the one live hold in the way; "" when several
+// holds are. MySQL's waiters wait for that owner's bell (see bells).
+func (k *keyRows) ahead(a attempt) string {
+	before := k.queue
+	if i := slices.IndexFunc(k.queue, func(r *row) bool { return r.owner == a.owner }); i >= 0 {
+		before = k.queue[:i]
+	}
+	switch {
+	case len(before) > 0:
+		return before[len(before)-1].owner
+	case len(k.holds) == 1:
+		return k.holds[0].owner
+	}
+	return ""
 }
 
 // servable reports whether the wait queue (live entries by arrival) lets
