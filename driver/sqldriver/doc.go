@@ -23,8 +23,8 @@
 // that have waited a moment (locker.WithFairnessThreshold) join a queue of
 // rows, served in order across processes, so a waiting writer is not
 // starved by a stream of readers; on PostgreSQL they are
-// woken by NOTIFY, on MySQL by the release of a user-level lock (see
-// Waiting). Renewals due together
+// woken by NOTIFY, on MySQL by the release of a user-level lock held by
+// the owner ahead of them (see Waiting). Renewals due together
 // go out in one statement (PostgreSQL) or a few transactions (MySQL). A
 // lost hold is learnt from a refused renewal or the front-end's local
 // deadline: the database does not report it. Holds are committed rows, as
@@ -117,35 +117,36 @@
 // On MySQL and MariaDB (without Options.NoNotify) New returns a driver
 // whose Capabilities report Acquire: the waiter at the head of a
 // process's line for a key waits in [Driver.Acquire], in the key's wait
-// queue, woken by the key's bell rather than by polling. The bell is a
-// user-level lock (GET_LOCK), named "locker:" and 32 hex digits of a
-// SHA-256 of the database, the table and the key (lock names are the
-// server's, and at most 64 characters long). It is a wake-up only: the
-// lease rows stay the truth for grants, TTLs, tokens and losses.
+// queue, woken by a bell rather than by polling. Every waiting or
+// holding owner has a bell: a user-level lock (GET_LOCK) named "locker:"
+// and 32 hex digits of a SHA-256 of the database, the table, the key and
+// the owner (lock names are the server's, and at most 64 characters
+// long). Bells are wake-ups only: the lease rows stay the truth for
+// grants, TTLs, tokens and losses.
 //
-//   - A waiter takes a connection of its own from the pool, makes a
-//     queued attempt on it, and, refused, blocks in GET_LOCK on the bell
-//     for at most the time the holds in its way may last (and a third of
-//     its TTL, to renew its queue entry). Woken, it attempts again.
-//   - An exclusive holder granted by Acquire keeps the bell, and the
+//   - A waiter takes a connection of its own from the pool and its own
+//     bell on it, then makes a queued attempt on it. Refused, it blocks in
+//     GET_LOCK on the bell of the owner just ahead of it, which the
+//     attempt read (the queue entry before its own or, at the head, the
+//     one live hold), for at most the time the holds in its way may last
+//     and a third of its TTL (to renew its queue entry), and releases
+//     that bell in the same statement. Woken, it attempts again.
+//   - An exclusive holder granted by Acquire keeps its bell, and the
 //     connection, until its Release, which releases the bell
 //     (RELEASE_ALL_LOCKS) after deleting the hold and returns the
-//     connection to the pool: that wakes one waiter, the first in the
-//     server's line for the lock, which is granted the key in one
+//     connection to the pool: that wakes exactly the waiter behind it,
+//     the next in the queue's order, which is granted the key in one
 //     attempt. The bell is also released when a renewal finds the hold
 //     gone, or when the hold's TTL passes without a renewal. A shared
-//     grant gives the bell back at once, waking the next waiter, which
+//     grant gives its bell back at once, waking the waiter behind, which
 //     may be a reader granted beside it.
-//   - A holder that dies drops its connection, and the server releases
-//     its bell: the waiter it wakes finds the hold live and waits for
-//     its lease to run out, as before.
-//   - A waiter that gets the bell while a hold without it is in the way
-//     (a holder granted without waiting, readers, a hold whose bell was
-//     lost) keeps the bell and polls, with a backoff from 1ms to 50ms
-//     capped by the hold's remaining lease: the only waiter of the key
-//     that polls, the others waiting behind it in GET_LOCK. One that gets
-//     it while only queue entries ahead of it are in the way passes it
-//     on, backing off if it comes straight back.
+//   - A holder or waiter that dies drops its connection, and the server
+//     releases its bell: the waiter behind finds the dead owner's hold or
+//     queue entry still live and waits for it to run out, as before.
+//   - A waiter whose owner ahead has no bell (a holder granted without
+//     waiting, several readers, a hold whose bell was lost) polls, with a
+//     backoff from 1ms to 50ms capped by the hold's remaining lease: only
+//     the queue's head meets holds, so at most one waiter of a key polls.
 //   - A waiter whose context ends returns at once: its connection is
 //     closed, which ends its GET_LOCK and releases whatever its session
 //     held (MariaDB notices a closed connection while GET_LOCK waits;
@@ -164,8 +165,8 @@
 //
 // Every operation is one statement or one short transaction, and the
 // driver keeps no session state on pooled connections: no advisory locks,
-// no temporary tables, no session variables. A MySQL bell is held on a
-// connection taken out of the pool (DB.Conn) and released before the
+// no temporary tables, no session variables. MySQL's bells are held on
+// connections taken out of the pool (DB.Conn) and released before a
 // connection goes back, or the connection is closed. It therefore works
 // with any *sql.DB pool settings and behind transaction-pooling proxies
 // such as PgBouncer, except for LISTEN, which needs a session of its own: behind a

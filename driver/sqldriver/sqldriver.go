@@ -83,7 +83,8 @@ type Options struct {
 // How its waiters are woken depends on the database, which a method set
 // cannot say: on PostgreSQL through pgx's stdlib driver by LISTEN/NOTIFY
 // (its Capabilities report Notify), on MySQL by a user-level lock that
-// the holder releases (its Capabilities report Acquire), each unless
+// the owner ahead of them releases (its Capabilities report Acquire),
+// each unless
 // Options.NoNotify. Elsewhere Subscribe and Acquire fail with an error
 // wrapping errors.ErrUnsupported, package locker calls neither, and
 // waiters poll.
@@ -114,9 +115,9 @@ var (
 // opts (see CreateTable). opts may be nil. The driver never closes db.
 //
 // On PostgreSQL through pgx's stdlib driver its waiters are woken by
-// NOTIFY, and on MySQL by the release of the key's bell, a user-level
-// lock (unless Options.NoNotify; see Waiting in the package
-// documentation); otherwise they poll with a backoff bounded by the
+// NOTIFY, and on MySQL by the release of the bell, a user-level lock, of
+// the owner ahead of them (unless Options.NoNotify; see Waiting in the
+// package documentation); otherwise they poll with a backoff bounded by the
 // holder's remaining lease.
 func New(db *sql.DB, opts *Options) (*Driver, error) {
 	d, err := NewPolling(db, opts)
