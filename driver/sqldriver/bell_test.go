@@ -51,6 +51,17 @@ func bellOf(t *testing.T, admin *sql.DB, d *sqldriver.Driver, key, owner string)
 	return id.Int64
 }
 
+// queued reports whether owner has an entry in key's wait queue.
+func queued(t *testing.T, admin *sql.DB, key, owner string) bool {
+	t.Helper()
+	var n int
+	err := admin.QueryRowContext(ctxT(t), "SELECT COUNT(*) FROM locker_leases WHERE name = ? AND owner = ? AND mode IN (3, 4)", key, owner).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n == 1
+}
+
 // eventually waits up to 5s for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -152,7 +163,9 @@ func TestBellWakesWithoutPolling(t *testing.T) {
 	l0 := mustAcquire(t, d0, req(key, driver.Exclusive, 30*time.Second))
 	r1, r2 := req(key, driver.Exclusive, 30*time.Second), req(key, driver.Exclusive, 30*time.Second)
 	c1 := acquireAsync(ctx, d1, r1)
-	eventually(t, "the first waiter takes its bell", func() bool { return bellOf(t, admin, d0, key, r1.Owner) != 0 })
+	eventually(t, "the first waiter takes its bell and joins the queue", func() bool {
+		return bellOf(t, admin, d0, key, r1.Owner) != 0 && queued(t, admin, key, r1.Owner)
+	})
 	c2 := acquireAsync(ctx, d2, r2)
 	eventually(t, "the second waiter waits in GET_LOCK for the first's bell", func() bool {
 		return waitingInGetLock(t, admin, d0, key, r1.Owner) == 1
@@ -224,7 +237,9 @@ func TestBellCancel(t *testing.T) {
 	defer cancel1()
 	r1, r2 := req(key, driver.Exclusive, 30*time.Second), req(key, driver.Exclusive, 30*time.Second)
 	c1 := acquireAsync(ctx1, d1, r1)
-	eventually(t, "the first waiter takes its bell", func() bool { return bellOf(t, admin, d0, key, r1.Owner) != 0 })
+	eventually(t, "the first waiter takes its bell and joins the queue", func() bool {
+		return bellOf(t, admin, d0, key, r1.Owner) != 0 && queued(t, admin, key, r1.Owner)
+	})
 	ctx2, cancel2 := context.WithTimeout(context.Background(), wait)
 	defer cancel2()
 	c2 := acquireAsync(ctx2, d2, r2)
@@ -274,7 +289,9 @@ func TestBellKilledHolder(t *testing.T) {
 	const ttl = 2 * time.Second
 	r1 := req(key, driver.Exclusive, ttl)
 	c1 := acquireAsync(ctx, d1, r1)
-	eventually(t, "the first waiter takes its bell", func() bool { return bellOf(t, admin, d0, key, r1.Owner) != 0 })
+	eventually(t, "the first waiter takes its bell and joins the queue", func() bool {
+		return bellOf(t, admin, d0, key, r1.Owner) != 0 && queued(t, admin, key, r1.Owner)
+	})
 	if err := d0.Release(ctx, l0); err != nil {
 		t.Fatal(err)
 	}
