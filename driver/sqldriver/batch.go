@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"strings"
+	"time"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
@@ -76,7 +77,10 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 			case err != nil:
 				cerrs[i] = d.opError(op, l.Key, err)
 			case !extended[leaseID{args.names[j], args.owners[j]}]:
+				d.renewed(ctx, l, 0, driver.ErrNotHeld)
 				cerrs[i] = d.opError(op, l.Key, driver.ErrNotHeld)
+			default:
+				d.renewed(ctx, l, time.Duration(args.ttls[j])*time.Microsecond, nil)
 			}
 		}
 	}

@@ -23,7 +23,8 @@
 // that have waited a moment (locker.WithFairnessThreshold) join a queue of
 // rows, served in order across processes, so a waiting writer is not
 // starved by a stream of readers; on PostgreSQL they are
-// woken by NOTIFY, on MySQL they poll (see Waiting). Renewals due together
+// woken by NOTIFY, on MySQL by the release of a user-level lock held by
+// the owner ahead of them (see Waiting). Renewals due together
 // go out in one statement (PostgreSQL) or a few transactions (MySQL). A
 // lost hold is learnt from a refused renewal or the front-end's local
 // deadline: the database does not report it. Holds are committed rows, as
@@ -111,22 +112,64 @@
 // subscribed (and for a second after the last one leaves, or until
 // [Driver.Close]), and reconnecting when that connection fails. The
 // connection hears the releases of every key in the table and passes on
-// those of the keys it has subscribers for. On
-// MySQL (and with Options.NoNotify) waiters poll TryAcquire with
-// exponential backoff, each wait capped by the remaining lease that the
-// refused attempt reported ([driver.LockedError]). The front-end's default
-// backoff grows to 250ms, which bounds a contended MySQL lock to a few
-// handoffs per second; locker.WithBackoff(time.Millisecond,
-// 10*time.Millisecond) trades more queries for handoffs in milliseconds
-// (see BENCHMARKS.md).
+// those of the keys it has subscribers for.
+//
+// On MySQL and MariaDB (without Options.NoNotify) New returns a driver
+// whose Capabilities report Acquire: the waiter at the head of a
+// process's line for a key waits in [Driver.Acquire], in the key's wait
+// queue, woken by a bell rather than by polling. Every waiting or
+// holding owner has a bell: a user-level lock (GET_LOCK) named "locker:"
+// and 32 hex digits of a SHA-256 of the database, the table, the key and
+// the owner (lock names are the server's, and at most 64 characters
+// long). Bells are wake-ups only: the lease rows stay the truth for
+// grants, TTLs, tokens and losses.
+//
+//   - A waiter takes a connection of its own from the pool and its own
+//     bell on it, then makes a queued attempt on it. Refused, it blocks in
+//     GET_LOCK on the bell of the owner just ahead of it, which the
+//     attempt read (the queue entry before its own or, at the head, the
+//     one live hold), for at most the time the holds in its way may last
+//     and a third of its TTL (to renew its queue entry), and releases
+//     that bell in the same statement. Woken, it attempts again.
+//   - An exclusive holder granted by Acquire keeps its bell, and the
+//     connection, until its Release, which releases the bell
+//     (RELEASE_ALL_LOCKS) after deleting the hold and returns the
+//     connection to the pool: that wakes exactly the waiter behind it,
+//     the next in the queue's order, which is granted the key in one
+//     attempt. The bell is also released when a renewal finds the hold
+//     gone, or when the hold's TTL passes without a renewal. A shared
+//     grant gives its bell back at once, waking the waiter behind, which
+//     may be a reader granted beside it.
+//   - A holder or waiter that dies drops its connection, and the server
+//     releases its bell: the waiter behind finds the dead owner's hold or
+//     queue entry still live and waits for it to run out, as before.
+//   - A waiter whose owner ahead has no bell (a holder granted without
+//     waiting, several readers, a hold whose bell was lost) polls, with a
+//     backoff from 1ms to 50ms capped by the hold's remaining lease: only
+//     the queue's head meets holds, so at most one waiter of a key polls.
+//   - A waiter whose context ends returns at once: its connection is
+//     closed, which ends its GET_LOCK and releases whatever its session
+//     held (MariaDB notices a closed connection while GET_LOCK waits;
+//     the package's tests check it), and its queue entry is deleted in
+//     the background.
+//
+// With Options.NoNotify, and on PostgreSQL through other database/sql
+// drivers, waiters poll TryAcquire with exponential backoff, each wait capped by the
+// remaining lease that the refused attempt reported
+// ([driver.LockedError]). The front-end's default backoff grows to
+// 250ms, which bounds a contended lock to a few handoffs per second;
+// locker.WithBackoff(time.Millisecond, 10*time.Millisecond) trades more
+// queries for handoffs in milliseconds (see BENCHMARKS.md).
 //
 // # Connection pools
 //
 // Every operation is one statement or one short transaction, and the
 // driver keeps no session state on pooled connections: no advisory locks,
-// no temporary tables, no session variables. It therefore works with any
-// *sql.DB pool settings and behind transaction-pooling proxies such as
-// PgBouncer, except for LISTEN, which needs a session of its own: behind a
+// no temporary tables, no session variables. MySQL's bells are held on
+// connections taken out of the pool (DB.Conn) and released before a
+// connection goes back, or the connection is closed. It therefore works
+// with any *sql.DB pool settings and behind transaction-pooling proxies
+// such as PgBouncer, except for LISTEN, which needs a session of its own: behind a
 // transaction-pooling PgBouncer, set Options.NoNotify (waiters then poll)
 // or give the driver a *sql.DB that connects to PostgreSQL directly. The
 // statements use pgx's query execution mode as configured on the pool
@@ -136,6 +179,11 @@
 // advisory lock of an acquire ends with its transaction and is safe under
 // transaction pooling. The listening connection is one more connection of
 // the pool while waiters exist; count it in SetMaxOpenConns.
+//
+// On MySQL each waiting key (one waiter per key and process at a time)
+// and each exclusive hold granted after a wait takes one connection of
+// the pool for as long as it waits or holds: count them in
+// SetMaxOpenConns, or set Options.NoNotify to poll instead.
 //
 // With go-sql-driver/mysql, add interpolateParams=true to the DSN: each
 // statement then takes one round trip instead of a prepare, an execute and

@@ -62,6 +62,7 @@ type verdict struct {
 	token  int64
 	locked bool
 	left   int64              // µs the holds and queue entries in the way may last, from when they were read
+	ahead  string             // a queued attempt refused: the owner just ahead of it (see keyRows.ahead)
 	limit  *driver.LimitError // refused: the key's holders have another limit
 }
 
@@ -126,7 +127,7 @@ func checkRequest(req driver.Request, queued bool) (attempt, error) {
 // acquireTx is the transaction of acquire: it serialises with the other
 // acquires of key (see queries.lock), reads the lock's rows, and carries
 // out what decide makes of them.
-func (d *Driver) acquireTx(ctx context.Context, tx *sql.Tx, a attempt) (verdict, error) {
+func (d *Driver) acquireTx(ctx context.Context, tx querier, a attempt) (verdict, error) {
 	if err := d.lockKey(ctx, tx, a.key); err != nil {
 		return verdict{}, err
 	}
@@ -179,6 +180,7 @@ func (d *Driver) decide(rows []row, a attempt) (verdict, []stmt) {
 		if !a.queued {
 			return v, stmts
 		}
+		v.ahead = k.ahead(a)
 		qmode := a.mode + modeQueuedExclusive - modeExclusive
 		if k.mine != nil {
 			// Keep the place in the queue; renew the entry.
@@ -327,6 +329,24 @@ func (k *keyRows) inTheWay(a attempt) verdict {
 	return v
 }
 
+// ahead returns the owner just ahead of a queued attempt that is refused:
+// the queue entry before a.owner's (its own, or the one it joins at the
+// tail), or for the head the one live hold in the way; "" when several
+// holds are. MySQL's waiters wait for that owner's bell (see bells).
+func (k *keyRows) ahead(a attempt) string {
+	before := k.queue
+	if i := slices.IndexFunc(k.queue, func(r *row) bool { return r.owner == a.owner }); i >= 0 {
+		before = k.queue[:i]
+	}
+	switch {
+	case len(before) > 0:
+		return before[len(before)-1].owner
+	case len(k.holds) == 1:
+		return k.holds[0].owner
+	}
+	return ""
+}
+
 // servable reports whether the wait queue (live entries by arrival) lets
 // the attempt of the owner at position rank (-1: not queued) be granted:
 // it must be the head or, for a shared request, in the run of shared
@@ -363,7 +383,7 @@ func nextToken(last, clock int64) int64 { return max(last+1, clock) }
 
 // lockKey serialises tx with the other acquires of key until it ends
 // (see queries.lock).
-func (d *Driver) lockKey(ctx context.Context, tx *sql.Tx, key string) error {
+func (d *Driver) lockKey(ctx context.Context, tx querier, key string) error {
 	var arg any = key
 	if d.dialect == PostgreSQL {
 		arg = lockID(key)
@@ -383,7 +403,7 @@ func cmpInt(a, b int64) int {
 }
 
 // readRows reads every row of key.
-func (d *Driver) readRows(ctx context.Context, tx *sql.Tx, key string) ([]row, error) {
+func (d *Driver) readRows(ctx context.Context, tx querier, key string) ([]row, error) {
 	rs, err := tx.QueryContext(ctx, d.q.rows, key)
 	if err != nil {
 		return nil, err
@@ -430,6 +450,13 @@ func (d *Driver) inTx(ctx context.Context, f func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
+// querier is a *sql.Tx, or a *sql.Conn in a transaction of its own
+// (Acquire's, see waiter.try).
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
 // Refresh implements driver.Driver in one statement (two on MySQL when
 // l.Token is 0). When l.Token is not 0 it must be the hold's token, or
 // Refresh reports ErrNotHeld.
@@ -455,12 +482,25 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if errors.Is(err, sql.ErrNoRows) {
 		err = driver.ErrNotHeld
 	}
+	d.renewed(ctx, l, time.Duration(us)*time.Microsecond, err)
 	if err != nil {
 		return driver.Lease{}, d.opError(op, l.Key, err)
 	}
 	l.Token = uint64(tok)
 	l.TTL = time.Duration(us) * time.Microsecond
 	return l, nil
+}
+
+// renewed tells the bell of l, if the driver keeps one (see bells), how
+// a renewal for ttl ended: err nil extends it, ErrNotHeld releases it.
+func (d *Driver) renewed(ctx context.Context, l driver.Lease, ttl time.Duration, err error) {
+	switch {
+	case d.bells == nil:
+	case err == nil:
+		d.bells.renewed(bellKey{l.Key, l.Owner}, ttl)
+	case errors.Is(err, driver.ErrNotHeld):
+		d.bells.ring(ctx, bellKey{l.Key, l.Owner}, nil)
+	}
 }
 
 // execOne runs a statement that must change one row, and returns
@@ -535,6 +575,11 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 			// effort: the release has happened, and an anchor left
 			// behind goes with the key's next release.
 			_, _ = d.db.ExecContext(ctx, d.q.unanchor, l.Key)
+		}
+		if d.bells != nil {
+			// The hold is over, or its fate unknown: wake the next
+			// waiter, which checks.
+			d.bells.ring(ctx, bellKey{l.Key, l.Owner}, nil)
 		}
 	}
 	if err != nil {

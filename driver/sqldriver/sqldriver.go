@@ -66,25 +66,28 @@ type Options struct {
 	// works for pgx's stdlib driver and go-sql-driver/mysql; set it for
 	// other database/sql drivers.
 	Dialect Dialect
-	// NoNotify turns off PostgreSQL LISTEN/NOTIFY: New then returns a
-	// driver that does not notify (its Capabilities do not report
-	// Notify), whose waiters poll, and which never takes a connection of
-	// its own from the pool.
+	// NoNotify turns off the wake-ups of waiters, PostgreSQL's
+	// LISTEN/NOTIFY and MySQL's bells (see Waiting in the package
+	// documentation): New then returns a driver whose Capabilities report
+	// neither Notify nor Acquire, whose waiters poll, and which never
+	// takes a connection of its own from the pool.
 	NoNotify bool
 }
 
 // Driver is a locker driver over a database/sql database. It implements
-// driver.Driver, driver.BatchRefresher, driver.Inspector and
-// driver.Notifier, and its Capabilities report shared and counted holds,
-// values, a wait queue (Request.Queued) and TTL limits. It is safe for
-// concurrent use. Create it with New.
+// driver.Driver, driver.BatchRefresher, driver.Inspector,
+// driver.Notifier and driver.Acquirer, and its Capabilities report shared
+// and counted holds, values, a wait queue (Request.Queued) and TTL
+// limits. It is safe for concurrent use. Create it with New.
 //
-// Whether it notifies depends on the database, which a method set cannot
-// say: on PostgreSQL through pgx's stdlib driver (and without
-// Options.NoNotify) its waiters are woken by LISTEN/NOTIFY and its
-// Capabilities report Notify; elsewhere they do not, Subscribe fails with
-// an error wrapping errors.ErrUnsupported, and package locker does not
-// subscribe: waiters poll.
+// How its waiters are woken depends on the database, which a method set
+// cannot say: on PostgreSQL through pgx's stdlib driver by LISTEN/NOTIFY
+// (its Capabilities report Notify), on MySQL by a user-level lock that
+// the owner ahead of them releases (its Capabilities report Acquire),
+// each unless
+// Options.NoNotify. Elsewhere Subscribe and Acquire fail with an error
+// wrapping errors.ErrUnsupported, package locker calls neither, and
+// waiters poll.
 type Driver struct {
 	db      *sql.DB
 	dialect Dialect
@@ -96,6 +99,8 @@ type Driver struct {
 	// ln wakes waiters by LISTEN/NOTIFY; nil when the driver does not
 	// notify.
 	ln *listener
+	// bells wake MySQL waiters (Acquire); nil elsewhere.
+	bells *bells
 }
 
 var (
@@ -103,20 +108,27 @@ var (
 	_ driver.Describer      = (*Driver)(nil)
 	_ driver.BatchRefresher = (*Driver)(nil)
 	_ driver.Notifier       = (*Driver)(nil)
+	_ driver.Acquirer       = (*Driver)(nil)
 )
 
 // New returns a driver over db that keeps its leases in the table named by
 // opts (see CreateTable). opts may be nil. The driver never closes db.
 //
 // On PostgreSQL through pgx's stdlib driver its waiters are woken by
-// NOTIFY (unless Options.NoNotify); otherwise they poll with a backoff
-// bounded by the holder's remaining lease.
+// NOTIFY, and on MySQL by the release of the bell, a user-level lock, of
+// the owner ahead of them (unless Options.NoNotify; see Waiting in the
+// package documentation); otherwise they poll with a backoff bounded by the
+// holder's remaining lease.
 func New(db *sql.DB, opts *Options) (*Driver, error) {
 	d, err := NewPolling(db, opts)
 	if err != nil {
 		return nil, err
 	}
-	if d.dialect != PostgreSQL || (opts != nil && opts.NoNotify) {
+	if opts != nil && opts.NoNotify {
+		return d, nil
+	}
+	if d.dialect == MySQL {
+		d.bells = &bells{}
 		return d, nil
 	}
 	if _, ok := db.Driver().(*stdlib.Driver); !ok {
@@ -150,7 +162,8 @@ func (d *Driver) Close() error {
 	return d.ln.Close()
 }
 
-// NewPolling is New without LISTEN/NOTIFY, as with Options.NoNotify.
+// NewPolling is New without wake-ups (LISTEN/NOTIFY, MySQL's bells), as
+// with Options.NoNotify.
 func NewPolling(db *sql.DB, opts *Options) (*Driver, error) {
 	if db == nil {
 		return nil, errors.New("sqldriver: nil *sql.DB")
@@ -224,15 +237,16 @@ func (d *Driver) Table() string { return d.table }
 // counted requests (semaphores; see "Counted holds and values" in the
 // package documentation), keeps each grant's value and reports it through
 // Inspect, keeps a wait queue (Request.Queued) and refreshes in batches,
-// with TTLs from MinTTL to MaxTTL. It does not notify; a NotifyDriver
-// does.
+// with TTLs from MinTTL to MaxTTL. It reports Notify on PostgreSQL
+// through pgx and Acquire on MySQL, unless made with Options.NoNotify.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Shared: true, Counted: true, Values: true,
 		MinTTL: MinTTL, MaxTTL: MaxTTL,
 		Queue:        true,
 		RefreshBatch: true, Inspect: true,
-		Notify: d.ln != nil,
+		Notify:  d.ln != nil,
+		Acquire: d.bells != nil,
 	}
 }
 
