@@ -39,7 +39,11 @@ var bugs = []bug{
 	{"silent-notify", "Driver/Notify"},
 	{"queue-ignored", "Driver/Queue"},
 	{"batch-all-nil", "Driver/BatchRefresh"},
-	{"check-then-grant", "Locker/MutexHammer"},
+	// Owners racing for a free key with TryAcquire, released together:
+	// the hammer's Mutexes wait in the driver's queue (Acquire, or a
+	// handle's queued first attempt), so it met the race in about 1 run
+	// in 10 under -race; ExclusiveContention meets it every time.
+	{"check-then-grant", "Driver/ExclusiveContention"},
 	{"refresh-lies", "Locker/Renewal"},
 	{"release-keeps-queue", "Locker/ContextCanceled"},
 	{"acquire-out-of-order", "Driver/Acquire"},
