@@ -15,7 +15,9 @@ import (
 
 // Round trips are counted as the client's Write calls on its connections:
 // go-redis and go-zookeeper write each command, pipeline or request with
-// one Write, so a Write is a request that waits for its reply. For etcd,
+// one Write, so a Write is a request that waits for its reply. (locker's
+// copy of go-zookeeper writes the requests queued together with one Write:
+// zkConn counts each request in it.) For etcd,
 // whose gRPC client writes HTTP/2 frames in batches, with window updates
 // and pings, the count is of gRPC requests instead (see rpcCounter).
 
