@@ -24,6 +24,9 @@ type lockOp struct {
 	hd            *handle // the handle that makes the call, or nil
 
 	attempts int // requests sent for the key, for the Observer
+	// queuedWait is set when the call was granted after it had waited
+	// with a place in the backend's queue (see handle.queuedLately).
+	queuedWait bool
 }
 
 // check validates the call before any I/O.
@@ -102,7 +105,7 @@ func (c *Client) acquire(ctx context.Context, o lockOp) (h *Hold, err error) {
 	}
 	h.hd = o.hd
 	if o.hd != nil {
-		o.hd.track(h)
+		o.hd.track(h, o.queuedWait)
 	}
 	if done != nil {
 		done(h, nil) // granted: its end (even by Close, below) is a HoldEnd
@@ -136,6 +139,8 @@ func (o *lockOp) contend(ctx context.Context, c *Client, g *gate, adm admission,
 		if !o.try && k.joinQueue() {
 			k.queued, k.dirty = true, true
 		}
+	} else if !o.try && o.hd != nil && k.queueAtOnce() {
+		k.subscribeQueued()
 	}
 	defer func() { k.finish(err) }()
 
@@ -180,6 +185,7 @@ type contention struct {
 
 	sub    driver.Subscription
 	queued bool               // req.Owner has a place in the backend's queue (Request.Queued)
+	waited bool               // an attempt was refused
 	dirty  bool               // the backend may hold state for req.Owner
 	bo     *driverkit.Backoff // made on first need
 	timer  *time.Timer
@@ -210,6 +216,32 @@ func (k *contention) waitedEnough() bool {
 // place in the backend's queue (driver.Request.Queued).
 func (k *contention) joinQueue() bool {
 	return !k.queued && k.c.queue && k.waitedEnough()
+}
+
+// queueAtOnce reports whether the call should ask with a place in the
+// backend's queue from its first attempt: the driver keeps a queue and
+// notifies, and the handle's previous lock call had to wait in that queue
+// a moment ago (handle.queuedLately), so this one, a process locking a
+// contended key again, has waited for the key already and would only be
+// refused once more before it joins. Without the handle's memory a call
+// asks without a place first, since most keys are not contended.
+func (k *contention) queueAtOnce() bool {
+	c := k.c
+	return c.acquirer == nil && c.notifier != nil && c.queue && k.o.cfg.fairAfter >= 0 &&
+		k.o.hd.queuedLately()
+}
+
+// subscribeQueued subscribes to the key and, when that worked, makes the
+// call's attempts queued ones from the first: subscribed before its
+// first attempt, the call misses no release, so a refusal needs no
+// attempt again. If the subscription fails the call goes the usual way.
+func (k *contention) subscribeQueued() {
+	s, err := k.c.notifier.Subscribe(k.ctx, k.o.key)
+	if err != nil {
+		return
+	}
+	k.sub = s
+	k.queued, k.dirty = true, true
 }
 
 // attempt makes one request for the key and decides what follows.
@@ -246,6 +278,7 @@ func (k *contention) attempt() result {
 func (k *contention) granted(l driver.Lease, sent time.Time) result {
 	h := newHold(k.c, k.g, k.o, l, sent)
 	if time.Now().Before(h.deadline) {
+		k.o.queuedWait = k.queued && k.waited
 		return over(h, nil)
 	}
 	k.dirty = true
@@ -271,6 +304,7 @@ func (k *contention) backoff() *driverkit.Backoff {
 // has waited long enough (driver.Request.Queued), or by polling.
 func (k *contention) refused(err error) result {
 	c := k.c
+	k.waited = true
 	switch {
 	case k.o.try:
 		return over(nil, nil)

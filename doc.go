@@ -223,7 +223,10 @@
 // when it cannot. As in sync.Mutex's starvation mode, a waiter that has
 // waited longer than WithFairnessThreshold joins the backend's wait queue
 // where there is one: newcomers, a releaser that locks again included,
-// cannot overtake it. A backend that reports a lease gone (ZooKeeper
+// cannot overtake it. A handle whose last lock call waited in that queue,
+// less than a second before, joins it from its next call's first attempt:
+// a process that locks a contended key again is refused no plain attempt
+// first. A backend that reports a lease gone (ZooKeeper
 // session expiry, etcd lease revocation) ends the hold at once.
 //
 // # Fencing

@@ -3,6 +3,7 @@ package locker
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/go-locker/locker/driver"
 )
@@ -37,6 +38,10 @@ type handle struct {
 	over bool
 	done chan struct{}
 	err  error // why the first of holds ended (loss or close), for Err
+	// queuedAt is when the handle's last lock call was granted after
+	// waiting with a place in the backend's queue, or zero when it was
+	// granted otherwise (see queuedLately).
+	queuedAt time.Time
 }
 
 func (hd *handle) init(c *Client, key string, opts []Option) {
@@ -121,7 +126,7 @@ func (hd *handle) lockOp(ctx context.Context, k kind, o lockOp) (*Hold, error) {
 }
 
 // track records h, made by a lock call of the handle, before it can end.
-func (hd *handle) track(h *Hold) {
+func (hd *handle) track(h *Hold, queuedWait bool) {
 	hd.mu.Lock()
 	defer hd.mu.Unlock()
 	if len(hd.holds) == 0 {
@@ -129,6 +134,29 @@ func (hd *handle) track(h *Hold) {
 	}
 	hd.holds = append(hd.holds, h)
 	hd.last = h
+	switch {
+	case queuedWait:
+		hd.queuedAt = h.received
+	case !hd.queuedAt.IsZero():
+		hd.queuedAt = time.Time{}
+	}
+}
+
+// queueHint is how long after a lock call that waited in the backend's
+// queue the next lock call of the same handle asks with a place in the
+// queue from its first attempt (see contention.queueAtOnce). A hint that
+// no longer holds costs one call a subscription and a queued attempt on a
+// free key, and then ends, since that call did not wait.
+const queueHint = time.Second
+
+// queuedLately reports whether the handle's last lock call was granted,
+// less than queueHint ago, after waiting with a place in the backend's
+// queue: the key was contended then.
+func (hd *handle) queuedLately() bool {
+	hd.mu.Lock()
+	t := hd.queuedAt
+	hd.mu.Unlock()
+	return !t.IsZero() && time.Since(t) < queueHint
 }
 
 // ended records that h ended by loss or Close.

@@ -15,6 +15,18 @@
 -- PTTL or, when longer, the life of the queue's last entry, as the full
 -- script reports it; expired shared holds and queue entries are left for
 -- the next full script to purge, as they change nothing of the refusal.
+--
+-- The third refuses a queued exclusive request without data from an
+-- owner that is not in the queue yet when another owner holds the key
+-- (the attempt of a process that locks a contended key again): it flags
+-- the hold, appends the owner to the queue with its Driver's channel
+-- (QNOTE) as the full script does, and replies with the remaining time
+-- and the bound of the tokens so far. The PEXPIRE of a queue key covers
+-- its longest-lived member; queue-data, to which this entry adds nothing,
+-- keeps the expiry its members' own requests gave it. Expired entries are
+-- left for the next full script to purge: the entry goes behind them in
+-- the order, and a release whose queue head expired hands the key over
+-- through the full script, which purges first.
 do
 	if redis.replicate_commands then
 		-- Before the first write (Redis < 5; see common.lua).
@@ -45,6 +57,53 @@ do
 				end
 				return -1 - rem
 			end
+		end
+	end
+	if ARGV[2] == 'xq' and (ARGV[4] or '') == '' then
+		local v = redis.call('GET', B .. 'lock')
+		local i = v and string.find(v, ':', 1, true)
+		local j = i and string.find(v, ':', i + 1, true)
+		local Q = B .. 'queue'
+		local rem = i and redis.call('PTTL', B .. 'lock')
+		if i and string.sub(v, i + 1, (j or 0) - 1) ~= ARGV[1] and rem > 0 and not redis.call('ZSCORE', Q, ARGV[1]) then
+			if string.sub(v, i - 1, i - 1) ~= 'w' then
+				redis.call('SET', B .. 'lock', string.sub(v, 1, i - 1) .. 'w' .. string.sub(v, i), 'PX', rem)
+			end
+			local QE = B .. 'queue-exp'
+			local t = redis.call('TIME')
+			local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+			local now = math.floor(us / 1000)
+			local exp = now + tonumber(ARGV[3])
+			local seq, qend = 1, exp
+			local last = redis.call('ZRANGE', Q, -1, -1, 'WITHSCORES')
+			if #last > 0 then
+				seq = math.floor(tonumber(last[2]) / 2) + 1
+			end
+			last = redis.call('ZRANGE', QE, -1, -1, 'WITHSCORES')
+			if #last > 0 then
+				local e = tonumber(last[2])
+				if e - now > rem then
+					rem = e - now
+				end
+				if e > qend then
+					qend = e
+				end
+			end
+			redis.call('ZADD', Q, string.format('%d', seq * 2), ARGV[1])
+			redis.call('ZADD', QE, string.format('%d', exp), ARGV[1])
+			local ms = string.format('%d', math.max(qend - now, 1))
+			redis.call('PEXPIRE', Q, ms)
+			redis.call('PEXPIRE', QE, ms)
+			if (ARGV[5] or '') ~= '' then
+				redis.call('HSET', B .. 'queue-notify', ARGV[1], ARGV[5])
+				redis.call('PEXPIRE', B .. 'queue-notify', ms)
+			end
+			local bound = us - 1
+			local f = tonumber(redis.call('GET', B .. 'fence') or '0')
+			if f and f > bound then
+				bound = f
+			end
+			return {-1 - rem, bound}
 		end
 	end
 end

@@ -213,14 +213,21 @@
 //     exclusive request (not queued) of an owner not in the queue when
 //     another owner's hold is flagged already, the usual first attempt
 //     of a waiter on a contended key: GET, PTTL, ZSCORE and, with a
-//     queue, ZRANGE and TIME for its remaining time.
+//     queue, ZRANGE and TIME for its remaining time. A third refuses a
+//     queued exclusive request without a value from an owner not yet in
+//     the queue while another owner holds the key, the attempt of a
+//     process that locks a contended key again: it flags the hold and
+//     appends the owner to the queue without the prelude (13 commands).
 //   - refresh (Refresh, RefreshBatch) extends the hold of l.Owner in l.Mode,
 //     with token l.Token unless it is 0, and never re-creates a hold that
 //     expired.
 //   - release (Release) deletes that hold and removes the owner's queue
 //     entry whatever it held. An exclusive hold that refused nobody is
 //     released with GET, TIME and DEL, before the prelude, and publishes
-//     nothing. Otherwise, when the release leaves the key free and the
+//     nothing. A flagged exclusive hold, on a key without shared holds,
+//     whose queue is empty or has a live exclusive entry at its head, is
+//     released, and the key handed over, before the prelude too (14
+//     commands for a handoff). Otherwise, when the release leaves the key free and the
 //     queue has live entries, it hands the key over: it grants it to the
 //     queue's head (or the run of shared entries at its head) with a new
 //     token, for as long as their queue entries live, and publishes
@@ -286,8 +293,10 @@
 // a channel stays subscribed for 200ms after its last subscription closed,
 // so that the waits of a process that locks a contended key again and
 // again cost no SUBSCRIBE nor UNSUBSCRIBE. So on a contended key, each
-// acquisition by a process of its own takes three round trips in all: the
-// previous holder's release (which hands the key over), the refused
-// attempt and the queued one; the handoff itself reaches the new holder
-// on its driver's channel, read by no other process.
+// acquisition by a process of its own takes two round trips in all: the
+// previous holder's release (which hands the key over) and the new
+// holder's queued attempt, which joins the queue at once when the
+// handle's previous lock waited in it (three when it did not: a refused
+// attempt first); the handoff itself reaches the new holder on its
+// driver's channel, read by no other process.
 package redisdriver
