@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -138,6 +141,45 @@ func TestCmdStats(t *testing.T) {
 	d := b.sub(a)
 	if len(d) != 2 || d["SET"] != 20 || d["DEL"] != 2 || d.total() != 22 {
 		t.Errorf("sub = %v", d)
+	}
+}
+
+// TestZKConnCounts checks that zkConn counts every request of a Write
+// (locker's go-zookeeper batches them), each as a round trip, and the
+// Writes apart.
+func TestZKConnCounts(t *testing.T) {
+	client, srv := net.Pipe()
+	defer client.Close()
+	go io.Copy(io.Discard, srv)
+	defer srv.Close()
+	c := &opCounter{trips: new(counter)}
+	z := &zkConn{Conn: client, c: c}
+	packet := func(op int32, body int) []byte {
+		b := make([]byte, 12+body)
+		binary.BigEndian.PutUint32(b, uint32(8+body))
+		binary.BigEndian.PutUint32(b[8:], uint32(op))
+		return b
+	}
+	writes := [][]byte{
+		make([]byte, 44), // the connect request
+		packet(14, 40),   // multi
+		append(packet(2, 20), append(packet(14, 30), packet(2, 0)...)...), // delete, multi, delete in one Write
+	}
+	for _, w := range writes {
+		if _, err := z.Write(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := c.snapshot()
+	want := cmdStats{"connect": 1, "multi": 2, "delete": 2, zkWrites: 2}
+	if !maps.Equal(got, want) {
+		t.Errorf("counts %v; want %v", got, want)
+	}
+	if n := c.trips.Load(); n != 5 {
+		t.Errorf("round trips %d; want 5", n)
+	}
+	if n := got.total(); n != 5 {
+		t.Errorf("total %d; want 5 (the writes apart)", n)
 	}
 }
 

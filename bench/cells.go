@@ -44,6 +44,8 @@ type system struct {
 	clients int
 	// contendedOnly systems run the contended cells only.
 	contendedOnly bool
+	// parallelOnly systems run the parallel cell only.
+	parallelOnly bool
 	// perContender systems also run the contended cells with one client
 	// per goroutine (clients = N: N processes, each with one contender),
 	// unless -per-contender=false.

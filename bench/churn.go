@@ -50,7 +50,7 @@ func runChurnCells(e *env, rep *report, log io.Writer, group []*system) {
 	for round := range rounds {
 		for _, s := range inRound(group, round) {
 			keyOf := churnKeyOf[s.server]
-			if s.contendedOnly || keyOf == nil {
+			if s.contendedOnly || s.parallelOnly || keyOf == nil {
 				continue
 			}
 			fmt.Fprintf(log, "%s: churn %d new keys (round %d)\n", s.label(), e.cfg.churnKeys/rounds, round+1)

@@ -15,7 +15,9 @@ import (
 
 // Round trips are counted as the client's Write calls on its connections:
 // go-redis and go-zookeeper write each command, pipeline or request with
-// one Write, so a Write is a request that waits for its reply. For etcd,
+// one Write, so a Write is a request that waits for its reply. (locker's
+// copy of go-zookeeper writes the requests queued together with one Write:
+// zkConn counts each request in it.) For etcd,
 // whose gRPC client writes HTTP/2 frames in batches, with window updates
 // and pings, the count is of gRPC requests instead (see rpcCounter).
 
@@ -78,7 +80,7 @@ func (s cmdStats) sub(o cmdStats) cmdStats {
 func (s cmdStats) total() int64 {
 	var t int64
 	for k, v := range s {
-		if !isUsec(k) {
+		if !isUsec(k) && k != zkWrites {
 			t += v
 		}
 	}
@@ -139,10 +141,12 @@ var zkOps = map[int32]string{
 	106: "addWatch", 107: "whoAmI",
 }
 
-// zkConn counts ZooKeeper requests by opcode: go-zookeeper writes each
-// request, a 4-byte length followed by xid and opcode, with one Write.
-// The first Write of a connection is the connect request, which has no
-// opcode.
+// zkConn counts ZooKeeper requests by opcode: each request is a 4-byte
+// length followed by xid, opcode and body. go-zookeeper writes each
+// request with one Write; locker's copy of it (driver/zkdriver/zk) writes
+// the requests queued together with one Write, so a Write is read as
+// the requests it carries, each a round trip for its caller. The first
+// Write of a connection is the connect request, which has no opcode.
 type zkConn struct {
 	net.Conn
 	c       *opCounter
@@ -150,23 +154,46 @@ type zkConn struct {
 }
 
 func (z *zkConn) Write(b []byte) (int, error) {
-	op := "connect"
-	if z.started && len(b) >= 12 {
-		code := int32(uint32(b[8])<<24 | uint32(b[9])<<16 | uint32(b[10])<<8 | uint32(b[11]))
-		if op = zkOps[code]; op == "" {
+	if !z.started {
+		z.started = true
+		z.c.add("connect")
+		return z.Conn.Write(b)
+	}
+	z.c.write()
+	for p := b; len(p) >= 12; {
+		code := int32(uint32(p[8])<<24 | uint32(p[9])<<16 | uint32(p[10])<<8 | uint32(p[11]))
+		op := zkOps[code]
+		if op == "" {
 			op = "op" + strconv.Itoa(int(code))
 		}
+		z.c.add(op)
+		n := 4 + int(uint32(p[0])<<24|uint32(p[1])<<16|uint32(p[2])<<8|uint32(p[3]))
+		if n > len(p) {
+			break
+		}
+		p = p[n:]
 	}
-	z.started = true
-	z.c.add(op)
 	return z.Conn.Write(b)
 }
 
-// opCounter counts requests by kind, and each as a round trip.
+// opCounter counts requests by kind, and each as a round trip, and the
+// Writes (system calls) that carried them.
 type opCounter struct {
 	trips *counter
 	mu    sync.Mutex
 	m     cmdStats
+}
+
+// zkWrites is the key of the Writes in an opCounter's counts.
+const zkWrites = "(writes)"
+
+func (c *opCounter) write() {
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = cmdStats{}
+	}
+	c.m[zkWrites]++
+	c.mu.Unlock()
 }
 
 func (c *opCounter) add(op string) {

@@ -360,7 +360,7 @@ func runUncontendedCells(e *env, rep *report, log io.Writer, srv string, group [
 	fmt.Fprintf(log, "%s: uncontended, %d rounds\n", srv, cfg.rounds)
 	var us []*uncontended
 	for _, s := range group {
-		if s.contendedOnly {
+		if s.contendedOnly || s.parallelOnly {
 			continue
 		}
 		u, err := prepareUncontended(e, s)
@@ -390,12 +390,14 @@ func runParallelCells(e *env, rep *report, log io.Writer, group []*system) {
 			if s.contendedOnly {
 				continue
 			}
-			fmt.Fprintf(log, "%s: parallel %d (round %d)\n", s.label(), cfg.parallel, round+1)
+			fmt.Fprintf(log, "%s: parallel %d (round %d)", s.label(), cfg.parallel, round+1)
 			r, err := runParallel(e, s, cfg.parallel, cfg.dur/time.Duration(cfg.crounds))
 			if err != nil {
+				fmt.Fprintln(log)
 				rep.failf(s, "parallel", err)
 				continue
 			}
+			fmt.Fprintf(log, ": %.0f pairs/s\n", float64(r.pairs)/r.d.elapsed.Seconds())
 			if old := rep.par[s]; old != nil {
 				old.merge(r)
 			} else {
@@ -418,6 +420,9 @@ func runContendedCells(e *env, rep *report, log io.Writer, group []*system) {
 	for _, n := range cfg.ns {
 		var cells, own []cell
 		for _, s := range group {
+			if s.parallelOnly {
+				continue
+			}
 			cells = append(cells, cell{s, s.clients})
 			if cfg.perContender && s.perContender && n != s.clients {
 				own = append(own, cell{s, n})

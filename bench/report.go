@@ -258,7 +258,7 @@ func (r *report) writeUncontended(w io.Writer) {
 func mix(cmds cmdStats, n int) string {
 	names := make([]string, 0, len(cmds))
 	for k := range cmds {
-		if !isUsec(k) {
+		if !isUsec(k) && k != zkWrites {
 			names = append(names, k)
 		}
 	}
@@ -273,6 +273,10 @@ func mix(cmds cmdStats, n int) string {
 		if v := float64(cmds[k]) / float64(n); v >= 0.005 {
 			parts = append(parts, fmt.Sprintf("%s %.2f", k, v))
 		}
+	}
+	if w := cmds[zkWrites]; w > 0 {
+		// ZooKeeper: the Writes (system calls) that carried them.
+		return strings.Join(parts, ", ") + fmt.Sprintf("; in %.2f writes", float64(w)/float64(n))
 	}
 	return strings.Join(parts, ", ")
 }

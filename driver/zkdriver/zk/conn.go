@@ -1,9 +1,9 @@
 // Package zk is a native Go client library for the ZooKeeper orchestration service.
 //
 // It is a copy of github.com/go-zookeeper/zk v1.0.4, its API unchanged, with
-// the data race on Conn.lastZxid after a reconnect fixed: the client that
-// package zkdriver is built and tested with. README.md says what differs
-// and why.
+// the data race on Conn.lastZxid after a reconnect fixed and the requests
+// queued together written with one system call: the client that package
+// zkdriver is built and tested with. README.md says what differs and why.
 package zk
 
 /*
@@ -15,6 +15,7 @@ Possible watcher events:
 */
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -41,6 +42,7 @@ var DefaultLogger Logger = defaultLogger{}
 
 const (
 	bufferSize      = 1536 * 1024
+	recvBufferSize  = 64 * 1024 // recvLoop's read buffer (locker patch)
 	eventChanSize   = 6
 	sendChanSize    = 16
 	protectedPrefix = "_c_"
@@ -117,7 +119,9 @@ type Conn struct {
 	logger  Logger
 	logInfo bool // true if information messages are logged; false if only errors are logged
 
-	buf []byte
+	buf    []byte
+	batch  []*request // sendBatch's requests (locker patch)
+	unsent *request   // taken from sendChan by sendBatch, not written (locker patch)
 }
 
 // connOption represents a connection option.
@@ -515,6 +519,10 @@ func (c *Conn) loop(ctx context.Context) {
 }
 
 func (c *Conn) flushUnsentRequests(err error) {
+	if req := c.unsent; req != nil {
+		c.unsent = nil
+		req.recvChan <- response{-1, err}
+	}
 	for {
 		select {
 		default:
@@ -724,39 +732,62 @@ func (c *Conn) authenticate() error {
 }
 
 func (c *Conn) sendData(req *request) error {
-	header := &requestHeader{req.xid, req.opcode}
-	n, err := encodePacket(c.buf[4:], header)
+	n, err := encodeRequest(c.buf, req)
 	if err != nil {
 		req.recvChan <- response{-1, err}
 		return nil
 	}
+	return c.writeRequests(c.buf[:n], req)
+}
 
-	n2, err := encodePacket(c.buf[4+n:], req.pkt)
+// encodeRequest encodes req, with its length prefix, at the start of buf
+// and returns its length.
+func encodeRequest(buf []byte, req *request) (int, error) {
+	if len(buf) < 4 {
+		return 0, ErrShortBuffer
+	}
+	header := &requestHeader{req.xid, req.opcode}
+	n, err := encodePacket(buf[4:], header)
 	if err != nil {
-		req.recvChan <- response{-1, err}
-		return nil
+		return 0, err
+	}
+
+	n2, err := encodePacket(buf[4+n:], req.pkt)
+	if err != nil {
+		return 0, err
 	}
 
 	n += n2
 
-	binary.BigEndian.PutUint32(c.buf[:4], uint32(n))
+	binary.BigEndian.PutUint32(buf[:4], uint32(n))
+	return n + 4, nil
+}
 
+// writeRequests registers reqs, encoded in b in their order, as pending
+// and writes b with one Write.
+func (c *Conn) writeRequests(b []byte, reqs ...*request) error {
 	c.requestsLock.Lock()
 	select {
 	case <-c.closeChan:
-		req.recvChan <- response{-1, ErrConnectionClosed}
+		for _, req := range reqs {
+			req.recvChan <- response{-1, ErrConnectionClosed}
+		}
 		c.requestsLock.Unlock()
 		return ErrConnectionClosed
 	default:
 	}
-	c.requests[req.xid] = req
+	for _, req := range reqs {
+		c.requests[req.xid] = req
+	}
 	c.requestsLock.Unlock()
 
 	c.conn.SetWriteDeadline(time.Now().Add(c.recvTimeout))
-	_, err = c.conn.Write(c.buf[:n+4])
+	_, err := c.conn.Write(b)
 	c.conn.SetWriteDeadline(time.Time{})
 	if err != nil {
-		req.recvChan <- response{-1, err}
+		for _, req := range reqs {
+			req.recvChan <- response{-1, err}
+		}
 		c.conn.Close()
 		return err
 	}
@@ -764,14 +795,77 @@ func (c *Conn) sendData(req *request) error {
 	return nil
 }
 
+// maxBatch is the most requests sendBatch writes with one Write.
+const maxBatch = 64
+
+// sendBatch sends req and the requests queued behind it in sendChan, in
+// their order, with one Write (locker patch: go-zookeeper writes each
+// request with a Write of its own, a system call per request when many
+// goroutines share the connection). It takes only the requests already
+// queued: none waits for another. A close request is always written
+// alone, first in its Write, as go-zookeeper writes it; a request that
+// does not fit the buffer's rest is sent after the batch, on its own.
+func (c *Conn) sendBatch(req *request) error {
+	if req.opcode == opClose {
+		return c.sendData(req)
+	}
+	batch := c.batch[:0]
+	defer func() {
+		clear(batch)
+		c.batch = batch[:0]
+	}()
+	n, err := encodeRequest(c.buf, req)
+	if err != nil {
+		req.recvChan <- response{-1, err}
+		return nil
+	}
+	batch = append(batch, req)
+	var next *request // taken from sendChan, but sent after the batch
+queued:
+	for len(batch) < maxBatch {
+		var r *request
+		select {
+		case r = <-c.sendChan:
+		default:
+			break queued
+		}
+		if r.opcode == opClose {
+			next = r
+			break
+		}
+		m, err := encodeRequest(c.buf[n:], r)
+		if err != nil {
+			next = r // sendData reports the error, or sends it alone
+			break
+		}
+		n += m
+		batch = append(batch, r)
+	}
+	if err := c.writeRequests(c.buf[:n], batch...); err != nil {
+		c.unsent = next // as if still queued: sent on the next connection
+		return err
+	}
+	if next != nil {
+		return c.sendData(next)
+	}
+	return nil
+}
+
 func (c *Conn) sendLoop() error {
 	pingTicker := time.NewTicker(c.pingInterval)
 	defer pingTicker.Stop()
 
+	if req := c.unsent; req != nil {
+		c.unsent = nil
+		if err := c.sendBatch(req); err != nil {
+			return err
+		}
+	}
+
 	for {
 		select {
 		case req := <-c.sendChan:
-			if err := c.sendData(req); err != nil {
+			if err := c.sendBatch(req); err != nil {
 				return err
 			}
 		case <-pingTicker.C:
@@ -801,12 +895,15 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 		sz = c.maxBufferSize
 	}
 	buf := make([]byte, sz)
+	// Replies that arrive together are read with one system call (locker
+	// patch: go-zookeeper makes two reads per reply).
+	r := bufio.NewReaderSize(conn, recvBufferSize)
 	for {
 		// package length
 		if err := conn.SetReadDeadline(time.Now().Add(c.recvTimeout)); err != nil {
 			c.logger.Printf("failed to set connection deadline: %v", err)
 		}
-		_, err := io.ReadFull(conn, buf[:4])
+		_, err := io.ReadFull(r, buf[:4])
 		if err != nil {
 			return fmt.Errorf("failed to read from connection: %v", err)
 		}
@@ -819,7 +916,7 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 			buf = make([]byte, blen)
 		}
 
-		_, err = io.ReadFull(conn, buf[:blen])
+		_, err = io.ReadFull(r, buf[:blen])
 		conn.SetReadDeadline(time.Time{})
 		if err != nil {
 			return err
