@@ -2,14 +2,12 @@ package etcddriver_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -46,26 +44,13 @@ func newDriverOn(t testing.TB, c *clientv3.Client, opts *etcddriver.Options) *et
 }
 
 // owner returns a fresh owner string of 32 hex digits.
-func owner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-var keySeq atomic.Uint64
+func owner() string { return drivertest.Owner() }
 
 // uniqueKey returns a lock key not used by any other test on the shared
 // server.
-func uniqueKey(t testing.TB, name string) string {
-	return t.Name() + "/" + name + "#" + time.Now().Format("150405.000000000") + "-" +
-		string(rune('a'+keySeq.Add(1)%26))
-}
+func uniqueKey(t testing.TB, name string) string { return drivertest.UniqueKey(t, name) }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t testing.TB) context.Context { return drivertest.Context(t, 30*time.Second) }
 
 func req(key, owner string, mode driver.Mode, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, Owner: owner, Mode: mode, TTL: ttl}
@@ -73,14 +58,7 @@ func req(key, owner string, mode driver.Mode, ttl time.Duration) driver.Request 
 
 func mustAcquire(t testing.TB, d driver.Driver, r driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquire(ctxT(t), r)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q, %s, %v): %v", r.Key, r.Mode, r.TTL, err)
-	}
-	if l.Token == 0 || l.Key != r.Key || l.Owner != r.Owner || l.Mode != r.Mode || l.TTL != r.TTL {
-		t.Fatalf("TryAcquire(%+v) = %+v", r, l)
-	}
-	return l
+	return drivertest.MustAcquire(ctxT(t), t, d, r, r.TTL)
 }
 
 // parallelIfShort runs t beside the other such tests under -short (the

@@ -2,8 +2,6 @@ package memcachedriver_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memcachedriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/memcachedtest"
 )
@@ -114,11 +113,7 @@ func stall(t *testing.T, d driver.Driver) (resume func()) {
 }
 
 // owner returns a fresh owner string of 32 hex digits.
-func owner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func owner() string { return drivertest.Owner() }
 
 // uniqueKey returns a lock key not used by any other test on the shared
 // server.
@@ -126,11 +121,7 @@ func uniqueKey(t *testing.T) string {
 	return t.Name() + "/" + owner()
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return drivertest.Context(t, 20*time.Second) }
 
 func req(key, owner string, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, Owner: owner, Mode: driver.Exclusive, TTL: ttl}
@@ -138,12 +129,5 @@ func req(key, owner string, ttl time.Duration) driver.Request {
 
 func mustAcquire(t *testing.T, d driver.Driver, r driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquire(ctxT(t), r)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q, %v): %v", r.Key, r.TTL, err)
-	}
-	if l.Token == 0 || l.Key != r.Key || l.Owner != r.Owner || l.Mode != r.Mode || l.TTL != r.TTL {
-		t.Fatalf("TryAcquire(%+v) = %+v", r, l)
-	}
-	return l
+	return drivertest.MustAcquire(ctxT(t), t, d, r, r.TTL)
 }

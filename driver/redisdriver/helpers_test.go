@@ -2,15 +2,13 @@ package redisdriver_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -91,26 +89,13 @@ func newDriver(t *testing.T, c redis.UniversalClient) *redisdriver.Driver {
 }
 
 // owner returns a fresh owner string of 32 hex digits.
-func owner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func owner() string { return drivertest.Owner() }
 
 // uniqueKey returns a lock key not used by any other test on the shared
 // server.
-var keySeq atomic.Uint64
+func uniqueKey(t *testing.T, name string) string { return drivertest.UniqueKey(t, name) }
 
-func uniqueKey(t *testing.T, name string) string {
-	return t.Name() + "/" + name + "#" + time.Now().Format("150405.000000000") + "-" +
-		string(rune('a'+keySeq.Add(1)%26))
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return drivertest.Context(t, 10*time.Second) }
 
 func req(key, owner string, mode driver.Mode, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, Owner: owner, Mode: mode, TTL: ttl}
@@ -118,14 +103,7 @@ func req(key, owner string, mode driver.Mode, ttl time.Duration) driver.Request 
 
 func mustAcquire(t *testing.T, d driver.Driver, r driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquire(ctxT(t), r)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q, %s, %v): %v", r.Key, r.Mode, r.TTL, err)
-	}
-	if l.Token == 0 || l.Key != r.Key || l.Owner != r.Owner || l.Mode != r.Mode || l.TTL != r.TTL.Truncate(time.Millisecond) {
-		t.Fatalf("TryAcquire(%+v) = %+v", r, l)
-	}
-	return l
+	return drivertest.MustAcquire(ctxT(t), t, d, r, r.TTL.Truncate(time.Millisecond))
 }
 
 // privateServer starts a redis-server of t's own, for tests that kill it.

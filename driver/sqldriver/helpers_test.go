@@ -2,10 +2,8 @@ package sqldriver_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	sqldrv "database/sql/driver"
-	"encoding/hex"
 	"io"
 	"net/url"
 	"strings"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/sqltest"
 	"github.com/go-sql-driver/mysql"
@@ -259,22 +258,14 @@ func closeAtCleanup(t testing.TB, d driver.Driver) {
 }
 
 // owner returns a fresh owner string of 32 hex digits.
-func owner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func owner() string { return drivertest.Owner() }
 
 // uniqueKey returns a lock key used by no other test.
 func uniqueKey(t testing.TB, name string) string {
 	return t.Name() + "/" + name + "/" + owner()
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t testing.TB) context.Context { return drivertest.Context(t, 30*time.Second) }
 
 func req(key string, mode driver.Mode, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, Owner: owner(), Mode: mode, TTL: ttl}
@@ -282,12 +273,5 @@ func req(key string, mode driver.Mode, ttl time.Duration) driver.Request {
 
 func mustAcquire(t testing.TB, d driver.Driver, r driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquire(ctxT(t), r)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q, %v, %v): %v", r.Key, r.Mode, r.TTL, err)
-	}
-	if l.Token == 0 || l.Key != r.Key || l.Owner != r.Owner || l.Mode != r.Mode {
-		t.Fatalf("TryAcquire(%+v) = %+v", r, l)
-	}
-	return l
+	return drivertest.MustAcquire(ctxT(t), t, d, r, 0)
 }

@@ -2,8 +2,6 @@ package zkdriver_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/zktest"
 )
 
@@ -62,25 +61,17 @@ func newDriver(t testing.TB) *zkdriver.Driver {
 	return connect(t, []string{server(t).Addr}, 10*time.Second, nil)
 }
 
-// owner returns a fresh owner of 32 hex digits.
-func owner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+// owner returns a fresh owner string of 32 hex digits.
+func owner() string { return drivertest.Owner() }
 
+// keySeq numbers the keys of plainKey.
 var keySeq atomic.Uint64
 
-// uniqueKey returns a lock key no other test uses.
-func uniqueKey(t testing.TB, name string) string {
-	return t.Name() + "/" + name + "#" + time.Now().Format("150405.000000000") + "-" + string(rune('a'+keySeq.Add(1)%26))
-}
+// uniqueKey returns a lock key not used by any other test on the shared
+// server.
+func uniqueKey(t testing.TB, name string) string { return drivertest.UniqueKey(t, name) }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t testing.TB) context.Context { return drivertest.Context(t, 30*time.Second) }
 
 func req(key, owner string, mode driver.Mode, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, Owner: owner, Mode: mode, TTL: ttl}
@@ -88,14 +79,7 @@ func req(key, owner string, mode driver.Mode, ttl time.Duration) driver.Request 
 
 func mustAcquire(t testing.TB, d driver.Driver, r driver.Request) driver.Lease {
 	t.Helper()
-	l, err := d.TryAcquire(ctxT(t), r)
-	if err != nil {
-		t.Fatalf("TryAcquire(%q, %s, %v): %v", r.Key, r.Mode, r.TTL, err)
-	}
-	if l.Token == 0 || l.Key != r.Key || l.Owner != r.Owner || l.Mode != r.Mode || l.TTL != r.TTL {
-		t.Fatalf("TryAcquire(%+v) = %+v", r, l)
-	}
-	return l
+	return drivertest.MustAcquire(ctxT(t), t, d, r, r.TTL)
 }
 
 // conformanceSession is the session timeout of the conformance suite's
