@@ -56,8 +56,6 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		}
 		d.mu.Unlock()
 	}
-	var q queue
-	var gone int
 	if n == nil {
 		var r createResult
 		var err error
@@ -68,10 +66,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		if r.numChildren == 1 {
 			return d.grant(n, true), nil
 		}
-		q, gone = d.takeSnapshot(nk, n, r)
 	}
 	d.hot.Refused(req.Key)
-	l, err := d.wait(ctx, n, req, q, gone)
+	l, err := d.wait(ctx, n, req)
 	if err != nil {
 		_ = d.dropNode(ctx, n)
 		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
@@ -80,10 +77,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 }
 
 // wait waits until n is granted; see Acquire and queueWait.
-//
-// known, if not nil, is the queue as it is now but for gone nodes, not
-// known which, that were deleted from before n (see takeSnapshot).
-func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known queue, gone int) (driver.Lease, error) {
+func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.Lease, error) {
 	d.mu.Lock()
 	parent, path, ttl, written, session := n.parent, n.path, n.ttl, n.written, n.session
 	d.mu.Unlock()
@@ -94,7 +88,7 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known qu
 	w := &queueWait{
 		d: d, ctx: ctx, n: n, req: req, st: st,
 		parent: parent, path: path, name: path[len(parent)+1:], ttl: ttl,
-		known: known, gone: gone, list: true, wantKids: req.Limit > 0,
+		list: true, wantKids: req.Limit > 0,
 		keepAlive: time.NewTimer(max(time.Until(written.Add(ttl/3)), 0)),
 		expiry:    time.NewTimer(time.Hour),
 		reconn:    d.sess.reconnected(),
@@ -142,13 +136,9 @@ type queueWait struct {
 	failingSince time.Time         // since when nothing got through, or zero
 	reconn       <-chan struct{}   // closed when the connection is back (Session.reconnected)
 
-	known queue // from takeSnapshot, for the first listing only
-	gone  int   // unknown nodes deleted from known
-
 	list     bool   // the queue must be listed
 	pred     string // the node waited for
 	only     bool   // pred is the last node in the way
-	sure     bool   // only does not count on unknown deletions (see aim)
 	predCh   <-chan zk.Event
 	predVer  int32
 	seenZxid int64 // pred's version, first seen at seenAt
@@ -193,40 +183,25 @@ func (w *queueWait) step() (waitResult, error) {
 	return w.await()
 }
 
-// relist lists the queue (or takes the snapshot's) and aims the wait at
-// what blocks n.
+// relist lists the queue and aims the wait at what blocks n.
 func (w *queueWait) relist() (waitResult, error) {
-	q, unknown := w.known, w.gone
-	w.known, w.gone = nil, 0
-	if q != nil && unknown > 0 {
-		// Usable only if the gone nodes cannot matter: an exclusive node
-		// waits for every node before it, so only their number does, as
-		// long as pred and pprev are there (which their reads check).
-		if i := q.index(w.name); w.req.Mode != driver.Exclusive || i < 0 || unknown >= i {
-			q = nil
+	watch := w.req.Limit > 0 && w.wantKids
+	got, err := driverkit.Call(w.ctx, func() (kidsResult, error) {
+		if watch {
+			names, _, ch, err := w.d.conn.ChildrenW(w.parent)
+			return kidsResult{names, ch}, err
 		}
+		names, _, err := w.d.conn.Children(w.parent)
+		return kidsResult{names: names}, err
+	}, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, errNodeGone
 	}
-	var kids <-chan zk.Event
-	if q == nil {
-		unknown = 0
-		watch := w.req.Limit > 0 && w.wantKids
-		got, err := driverkit.Call(w.ctx, func() (kidsResult, error) {
-			if watch {
-				names, _, ch, err := w.d.conn.ChildrenW(w.parent)
-				return kidsResult{names, ch}, err
-			}
-			names, _, err := w.d.conn.Children(w.parent)
-			return kidsResult{names: names}, err
-		}, nil)
-		if errors.Is(err, zk.ErrNoNode) {
-			return 0, errNodeGone
-		}
-		if err != nil {
-			return waitAgain, w.pause(err)
-		}
-		w.ok()
-		q, kids = parseQueue(got.names), got.ch
+	if err != nil {
+		return waitAgain, w.pause(err)
 	}
+	w.ok()
+	q, kids := parseQueue(got.names), got.ch
 	w.list = false
 	i := q.index(w.name)
 	if i < 0 {
@@ -249,7 +224,7 @@ func (w *queueWait) relist() (waitResult, error) {
 	if w.req.Limit > 0 {
 		return w.aimCounted(q, i, kids)
 	}
-	w.aim(q.blockers(i, w.req.Mode), unknown)
+	w.aim(q.blockers(i, w.req.Mode))
 	return waitOn, nil
 }
 
@@ -272,8 +247,7 @@ type kidsResult struct {
 func (w *queueWait) aimCounted(q queue, i int, kids <-chan zk.Event) (waitResult, error) {
 	head := q.held() == i
 	if head && kids == nil {
-		// Listed without a watch (or from TryAcquire's snapshot): list
-		// again with one.
+		// Listed without a watch: list again with one.
 		w.wantKids, w.list = true, true
 		return waitAgain, nil
 	}
@@ -286,22 +260,19 @@ func (w *queueWait) aimCounted(q queue, i int, kids <-chan zk.Event) (waitResult
 		w.pred, w.predCh, w.seenZxid = p, nil, 0
 		w.expiry.Stop()
 	}
-	w.only, w.sure = false, true
+	w.only = false
 	w.pprev, w.pprevCh = "", nil
 	return waitOn, nil
 }
 
 // aim makes the last of b, the nodes that block n, pred, and the one
-// before it pprev. unknown of the nodes before n may be gone, not known
-// which (see takeSnapshot): pred is then the last one in the way only if
-// the count says so and pred is seen to exist (sure).
-func (w *queueWait) aim(b []child, unknown int) {
+// before it pprev.
+func (w *queueWait) aim(b []child) {
 	if p := w.parent + "/" + b[len(b)-1].name; p != w.pred {
 		w.pred, w.predCh, w.seenZxid = p, nil, 0
 		w.expiry.Stop()
 	}
-	w.only = len(b)-unknown == 1
-	w.sure = unknown == 0
+	w.only = len(b) == 1
 	pp := ""
 	if !w.only {
 		pp = w.parent + "/" + b[len(b)-2].name
@@ -317,7 +288,7 @@ func (w *queueWait) readPred() (waitResult, error) {
 	got, err := w.getW(w.pred)
 	recv := time.Now()
 	if errors.Is(err, zk.ErrNoNode) {
-		if w.only && w.sure {
+		if w.only {
 			return waitGranted, nil
 		}
 		w.list = true
@@ -327,7 +298,6 @@ func (w *queueWait) readPred() (waitResult, error) {
 		return waitAgain, w.pause(err)
 	}
 	w.ok()
-	w.sure = true
 	w.predCh, w.predVer = got.ch, got.st.Version
 	if got.st.Mzxid != w.seenZxid {
 		// A new version: its lease runs from now at the earliest.

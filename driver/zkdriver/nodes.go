@@ -119,7 +119,6 @@ type createResult struct {
 	path        string
 	czxid       int64
 	numChildren int32
-	cversion    int32 // the key node's after the create
 	session     int64
 	sent        time.Time
 }
@@ -244,7 +243,6 @@ func (d *Driver) createNode(ops *createOps) (createResult, error) {
 		path:        res[0].String,
 		czxid:       res[1].Stat.Mzxid, // the multi's zxid: the node's czxid
 		numChildren: res[1].Stat.NumChildren,
-		cversion:    res[1].Stat.Cversion,
 		sent:        sent,
 	}
 	if before == after || before == 0 {

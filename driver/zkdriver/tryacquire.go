@@ -75,7 +75,6 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 		return nil // the create path reports it, if it persists
 	}
 	q := parseQueue(got.names)
-	d.snapshot(nodeKey{req.Key, req.Owner}, q, got.st.Cversion, 0)
 	granted, lerr := q.judge(len(q), req.Mode, req.Limit, req.Weight)
 	if lerr != nil {
 		return errorf(op, req.Key, lerr)
@@ -154,7 +153,6 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		// blocking the queue.
 		return driver.Lease{}, fail(op, req.Key, err)
 	}
-	d.snapshot(nodeKey{req.Key, req.Owner}, append(q[:i:i], q[i+1:]...), got.st.Cversion, 1)
 	return driver.Lease{}, &driver.LockedError{Remaining: remaining}
 }
 

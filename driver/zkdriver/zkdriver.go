@@ -60,7 +60,6 @@ type Driver struct {
 	nodes      map[nodeKey]*node
 	obs        *driverkit.LRU[string, observation] // by parent path: the observed first node
 	hot        driverkit.Contention                // keys seen contended
-	snaps      *driverkit.LRU[nodeKey, snapshot]   // queues seen by refused TryAcquires
 	parents    *driverkit.LRU[string, struct{}]    // key nodes known to exist
 	persistent bool                                // the server lacks container nodes
 	closed     bool
@@ -126,7 +125,6 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 		nodes:   make(map[nodeKey]*node),
 		obs:     driverkit.NewLRU[string, observation](maxObserved),
 		hot:     driverkit.Contention{Window: hotFor, Max: maxHot},
-		snaps:   driverkit.NewLRU[nodeKey, snapshot](maxSnapshots),
 		parents: driverkit.NewLRU[string, struct{}](maxParents),
 	}
 	if opts != nil {
