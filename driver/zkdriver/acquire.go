@@ -31,7 +31,7 @@ import (
 // leaves nothing queued.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	l, err := d.acquire(ctx, req)
-	return d.finalLease(ctx, "acquire", req.Key, l, err)
+	return d.finalLease(ctx, l, err)
 }
 
 func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {

@@ -19,7 +19,7 @@ import (
 // by this client's clock (the node is then deleted).
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	out, err := d.refresh(ctx, l)
-	return d.finalLease(ctx, "refresh", l.Key, out, err)
+	return d.finalLease(ctx, out, err)
 }
 
 func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
@@ -120,7 +120,7 @@ const maxMulti = 500
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	errs := d.refreshBatch(ctx, ls)
 	for i, err := range errs {
-		errs[i] = d.final(ctx, "refresh", ls[i].Key, err)
+		errs[i] = d.final(ctx, err)
 	}
 	return errs
 }

@@ -17,7 +17,7 @@ import (
 // by this client's clock (its node is deleted all the same), or granted
 // by another Driver (left held).
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
-	return d.final(ctx, "release", l.Key, d.release(ctx, l))
+	return d.final(ctx, d.release(ctx, l))
 }
 
 func (d *Driver) release(ctx context.Context, l driver.Lease) error {

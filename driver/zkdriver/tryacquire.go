@@ -24,7 +24,7 @@ import (
 // lost finds the owner's node by its name.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	l, err := d.tryAcquire(ctx, req)
-	return d.finalLease(ctx, "acquire", req.Key, l, err)
+	return d.finalLease(ctx, l, err)
 }
 
 func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
