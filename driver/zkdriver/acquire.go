@@ -12,23 +12,10 @@ import (
 )
 
 // Acquire implements driver.Acquirer: it creates the owner's lock node at
-// the end of the key's queue and waits until nothing before it blocks it,
-// watching only the node it waits for (Curator's recipe, no herd): an
-// exclusive node waits for the node just before it, a shared one for the
-// closest exclusive node before it. When that node is deleted and it was
-// the only one blocking, the wait ends without another round trip. A
-// counted node waits as the package documentation says (Semaphores).
-//
-// While it waits Acquire rewrites its own node every third of the TTL, so
-// that the node behind it does not take it for dead, and it deletes the
-// node it waits for if that node's lease expires (no rewrite for its TTL,
-// by this client's clock). When the connection has a session again after
-// it broke, it lists the queue and watches anew: watches may have been
-// lost, and what they watched may have changed meanwhile. It fails when
-// its own session ends, when its
-// node disappears, and when ctx is done; then it deletes its node (in the
-// background if ctx is done, so that it returns by ctx's deadline) and
-// leaves nothing queued.
+// the end of the key's queue and waits until nothing before it blocks it
+// (see queueWait). It fails when its session ends, its node disappears or
+// ctx is done, and then deletes its node (in the background if ctx is
+// done).
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	l, err := d.acquire(ctx, req)
 	return d.finalLease(ctx, l, err)
@@ -107,19 +94,13 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 	}
 }
 
-// A queueWait is an Acquire whose node n waits in the key's queue.
-//
-// It watches the node it waits for (pred) and, when more than one node
-// blocks it, also the blocking node before that one (pprev): when pprev
-// goes, it lists the queue again, so that by the time pred goes it knows
-// whether pred was the last node in its way and can take the lock at once,
-// without listing the queue on the handoff path. Each node therefore has
-// at most two watchers among the exclusive waiters (readers behind a
-// writer all watch it, as in Curator's read-write lock).
-//
-// Meanwhile it rewrites n every third of its TTL (keepAlive), deletes pred
-// when pred's lease expires (expiry), and retries what fails for a
-// transient reason (pause).
+// A queueWait is an Acquire whose node n waits in the key's queue. It
+// watches the node it waits for (pred) and the blocking node before that
+// one (pprev), and lists the queue again when pprev goes, so that when
+// pred goes it knows whether n is granted without a round trip: the
+// handoff BENCHMARKS.md measures. Meanwhile it rewrites n every third of
+// its TTL (keepAlive), deletes pred when its lease expires (expiry), and
+// looks again after a reconnection, whose watches may have been lost.
 type queueWait struct {
 	d   *Driver
 	ctx context.Context
@@ -146,8 +127,7 @@ type queueWait struct {
 	pprev    string // the blocking node before pred, if any
 	pprevCh  <-chan zk.Event
 
-	// A counted node (see aimCounted) at the head of the waiters watches
-	// the key's children.
+	// A counted node at the head of the waiters watches the children.
 	head     bool            // every node before n is granted
 	wantKids bool            // list with a watch on the children
 	kidsCh   <-chan zk.Event // the watch, while head
@@ -228,22 +208,17 @@ func (w *queueWait) relist() (waitResult, error) {
 	return waitOn, nil
 }
 
-// kidsResult carries the results of a Children or ChildrenW through call.
+// kidsResult carries the results of a Children or ChildrenW.
 type kidsResult struct {
 	names []string
 	ch    <-chan zk.Event
 }
 
 // aimCounted aims the wait of a counted node n, at index i of q and not
-// granted. Any node before n that goes may let it in (holds are released
-// in any order), and n is granted only once every node before it is: so
-// while a node before it waits, n watches the node just before it (pred),
-// whose owner rewrites it on being granted (and every third of its TTL)
-// and deletes it on giving up, and n lists the queue again when it
-// changes. Once every node before n is granted, n is the head of the
-// waiters: it watches the key's children (kids) and, to time its lease,
-// the first node. A release thus wakes the head waiter only, and a grant
-// the waiter just behind, not the whole queue.
+// granted. While a node before it waits, n watches the node just before it
+// (rewritten by its owner when granted). Once every node before n is
+// granted, n watches the key's children, and the first node to time its
+// lease. A release wakes the head waiter only, a grant the one behind.
 func (w *queueWait) aimCounted(q queue, i int, kids <-chan zk.Event) (waitResult, error) {
 	head := q.held() == i
 	if head && kids == nil {
@@ -282,8 +257,8 @@ func (w *queueWait) aim(b []child) {
 	}
 }
 
-// readPred reads pred, watches it, and times its lease from the moment
-// its current version was first seen.
+// readPred reads and watches pred, timing its lease from the moment its
+// current version was first seen.
 func (w *queueWait) readPred() (waitResult, error) {
 	got, err := w.getW(w.pred)
 	recv := time.Now()
@@ -325,8 +300,7 @@ func (w *queueWait) readPprev() (waitResult, error) {
 	return waitOn, nil
 }
 
-// await waits for the next event: pred or pprev changed, pred's lease
-// expired, n is due for a rewrite, n's session ended, or ctx is done.
+// await waits for the next event.
 func (w *queueWait) await() (waitResult, error) {
 	select {
 	case ev := <-w.predCh:
@@ -354,11 +328,9 @@ func (w *queueWait) await() (waitResult, error) {
 	return waitAgain, nil
 }
 
-// reconnected makes the wait list the queue again and watch anew, after
-// the connection came back: its watches may have been lost with the old
-// connection and what they watched may have changed meanwhile (the
-// release of a holder retried after a leader change). Without it a
-// waiter could wait for a node long gone, until its lock call's deadline.
+// reconnected makes the wait list the queue again and watch anew: watches
+// may have been lost with the old connection, and what they watched
+// changed meanwhile.
 func (w *queueWait) reconnected() {
 	w.reconn = w.d.sess.reconnected()
 	w.list = true
@@ -393,9 +365,8 @@ func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
 	return waitAgain, nil
 }
 
-// reclaimPred deletes pred, which was not rewritten for its whole TTL
-// since this version was seen: its holder has declared it lost. The delete
-// names the version, so a refresh on its way wins.
+// reclaimPred deletes pred, not rewritten for its whole TTL since this
+// version was seen; the delete names the version, so a refresh wins.
 func (w *queueWait) reclaimPred() (waitResult, error) {
 	pred, ver := w.pred, w.predVer
 	_, err := driverkit.Call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(pred, ver) }, nil)
@@ -444,9 +415,7 @@ func (w *queueWait) getW(p string) (watchResult, error) {
 }
 
 // pause waits after a transient error; it returns an error when the wait
-// must end: ctx is done, the session ended, the error is permanent, the
-// driver or its connection is closed, or nothing got through for a whole
-// session timeout.
+// must end instead.
 func (w *queueWait) pause(cause error) error {
 	if w.ctx.Err() != nil {
 		return w.ctx.Err()
@@ -463,8 +432,6 @@ func (w *queueWait) pause(cause error) error {
 	if w.failingSince.IsZero() {
 		w.failingSince = time.Now()
 	} else if time.Since(w.failingSince) > w.st.timeout {
-		// Nothing got through for a whole session timeout: the session,
-		// and our node with it, cannot be alive.
 		return fmt.Errorf("zkdriver: no answer from ZooKeeper for longer than the session timeout %v: %w", w.st.timeout, cause)
 	}
 	t := time.NewTimer(w.retry.Next())
@@ -489,7 +456,7 @@ func (w *queueWait) ok() {
 	w.failingSince = time.Time{}
 }
 
-// watchResult carries the results of a GetW through call.
+// watchResult carries the results of a GetW.
 type watchResult struct {
 	data []byte
 	st   *zk.Stat

@@ -79,19 +79,6 @@ func writeKey(b *strings.Builder, key string) {
 	}
 }
 
-// decodeKey inverts encodeKey. It reports false for a name that encodeKey
-// never returns.
-func decodeKey(name string) (string, bool) {
-	if name == emptyName {
-		return "", true
-	}
-	key, err := driverkit.Unhex(name)
-	if err != nil || key == "" || encodeKey(key) != name {
-		return "", false
-	}
-	return key, true
-}
-
 // Lock node names. A lock node is "_c_<owner>-<mode>-<seq>": the "_c_"
 // prefix and the owner (the front-end's 128-bit random hold id) make it a
 // protected node in the sense of Curator, found again by its owner after a
@@ -222,12 +209,7 @@ func parseCount(s string) (int64, bool) {
 	return n, err == nil
 }
 
-// encodeTTL returns a node's data without a value: its lease length in
-// whole milliseconds, rounded up so that others never think it shorter
-// than it is.
-func encodeTTL(ttl time.Duration) []byte { return encodeData(ttl, "") }
-
-// encodeData returns a node's data: its lease length (see encodeTTL) and,
+// encodeData returns a node's data: its lease length (in whole milliseconds, rounded up so that others never think it shorter than it is) and,
 // when value is not empty, a newline and the value published with the
 // hold (any bytes).
 func encodeData(ttl time.Duration, value string) []byte {

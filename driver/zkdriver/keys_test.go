@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // validName reports why name is not a valid, safe znode name (one path
@@ -320,3 +321,21 @@ func TestLockPaths(t *testing.T) {
 	checkPaths(t, "", "%")
 	checkPaths(t, "zookeeper", "%7Aookeeper")
 }
+
+// decodeKey inverts encodeKey. It reports false for a name that encodeKey
+// never returns.
+func decodeKey(name string) (string, bool) {
+	if name == emptyName {
+		return "", true
+	}
+	key, err := driverkit.Unhex(name)
+	if err != nil || key == "" || encodeKey(key) != name {
+		return "", false
+	}
+	return key, true
+}
+
+// encodeTTL returns a node's data without a value: its lease length in
+// whole milliseconds, rounded up so that others never think it shorter
+// than it is.
+func encodeTTL(ttl time.Duration) []byte { return encodeData(ttl, "") }
