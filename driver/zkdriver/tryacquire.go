@@ -12,16 +12,11 @@ import (
 )
 
 // TryAcquire implements driver.Driver. It creates the owner's lock node
-// (one round trip when the key is free) and keeps it if the node is first
-// in the key's queue (Exclusive) or has no exclusive node before it
-// (Shared), and, for a counted request, the weights of the nodes before it
-// and its own fit in the limit; otherwise it deletes it again and returns
-// a *driver.LockedError (a *driver.LimitError when a node before it has
-// another limit).
-// While a key is contended it lists the queue first and creates no node
-// when the key is taken. A second TryAcquire by the holder refreshes the
-// lease and returns the same token; a TryAcquire after one whose reply was
-// lost finds the owner's node by its name.
+// (one round trip when the key is free) and keeps it if nothing before it
+// in the queue blocks it; otherwise it deletes it and returns a
+// *driver.LockedError (a *driver.LimitError for a node of another limit).
+// While the key is contended it lists the queue first (peek). A holder's
+// TryAcquire refreshes its node; one after a lost reply finds its node.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	l, err := d.tryAcquire(ctx, req)
 	return d.finalLease(ctx, l, err)
@@ -58,8 +53,7 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 }
 
 // peek lists key's queue and returns a *driver.LockedError if req would
-// have to wait, after checking whether the first node's lease expired.
-// It returns nil when req may try to create its node.
+// have to wait (after reclaiming an expired first node), nil otherwise.
 func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent string) error {
 	got, err := driverkit.Call(ctx, func() (listResult, error) {
 		names, st, err := d.conn.Children(parent)
@@ -104,8 +98,7 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 }
 
 // settle lists the queue after n was created behind other nodes: n is
-// granted if nothing before it blocks it (or what blocked it had expired);
-// otherwise n is deleted and a *driver.LockedError returned.
+// granted if nothing (live) before it blocks it, else deleted and refused.
 func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Request) (driver.Lease, error) {
 	got, err := driverkit.Call(ctx, func() (listResult, error) {
 		names, st, err := d.conn.Children(n.parent)
@@ -148,26 +141,21 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 	}
 	d.hot.Refused(req.Key)
 	if err := d.dropNode(ctx, n); err != nil {
-		// The node may still be there: report the failure, so that the
-		// front-end cleans up (Release) rather than leave a node
-		// blocking the queue.
+		// The node may still be there: the front-end cleans up.
 		return driver.Lease{}, fail(op, req.Key, err)
 	}
 	return driver.Lease{}, &driver.LockedError{Remaining: remaining}
 }
 
-// resume continues with a node this driver already has for req's owner:
-// a hold (re-acquire: refresh it, same token), a create whose outcome is
-// not known (find the node by its name), or a leftover queue place. It
-// reports done=false when the caller should create a new node.
+// resume continues with the node this driver has for req's owner: a hold
+// (refresh it, same token), a create of unknown outcome (find it), or a
+// queue place. done=false: the caller creates a new node.
 func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Request, wait bool) (driver.Lease, bool, error) {
 	d.mu.Lock()
 	path, granted, lost, mode, session := n.path, n.granted, n.lost, n.mode, n.session
 	expired := granted && time.Since(n.written) >= n.ttl
 	d.mu.Unlock()
 	if lost != nil || (path != "" && session != d.conn.SessionID()) {
-		// Its session is over: so is the node. A new node, with a new
-		// token, is a new grant.
 		d.forget(n)
 		return driver.Lease{}, false, nil
 	}
@@ -181,13 +169,10 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 		}
 	}
 	if expired {
-		// The lease ran out by our own clock: others may already
-		// consider the node dead. Start over with a new node.
+		// Others may consider the node dead: start over.
 		_ = d.dropNode(ctx, n)
 		return driver.Lease{}, false, nil
 	}
-	// Refresh the node: this proves it exists in our session and gives
-	// its czxid.
 	sent := time.Now()
 	st, err := d.write(ctx, path, req.TTL, n.value)
 	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, errNotOurs) {
@@ -211,10 +196,9 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 	return l, true, err
 }
 
-// findLost finds the node of n, whose create's reply was lost, by its
-// owner's name in the queue, and deletes the owner's other nodes (a retry's)
-// there. It returns the node's path, or "" (n forgotten) when there is
-// none.
+// findLost finds n's node, whose create's reply was lost, by its owner's
+// name, and deletes the owner's other nodes there (a retry's). It returns
+// its path, or "" (n forgotten) when there is none.
 func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Request) (string, error) {
 	names, err := driverkit.Call(ctx, func() ([]string, error) {
 		names, _, err := d.conn.Children(n.parent)
@@ -243,12 +227,9 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 	return path, nil
 }
 
-// announce rewrites n, a counted node just granted with nodes behind it
-// in the queue: a waiter behind that saw n before it was granted may be
-// watching it (see queueWait.aimCounted), and lists the queue again when
-// it changes. The write renews the lease too. It fails when the node is
-// gone; other failures leave the waiter to learn of the grant at n's next
-// renewal.
+// announce rewrites n, a counted node just granted with waiters behind
+// it, which watch it (aimCounted). It fails when the node is gone; after
+// another failure the waiter learns at n's next renewal.
 func (d *Driver) announce(ctx context.Context, n *node) error {
 	d.mu.Lock()
 	path, ttl := n.path, n.ttl

@@ -349,9 +349,9 @@ func (d *Driver) begin(ctx context.Context, op, key string) error {
 	return nil
 }
 
-// beginRequest is begin for the acquire calls, with the checks that the
-// front-end cannot make: the TTL against the current session's timeout,
-// and the request against the layout. The front-end validated the rest.
+// beginRequest is begin for the acquire calls, with the checks the
+// front-end cannot make (the TTL against the current session's timeout,
+// the layout) and driverkit.CheckCount, which every counting driver keeps.
 func (d *Driver) beginRequest(ctx context.Context, op string, req driver.Request) error {
 	if err := d.begin(ctx, op, req.Key); err != nil {
 		return err
@@ -360,6 +360,9 @@ func (d *Driver) beginRequest(ctx context.Context, op string, req driver.Request
 		return errorf(op, req.Key, err)
 	}
 	if err := d.checkLayout(req); err != nil {
+		return driver.Permanent(errorf(op, req.Key, err))
+	}
+	if err := driverkit.CheckCount(req); err != nil {
 		return driver.Permanent(errorf(op, req.Key, err))
 	}
 	return nil
