@@ -12,11 +12,9 @@ import (
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
-// Refresh implements driver.Driver: it rewrites the node's data (one round
-// trip), which proves that the session and the node are alive and restarts
-// the lease for those watching the node. It fails with driver.ErrNotHeld
-// when the node is gone, belongs to an ended session, or its lease ran out
-// by this client's clock (the node is then deleted).
+// Refresh implements driver.Driver: it rewrites the node (one round trip).
+// It fails with driver.ErrNotHeld when the node is gone, of an ended
+// session, or past its lease by this client's clock (then deleted).
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	out, err := d.refresh(ctx, l)
 	return d.finalLease(ctx, out, err)
@@ -61,11 +59,10 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 }
 
 // lookup returns the driver's node for l if it is a hold: granted, in
-// l.Mode, with token l.Token (unless 0), of the current session. stale
-// reports that its lease ran out by this client's clock since this
-// driver last wrote it (see expired). It returns an error wrapping driver.ErrNotHeld when l is not a
-// hold of this driver: the driver keeps no other (a lease another Driver
-// granted is refused and left held, as driver.Driver allows).
+// l.Mode, with token l.Token (unless 0), of the current session; stale
+// reports that its lease ran out by this client's clock. Otherwise it
+// returns an error wrapping driver.ErrNotHeld (another Driver's lease is
+// refused and left held).
 func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err error) {
 	d.mu.Lock()
 	n = d.nodes[nodeKey{l.Key, l.Owner}]
@@ -102,9 +99,7 @@ func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err err
 	return nil, false, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 }
 
-// expired deletes n, a hold whose lease ran out by this client's clock
-// since this driver last wrote its node (nothing else writes it), and
-// returns an error wrapping driver.ErrNotHeld.
+// expired deletes n, a hold past its lease, and returns driver.ErrNotHeld.
 func (d *Driver) expired(ctx context.Context, op string, n *node) error {
 	_ = d.dropNode(ctx, n)
 	return errorf(op, n.key, fmt.Errorf("%w: the lease ran out", driver.ErrNotHeld))
@@ -113,9 +108,8 @@ func (d *Driver) expired(ctx context.Context, op string, n *node) error {
 // maxMulti bounds the operations of one multi request.
 const maxMulti = 500
 
-// RefreshBatch implements driver.BatchRefresher: the leases' nodes are
-// rewritten by one multi request per 500 leases. A multi is all or
-// nothing: when a node is gone, the multi fails, that lease gets
+// RefreshBatch implements driver.BatchRefresher: one multi request per 500
+// leases. When a node is gone the multi fails as a whole: that lease gets
 // driver.ErrNotHeld and the others are sent again without it.
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	errs := d.refreshBatch(ctx, ls)
@@ -168,10 +162,8 @@ type batchItem struct {
 	ttl  time.Duration
 }
 
-// refreshMulti rewrites the nodes of the first maxMulti items in one multi
-// request, sets the errors of their leases in errs, and returns the items
-// left to send: the rest, or, when one node was gone (a multi is all or
-// nothing), all but that one.
+// refreshMulti rewrites the first maxMulti items in one multi, sets their
+// errors, and returns the items left: the rest, or all but a gone one.
 func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []error, items []batchItem) []batchItem {
 	const op = "refresh"
 	chunk, rest := items[:min(len(items), maxMulti)], items[min(len(items), maxMulti):]
@@ -183,8 +175,6 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 	res, err := driverkit.Call(ctx, func() ([]zk.MultiResponse, error) { return d.conn.Multi(ops...) }, nil)
 	session := d.conn.SessionID()
 	if err != nil && len(res) == len(chunk) {
-		// One operation failed and the rest were rolled back: the
-		// failed one names its error.
 		failed := slices.IndexFunc(res, func(r zk.MultiResponse) bool { return r.Error != nil })
 		if failed >= 0 && errors.Is(res[failed].Error, zk.ErrNoNode) {
 			it := chunk[failed]

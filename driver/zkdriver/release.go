@@ -10,12 +10,9 @@ import (
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
-// Release implements driver.Driver: it deletes l's node (one round trip)
-// if l is a live hold of this driver, or the owner's queue place or node
-// whose create's reply was lost. It returns driver.ErrNotHeld when l was
-// not held: never granted, released, of an ended session, past its lease
-// by this client's clock (its node is deleted all the same), or granted
-// by another Driver (left held).
+// Release implements driver.Driver: it deletes l's node (one round trip),
+// a hold's, a queue place's or a lost create's. It returns
+// driver.ErrNotHeld when l was not held (another Driver's is left held).
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	return d.final(ctx, d.release(ctx, l))
 }
@@ -29,8 +26,6 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	n := d.nodes[nodeKey{l.Key, l.Owner}]
 	d.mu.Unlock()
 	if n == nil {
-		// Not granted or left here: another Driver's lease is refused
-		// and left held.
 		return errorf(op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
 	}
 	d.mu.Lock()
@@ -40,8 +35,6 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	stale := time.Since(n.written) >= n.ttl
 	d.mu.Unlock()
 	if path == "" {
-		// A create whose outcome was not known (an abandoned call's):
-		// find its node by the owner's name and delete it.
 		var err error
 		if path, err = d.findLost(ctx, op, n, driver.Request{Key: l.Key, Owner: l.Owner}); err != nil {
 			return err
