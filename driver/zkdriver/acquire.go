@@ -369,7 +369,7 @@ func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
 // version was seen; the delete names the version, so a refresh wins.
 func (w *queueWait) reclaimPred() (waitResult, error) {
 	pred, ver := w.pred, w.predVer
-	_, err := driverkit.Call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(pred, ver) }, nil)
+	err := del(w.ctx, w.d.conn, pred, ver)
 	w.predCh = nil // read it again
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -40,10 +39,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	if o.mzxid == 0 && now.Sub(o.seen) < pollGap {
 		return false, 0, nil
 	}
-	got, err := driverkit.Call(ctx, func() (getResult, error) {
-		data, st, err := d.conn.Get(path)
-		return getResult{data, st}, err
-	}, nil)
+	got, err := d.get(ctx, path)
 	recv := time.Now()
 	data, st := got.data, got.st
 	if errors.Is(err, zk.ErrNoNode) {
@@ -62,7 +58,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 		return false, ttl, nil
 	}
 	// Unchanged for o.ttl since o.seen: expired.
-	_, err = driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
+	err = del(ctx, d.conn, path, st.Version)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
 		d.unobserve(parent, path)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -25,10 +24,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	}
 	st := driver.KeyState{Waiting: waiting}
 	for _, c := range holders {
-		got, err := driverkit.Call(ctx, func() (getResult, error) {
-			data, st, err := d.conn.Get(parent + "/" + c.name)
-			return getResult{data, st}, err
-		}, nil)
+		got, err := d.get(ctx, parent+"/"+c.name)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // released meanwhile
 		}
@@ -50,17 +46,13 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 // holders lists the queue under parent and returns its granted nodes and
 // the number of waiting ones.
 func (d *Driver) holders(ctx context.Context, parent string) ([]child, int, error) {
-	got, err := driverkit.Call(ctx, func() (listResult, error) {
-		names, st, err := d.conn.Children(parent)
-		return listResult{names, st}, err
-	}, nil)
+	q, err := d.list(ctx, parent)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, 0, nil
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	q := parseQueue(got.names)
 	n := q.held()
 	return q[:n], len(q) - n, nil
 }
@@ -78,8 +70,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	}
 	n := 0
 	for _, c := range holders {
-		_, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+c.name, -1) }, nil)
-		switch {
+		switch err := del(ctx, d.conn, parent+"/"+c.name, -1); {
 		case err == nil:
 			n++
 		case errors.Is(err, zk.ErrNoNode):

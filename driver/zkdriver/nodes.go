@@ -354,8 +354,7 @@ func (d *Driver) dropNode(ctx context.Context, n *node) error {
 		}
 		return err
 	}
-	_, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, -1) }, nil)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := del(ctx, d.conn, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
 	d.forget(n)
@@ -389,14 +388,28 @@ func (d *Driver) write(ctx context.Context, path string, ttl time.Duration, valu
 	return st, nil
 }
 
-// listResult carries the results of a Children through call.
-type listResult struct {
-	names []string
-	st    *zk.Stat
+// list lists and parses the queue under parent.
+func (d *Driver) list(ctx context.Context, parent string) (queue, error) {
+	names, err := driverkit.Call(ctx, func() ([]string, error) {
+		names, _, err := d.conn.Children(parent)
+		return names, err
+	}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return parseQueue(names), nil
 }
 
-// getResult carries the results of a Get through call.
+// getResult carries the results of a Get.
 type getResult struct {
 	data []byte
 	st   *zk.Stat
+}
+
+// get reads the node at path.
+func (d *Driver) get(ctx context.Context, path string) (getResult, error) {
+	return driverkit.Call(ctx, func() (getResult, error) {
+		data, st, err := d.conn.Get(path)
+		return getResult{data, st}, err
+	}, nil)
 }

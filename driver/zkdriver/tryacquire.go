@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -55,20 +54,13 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // peek lists key's queue and returns a *driver.LockedError if req would
 // have to wait (after reclaiming an expired first node), nil otherwise.
 func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent string) error {
-	got, err := driverkit.Call(ctx, func() (listResult, error) {
-		names, st, err := d.conn.Children(parent)
-		return listResult{names, st}, err
-	}, nil)
+	q, err := d.list(ctx, parent)
 	if err != nil {
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
 		if ctx.Err() != nil {
 			return errorf(op, req.Key, ctx.Err())
 		}
-		return nil // the create path reports it, if it persists
+		return nil // a missing key node, or a failure the create reports
 	}
-	q := parseQueue(got.names)
 	granted, lerr := q.judge(len(q), req.Mode, req.Limit, req.Weight)
 	if lerr != nil {
 		return errorf(op, req.Key, lerr)
@@ -100,15 +92,11 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 // settle lists the queue after n was created behind other nodes: n is
 // granted if nothing (live) before it blocks it, else deleted and refused.
 func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Request) (driver.Lease, error) {
-	got, err := driverkit.Call(ctx, func() (listResult, error) {
-		names, st, err := d.conn.Children(n.parent)
-		return listResult{names, st}, err
-	}, nil)
+	q, err := d.list(ctx, n.parent)
 	if err != nil {
 		d.dropNode(ctx, n)
 		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
 	}
-	q := parseQueue(got.names)
 	name := n.path[len(n.parent)+1:]
 	i := q.index(name)
 	if i < 0 {
@@ -200,10 +188,7 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 // name, and deletes the owner's other nodes there (a retry's). It returns
 // its path, or "" (n forgotten) when there is none.
 func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Request) (string, error) {
-	names, err := driverkit.Call(ctx, func() ([]string, error) {
-		names, _, err := d.conn.Children(n.parent)
-		return names, err
-	}, nil)
+	q, err := d.list(ctx, n.parent)
 	if errors.Is(err, zk.ErrNoNode) {
 		d.forget(n)
 		return "", nil
@@ -211,14 +196,13 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 	if err != nil {
 		return "", fail(op, req.Key, err)
 	}
-	mine := parseQueue(names).ofOwner(req.Owner)
+	mine := q.ofOwner(req.Owner)
 	if len(mine) == 0 {
 		d.forget(n)
 		return "", nil
 	}
 	for _, c := range mine[1:] {
-		p := n.parent + "/" + c.name
-		_, _ = driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil)
+		_ = del(ctx, d.conn, n.parent+"/"+c.name, -1)
 	}
 	path := n.parent + "/" + mine[0].name
 	d.mu.Lock()
