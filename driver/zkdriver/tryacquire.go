@@ -61,32 +61,31 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 		}
 		return nil // a missing key node, or a failure the create reports
 	}
-	granted, lerr := q.judge(len(q), req.Mode, req.Limit, req.Weight)
-	if lerr != nil {
+	granted, remaining, lerr, err := d.admits(ctx, parent, q, len(q), req.Mode, req.Limit, req.Weight)
+	switch {
+	case lerr != nil:
 		return errorf(op, req.Key, lerr)
-	}
-	if granted {
+	case err != nil && ctx.Err() != nil:
+		return errorf(op, req.Key, ctx.Err())
+	case granted || err != nil:
 		return nil
-	}
-	if !q.inWay(len(q), req.Mode, req.Limit) {
-		// A shared first node; the exclusive one behind it waits.
-		d.hot.Refused(req.Key)
-		return &driver.LockedError{}
-	}
-	gone, remaining, err := d.reclaim(ctx, parent, q[0])
-	if err != nil {
-		if ctx.Err() != nil {
-			return errorf(op, req.Key, ctx.Err())
-		}
-		return nil
-	}
-	if gone {
-		if ok, _ := q[1:].judge(len(q)-1, req.Mode, req.Limit, req.Weight); ok {
-			return nil
-		}
 	}
 	d.hot.Refused(req.Key)
 	return &driver.LockedError{Remaining: remaining}
+}
+
+// admits judges the node at index i of q (see queue.judge), reclaiming
+// q[0] first when it is in the way and its lease expired.
+func (d *Driver) admits(ctx context.Context, parent string, q queue, i int, m driver.Mode, limit, weight int64) (granted bool, remaining time.Duration, lerr *driver.LimitError, err error) {
+	granted, lerr = q.judge(i, m, limit, weight)
+	if granted || lerr != nil || !q.inWay(i, m, limit) {
+		return granted, 0, lerr, nil
+	}
+	gone, remaining, err := d.reclaim(ctx, parent, q[0])
+	if err == nil && gone {
+		granted, _ = q[1:].judge(i-1, m, limit, weight)
+	}
+	return granted, remaining, nil, err
 }
 
 // settle lists the queue after n was created behind other nodes: n is
@@ -103,21 +102,13 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		d.forget(n)
 		return driver.Lease{}, errorf(op, req.Key, errNodeGone)
 	}
-	granted, lerr := q.judge(i, req.Mode, n.limit, n.weight)
+	granted, remaining, lerr, _ := d.admits(ctx, n.parent, q, i, req.Mode, n.limit, n.weight)
 	if lerr != nil {
 		// Never granted: drop the node (in the background if that fails).
 		if err := d.dropNode(ctx, n); err != nil && ctx.Err() == nil {
 			return driver.Lease{}, fail(op, req.Key, err)
 		}
 		return driver.Lease{}, errorf(op, req.Key, lerr)
-	}
-	var remaining time.Duration
-	if !granted && q.inWay(i, req.Mode, n.limit) {
-		gone, rem, err := d.reclaim(ctx, n.parent, q[0])
-		if err == nil && gone {
-			granted, _ = q[1:].judge(i-1, req.Mode, n.limit, n.weight)
-		}
-		remaining = rem
 	}
 	if granted {
 		if n.limit > 0 && i < len(q)-1 {
