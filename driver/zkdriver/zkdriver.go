@@ -191,10 +191,7 @@ var ErrClosed = errors.New("zkdriver: driver closed")
 // deletes its nodes; one made by New leaves the connection to its owner.
 func (d *Driver) Close() error {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
-	}
+	again := d.closed
 	d.closed = true
 	var fire []*lossWatch
 	for _, n := range d.nodes {
@@ -205,6 +202,9 @@ func (d *Driver) Close() error {
 		n.watches = nil
 	}
 	d.mu.Unlock()
+	if again {
+		return nil // the first Close found every watch
+	}
 	d.sess.unregister(d)
 	fireAll(fire, fmt.Errorf("%w: %w", driver.ErrNotHeld, ErrClosed))
 	if d.owned {
