@@ -388,16 +388,11 @@ func (w *queueWait) reclaimPred() (waitResult, error) {
 
 // keep rewrites n's node; it returns an error when the node is gone.
 func (w *queueWait) keep() error {
-	sent := time.Now()
-	st, err := w.d.write(w.ctx, w.path, w.ttl, w.n.value)
-	switch {
+	switch err := w.d.rewrite(w.ctx, w.n, w.ttl); {
 	case err == nil:
-		w.d.mu.Lock()
-		w.n.written, w.n.mzxid = sent, st.Mzxid
-		w.d.mu.Unlock()
 		w.keepAlive.Reset(w.ttl / 3)
-	case errors.Is(err, zk.ErrNoNode), errors.Is(err, errNotOurs):
-		return errNodeGone
+	case errors.Is(err, errNodeGone):
+		return err
 	case w.ctx.Err() != nil:
 		return w.ctx.Err()
 	default:

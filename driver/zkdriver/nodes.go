@@ -371,21 +371,28 @@ func (d *Driver) forget(n *node) {
 	d.mu.Unlock()
 }
 
-// errNotOurs means a node found by its name belongs to another session.
-var errNotOurs = errors.New("zkdriver: node of another session")
-
-// write rewrites the node at path with its lease and value. It fails with
-// errNotOurs if the node is not of the connection's current session.
-func (d *Driver) write(ctx context.Context, path string, ttl time.Duration, value string) (*zk.Stat, error) {
-	data := encodeData(ttl, value)
+// rewrite writes n's node again with its lease, ttl, and value, which
+// renews the lease for those watching it, and records the write. It
+// returns errNodeGone, forgetting n, when the node is gone, not of the
+// current session, or not n's (another czxid).
+func (d *Driver) rewrite(ctx context.Context, n *node, ttl time.Duration) error {
+	d.mu.Lock()
+	path, czxid := n.path, n.czxid
+	d.mu.Unlock()
+	sent := time.Now()
+	data := encodeData(ttl, n.value)
 	st, err := driverkit.Call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, -1) }, nil)
-	if err != nil {
-		return nil, err
+	switch {
+	case errors.Is(err, zk.ErrNoNode), err == nil && (st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() || czxid != 0 && st.Czxid != czxid):
+		d.forget(n)
+		return errNodeGone
+	case err != nil:
+		return err
 	}
-	if st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() {
-		return nil, errNotOurs
-	}
-	return st, nil
+	d.mu.Lock()
+	n.czxid, n.mzxid, n.session, n.written, n.ttl = st.Czxid, st.Mzxid, st.EphemeralOwner, sent, ttl
+	d.mu.Unlock()
+	return nil
 }
 
 // list lists and parses the queue under parent.

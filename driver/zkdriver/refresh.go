@@ -36,23 +36,12 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if stale {
 		return driver.Lease{}, d.expired(ctx, op, n)
 	}
-	d.mu.Lock()
-	path := n.path
-	d.mu.Unlock()
-	sent := time.Now()
-	st, err := d.write(ctx, path, ttl, n.value)
-	if err == nil && st.Czxid != n.czxid {
-		err = errNotOurs
-	}
-	if err != nil {
-		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, errNotOurs) {
-			d.forget(n)
-			return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
-		}
+	if err := d.rewrite(ctx, n, ttl); errors.Is(err, errNodeGone) {
+		return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, err))
+	} else if err != nil {
 		return driver.Lease{}, callFailed(ctx, op, l.Key, err)
 	}
 	d.mu.Lock()
-	n.written, n.mzxid, n.ttl = sent, st.Mzxid, ttl
 	out := n.lease(ttl)
 	d.mu.Unlock()
 	return out, nil
@@ -194,7 +183,7 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 	for j, it := range chunk {
 		st := res[j].Stat
 		if st == nil || st.Czxid != it.n.czxid || st.EphemeralOwner != it.n.session || st.EphemeralOwner != session {
-			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNotOurs))
+			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
 			continue
 		}
 		it.n.written, it.n.mzxid, it.n.ttl = sent, st.Mzxid, it.ttl

@@ -152,18 +152,11 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 		_ = d.dropNode(ctx, n)
 		return driver.Lease{}, false, nil
 	}
-	sent := time.Now()
-	st, err := d.write(ctx, path, req.TTL, n.value)
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, errNotOurs) {
-		d.forget(n)
+	if err := d.rewrite(ctx, n, req.TTL); errors.Is(err, errNodeGone) {
 		return driver.Lease{}, false, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return driver.Lease{}, true, callFailed(ctx, op, req.Key, err)
 	}
-	d.mu.Lock()
-	n.czxid, n.mzxid, n.session, n.written, n.ttl = st.Czxid, st.Mzxid, st.EphemeralOwner, sent, req.TTL
-	d.mu.Unlock()
 	if granted {
 		return d.grant(n, false), true, nil
 	}
@@ -207,18 +200,10 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 // another failure the waiter learns at n's next renewal.
 func (d *Driver) announce(ctx context.Context, n *node) error {
 	d.mu.Lock()
-	path, ttl := n.path, n.ttl
+	ttl := n.ttl
 	d.mu.Unlock()
-	sent := time.Now()
-	st, err := d.write(ctx, path, ttl, n.value)
-	switch {
-	case err == nil:
-		d.mu.Lock()
-		n.written, n.mzxid = sent, st.Mzxid
-		d.mu.Unlock()
-	case errors.Is(err, zk.ErrNoNode), errors.Is(err, errNotOurs):
-		d.forget(n)
-		return errNodeGone
+	if err := d.rewrite(ctx, n, ttl); errors.Is(err, errNodeGone) {
+		return err
 	}
 	return nil
 }
