@@ -39,35 +39,18 @@ const (
 // written %XX, a leading '.' %2E. The mapping is injective (decodeKey, in
 // the tests, inverts it).
 func encodeKey(key string) string {
-	switch {
-	case key == "":
-		return emptyName
-	case key == "zookeeper":
-		return zookeeperName
-	case key[0] == '.':
-		return dotEscape + nameEscaper.Escape(key[1:])
-	}
-	return nameEscaper.Escape(key)
+	var b strings.Builder
+	writeKey(&b, key)
+	return b.String()
 }
 
-// encodedLen returns len(encodeKey(key)).
-func encodedLen(key string) int {
-	switch {
-	case key == "":
-		return len(emptyName)
-	case key == "zookeeper":
-		return len(zookeeperName)
-	case key[0] == '.':
-		return len(dotEscape) + nameEscaper.Len(key[1:])
-	}
-	return nameEscaper.Len(key)
-}
-
-// writeKey writes encodeKey(key) to b.
+// writeKey writes encodeKey(key) to b: at most 3*len(key)+2 bytes.
 func writeKey(b *strings.Builder, key string) {
 	switch {
-	case key == "", key == "zookeeper":
-		b.WriteString(encodeKey(key))
+	case key == "":
+		b.WriteString(emptyName)
+	case key == "zookeeper":
+		b.WriteString(zookeeperName)
 	case key[0] == '.':
 		b.WriteString(dotEscape)
 		nameEscaper.Write(b, key[1:])

@@ -284,8 +284,8 @@ func TestTTLData(t *testing.T) {
 // those of the key's name.
 func checkPaths(t *testing.T, key, name string) {
 	t.Helper()
-	if n := encodedLen(key); n != len(name) {
-		t.Fatalf("encodedLen(%q) = %d; want %d", key, n, len(name))
+	if got := encodeKey(key); got != name || len(got) > 3*len(key)+2 {
+		t.Fatalf("encodeKey(%q) = %q; want %q, within writeKey's bound %d", key, got, name, 3*len(key)+2)
 	}
 	for _, root := range []string{"/", "/locker", "/a/b"} {
 		d := &Driver{root: root}

@@ -92,7 +92,8 @@ func (s *Session) ConnOption() func(*zk.Conn) {
 	}
 }
 
-// init makes the Session's maps and channels; s.mu is held.
+// init makes the Session's maps and channels; s.mu is held. ConnOption
+// (which New requires) and Wait call it.
 func (s *Session) init() {
 	if s.past == nil {
 		s.past = make(map[int64]*sessionState)
@@ -108,7 +109,6 @@ func (s *Session) init() {
 func (s *Session) reconnected() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.init()
 	return s.reconn
 }
 
@@ -117,7 +117,6 @@ func (s *Session) reconnected() <-chan struct{} {
 // zk.ErrClosing, or the connection giving up connecting (event).
 func (s *Session) connClosed() {
 	s.mu.Lock()
-	s.init()
 	closed := s.closed
 	s.mu.Unlock()
 	s.closeOnce.Do(func() { close(closed) })
@@ -127,7 +126,6 @@ func (s *Session) connClosed() {
 // isClosed reports whether the connection is known to be closed.
 func (s *Session) isClosed() bool {
 	s.mu.Lock()
-	s.init()
 	closed := s.closed
 	s.mu.Unlock()
 	select {
@@ -180,7 +178,6 @@ func (s *Session) limit() time.Duration {
 
 func (s *Session) register(d *Driver) {
 	s.mu.Lock()
-	s.init()
 	s.drivers[d] = struct{}{}
 	s.mu.Unlock()
 }
@@ -195,7 +192,6 @@ func (s *Session) unregister(d *Driver) {
 // connect request.
 func (s *Session) established(id int64, timeout time.Duration) {
 	s.mu.Lock()
-	s.init()
 	old := s.cur
 	if old != nil && old.id == id {
 		old.timeout = timeout
@@ -258,7 +254,6 @@ func (s *Session) event(ev zk.Event) {
 			s.expireCurrent(zk.ErrSessionExpired)
 		case ev.State == zk.StateHasSession && last != zk.StateHasSession:
 			s.mu.Lock()
-			s.init()
 			close(s.reconn)
 			s.reconn = make(chan struct{})
 			s.mu.Unlock()

@@ -244,23 +244,17 @@ func (d *Driver) parentPath(key string) string {
 // paths returns the path of key's node and that path followed by "/" and
 // the concatenation of name, in one allocation (every acquire builds both).
 func (d *Driver) paths(key string, name ...string) (parent, child string) {
-	root := d.root
-	if root == "/" {
-		root = ""
-	}
-	n := len(root) + 1 + encodedLen(key)
-	size := n
-	if len(name) > 0 {
-		size++
-		for _, s := range name {
-			size += len(s)
-		}
+	root := strings.TrimSuffix(d.root, "/") // "/" is the only root with one
+	size := len(root) + 3*len(key) + 4      // see writeKey; two slashes
+	for _, s := range name {
+		size += len(s)
 	}
 	var b strings.Builder
 	b.Grow(size)
 	b.WriteString(root)
 	b.WriteByte('/')
 	writeKey(&b, key)
+	n := b.Len()
 	if len(name) > 0 {
 		b.WriteByte('/')
 		for _, s := range name {
