@@ -25,17 +25,11 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if err := d.begin(ctx, op, l.Key); err != nil {
 		return driver.Lease{}, err
 	}
-	n, stale, err := d.lookup(op, l)
+	n, err := d.lookup(ctx, op, l)
 	if err != nil {
 		return driver.Lease{}, err
 	}
-	ttl := l.TTL
-	if ttl <= 0 {
-		ttl = n.ttl
-	}
-	if stale {
-		return driver.Lease{}, d.expired(ctx, op, n)
-	}
+	ttl := l.TTL // as granted (driver.Driver)
 	if err := d.rewrite(ctx, n, ttl); errors.Is(err, errNodeGone) {
 		return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, err))
 	} else if err != nil {
@@ -47,19 +41,18 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	return out, nil
 }
 
-// lookup returns the driver's node for l if it is a hold: granted, in
-// l.Mode, with token l.Token (unless 0), of the current session; stale
-// reports that its lease ran out by this client's clock. Otherwise it
-// returns an error wrapping driver.ErrNotHeld (another Driver's lease is
-// refused and left held).
-func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err error) {
+// lookup returns the driver's node for l if it is a live hold: granted,
+// in l.Mode, with token l.Token (unless 0), of the current session, within
+// its lease by this client's clock (else deleted). Otherwise it returns an
+// error wrapping driver.ErrNotHeld (another Driver's lease is left held).
+func (d *Driver) lookup(ctx context.Context, op string, l driver.Lease) (*node, error) {
 	d.mu.Lock()
-	n = d.nodes[nodeKey{l.Key, l.Owner}]
+	n := d.nodes[nodeKey{l.Key, l.Owner}]
 	var why error
 	switch {
 	case n == nil:
 		d.mu.Unlock()
-		return nil, false, errorf(op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
+		return nil, errorf(op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
 	case !n.granted:
 		why = errors.New("queued, not granted")
 	case n.mode != l.Mode:
@@ -69,9 +62,8 @@ func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err err
 	case n.lost != nil:
 		why = n.lost
 	}
-	stale = time.Since(n.written) >= n.ttl
-	lost := n.lost
-	session := n.session
+	stale := time.Since(n.written) >= n.ttl
+	lost, session := n.lost, n.session
 	d.mu.Unlock()
 	if why == nil {
 		if st := d.sess.state(session); st == nil || st.over() || session != d.conn.SessionID() {
@@ -79,13 +71,16 @@ func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err err
 			lost = why
 		}
 	}
-	if why == nil {
-		return n, stale, nil
+	switch {
+	case why == nil && stale:
+		return nil, d.expired(ctx, op, n)
+	case why == nil:
+		return n, nil
 	}
 	if lost != nil {
 		d.forget(n)
 	}
-	return nil, false, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
+	return nil, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 }
 
 // expired deletes n, a hold past its lease, and returns driver.ErrNotHeld.
@@ -119,21 +114,13 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	}
 	var items []batchItem
 	for i, l := range ls {
-		n, stale, err := d.lookup(op, l)
+		n, err := d.lookup(ctx, op, l)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		ttl := l.TTL
-		if ttl <= 0 {
-			ttl = n.ttl
-		}
-		if stale {
-			errs[i] = d.expired(ctx, op, n)
-			continue
-		}
 		d.mu.Lock()
-		items = append(items, batchItem{i, n, n.path, ttl})
+		items = append(items, batchItem{i, n, n.path, l.TTL})
 		d.mu.Unlock()
 	}
 	for len(items) > 0 {
