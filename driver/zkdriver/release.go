@@ -1,10 +1,10 @@
 package zkdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
@@ -29,30 +29,21 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		return errorf(op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
 	}
 	d.mu.Lock()
-	path, granted, lost := n.path, n.granted, n.lost
-	session := n.session
-	matches := n.mode == l.Mode && (l.Token == 0 || uint64(n.czxid) == l.Token)
-	stale := time.Since(n.written) >= n.ttl
+	path, granted, session := n.path, n.granted, n.session
 	d.mu.Unlock()
-	if path == "" {
-		var err error
-		if path, err = d.findLost(ctx, op, n, driver.Request{Key: l.Key, Owner: l.Owner}); err != nil {
+	switch {
+	case granted: // a hold: the checks of Refresh
+		if _, err := d.lookup(ctx, op, l); err != nil {
 			return err
 		}
-		if path == "" {
-			return errorf(op, l.Key, fmt.Errorf("%w: no such hold", driver.ErrNotHeld))
+	case path == "": // a create of unknown outcome: find its node
+		var err error
+		if path, err = d.findLost(ctx, op, n, driver.Request{Key: l.Key, Owner: l.Owner}); err != nil || path == "" {
+			return cmp.Or(err, errorf(op, l.Key, fmt.Errorf("%w: no such hold", driver.ErrNotHeld)))
 		}
-		session = d.conn.SessionID()
-	}
-	if granted && !matches {
-		return errorf(op, l.Key, fmt.Errorf("%w: the owner's hold is another one", driver.ErrNotHeld))
-	}
-	if lost != nil || session != d.conn.SessionID() {
+	case session != d.conn.SessionID(): // a queue place of an ended session
 		d.forget(n)
 		return errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errSessionEnded))
-	}
-	if granted && stale {
-		return d.expired(ctx, op, n)
 	}
 	err := del(ctx, d.conn, path, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
