@@ -190,7 +190,7 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 	}
 	path := n.parent + "/" + mine[0].name
 	d.mu.Lock()
-	n.path = path
+	n.path, n.czxid = path, 0 // rewrite learns its czxid
 	d.mu.Unlock()
 	return path, nil
 }
