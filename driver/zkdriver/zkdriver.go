@@ -385,6 +385,9 @@ func (d *Driver) closedErr() error {
 // final returns err as the driver's caller sees it: once the driver or its
 // connection is closed, an error that is not ctx's own is permanent.
 func (d *Driver) final(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, zk.ErrClosing) {
 		d.sess.connClosed() // only a closed connection fails with it
 	}
