@@ -1,7 +1,6 @@
 package zkdriver
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/go-locker/locker/driver"
@@ -54,14 +53,9 @@ func fireAll(ws []*lossWatch, err error) {
 func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	d.mu.Lock()
 	n := d.nodes[nodeKey{l.Key, l.Owner}]
-	var why error
-	switch {
-	case d.closed:
+	why := n.mismatch(l)
+	if d.closed {
 		why = ErrClosed
-	case n == nil || !n.granted || n.mode != l.Mode || (l.Token != 0 && uint64(n.czxid) != l.Token):
-		why = errors.New("no such hold of this driver")
-	case n.lost != nil:
-		why = n.lost
 	}
 	if why == nil {
 		if st := d.sess.state(n.session); st == nil || st.over() {

@@ -146,13 +146,12 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	}
 	d.mu.Lock()
 	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent
+	if r.session == 0 {
+		n.path = "" // the session changed meanwhile: find the node by its name
+	}
 	d.parents.Put(parent, struct{}{})
 	d.mu.Unlock()
 	if r.session == 0 {
-		// The session changed meanwhile: find the node by its name.
-		d.mu.Lock()
-		n.path = ""
-		d.mu.Unlock()
 		return nil, createResult{}, errorf(op, req.Key, errSessionEnded)
 	}
 	if err := checkTTL(req.TTL, d.sessionTimeout(r.session)); err != nil {

@@ -48,19 +48,10 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 func (d *Driver) lookup(ctx context.Context, op string, l driver.Lease) (*node, error) {
 	d.mu.Lock()
 	n := d.nodes[nodeKey{l.Key, l.Owner}]
-	var why error
-	switch {
-	case n == nil:
+	why := n.mismatch(l)
+	if n == nil {
 		d.mu.Unlock()
-		return nil, errorf(op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
-	case !n.granted:
-		why = errors.New("queued, not granted")
-	case n.mode != l.Mode:
-		why = fmt.Errorf("held in %v mode", n.mode)
-	case l.Token != 0 && uint64(n.czxid) != l.Token:
-		why = fmt.Errorf("held with token %d", n.czxid)
-	case n.lost != nil:
-		why = n.lost
+		return nil, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 	}
 	stale := time.Since(n.written) >= n.ttl
 	lost, session := n.lost, n.session
@@ -81,6 +72,22 @@ func (d *Driver) lookup(ctx context.Context, op string, l driver.Lease) (*node, 
 		d.forget(n)
 	}
 	return nil, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
+}
+
+// mismatch says why n, the driver's node of l's owner (or nil), is not
+// the live hold l, or returns nil; d.mu is held.
+func (n *node) mismatch(l driver.Lease) error {
+	switch {
+	case n == nil:
+		return errors.New("no hold of this driver")
+	case !n.granted:
+		return errors.New("queued, not granted")
+	case n.mode != l.Mode:
+		return fmt.Errorf("held in %v mode", n.mode)
+	case l.Token != 0 && uint64(n.czxid) != l.Token:
+		return fmt.Errorf("held with token %d", n.czxid)
+	}
+	return n.lost
 }
 
 // expired deletes n, a hold past its lease, and returns driver.ErrNotHeld.
