@@ -12,26 +12,13 @@ import (
 )
 
 // Acquire implements driver.Acquirer: it creates the owner's lock node at
-// the end of the key's queue and waits until nothing before it blocks it,
-// watching only the node it waits for (Curator's recipe, no herd): an
-// exclusive node waits for the node just before it, a shared one for the
-// closest exclusive node before it. When that node is deleted and it was
-// the only one blocking, the wait ends without another round trip. A
-// counted node waits as the package documentation says (Semaphores).
-//
-// While it waits Acquire rewrites its own node every third of the TTL, so
-// that the node behind it does not take it for dead, and it deletes the
-// node it waits for if that node's lease expires (no rewrite for its TTL,
-// by this client's clock). When the connection has a session again after
-// it broke, it lists the queue and watches anew: watches may have been
-// lost, and what they watched may have changed meanwhile. It fails when
-// its own session ends, when its
-// node disappears, and when ctx is done; then it deletes its node (in the
-// background if ctx is done, so that it returns by ctx's deadline) and
-// leaves nothing queued.
+// the end of the key's queue and waits until nothing before it blocks it
+// (see queueWait). It fails when its session ends, its node disappears or
+// ctx is done, and then deletes its node (in the background if ctx is
+// done).
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	l, err := d.acquire(ctx, req)
-	return d.finalLease(ctx, "acquire", req.Key, l, err)
+	return d.finalLease(ctx, l, err)
 }
 
 func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
@@ -56,8 +43,6 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		}
 		d.mu.Unlock()
 	}
-	var q queue
-	var gone int
 	if n == nil {
 		var r createResult
 		var err error
@@ -68,10 +53,9 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 		if r.numChildren == 1 {
 			return d.grant(n, true), nil
 		}
-		q, gone = d.takeSnapshot(nk, n, r)
 	}
 	d.hot.Refused(req.Key)
-	l, err := d.wait(ctx, n, req, q, gone)
+	l, err := d.wait(ctx, n, req)
 	if err != nil {
 		_ = d.dropNode(ctx, n)
 		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
@@ -80,10 +64,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request) (driver.Lease,
 }
 
 // wait waits until n is granted; see Acquire and queueWait.
-//
-// known, if not nil, is the queue as it is now but for gone nodes, not
-// known which, that were deleted from before n (see takeSnapshot).
-func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known queue, gone int) (driver.Lease, error) {
+func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.Lease, error) {
 	d.mu.Lock()
 	parent, path, ttl, written, session := n.parent, n.path, n.ttl, n.written, n.session
 	d.mu.Unlock()
@@ -94,7 +75,7 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known qu
 	w := &queueWait{
 		d: d, ctx: ctx, n: n, req: req, st: st,
 		parent: parent, path: path, name: path[len(parent)+1:], ttl: ttl,
-		known: known, gone: gone, list: true, wantKids: req.Limit > 0,
+		list: true, wantKids: req.Limit > 0,
 		keepAlive: time.NewTimer(max(time.Until(written.Add(ttl/3)), 0)),
 		expiry:    time.NewTimer(time.Hour),
 		reconn:    d.sess.reconnected(),
@@ -113,19 +94,13 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request, known qu
 	}
 }
 
-// A queueWait is an Acquire whose node n waits in the key's queue.
-//
-// It watches the node it waits for (pred) and, when more than one node
-// blocks it, also the blocking node before that one (pprev): when pprev
-// goes, it lists the queue again, so that by the time pred goes it knows
-// whether pred was the last node in its way and can take the lock at once,
-// without listing the queue on the handoff path. Each node therefore has
-// at most two watchers among the exclusive waiters (readers behind a
-// writer all watch it, as in Curator's read-write lock).
-//
-// Meanwhile it rewrites n every third of its TTL (keepAlive), deletes pred
-// when pred's lease expires (expiry), and retries what fails for a
-// transient reason (pause).
+// A queueWait is an Acquire whose node n waits in the key's queue. It
+// watches the node it waits for (pred) and the blocking node before that
+// one (pprev), and lists the queue again when pprev goes, so that when
+// pred goes it knows whether n is granted without a round trip: the
+// handoff BENCHMARKS.md measures. Meanwhile it rewrites n every third of
+// its TTL (keepAlive), deletes pred when its lease expires (expiry), and
+// looks again after a reconnection, whose watches may have been lost.
 type queueWait struct {
 	d   *Driver
 	ctx context.Context
@@ -142,13 +117,9 @@ type queueWait struct {
 	failingSince time.Time         // since when nothing got through, or zero
 	reconn       <-chan struct{}   // closed when the connection is back (Session.reconnected)
 
-	known queue // from takeSnapshot, for the first listing only
-	gone  int   // unknown nodes deleted from known
-
 	list     bool   // the queue must be listed
 	pred     string // the node waited for
 	only     bool   // pred is the last node in the way
-	sure     bool   // only does not count on unknown deletions (see aim)
 	predCh   <-chan zk.Event
 	predVer  int32
 	seenZxid int64 // pred's version, first seen at seenAt
@@ -156,8 +127,7 @@ type queueWait struct {
 	pprev    string // the blocking node before pred, if any
 	pprevCh  <-chan zk.Event
 
-	// A counted node (see aimCounted) at the head of the waiters watches
-	// the key's children.
+	// A counted node at the head of the waiters watches the children.
 	head     bool            // every node before n is granted
 	wantKids bool            // list with a watch on the children
 	kidsCh   <-chan zk.Event // the watch, while head
@@ -193,40 +163,25 @@ func (w *queueWait) step() (waitResult, error) {
 	return w.await()
 }
 
-// relist lists the queue (or takes the snapshot's) and aims the wait at
-// what blocks n.
+// relist lists the queue and aims the wait at what blocks n.
 func (w *queueWait) relist() (waitResult, error) {
-	q, unknown := w.known, w.gone
-	w.known, w.gone = nil, 0
-	if q != nil && unknown > 0 {
-		// Usable only if the gone nodes cannot matter: an exclusive node
-		// waits for every node before it, so only their number does, as
-		// long as pred and pprev are there (which their reads check).
-		if i := q.index(w.name); w.req.Mode != driver.Exclusive || i < 0 || unknown >= i {
-			q = nil
+	watch := w.req.Limit > 0 && w.wantKids
+	got, err := driverkit.Call(w.ctx, func() (kidsResult, error) {
+		if watch {
+			names, _, ch, err := w.d.conn.ChildrenW(w.parent)
+			return kidsResult{names, ch}, err
 		}
+		names, _, err := w.d.conn.Children(w.parent)
+		return kidsResult{names: names}, err
+	}, nil)
+	if errors.Is(err, zk.ErrNoNode) {
+		return 0, errNodeGone
 	}
-	var kids <-chan zk.Event
-	if q == nil {
-		unknown = 0
-		watch := w.req.Limit > 0 && w.wantKids
-		got, err := driverkit.Call(w.ctx, func() (kidsResult, error) {
-			if watch {
-				names, _, ch, err := w.d.conn.ChildrenW(w.parent)
-				return kidsResult{names, ch}, err
-			}
-			names, _, err := w.d.conn.Children(w.parent)
-			return kidsResult{names: names}, err
-		}, nil)
-		if errors.Is(err, zk.ErrNoNode) {
-			return 0, errNodeGone
-		}
-		if err != nil {
-			return waitAgain, w.pause(err)
-		}
-		w.ok()
-		q, kids = parseQueue(got.names), got.ch
+	if err != nil {
+		return waitAgain, w.pause(err)
 	}
+	w.ok()
+	q, kids := parseQueue(got.names), got.ch
 	w.list = false
 	i := q.index(w.name)
 	if i < 0 {
@@ -249,31 +204,25 @@ func (w *queueWait) relist() (waitResult, error) {
 	if w.req.Limit > 0 {
 		return w.aimCounted(q, i, kids)
 	}
-	w.aim(q.blockers(i, w.req.Mode), unknown)
+	w.aim(q.blockers(i, w.req.Mode))
 	return waitOn, nil
 }
 
-// kidsResult carries the results of a Children or ChildrenW through call.
+// kidsResult carries the results of a Children or ChildrenW.
 type kidsResult struct {
 	names []string
 	ch    <-chan zk.Event
 }
 
 // aimCounted aims the wait of a counted node n, at index i of q and not
-// granted. Any node before n that goes may let it in (holds are released
-// in any order), and n is granted only once every node before it is: so
-// while a node before it waits, n watches the node just before it (pred),
-// whose owner rewrites it on being granted (and every third of its TTL)
-// and deletes it on giving up, and n lists the queue again when it
-// changes. Once every node before n is granted, n is the head of the
-// waiters: it watches the key's children (kids) and, to time its lease,
-// the first node. A release thus wakes the head waiter only, and a grant
-// the waiter just behind, not the whole queue.
+// granted. While a node before it waits, n watches the node just before it
+// (rewritten by its owner when granted). Once every node before n is
+// granted, n watches the key's children, and the first node to time its
+// lease. A release wakes the head waiter only, a grant the one behind.
 func (w *queueWait) aimCounted(q queue, i int, kids <-chan zk.Event) (waitResult, error) {
 	head := q.held() == i
 	if head && kids == nil {
-		// Listed without a watch (or from TryAcquire's snapshot): list
-		// again with one.
+		// Listed without a watch: list again with one.
 		w.wantKids, w.list = true, true
 		return waitAgain, nil
 	}
@@ -286,22 +235,19 @@ func (w *queueWait) aimCounted(q queue, i int, kids <-chan zk.Event) (waitResult
 		w.pred, w.predCh, w.seenZxid = p, nil, 0
 		w.expiry.Stop()
 	}
-	w.only, w.sure = false, true
+	w.only = false
 	w.pprev, w.pprevCh = "", nil
 	return waitOn, nil
 }
 
 // aim makes the last of b, the nodes that block n, pred, and the one
-// before it pprev. unknown of the nodes before n may be gone, not known
-// which (see takeSnapshot): pred is then the last one in the way only if
-// the count says so and pred is seen to exist (sure).
-func (w *queueWait) aim(b []child, unknown int) {
+// before it pprev.
+func (w *queueWait) aim(b []child) {
 	if p := w.parent + "/" + b[len(b)-1].name; p != w.pred {
 		w.pred, w.predCh, w.seenZxid = p, nil, 0
 		w.expiry.Stop()
 	}
-	w.only = len(b)-unknown == 1
-	w.sure = unknown == 0
+	w.only = len(b) == 1
 	pp := ""
 	if !w.only {
 		pp = w.parent + "/" + b[len(b)-2].name
@@ -311,13 +257,13 @@ func (w *queueWait) aim(b []child, unknown int) {
 	}
 }
 
-// readPred reads pred, watches it, and times its lease from the moment
-// its current version was first seen.
+// readPred reads and watches pred, timing its lease from the moment its
+// current version was first seen.
 func (w *queueWait) readPred() (waitResult, error) {
 	got, err := w.getW(w.pred)
 	recv := time.Now()
 	if errors.Is(err, zk.ErrNoNode) {
-		if w.only && w.sure {
+		if w.only {
 			return waitGranted, nil
 		}
 		w.list = true
@@ -327,7 +273,6 @@ func (w *queueWait) readPred() (waitResult, error) {
 		return waitAgain, w.pause(err)
 	}
 	w.ok()
-	w.sure = true
 	w.predCh, w.predVer = got.ch, got.st.Version
 	if got.st.Mzxid != w.seenZxid {
 		// A new version: its lease runs from now at the earliest.
@@ -355,8 +300,7 @@ func (w *queueWait) readPprev() (waitResult, error) {
 	return waitOn, nil
 }
 
-// await waits for the next event: pred or pprev changed, pred's lease
-// expired, n is due for a rewrite, n's session ended, or ctx is done.
+// await waits for the next event.
 func (w *queueWait) await() (waitResult, error) {
 	select {
 	case ev := <-w.predCh:
@@ -384,11 +328,9 @@ func (w *queueWait) await() (waitResult, error) {
 	return waitAgain, nil
 }
 
-// reconnected makes the wait list the queue again and watch anew, after
-// the connection came back: its watches may have been lost with the old
-// connection and what they watched may have changed meanwhile (the
-// release of a holder retried after a leader change). Without it a
-// waiter could wait for a node long gone, until its lock call's deadline.
+// reconnected makes the wait list the queue again and watch anew: watches
+// may have been lost with the old connection, and what they watched
+// changed meanwhile.
 func (w *queueWait) reconnected() {
 	w.reconn = w.d.sess.reconnected()
 	w.list = true
@@ -423,12 +365,11 @@ func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
 	return waitAgain, nil
 }
 
-// reclaimPred deletes pred, which was not rewritten for its whole TTL
-// since this version was seen: its holder has declared it lost. The delete
-// names the version, so a refresh on its way wins.
+// reclaimPred deletes pred, not rewritten for its whole TTL since this
+// version was seen; the delete names the version, so a refresh wins.
 func (w *queueWait) reclaimPred() (waitResult, error) {
 	pred, ver := w.pred, w.predVer
-	_, err := driverkit.Call(w.ctx, func() (struct{}, error) { return struct{}{}, w.d.conn.Delete(pred, ver) }, nil)
+	err := del(w.ctx, w.d.conn, pred, ver)
 	w.predCh = nil // read it again
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
@@ -447,16 +388,11 @@ func (w *queueWait) reclaimPred() (waitResult, error) {
 
 // keep rewrites n's node; it returns an error when the node is gone.
 func (w *queueWait) keep() error {
-	sent := time.Now()
-	st, err := w.d.write(w.ctx, w.path, w.ttl, w.n.value)
-	switch {
+	switch err := w.d.rewrite(w.ctx, w.n, w.ttl); {
 	case err == nil:
-		w.d.mu.Lock()
-		w.n.written, w.n.mzxid = sent, st.Mzxid
-		w.d.mu.Unlock()
 		w.keepAlive.Reset(w.ttl / 3)
-	case errors.Is(err, zk.ErrNoNode), errors.Is(err, errNotOurs):
-		return errNodeGone
+	case errors.Is(err, errNodeGone):
+		return err
 	case w.ctx.Err() != nil:
 		return w.ctx.Err()
 	default:
@@ -474,9 +410,7 @@ func (w *queueWait) getW(p string) (watchResult, error) {
 }
 
 // pause waits after a transient error; it returns an error when the wait
-// must end: ctx is done, the session ended, the error is permanent, the
-// driver or its connection is closed, or nothing got through for a whole
-// session timeout.
+// must end instead.
 func (w *queueWait) pause(cause error) error {
 	if w.ctx.Err() != nil {
 		return w.ctx.Err()
@@ -493,8 +427,6 @@ func (w *queueWait) pause(cause error) error {
 	if w.failingSince.IsZero() {
 		w.failingSince = time.Now()
 	} else if time.Since(w.failingSince) > w.st.timeout {
-		// Nothing got through for a whole session timeout: the session,
-		// and our node with it, cannot be alive.
 		return fmt.Errorf("zkdriver: no answer from ZooKeeper for longer than the session timeout %v: %w", w.st.timeout, cause)
 	}
 	t := time.NewTimer(w.retry.Next())
@@ -519,7 +451,7 @@ func (w *queueWait) ok() {
 	w.failingSince = time.Time{}
 }
 
-// watchResult carries the results of a GetW through call.
+// watchResult carries the results of a GetW.
 type watchResult struct {
 	data []byte
 	st   *zk.Stat

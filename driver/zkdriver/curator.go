@@ -11,27 +11,21 @@ import (
 )
 
 // Layout selects how the driver names its lock nodes, and so which other
-// ZooKeeper clients share its queues (see the package documentation,
-// section "Apache Curator").
+// ZooKeeper clients share its queues (see "Apache Curator").
 type Layout int
 
 const (
-	// LayoutLocker is the driver's own layout, the default:
-	// "_c_<owner>-w-<seq>" and "_c_<owner>-r-<seq>", counted nodes
-	// "_c_<owner>.<limit>.<weight>-r-<seq>". It grants every capability
-	// (shared and counted holds).
+	// LayoutLocker, the default, is the driver's own: "_c_<owner>-w-<seq>",
+	// "_c_<owner>-r-<seq>", "_c_<owner>.<limit>.<weight>-r-<seq>".
 	LayoutLocker Layout = iota
-	// LayoutCuratorMutex names exclusive nodes as Apache Curator's
-	// InterProcessMutex does, "_c_<owner>-lock-<seq>", so that a key's
-	// holds and Curator's InterProcessMutex (and LeaderSelector) on the
-	// key's path exclude each other. It grants exclusive holds only:
-	// shared and counted requests fail with ErrCuratorLayout.
+	// LayoutCuratorMutex names nodes as Curator's InterProcessMutex does,
+	// "_c_<owner>-lock-<seq>". Shared and counted requests fail with
+	// ErrCuratorLayout.
 	LayoutCuratorMutex
 	// LayoutCuratorReadWrite names nodes as Curator's
-	// InterProcessReadWriteLock does, "_c_<owner>-__WRIT__<seq>" for
-	// exclusive holds and "_c_<owner>-__READ__<seq>" for shared ones, so
-	// that a key's writers and readers and Curator's on the key's path
-	// follow one queue. Counted requests fail with ErrCuratorLayout.
+	// InterProcessReadWriteLock does, "_c_<owner>-__WRIT__<seq>" and
+	// "_c_<owner>-__READ__<seq>". Counted requests fail with
+	// ErrCuratorLayout.
 	LayoutCuratorReadWrite
 )
 
@@ -48,12 +42,9 @@ func (l Layout) String() string {
 	return "Layout(" + strconv.Itoa(int(l)) + ")"
 }
 
-// ErrCuratorLayout is wrapped (with errors.ErrUnsupported) by the errors
-// of requests that a Curator layout cannot express: a counted request (a
-// semaphore: Curator's InterProcessSemaphoreV2 counts leases under a lock
-// of its own, in nodes that do not carry a weight), or a shared request in
-// LayoutCuratorMutex (InterProcessMutex has no readers). Such errors are
-// permanent, and nothing is left held.
+// ErrCuratorLayout is wrapped, with errors.ErrUnsupported, by the
+// permanent errors of requests a Curator layout cannot express: counted
+// ones, and shared ones in LayoutCuratorMutex. Nothing is left held.
 var ErrCuratorLayout = errors.New("zkdriver: the request has no form in the Curator layout")
 
 // Curator's markers: the text before the sequence number by which its
@@ -90,12 +81,9 @@ func (l Layout) curatorInfix(m driver.Mode) string {
 }
 
 // parseNode parses the name of a child of a key's node, whatever wrote
-// it: this driver in any layout (see parseChild and parseCurator), or
-// Curator. A name of no known format is a foreign exclusive node: it
-// blocks every other node, ordered by the sequence number at its end
-// (ZooKeeper's ten digits) or, without one, before all others. It is
-// never dropped: a queue that ignored nodes it cannot read would grant
-// holds that another client's recipe considers taken.
+// it. A name of no known format is a foreign exclusive node, ordered by
+// the sequence number at its end or before all others: never dropped, as
+// another client's recipe may consider it a hold.
 func parseNode(name string) child {
 	if c, ok := parseChild(name); ok {
 		return c
@@ -112,11 +100,9 @@ func parseNode(name string) child {
 	return c
 }
 
-// parseCurator parses a node named as Curator's lock recipes name theirs:
-// "_c_<id>" (the protection prefix and id), a marker and the sequence
-// number. The marker is the last one in the name, as Curator looks for
-// it. The node is this driver's (not foreign) when id is a valid owner;
-// Curator's ids are UUIDs, with dashes, which owners never contain.
+// parseCurator parses a name as Curator's lock recipes write it: "_c_<id>",
+// the last marker in the name, and the sequence number. It is this
+// driver's node when id is a valid owner (Curator's UUIDs have dashes).
 func parseCurator(name string) (child, bool) {
 	for _, m := range [...]struct {
 		mark string
@@ -148,9 +134,7 @@ func parseSeq(s string) (int64, bool) {
 }
 
 // leaseTTL returns the lease length in the data of the node named name,
-// or false when its holder is not judged by a lease: a foreign node
-// (Curator's, or one of no known format) is held for as long as its
-// session lives, whatever its data says.
+// or false for a foreign node, held for as long as its session lives.
 func leaseTTL(name string, data []byte) (time.Duration, bool) {
 	if name = name[strings.LastIndexByte(name, '/')+1:]; parseNode(name).foreign {
 		return 0, false

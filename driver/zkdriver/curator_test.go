@@ -310,16 +310,9 @@ func curatorChild(a []string) error {
 	c := locker.New(d, locker.WithTTL(5*time.Second))
 	defer c.Close(ctx)
 	fmt.Println("READY")
-	var end int64
-	for {
-		b, err := os.ReadFile(filepath.Join(store, "GO"))
-		if err == nil {
-			if end, err = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err != nil {
-				return err
-			}
-			break
-		}
-		time.Sleep(time.Millisecond)
+	end, err := curatorChildStart(store)
+	if err != nil {
+		return err
 	}
 	cs := &criticalSection{store: store, side: side}
 	var wg sync.WaitGroup
@@ -329,34 +322,8 @@ func curatorChild(a []string) error {
 		go func() {
 			defer wg.Done()
 			id := fmt.Sprintf("%d.%d", os.Getpid(), th)
-			for n := 0; time.Now().UnixMilli() < end; n++ {
-				write := mode == "mutex" || n%2 == 0
-				var h *locker.Hold
-				var err error
-				switch {
-				case mode == "mutex":
-					h, err = c.Mutex(key).Acquire(ctx)
-				case write:
-					h, err = c.RWMutex(key).Acquire(ctx)
-				default:
-					h, err = c.RWMutex(key).RAcquire(ctx)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-				if write {
-					err = cs.exclusive(id)
-				} else {
-					err = cs.shared(id)
-				}
-				if rerr := h.Release(ctx); err == nil {
-					err = rerr
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+			if err := curatorChildLoop(ctx, c, cs, key, mode, id, end); err != nil {
+				errs <- err
 			}
 		}()
 	}
@@ -366,6 +333,52 @@ func curatorChild(a []string) error {
 		return err
 	}
 	fmt.Printf("RESULT %s %d %d %d %d\n", side, cs.writes.Load(), cs.reads.Load(), cs.overlaps.Load(), cs.sharedWith.Load())
+	return nil
+}
+
+// curatorChildStart waits for the parent's GO file and returns the end of
+// the run it names (Unix milliseconds).
+func curatorChildStart(store string) (int64, error) {
+	for {
+		b, err := os.ReadFile(filepath.Join(store, "GO"))
+		if err == nil {
+			return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// curatorChildLoop is one contender thread of curatorChild: it locks key
+// (mode "mutex", or alternately as writer and reader) and runs the
+// critical section until end.
+func curatorChildLoop(ctx context.Context, c *locker.Client, cs *criticalSection, key, mode, id string, end int64) error {
+	for n := 0; time.Now().UnixMilli() < end; n++ {
+		write := mode == "mutex" || n%2 == 0
+		var h *locker.Hold
+		var err error
+		switch {
+		case mode == "mutex":
+			h, err = c.Mutex(key).Acquire(ctx)
+		case write:
+			h, err = c.RWMutex(key).Acquire(ctx)
+		default:
+			h, err = c.RWMutex(key).RAcquire(ctx)
+		}
+		if err != nil {
+			return err
+		}
+		if write {
+			err = cs.exclusive(id)
+		} else {
+			err = cs.shared(id)
+		}
+		if rerr := h.Release(ctx); err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
@@ -17,15 +16,10 @@ type observation struct {
 	ttl   time.Duration // from its data; 0 until read
 }
 
-// reclaim checks whether the lease of c, the first node of the queue under
-// parent, has expired, and deletes c if it has: when the node's version
-// has not changed for its whole TTL, measured on this client's clock from
-// the moment the version was first seen. The owner of the node declares
-// its hold lost by then (its deadline runs from the send time of the
-// write that made the version, before this client saw it). A node that
-// changes meanwhile (a refresh) is not deleted: the delete names the
-// version. To spare round trips, a node is read only once its observation
-// is due; a node first seen in a listing is only noted.
+// reclaim deletes c, the first node of the queue under parent, if its
+// version has not changed for its whole TTL since this client first saw
+// it (docs/zkdriver.md, leases); the delete names the version. A node
+// first seen in a listing is only noted, and read once that is due.
 func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool, remaining time.Duration, err error) {
 	if c.foreign {
 		return false, 0, nil // held while its session lives
@@ -45,10 +39,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	if o.mzxid == 0 && now.Sub(o.seen) < pollGap {
 		return false, 0, nil
 	}
-	got, err := driverkit.Call(ctx, func() (getResult, error) {
-		data, st, err := d.conn.Get(path)
-		return getResult{data, st}, err
-	}, nil)
+	got, err := d.get(ctx, path)
 	recv := time.Now()
 	data, st := got.data, got.st
 	if errors.Is(err, zk.ErrNoNode) {
@@ -67,7 +58,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 		return false, ttl, nil
 	}
 	// Unchanged for o.ttl since o.seen: expired.
-	_, err = driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, st.Version) }, nil)
+	err = del(ctx, d.conn, path, st.Version)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
 		d.unobserve(parent, path)
@@ -79,12 +70,10 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	return false, 0, err
 }
 
-// pollGap is how soon after first noting a node in a listing TryAcquire
-// reads it to start observing its lease.
+// pollGap is how soon after noting a node TryAcquire reads it.
 const pollGap = 5 * time.Millisecond
 
-// observe records o, the first node of the queue under parent, as
-// observed now.
+// observe records o, the first node of the queue under parent.
 func (d *Driver) observe(parent string, o observation) {
 	d.mu.Lock()
 	d.obs.Put(parent, o)

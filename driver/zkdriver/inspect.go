@@ -6,20 +6,12 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
-// Inspect implements driver.Inspector: it lists the key's queue (one
-// round trip) and reads each holder's node (one per holder). Holders are
-// the nodes granted in sequence order (an exclusive node at the head, or
-// the shared nodes before the first exclusive one, or the counted ones
-// whose weights fit in the limit); the other nodes are waiters. Limit and
-// each holder's Weight come from the node names, Value from the data. A holder's token is its node's czxid, and Fence the largest of
-// them: ZooKeeper's zxids are the ensemble's, with no counter per key.
-// Remaining is the node's TTL less the time since its last write by the
-// server's clock (mtime) as read on this machine's: an estimate, as
-// ZooKeeper keeps no TTL of its own for these nodes.
+// Inspect implements driver.Inspector: it lists the key's queue and reads
+// each holder's node. Tokens are czxids, Fence the largest; Remaining is
+// an estimate (the TTL less the time since the node's mtime).
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	const op = "inspect"
 	if err := d.begin(ctx, op, key); err != nil {
@@ -32,10 +24,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	}
 	st := driver.KeyState{Waiting: waiting}
 	for _, c := range holders {
-		got, err := driverkit.Call(ctx, func() (getResult, error) {
-			data, st, err := d.conn.Get(parent + "/" + c.name)
-			return getResult{data, st}, err
-		}, nil)
+		got, err := d.get(ctx, parent+"/"+c.name)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // released meanwhile
 		}
@@ -57,24 +46,18 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 // holders lists the queue under parent and returns its granted nodes and
 // the number of waiting ones.
 func (d *Driver) holders(ctx context.Context, parent string) ([]child, int, error) {
-	got, err := driverkit.Call(ctx, func() (listResult, error) {
-		names, st, err := d.conn.Children(parent)
-		return listResult{names, st}, err
-	}, nil)
+	q, err := d.list(ctx, parent)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, 0, nil
 	}
 	if err != nil {
 		return nil, 0, err
 	}
-	q := parseQueue(got.names)
 	n := q.held()
 	return q[:n], len(q) - n, nil
 }
 
-// ForceRelease implements driver.Inspector: it deletes the node of every
-// holder of key, whatever its version, which wakes the waiter watching it.
-// The holders learn of the loss from their next renewal.
+// ForceRelease implements driver.Inspector: it deletes every holder's node.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	const op = "force-release"
 	if err := d.begin(ctx, op, key); err != nil {
@@ -87,8 +70,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	}
 	n := 0
 	for _, c := range holders {
-		_, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(parent+"/"+c.name, -1) }, nil)
-		switch {
+		switch err := del(ctx, d.conn, parent+"/"+c.name, -1); {
 		case err == nil:
 			n++
 		case errors.Is(err, zk.ErrNoNode):

@@ -34,43 +34,23 @@ const (
 	dotEscape     = "%2E"         // a '.' that starts a key
 )
 
-// encodeKey returns the znode name of key: one path segment that
-// ZooKeeper accepts, with no '/', never "." nor "..", never "zookeeper",
-// and no control or otherwise reserved character. Bytes outside keySafe
-// are written %XX (upper-case hex); a '.' that starts the name is written
-// %2E, a name "zookeeper" is written %7Aookeeper, and the empty key (which
-// the front-end never passes) is "%". The mapping is injective: decodeKey
-// inverts it.
+// encodeKey returns the znode name of key: one path segment ZooKeeper
+// accepts, never "." nor ".." nor "zookeeper". Bytes outside keySafe are
+// written %XX, a leading '.' %2E. The mapping is injective (decodeKey, in
+// the tests, inverts it).
 func encodeKey(key string) string {
-	switch {
-	case key == "":
-		return emptyName
-	case key == "zookeeper":
-		return zookeeperName
-	case key[0] == '.':
-		return dotEscape + nameEscaper.Escape(key[1:])
-	}
-	return nameEscaper.Escape(key)
+	var b strings.Builder
+	writeKey(&b, key)
+	return b.String()
 }
 
-// encodedLen returns len(encodeKey(key)).
-func encodedLen(key string) int {
-	switch {
-	case key == "":
-		return len(emptyName)
-	case key == "zookeeper":
-		return len(zookeeperName)
-	case key[0] == '.':
-		return len(dotEscape) + nameEscaper.Len(key[1:])
-	}
-	return nameEscaper.Len(key)
-}
-
-// writeKey writes encodeKey(key) to b.
+// writeKey writes encodeKey(key) to b: at most 3*len(key)+2 bytes.
 func writeKey(b *strings.Builder, key string) {
 	switch {
-	case key == "", key == "zookeeper":
-		b.WriteString(encodeKey(key))
+	case key == "":
+		b.WriteString(emptyName)
+	case key == "zookeeper":
+		b.WriteString(zookeeperName)
 	case key[0] == '.':
 		b.WriteString(dotEscape)
 		nameEscaper.Write(b, key[1:])
@@ -79,41 +59,17 @@ func writeKey(b *strings.Builder, key string) {
 	}
 }
 
-// decodeKey inverts encodeKey. It reports false for a name that encodeKey
-// never returns.
-func decodeKey(name string) (string, bool) {
-	if name == emptyName {
-		return "", true
-	}
-	key, err := driverkit.Unhex(name)
-	if err != nil || key == "" || encodeKey(key) != name {
-		return "", false
-	}
-	return key, true
-}
-
-// Lock node names. A lock node is "_c_<owner>-<mode>-<seq>": the "_c_"
-// prefix and the owner (the front-end's 128-bit random hold id) make it a
-// protected node in the sense of Curator, found again by its owner after a
-// create whose reply was lost; mode is 'w' (exclusive) or 'r' (shared);
-// seq is the ten-digit sequence number ZooKeeper appends. A counted shared
-// node (a semaphore's) is "_c_<owner>.<limit>.<weight>-r-<seq>": the
-// owner, the key's limit and the node's weight in decimal, separated by
-// dots, which owners never contain, so that a parser that reads the owner
-// up to the first '-' (as earlier versions of this driver did) still sees
-// a shared node.
+// protectedPrefix starts every lock node's name (see docs/zkdriver.md):
+// with the owner after it, a protected node in Curator's sense, found
+// again by its owner after a create whose reply was lost.
 const protectedPrefix = "_c_"
 
-// maxOwnerLen bounds an owner's length; owners are made of ASCII letters
-// and digits (the front-end's are 32 hex digits).
-const maxOwnerLen = 64
-
-// errInvalidOwner is returned for an owner that cannot be part of a znode
-// name. The front-end's owners are always valid.
+// errInvalidOwner: an owner is 1 to 64 ASCII letters and digits (the
+// front-end's are 32 hex digits); parseCurator tells Curator's ids by it.
 var errInvalidOwner = errors.New("zkdriver: invalid owner: want 1 to 64 ASCII letters and digits")
 
 func checkOwner(owner string) error {
-	if owner == "" || len(owner) > maxOwnerLen {
+	if owner == "" || len(owner) > 64 {
 		return errInvalidOwner
 	}
 	for i := 0; i < len(owner); i++ {
@@ -136,12 +92,7 @@ func nodePrefix(owner string, m driver.Mode, limit, weight int64) string {
 
 // countInfix returns what follows the owner in a counted node's name.
 func countInfix(limit, weight int64) string {
-	b := make([]byte, 0, 42)
-	b = append(b, '.')
-	b = strconv.AppendInt(b, limit, 10)
-	b = append(b, '.')
-	b = strconv.AppendInt(b, weight, 10)
-	return string(b)
+	return "." + strconv.FormatInt(limit, 10) + "." + strconv.FormatInt(weight, 10)
 }
 
 // modeInfix returns what follows the owner in a lock node's name.
@@ -210,26 +161,16 @@ func parseChild(name string) (child, bool) {
 
 // parseCount parses a positive limit or weight as countInfix writes it.
 func parseCount(s string) (int64, bool) {
-	if s == "" || s[0] < '1' || s[0] > '9' {
+	if s == "" || s[0] < '1' || s[0] > '9' { // no sign, no leading 0
 		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil
 }
 
-// encodeTTL returns a node's data without a value: its lease length in
-// whole milliseconds, rounded up so that others never think it shorter
-// than it is.
-func encodeTTL(ttl time.Duration) []byte { return encodeData(ttl, "") }
-
-// encodeData returns a node's data: its lease length (see encodeTTL) and,
-// when value is not empty, a newline and the value published with the
-// hold (any bytes).
+// encodeData returns a node's data: its lease length in whole
+// milliseconds, rounded up, and, when value is not empty, a newline and
+// the value.
 func encodeData(ttl time.Duration, value string) []byte {
 	return appendData(make([]byte, 0, 12+len(value)), ttl, value)
 }

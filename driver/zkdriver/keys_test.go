@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // validName reports why name is not a valid, safe znode name (one path
@@ -283,8 +284,8 @@ func TestTTLData(t *testing.T) {
 // those of the key's name.
 func checkPaths(t *testing.T, key, name string) {
 	t.Helper()
-	if n := encodedLen(key); n != len(name) {
-		t.Fatalf("encodedLen(%q) = %d; want %d", key, n, len(name))
+	if got := encodeKey(key); got != name || len(got) > 3*len(key)+2 {
+		t.Fatalf("encodeKey(%q) = %q; want %q, within writeKey's bound %d", key, got, name, 3*len(key)+2)
 	}
 	for _, root := range []string{"/", "/locker", "/a/b"} {
 		d := &Driver{root: root}
@@ -320,3 +321,21 @@ func TestLockPaths(t *testing.T) {
 	checkPaths(t, "", "%")
 	checkPaths(t, "zookeeper", "%7Aookeeper")
 }
+
+// decodeKey inverts encodeKey. It reports false for a name that encodeKey
+// never returns.
+func decodeKey(name string) (string, bool) {
+	if name == emptyName {
+		return "", true
+	}
+	key, err := driverkit.Unhex(name)
+	if err != nil || key == "" || encodeKey(key) != name {
+		return "", false
+	}
+	return key, true
+}
+
+// encodeTTL returns a node's data without a value: its lease length in
+// whole milliseconds, rounded up so that others never think it shorter
+// than it is.
+func encodeTTL(ttl time.Duration) []byte { return encodeData(ttl, "") }

@@ -1,7 +1,6 @@
 package zkdriver
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/go-locker/locker/driver"
@@ -17,9 +16,7 @@ func (d *Driver) sessionEnded(id int64, cause error) {
 		if n.session != id {
 			continue
 		}
-		if !n.granted {
-			// A queue place or an unknown create: its waiter sees
-			// the session end by itself.
+		if !n.granted { // its waiter sees the session end
 			if n.path != "" {
 				delete(d.nodes, k)
 			}
@@ -51,21 +48,14 @@ func fireAll(ws []*lossWatch, err error) {
 }
 
 // WatchLoss implements driver.LossWatcher: lost is called when the session
-// that holds l's node expires (or the driver is closed). A disconnection
-// is not a loss: the session, and with it the hold, may survive it; the
-// front-end's local deadline decides. If l is not a hold of this driver's
-// current session when WatchLoss is called, lost is called at once.
+// that holds l's node ends (or the driver is closed), at once if l is not
+// a live hold of this driver. A disconnection is not a loss.
 func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	d.mu.Lock()
 	n := d.nodes[nodeKey{l.Key, l.Owner}]
-	var why error
-	switch {
-	case d.closed:
+	why := n.mismatch(l)
+	if d.closed {
 		why = ErrClosed
-	case n == nil || !n.granted || n.mode != l.Mode || (l.Token != 0 && uint64(n.czxid) != l.Token):
-		why = errors.New("no such hold of this driver")
-	case n.lost != nil:
-		why = n.lost
 	}
 	if why == nil {
 		if st := d.sess.state(n.session); st == nil || st.over() {

@@ -49,14 +49,11 @@ func (q queue) blockers(end int, m driver.Mode) []child {
 	return b
 }
 
-// judge returns whether q grants the node at index i (i == len(q) for a
-// request not in the queue yet) in mode m, with limit and weight (those of
-// a counted Shared node, 0 for the others): an exclusive node when it is
-// first, a shared one when no exclusive node is before it and, for a
-// counted one, when the weights of the nodes before it and its own add up
-// to at most limit. Every shared node before it must have its limit (0 for
-// uncounted ones): lerr names the first one that does not, and the node
-// must then be refused, never granted.
+// judge returns whether q grants the node at index i (len(q): a request
+// not queued yet) in mode m, with a counted node's limit and weight (else
+// 0): an exclusive node when first, a shared one when no exclusive node is
+// before it and the weights fit. lerr names a shared node before it with
+// another limit: the node must be refused.
 func (q queue) judge(i int, m driver.Mode, limit, weight int64) (granted bool, lerr *driver.LimitError) {
 	granted = i == 0 || m != driver.Exclusive
 	sum := weight
@@ -79,8 +76,7 @@ func (q queue) judge(i int, m driver.Mode, limit, weight int64) (granted bool, l
 	return granted, nil
 }
 
-// held returns how many nodes at the head of q are granted: the holds.
-// The others wait.
+// held returns how many nodes at the head of q are granted.
 func (q queue) held() int {
 	for j, c := range q {
 		if ok, _ := q.judge(j, c.mode, c.limit, c.weight); !ok {
@@ -90,10 +86,8 @@ func (q queue) held() int {
 	return len(q)
 }
 
-// inWay reports whether q[0] is one of the nodes that keep the node at
-// index i > 0 (in mode m, with limit) from being granted, if it is not
-// granted: every node before it is for an exclusive or counted node,
-// exclusive ones for others.
+// inWay reports whether q[0] is among the nodes that keep the node at
+// index i > 0 (in mode m, with limit) from being granted.
 func (q queue) inWay(i int, m driver.Mode, limit int64) bool {
 	return i > 0 && (m == driver.Exclusive || limit > 0 || q[0].mode == driver.Exclusive)
 }
@@ -119,21 +113,18 @@ type createResult struct {
 	path        string
 	czxid       int64
 	numChildren int32
-	cversion    int32 // the key node's after the create
 	session     int64
 	sent        time.Time
 }
 
-// create creates req's lock node: one multi with the create and a write
-// of the key's node, whose returned stat carries the transaction's zxid
-// (the new node's czxid, the fencing token) and the number of nodes in the
-// queue. It registers the node; on error the node is registered as
-// unknown when the create may have been applied.
+// create creates req's lock node with one multi: the create and a write
+// of the key's node, whose stat carries the zxid (the node's czxid, the
+// token) and the queue's length. It registers the node, as unknown (no
+// path) when a failed create may have been applied.
 func (d *Driver) create(ctx context.Context, op string, req driver.Request, parent, prefix string) (*node, createResult, error) {
 	nk := nodeKey{req.Key, req.Owner}
 	n := &node{key: req.Key, owner: req.Owner, mode: req.Mode, parent: parent, ttl: req.TTL, limit: req.Limit, weight: req.Weight, value: req.Value}
-	// The requests of the create multi live in the node: one allocation
-	// for all (the multi is the hot path of every acquire).
+	// The multi's requests live in the node: one allocation for all.
 	n.ops.create = zk.CreateRequest{Path: prefix, Data: appendData(n.ops.data[:0], req.TTL, req.Value), Acl: d.acl, Flags: zk.FlagEphemeral | zk.FlagSequence}
 	n.ops.setParent = zk.SetDataRequest{Path: parent, Version: -1}
 	d.mu.Lock()
@@ -146,8 +137,6 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	d.mu.Unlock()
 	r, mayExist, err := d.sendCreate(ctx, n, known)
 	if err != nil {
-		// The error may be the key node's create, after a multi that was
-		// refused or before any: then no lock node was made.
 		d.mu.Lock()
 		if !mayExist && d.nodes[nk] == n {
 			delete(d.nodes, nk)
@@ -157,15 +146,12 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	}
 	d.mu.Lock()
 	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent
+	if r.session == 0 {
+		n.path = "" // the session changed meanwhile: find the node by its name
+	}
 	d.parents.Put(parent, struct{}{})
 	d.mu.Unlock()
 	if r.session == 0 {
-		// The session changed while the create was on its way: the
-		// node may live in the old session (then it is gone) or the new
-		// one. Leave it to be found by its name.
-		d.mu.Lock()
-		n.path = ""
-		d.mu.Unlock()
 		return nil, createResult{}, errorf(op, req.Key, errSessionEnded)
 	}
 	if err := checkTTL(req.TTL, d.sessionTimeout(r.session)); err != nil {
@@ -176,15 +162,11 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 }
 
 // sendCreate sends n's create multi, making the key's node first when it
-// is not known to exist, and again (up to three times) when the multi
-// finds it missing. mayExist reports that a multi whose outcome is not
-// known was sent.
+// is not known to exist (BENCHMARKS.md, new keys), and again when the
+// multi finds it missing. mayExist: a multi of unknown outcome was sent.
 func (d *Driver) sendCreate(ctx context.Context, n *node, known bool) (r createResult, mayExist bool, err error) {
 	for attempt := 0; ; attempt++ {
 		if !known && attempt == 0 {
-			// A key this driver has not seen lately is most likely new
-			// (ZooKeeper deletes an idle key's node): make its node
-			// first rather than learn of it by a failed multi.
 			if err = d.ensureParent(ctx, n.parent); err != nil {
 				return r, mayExist, err
 			}
@@ -198,8 +180,7 @@ func (d *Driver) sendCreate(ctx context.Context, n *node, known bool) (r createR
 		if !errors.Is(err, zk.ErrNoNode) || attempt >= 3 {
 			return r, mayExist, err
 		}
-		// The key's node (or the root) is missing: make it. Our node
-		// was not created (a multi is all or nothing).
+		// The key's node is missing; the multi created nothing.
 		d.mu.Lock()
 		d.parents.Delete(n.parent)
 		d.mu.Unlock()
@@ -216,8 +197,8 @@ type createOps struct {
 	data      [24]byte // create.Data's storage, when it fits
 }
 
-// lockPaths returns the path of req's key node and the path req's node is
-// created with: its name but the sequence number, under the key's node.
+// lockPaths returns the path of req's key node and of req's node without
+// its sequence number.
 func (d *Driver) lockPaths(req driver.Request) (parent, prefix string) {
 	if d.layout != LayoutLocker {
 		return d.paths(req.Key, protectedPrefix, req.Owner, d.layout.curatorInfix(req.Mode))
@@ -244,7 +225,6 @@ func (d *Driver) createNode(ops *createOps) (createResult, error) {
 		path:        res[0].String,
 		czxid:       res[1].Stat.Mzxid, // the multi's zxid: the node's czxid
 		numChildren: res[1].Stat.NumChildren,
-		cversion:    res[1].Stat.Cversion,
 		sent:        sent,
 	}
 	if before == after || before == 0 {
@@ -260,8 +240,7 @@ func (d *Driver) undoCreate(r createResult, err error) {
 	}
 }
 
-// mayHaveApplied reports whether a failed call may have been applied on
-// the server: its reply was lost, or ctx gave up waiting for it.
+// mayHaveApplied reports whether a failed call may have been applied.
 func mayHaveApplied(err error, ctx context.Context) bool {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return true // abandoned; undoCreate deletes what it made
@@ -276,9 +255,8 @@ func mayHaveApplied(err error, ctx context.Context) bool {
 	return !code
 }
 
-// ensureParent creates the key's node (a container, which ZooKeeper
-// deletes once it is empty again) and, if needed, the root and its
-// ancestors (persistent).
+// ensureParent creates the key's node (a container) and, if needed, the
+// root and its ancestors.
 func (d *Driver) ensureParent(ctx context.Context, parent string) error {
 	create := func() error {
 		d.mu.Lock()
@@ -338,10 +316,9 @@ func (d *Driver) sessionTimeout(id int64) time.Duration {
 	return 0
 }
 
-// grant marks n granted and returns its lease. For Acquire (start set),
-// a node written within the last half of its TTL, which a waiting node
-// always is, gets Lease.Start, the send time of that write: the front-end
-// then counts the lease from it without a confirming Refresh.
+// grant marks n granted and returns its lease. For Acquire (start), a node
+// written within the last half of its TTL gets Lease.Start, the send time
+// of that write, so that the front-end needs no confirming Refresh.
 func (d *Driver) grant(n *node, start bool) driver.Lease {
 	d.mu.Lock()
 	n.granted = true
@@ -353,16 +330,12 @@ func (d *Driver) grant(n *node, start bool) driver.Lease {
 	return l
 }
 
-// errNodeGone means the driver's own node disappeared: its session ended
-// or another client deleted it (its lease had expired).
+// errNodeGone means the driver's own node disappeared.
 var errNodeGone = errors.New("zkdriver: the lock node disappeared")
 
-// dropNode deletes n's node and forgets n. It returns an error when the
-// node may still exist. If ctx is done, the node is deleted in the
-// background (go-zookeeper bounds the request by the connection's life:
-// it is answered, or failed when the connection breaks or is closed), so
-// that the caller returns by ctx's deadline even when ZooKeeper does not
-// answer; dropNode then returns ctx's error.
+// dropNode deletes n's node and forgets n; it returns an error when the
+// node may still exist. If ctx is done, it deletes the node in the
+// background and returns ctx's error.
 func (d *Driver) dropNode(ctx context.Context, n *node) error {
 	d.mu.Lock()
 	path := n.path
@@ -380,8 +353,7 @@ func (d *Driver) dropNode(ctx context.Context, n *node) error {
 		}
 		return err
 	}
-	_, err := driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(path, -1) }, nil)
-	if err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := del(ctx, d.conn, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
 	d.forget(n)
@@ -398,32 +370,52 @@ func (d *Driver) forget(n *node) {
 	d.mu.Unlock()
 }
 
-// errNotOurs means a node found by its name belongs to another session.
-var errNotOurs = errors.New("zkdriver: node of another session")
-
-// write refreshes the node at path: its data is the lease length and the
-// value, and the returned stat its czxid. It fails with errNotOurs if the
-// node does not belong to the connection's current session.
-func (d *Driver) write(ctx context.Context, path string, ttl time.Duration, value string) (*zk.Stat, error) {
-	data := encodeData(ttl, value)
+// rewrite writes n's node again with its lease, ttl, and value, which
+// renews the lease for those watching it, and records the write. It
+// returns errNodeGone, forgetting n, when the node is gone, not of the
+// current session, or not n's (another czxid).
+func (d *Driver) rewrite(ctx context.Context, n *node, ttl time.Duration) error {
+	d.mu.Lock()
+	path, czxid := n.path, n.czxid
+	d.mu.Unlock()
+	sent := time.Now()
+	data := encodeData(ttl, n.value)
 	st, err := driverkit.Call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, -1) }, nil)
+	switch {
+	case errors.Is(err, zk.ErrNoNode), err == nil && (st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() || czxid != 0 && st.Czxid != czxid):
+		d.forget(n)
+		return errNodeGone
+	case err != nil:
+		return err
+	}
+	d.mu.Lock()
+	n.czxid, n.mzxid, n.session, n.written, n.ttl = st.Czxid, st.Mzxid, st.EphemeralOwner, sent, ttl
+	d.mu.Unlock()
+	return nil
+}
+
+// list lists and parses the queue under parent.
+func (d *Driver) list(ctx context.Context, parent string) (queue, error) {
+	names, err := driverkit.Call(ctx, func() ([]string, error) {
+		names, _, err := d.conn.Children(parent)
+		return names, err
+	}, nil)
 	if err != nil {
 		return nil, err
 	}
-	if st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() {
-		return nil, errNotOurs
-	}
-	return st, nil
+	return parseQueue(names), nil
 }
 
-// listResult carries the results of a Children through call.
-type listResult struct {
-	names []string
-	st    *zk.Stat
-}
-
-// getResult carries the results of a Get through call.
+// getResult carries the results of a Get.
 type getResult struct {
 	data []byte
 	st   *zk.Stat
+}
+
+// get reads the node at path.
+func (d *Driver) get(ctx context.Context, path string) (getResult, error) {
+	return driverkit.Call(ctx, func() (getResult, error) {
+		data, st, err := d.conn.Get(path)
+		return getResult{data, st}, err
+	}, nil)
 }

@@ -12,14 +12,12 @@ import (
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
-// Refresh implements driver.Driver: it rewrites the node's data (one round
-// trip), which proves that the session and the node are alive and restarts
-// the lease for those watching the node. It fails with driver.ErrNotHeld
-// when the node is gone, belongs to an ended session, or its lease ran out
-// by this client's clock (the node is then deleted).
+// Refresh implements driver.Driver: it rewrites the node (one round trip).
+// It fails with driver.ErrNotHeld when the node is gone, of an ended
+// session, or past its lease by this client's clock (then deleted).
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	out, err := d.refresh(ctx, l)
-	return d.finalLease(ctx, "refresh", l.Key, out, err)
+	return d.finalLease(ctx, out, err)
 }
 
 func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
@@ -27,65 +25,36 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if err := d.begin(ctx, op, l.Key); err != nil {
 		return driver.Lease{}, err
 	}
-	n, stale, err := d.lookup(op, l)
+	n, err := d.lookup(ctx, op, l)
 	if err != nil {
 		return driver.Lease{}, err
 	}
-	ttl := l.TTL
-	if ttl <= 0 {
-		ttl = n.ttl
-	}
-	if stale {
-		return driver.Lease{}, d.expired(ctx, op, n)
-	}
-	d.mu.Lock()
-	path := n.path
-	d.mu.Unlock()
-	sent := time.Now()
-	st, err := d.write(ctx, path, ttl, n.value)
-	if err == nil && st.Czxid != n.czxid {
-		err = errNotOurs
-	}
-	if err != nil {
-		if errors.Is(err, zk.ErrNoNode) || errors.Is(err, errNotOurs) {
-			d.forget(n)
-			return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
-		}
+	ttl := l.TTL // as granted (driver.Driver)
+	if err := d.rewrite(ctx, n, ttl); errors.Is(err, errNodeGone) {
+		return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, err))
+	} else if err != nil {
 		return driver.Lease{}, callFailed(ctx, op, l.Key, err)
 	}
 	d.mu.Lock()
-	n.written, n.mzxid, n.ttl = sent, st.Mzxid, ttl
 	out := n.lease(ttl)
 	d.mu.Unlock()
 	return out, nil
 }
 
-// lookup returns the driver's node for l if it is a hold: granted, in
-// l.Mode, with token l.Token (unless 0), of the current session. stale
-// reports that its lease ran out by this client's clock since this
-// driver last wrote it (see expired). It returns an error wrapping driver.ErrNotHeld when l is not a
-// hold of this driver: the driver keeps no other (a lease another Driver
-// granted is refused and left held, as driver.Driver allows).
-func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err error) {
+// lookup returns the driver's node for l if it is a live hold: granted,
+// in l.Mode, with token l.Token (unless 0), of the current session, within
+// its lease by this client's clock (else deleted). Otherwise it returns an
+// error wrapping driver.ErrNotHeld (another Driver's lease is left held).
+func (d *Driver) lookup(ctx context.Context, op string, l driver.Lease) (*node, error) {
 	d.mu.Lock()
-	n = d.nodes[nodeKey{l.Key, l.Owner}]
-	var why error
-	switch {
-	case n == nil:
+	n := d.nodes[nodeKey{l.Key, l.Owner}]
+	why := n.mismatch(l)
+	if n == nil {
 		d.mu.Unlock()
-		return nil, false, errorf(op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
-	case !n.granted:
-		why = errors.New("queued, not granted")
-	case n.mode != l.Mode:
-		why = fmt.Errorf("held in %v mode", n.mode)
-	case l.Token != 0 && uint64(n.czxid) != l.Token:
-		why = fmt.Errorf("held with token %d", n.czxid)
-	case n.lost != nil:
-		why = n.lost
+		return nil, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 	}
-	stale = time.Since(n.written) >= n.ttl
-	lost := n.lost
-	session := n.session
+	stale := time.Since(n.written) >= n.ttl
+	lost, session := n.lost, n.session
 	d.mu.Unlock()
 	if why == nil {
 		if st := d.sess.state(session); st == nil || st.over() || session != d.conn.SessionID() {
@@ -93,18 +62,35 @@ func (d *Driver) lookup(op string, l driver.Lease) (n *node, stale bool, err err
 			lost = why
 		}
 	}
-	if why == nil {
-		return n, stale, nil
+	switch {
+	case why == nil && stale:
+		return nil, d.expired(ctx, op, n)
+	case why == nil:
+		return n, nil
 	}
 	if lost != nil {
 		d.forget(n)
 	}
-	return nil, false, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
+	return nil, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 }
 
-// expired deletes n, a hold whose lease ran out by this client's clock
-// since this driver last wrote its node (nothing else writes it), and
-// returns an error wrapping driver.ErrNotHeld.
+// mismatch says why n, the driver's node of l's owner (or nil), is not
+// the live hold l, or returns nil; d.mu is held.
+func (n *node) mismatch(l driver.Lease) error {
+	switch {
+	case n == nil:
+		return errors.New("no hold of this driver")
+	case !n.granted:
+		return errors.New("queued, not granted")
+	case n.mode != l.Mode:
+		return fmt.Errorf("held in %v mode", n.mode)
+	case l.Token != 0 && uint64(n.czxid) != l.Token:
+		return fmt.Errorf("held with token %d", n.czxid)
+	}
+	return n.lost
+}
+
+// expired deletes n, a hold past its lease, and returns driver.ErrNotHeld.
 func (d *Driver) expired(ctx context.Context, op string, n *node) error {
 	_ = d.dropNode(ctx, n)
 	return errorf(op, n.key, fmt.Errorf("%w: the lease ran out", driver.ErrNotHeld))
@@ -113,14 +99,13 @@ func (d *Driver) expired(ctx context.Context, op string, n *node) error {
 // maxMulti bounds the operations of one multi request.
 const maxMulti = 500
 
-// RefreshBatch implements driver.BatchRefresher: the leases' nodes are
-// rewritten by one multi request per 500 leases. A multi is all or
-// nothing: when a node is gone, the multi fails, that lease gets
+// RefreshBatch implements driver.BatchRefresher: one multi request per 500
+// leases. When a node is gone the multi fails as a whole: that lease gets
 // driver.ErrNotHeld and the others are sent again without it.
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	errs := d.refreshBatch(ctx, ls)
 	for i, err := range errs {
-		errs[i] = d.final(ctx, "refresh", ls[i].Key, err)
+		errs[i] = d.final(ctx, err)
 	}
 	return errs
 }
@@ -136,21 +121,13 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	}
 	var items []batchItem
 	for i, l := range ls {
-		n, stale, err := d.lookup(op, l)
+		n, err := d.lookup(ctx, op, l)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		ttl := l.TTL
-		if ttl <= 0 {
-			ttl = n.ttl
-		}
-		if stale {
-			errs[i] = d.expired(ctx, op, n)
-			continue
-		}
 		d.mu.Lock()
-		items = append(items, batchItem{i, n, n.path, ttl})
+		items = append(items, batchItem{i, n, n.path, l.TTL})
 		d.mu.Unlock()
 	}
 	for len(items) > 0 {
@@ -168,10 +145,8 @@ type batchItem struct {
 	ttl  time.Duration
 }
 
-// refreshMulti rewrites the nodes of the first maxMulti items in one multi
-// request, sets the errors of their leases in errs, and returns the items
-// left to send: the rest, or, when one node was gone (a multi is all or
-// nothing), all but that one.
+// refreshMulti rewrites the first maxMulti items in one multi, sets their
+// errors, and returns the items left: the rest, or all but a gone one.
 func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []error, items []batchItem) []batchItem {
 	const op = "refresh"
 	chunk, rest := items[:min(len(items), maxMulti)], items[min(len(items), maxMulti):]
@@ -183,8 +158,6 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 	res, err := driverkit.Call(ctx, func() ([]zk.MultiResponse, error) { return d.conn.Multi(ops...) }, nil)
 	session := d.conn.SessionID()
 	if err != nil && len(res) == len(chunk) {
-		// One operation failed and the rest were rolled back: the
-		// failed one names its error.
 		failed := slices.IndexFunc(res, func(r zk.MultiResponse) bool { return r.Error != nil })
 		if failed >= 0 && errors.Is(res[failed].Error, zk.ErrNoNode) {
 			it := chunk[failed]
@@ -204,7 +177,7 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 	for j, it := range chunk {
 		st := res[j].Stat
 		if st == nil || st.Czxid != it.n.czxid || st.EphemeralOwner != it.n.session || st.EphemeralOwner != session {
-			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNotOurs))
+			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
 			continue
 		}
 		it.n.written, it.n.mzxid, it.n.ttl = sent, st.Mzxid, it.ttl

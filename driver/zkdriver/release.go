@@ -1,23 +1,20 @@
 package zkdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
-// Release implements driver.Driver: it deletes l's node (one round trip)
-// if l is a live hold of this driver, or the owner's queue place or node
-// whose create's reply was lost. It returns driver.ErrNotHeld when l was
-// not held: never granted, released, of an ended session, past its lease
-// by this client's clock (its node is deleted all the same), or granted
-// by another Driver (left held).
+// Release implements driver.Driver: it deletes l's node (one round trip),
+// a hold's, a queue place's or a lost create's. It returns
+// driver.ErrNotHeld when l was not held (another Driver's is left held).
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
-	return d.final(ctx, "release", l.Key, d.release(ctx, l))
+	return d.final(ctx, d.release(ctx, l))
 }
 
 func (d *Driver) release(ctx context.Context, l driver.Lease) error {
@@ -29,37 +26,24 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	n := d.nodes[nodeKey{l.Key, l.Owner}]
 	d.mu.Unlock()
 	if n == nil {
-		// Not granted or left here: another Driver's lease is refused
-		// and left held.
 		return errorf(op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
 	}
 	d.mu.Lock()
-	path, granted, lost := n.path, n.granted, n.lost
-	session := n.session
-	matches := n.mode == l.Mode && (l.Token == 0 || uint64(n.czxid) == l.Token)
-	stale := time.Since(n.written) >= n.ttl
+	path, granted, session := n.path, n.granted, n.session
 	d.mu.Unlock()
-	if path == "" {
-		// A create whose outcome was not known (an abandoned call's):
-		// find its node by the owner's name and delete it.
-		var err error
-		if path, err = d.findLost(ctx, op, n, driver.Request{Key: l.Key, Owner: l.Owner}); err != nil {
+	switch {
+	case granted: // a hold: the checks of Refresh
+		if _, err := d.lookup(ctx, op, l); err != nil {
 			return err
 		}
-		if path == "" {
-			return errorf(op, l.Key, fmt.Errorf("%w: no such hold", driver.ErrNotHeld))
+	case path == "": // a create of unknown outcome: find its node
+		var err error
+		if path, err = d.findLost(ctx, op, n, driver.Request{Key: l.Key, Owner: l.Owner}); err != nil || path == "" {
+			return cmp.Or(err, errorf(op, l.Key, fmt.Errorf("%w: no such hold", driver.ErrNotHeld)))
 		}
-		session = d.conn.SessionID()
-	}
-	if granted && !matches {
-		return errorf(op, l.Key, fmt.Errorf("%w: the owner's hold is another one", driver.ErrNotHeld))
-	}
-	if lost != nil || session != d.conn.SessionID() {
+	case session != d.conn.SessionID(): // a queue place of an ended session
 		d.forget(n)
 		return errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errSessionEnded))
-	}
-	if granted && stale {
-		return d.expired(ctx, op, n)
 	}
 	err := del(ctx, d.conn, path, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {

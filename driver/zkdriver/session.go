@@ -14,27 +14,15 @@ import (
 )
 
 // A Session follows the ZooKeeper session of one *zk.Conn for the drivers
-// that use the connection: which session is current, the session timeout
-// the server negotiated for it, and when it expires.
-//
-// go-zookeeper does not expose the negotiated timeout, and delivers session
-// events only to the one callback or channel given to zk.Connect. A
-// Session therefore hooks into the connection as it is made: pass the
-// option returned by ConnOption to zk.Connect, then the Session to New:
-//
-//	sess := new(zkdriver.Session)
-//	conn, _, err := zk.Connect(servers, 10*time.Second, sess.ConnOption())
-//	…
-//	d, err := zkdriver.New(conn, sess, nil)
-//
-// ConnOption installs a dialer (which reads the session id and timeout
-// from the server's answer to each connect request) and an event callback.
-// zk.Connect keeps one dialer and one callback: to use your own, set
-// Dialer and OnEvent before calling ConnOption instead of passing
-// zk.WithDialer or zk.WithEventCallback, which would replace the
-// Session's. Use one Session per connection.
-//
-// Connect does all of this for the common case.
+// that use the connection: which session is current, its negotiated
+// timeout, and when it expires. go-zookeeper exposes neither the timeout
+// nor session events but to the code that made the connection, so pass
+// ConnOption's option to zk.Connect, then the Session to New (see the
+// package documentation). ConnOption installs a dialer, which reads the
+// session id and timeout from the server's answer to each connect request,
+// and an event callback: to use your own, set Dialer and OnEvent rather
+// than pass zk.WithDialer or zk.WithEventCallback. One Session per
+// connection.
 type Session struct {
 	// Dialer, if set, makes the network connections; the Session wraps
 	// it. Nil means net.DialTimeout, go-zookeeper's default.
@@ -53,10 +41,8 @@ type Session struct {
 	readyOnce sync.Once
 	closed    chan struct{} // closed once the connection is known to be closed
 	closeOnce sync.Once
-	lastState zk.State // of the last session event
-	// reconn is closed, and replaced, each time the connection has a
-	// session again after it broke (see reconnected).
-	reconn chan struct{}
+	lastState zk.State      // of the last session event
+	reconn    chan struct{} // closed and replaced at each reconnection
 }
 
 // sessionState is one ZooKeeper session.
@@ -87,18 +73,14 @@ func (st *sessionState) over() bool {
 	}
 }
 
-// errSessionEnded is the cause given when a session is replaced by a new
-// one without an expiry event (the client learnt of it another way).
+// errSessionEnded is the cause when a session ended without an expiry event.
 var errSessionEnded = errors.New("zkdriver: the ZooKeeper session ended")
 
-// errConnClosed is the cause given when the connection was closed
-// (zk.Conn.Close): its session is over, and no request will be sent on it
-// again. It wraps zk.ErrClosing.
+// errConnClosed is the cause when the connection was closed (zk.Conn.Close).
 var errConnClosed = fmt.Errorf("the ZooKeeper connection was closed (%w)", zk.ErrClosing)
 
-// ConnOption returns the option to pass to zk.Connect so that the Session
-// follows the connection's session. Its type is that of go-zookeeper's
-// connection options, so it can be passed to zk.Connect directly.
+// ConnOption returns the zk.Connect option by which the Session follows
+// the connection's session.
 func (s *Session) ConnOption() func(*zk.Conn) {
 	s.mu.Lock()
 	s.bound = true
@@ -110,7 +92,8 @@ func (s *Session) ConnOption() func(*zk.Conn) {
 	}
 }
 
-// init makes the Session's maps and channels; s.mu is held.
+// init makes the Session's maps and channels; s.mu is held. ConnOption
+// (which New requires) and Wait call it.
 func (s *Session) init() {
 	if s.past == nil {
 		s.past = make(map[int64]*sessionState)
@@ -121,25 +104,19 @@ func (s *Session) init() {
 	}
 }
 
-// reconnected returns a channel that is closed when the connection next
-// has a session after a disconnection (a leader change, a server's
-// death): watches set before may have been lost with the connection, or
-// what they watched changed meanwhile, so waiters look again.
+// reconnected returns a channel closed when the connection next has a
+// session after a disconnection.
 func (s *Session) reconnected() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.init()
 	return s.reconn
 }
 
-// connClosed records that the connection was closed by its owner: the
-// close request ends the session on the server, which deletes its nodes.
-// It is learnt of from the close request that go-zookeeper writes on the
-// connection (see sniffConn), from a request that failed with
-// zk.ErrClosing, or from the connection giving up connecting (see event).
+// connClosed records that the connection was closed by its owner, learnt
+// from the close request going out (sniffConn), a request failing with
+// zk.ErrClosing, or the connection giving up connecting (event).
 func (s *Session) connClosed() {
 	s.mu.Lock()
-	s.init()
 	closed := s.closed
 	s.mu.Unlock()
 	s.closeOnce.Do(func() { close(closed) })
@@ -149,7 +126,6 @@ func (s *Session) connClosed() {
 // isClosed reports whether the connection is known to be closed.
 func (s *Session) isClosed() bool {
 	s.mu.Lock()
-	s.init()
 	closed := s.closed
 	s.mu.Unlock()
 	select {
@@ -182,16 +158,15 @@ func (s *Session) ID() int64 {
 	return s.cur.id
 }
 
-// state returns the session with the given id, or nil when it is unknown
-// (too old, or never seen).
+// state returns the session with the given id, or nil when it is unknown.
 func (s *Session) state(id int64) *sessionState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.past[id]
 }
 
-// limits returns the negotiated timeout of the current session, or the
-// requested one before the first session, or 0 when neither is known.
+// limit returns the current session's negotiated timeout, or before the
+// first session the one requested, or 0.
 func (s *Session) limit() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -203,7 +178,6 @@ func (s *Session) limit() time.Duration {
 
 func (s *Session) register(d *Driver) {
 	s.mu.Lock()
-	s.init()
 	s.drivers[d] = struct{}{}
 	s.mu.Unlock()
 }
@@ -218,7 +192,6 @@ func (s *Session) unregister(d *Driver) {
 // connect request.
 func (s *Session) established(id int64, timeout time.Duration) {
 	s.mu.Lock()
-	s.init()
 	old := s.cur
 	if old != nil && old.id == id {
 		old.timeout = timeout
@@ -239,8 +212,6 @@ func (s *Session) established(id int64, timeout time.Duration) {
 	s.mu.Unlock()
 	s.readyOnce.Do(func() { close(s.ready) })
 	if old != nil {
-		// A new session means the old one is over, whether or not the
-		// expiry was reported.
 		s.expire(old, errSessionEnded)
 	}
 }
@@ -283,15 +254,12 @@ func (s *Session) event(ev zk.Event) {
 			s.expireCurrent(zk.ErrSessionExpired)
 		case ev.State == zk.StateHasSession && last != zk.StateHasSession:
 			s.mu.Lock()
-			s.init()
 			close(s.reconn)
 			s.reconn = make(chan struct{})
 			s.mu.Unlock()
 		case ev.State == zk.StateDisconnected && last == zk.StateConnecting:
-			// go-zookeeper stops connecting without having connected
-			// only when the connection was closed: this is how a
-			// connection closed while it was disconnected, which sends
-			// no close request, tells.
+			// Only a closed connection stops connecting: one closed
+			// while disconnected sends no close request.
 			s.connClosed()
 		}
 	}
@@ -300,8 +268,7 @@ func (s *Session) event(ev zk.Event) {
 	}
 }
 
-// dial is the connection's dialer: it wraps each network connection to read
-// the connect request and its answer.
+// dial is the connection's dialer: it wraps each network connection.
 func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
 	dial := s.Dialer
 	if dial == nil {
@@ -314,10 +281,9 @@ func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, e
 	return &sniffConn{Conn: c, s: s}, nil
 }
 
-// sniffConn reads the first packet each way of a ZooKeeper connection: the
-// connect request (for the requested timeout) and the connect response
-// (for the session id and negotiated timeout). Afterwards it only passes
-// data through.
+// sniffConn reads the connect request (the requested timeout) and the
+// connect response (session id, negotiated timeout) of a connection, and
+// spots the close request.
 type sniffConn struct {
 	net.Conn
 	s            *Session
@@ -335,13 +301,11 @@ const (
 	respSessionOff = 4 + 4 + 4
 )
 
-// opCloseSession is the opcode of the request that zk.Conn.Close sends,
-// and nothing else.
+// opCloseSession is the opcode of the request only zk.Conn.Close sends.
 const opCloseSession = -11
 
 func (c *sniffConn) Write(p []byte) (int, error) {
-	// After the connect request, go-zookeeper writes each request whole,
-	// in one Write: length, xid, opcode, body.
+	// go-zookeeper writes each request in one Write: length, xid, opcode.
 	if c.wdone && len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:])) == opCloseSession {
 		c.s.connClosed()
 	}
@@ -379,9 +343,8 @@ func (c *sniffConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Wait waits until the Session's connection has established its first
-// session, or ctx is done, or the connection is closed (a permanent
-// error, see driver.Permanent).
+// Wait waits until the connection has its first session, ctx is done, or
+// the connection is closed (a permanent error).
 func (s *Session) Wait(ctx context.Context) error {
 	s.mu.Lock()
 	s.init()

@@ -7,24 +7,18 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 // TryAcquire implements driver.Driver. It creates the owner's lock node
-// (one round trip when the key is free) and keeps it if the node is first
-// in the key's queue (Exclusive) or has no exclusive node before it
-// (Shared), and, for a counted request, the weights of the nodes before it
-// and its own fit in the limit; otherwise it deletes it again and returns
-// a *driver.LockedError (a *driver.LimitError when a node before it has
-// another limit).
-// While a key is contended it lists the queue first and creates no node
-// when the key is taken. A second TryAcquire by the holder refreshes the
-// lease and returns the same token; a TryAcquire after one whose reply was
-// lost finds the owner's node by its name.
+// (one round trip when the key is free) and keeps it if nothing before it
+// in the queue blocks it; otherwise it deletes it and returns a
+// *driver.LockedError (a *driver.LimitError for a node of another limit).
+// While the key is contended it lists the queue first (peek). A holder's
+// TryAcquire refreshes its node; one after a lost reply finds its node.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	l, err := d.tryAcquire(ctx, req)
-	return d.finalLease(ctx, "acquire", req.Key, l, err)
+	return d.finalLease(ctx, l, err)
 }
 
 func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
@@ -58,86 +52,63 @@ func (d *Driver) tryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 }
 
 // peek lists key's queue and returns a *driver.LockedError if req would
-// have to wait, after checking whether the first node's lease expired.
-// It returns nil when req may try to create its node.
+// have to wait (after reclaiming an expired first node), nil otherwise.
 func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent string) error {
-	got, err := driverkit.Call(ctx, func() (listResult, error) {
-		names, st, err := d.conn.Children(parent)
-		return listResult{names, st}, err
-	}, nil)
+	q, err := d.list(ctx, parent)
 	if err != nil {
-		if errors.Is(err, zk.ErrNoNode) {
-			return nil
-		}
 		if ctx.Err() != nil {
 			return errorf(op, req.Key, ctx.Err())
 		}
-		return nil // the create path reports it, if it persists
+		return nil // a missing key node, or a failure the create reports
 	}
-	q := parseQueue(got.names)
-	d.snapshot(nodeKey{req.Key, req.Owner}, q, got.st.Cversion, 0)
-	granted, lerr := q.judge(len(q), req.Mode, req.Limit, req.Weight)
-	if lerr != nil {
+	granted, remaining, lerr, err := d.admits(ctx, parent, q, len(q), req.Mode, req.Limit, req.Weight)
+	switch {
+	case lerr != nil:
 		return errorf(op, req.Key, lerr)
-	}
-	if granted {
+	case err != nil && ctx.Err() != nil:
+		return errorf(op, req.Key, ctx.Err())
+	case granted || err != nil:
 		return nil
-	}
-	if !q.inWay(len(q), req.Mode, req.Limit) {
-		// A shared first node; the exclusive one behind it waits.
-		d.hot.Refused(req.Key)
-		return &driver.LockedError{}
-	}
-	gone, remaining, err := d.reclaim(ctx, parent, q[0])
-	if err != nil {
-		if ctx.Err() != nil {
-			return errorf(op, req.Key, ctx.Err())
-		}
-		return nil
-	}
-	if gone {
-		if ok, _ := q[1:].judge(len(q)-1, req.Mode, req.Limit, req.Weight); ok {
-			return nil
-		}
 	}
 	d.hot.Refused(req.Key)
 	return &driver.LockedError{Remaining: remaining}
 }
 
+// admits judges the node at index i of q (see queue.judge), reclaiming
+// q[0] first when it is in the way and its lease expired.
+func (d *Driver) admits(ctx context.Context, parent string, q queue, i int, m driver.Mode, limit, weight int64) (granted bool, remaining time.Duration, lerr *driver.LimitError, err error) {
+	granted, lerr = q.judge(i, m, limit, weight)
+	if granted || lerr != nil || !q.inWay(i, m, limit) {
+		return granted, 0, lerr, nil
+	}
+	gone, remaining, err := d.reclaim(ctx, parent, q[0])
+	if err == nil && gone {
+		granted, _ = q[1:].judge(i-1, m, limit, weight)
+	}
+	return granted, remaining, nil, err
+}
+
 // settle lists the queue after n was created behind other nodes: n is
-// granted if nothing before it blocks it (or what blocked it had expired);
-// otherwise n is deleted and a *driver.LockedError returned.
+// granted if nothing (live) before it blocks it, else deleted and refused.
 func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Request) (driver.Lease, error) {
-	got, err := driverkit.Call(ctx, func() (listResult, error) {
-		names, st, err := d.conn.Children(n.parent)
-		return listResult{names, st}, err
-	}, nil)
+	q, err := d.list(ctx, n.parent)
 	if err != nil {
 		d.dropNode(ctx, n)
 		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
 	}
-	q := parseQueue(got.names)
 	name := n.path[len(n.parent)+1:]
 	i := q.index(name)
 	if i < 0 {
 		d.forget(n)
 		return driver.Lease{}, errorf(op, req.Key, errNodeGone)
 	}
-	granted, lerr := q.judge(i, req.Mode, n.limit, n.weight)
+	granted, remaining, lerr, _ := d.admits(ctx, n.parent, q, i, req.Mode, n.limit, n.weight)
 	if lerr != nil {
 		// Never granted: drop the node (in the background if that fails).
 		if err := d.dropNode(ctx, n); err != nil && ctx.Err() == nil {
 			return driver.Lease{}, fail(op, req.Key, err)
 		}
 		return driver.Lease{}, errorf(op, req.Key, lerr)
-	}
-	var remaining time.Duration
-	if !granted && q.inWay(i, req.Mode, n.limit) {
-		gone, rem, err := d.reclaim(ctx, n.parent, q[0])
-		if err == nil && gone {
-			granted, _ = q[1:].judge(i-1, req.Mode, n.limit, n.weight)
-		}
-		remaining = rem
 	}
 	if granted {
 		if n.limit > 0 && i < len(q)-1 {
@@ -149,27 +120,21 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 	}
 	d.hot.Refused(req.Key)
 	if err := d.dropNode(ctx, n); err != nil {
-		// The node may still be there: report the failure, so that the
-		// front-end cleans up (Release) rather than leave a node
-		// blocking the queue.
+		// The node may still be there: the front-end cleans up.
 		return driver.Lease{}, fail(op, req.Key, err)
 	}
-	d.snapshot(nodeKey{req.Key, req.Owner}, append(q[:i:i], q[i+1:]...), got.st.Cversion, 1)
 	return driver.Lease{}, &driver.LockedError{Remaining: remaining}
 }
 
-// resume continues with a node this driver already has for req's owner:
-// a hold (re-acquire: refresh it, same token), a create whose outcome is
-// not known (find the node by its name), or a leftover queue place. It
-// reports done=false when the caller should create a new node.
+// resume continues with the node this driver has for req's owner: a hold
+// (refresh it, same token), a create of unknown outcome (find it), or a
+// queue place. done=false: the caller creates a new node.
 func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Request, wait bool) (driver.Lease, bool, error) {
 	d.mu.Lock()
 	path, granted, lost, mode, session := n.path, n.granted, n.lost, n.mode, n.session
 	expired := granted && time.Since(n.written) >= n.ttl
 	d.mu.Unlock()
 	if lost != nil || (path != "" && session != d.conn.SessionID()) {
-		// Its session is over: so is the node. A new node, with a new
-		// token, is a new grant.
 		d.forget(n)
 		return driver.Lease{}, false, nil
 	}
@@ -183,25 +148,15 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 		}
 	}
 	if expired {
-		// The lease ran out by our own clock: others may already
-		// consider the node dead. Start over with a new node.
+		// Others may consider the node dead: start over.
 		_ = d.dropNode(ctx, n)
 		return driver.Lease{}, false, nil
 	}
-	// Refresh the node: this proves it exists in our session and gives
-	// its czxid.
-	sent := time.Now()
-	st, err := d.write(ctx, path, req.TTL, n.value)
-	if errors.Is(err, zk.ErrNoNode) || errors.Is(err, errNotOurs) {
-		d.forget(n)
+	if err := d.rewrite(ctx, n, req.TTL); errors.Is(err, errNodeGone) {
 		return driver.Lease{}, false, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return driver.Lease{}, true, callFailed(ctx, op, req.Key, err)
 	}
-	d.mu.Lock()
-	n.czxid, n.mzxid, n.session, n.written, n.ttl = st.Czxid, st.Mzxid, st.EphemeralOwner, sent, req.TTL
-	d.mu.Unlock()
 	if granted {
 		return d.grant(n, false), true, nil
 	}
@@ -213,15 +168,11 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 	return l, true, err
 }
 
-// findLost finds the node of n, whose create's reply was lost, by its
-// owner's name in the queue, and deletes the owner's other nodes (a retry's)
-// there. It returns the node's path, or "" (n forgotten) when there is
-// none.
+// findLost finds n's node, whose create's reply was lost, by its owner's
+// name, and deletes the owner's other nodes there (a retry's). It returns
+// its path, or "" (n forgotten) when there is none.
 func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Request) (string, error) {
-	names, err := driverkit.Call(ctx, func() ([]string, error) {
-		names, _, err := d.conn.Children(n.parent)
-		return names, err
-	}, nil)
+	q, err := d.list(ctx, n.parent)
 	if errors.Is(err, zk.ErrNoNode) {
 		d.forget(n)
 		return "", nil
@@ -229,42 +180,30 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 	if err != nil {
 		return "", fail(op, req.Key, err)
 	}
-	mine := parseQueue(names).ofOwner(req.Owner)
+	mine := q.ofOwner(req.Owner)
 	if len(mine) == 0 {
 		d.forget(n)
 		return "", nil
 	}
 	for _, c := range mine[1:] {
-		p := n.parent + "/" + c.name
-		_, _ = driverkit.Call(ctx, func() (struct{}, error) { return struct{}{}, d.conn.Delete(p, -1) }, nil)
+		_ = del(ctx, d.conn, n.parent+"/"+c.name, -1)
 	}
 	path := n.parent + "/" + mine[0].name
 	d.mu.Lock()
-	n.path = path
+	n.path, n.czxid = path, 0 // rewrite learns its czxid
 	d.mu.Unlock()
 	return path, nil
 }
 
-// announce rewrites n, a counted node just granted with nodes behind it
-// in the queue: a waiter behind that saw n before it was granted may be
-// watching it (see queueWait.aimCounted), and lists the queue again when
-// it changes. The write renews the lease too. It fails when the node is
-// gone; other failures leave the waiter to learn of the grant at n's next
-// renewal.
+// announce rewrites n, a counted node just granted with waiters behind
+// it, which watch it (aimCounted). It fails when the node is gone; after
+// another failure the waiter learns at n's next renewal.
 func (d *Driver) announce(ctx context.Context, n *node) error {
 	d.mu.Lock()
-	path, ttl := n.path, n.ttl
+	ttl := n.ttl
 	d.mu.Unlock()
-	sent := time.Now()
-	st, err := d.write(ctx, path, ttl, n.value)
-	switch {
-	case err == nil:
-		d.mu.Lock()
-		n.written, n.mzxid = sent, st.Mzxid
-		d.mu.Unlock()
-	case errors.Is(err, zk.ErrNoNode), errors.Is(err, errNotOurs):
-		d.forget(n)
-		return errNodeGone
+	if err := d.rewrite(ctx, n, ttl); errors.Is(err, errNodeGone) {
+		return err
 	}
 	return nil
 }

@@ -17,32 +17,26 @@ import (
 // DefaultRoot is the parent of all lock nodes when Options.Root is empty.
 const DefaultRoot = "/locker"
 
-// MinTTL is the shortest lease Capabilities report. The longest is the
-// session timeout negotiated with the server (see the package
-// documentation).
+// MinTTL is the shortest lease Capabilities report; the longest is the
+// negotiated session timeout.
 const MinTTL = time.Millisecond
 
 // Options configures a Driver. The zero value, like a nil *Options, selects
 // the defaults.
 type Options struct {
-	// Root is the path under which the driver keeps one node per lock
-	// key. It must be an absolute ZooKeeper path outside /zookeeper.
-	// Empty means DefaultRoot. The driver creates it (and its
-	// ancestors) when it is missing.
+	// Root is the absolute path, outside /zookeeper, under which the
+	// driver keeps one node per lock key; empty means DefaultRoot. The
+	// driver creates it (and its ancestors) when it is missing.
 	Root string
-	// ACL is the access control list of the nodes the driver creates:
-	// Root and its missing ancestors, each key's node, and the lock
-	// nodes. It must give the connection's own identity (its AddAuth
-	// credentials) read, write, create and delete permission. Nil means
-	// zk.WorldACL(zk.PermAll), which lets every client of the ensemble
-	// delete lock nodes; use a digest ACL, such as
-	// zk.DigestACL(zk.PermAll, user, password) after
+	// ACL is the access control list of every node the driver creates.
+	// It must give the connection's own identity read, write, create and
+	// delete. Nil means zk.WorldACL(zk.PermAll); use a digest ACL, such
+	// as zk.DigestACL(zk.PermAll, user, password) after
 	// conn.AddAuth("digest", []byte(user+":"+password)), so that other
-	// tenants cannot.
+	// tenants cannot delete lock nodes.
 	ACL []zk.ACL
 	// Layout names the lock nodes: LayoutLocker (the zero value) or a
-	// Curator layout, to share keys with Apache Curator's recipes (see
-	// the package documentation, section "Apache Curator").
+	// Curator layout (see the package documentation, "Apache Curator").
 	Layout Layout
 }
 
@@ -60,7 +54,6 @@ type Driver struct {
 	nodes      map[nodeKey]*node
 	obs        *driverkit.LRU[string, observation] // by parent path: the observed first node
 	hot        driverkit.Contention                // keys seen contended
-	snaps      *driverkit.LRU[nodeKey, snapshot]   // queues seen by refused TryAcquires
 	parents    *driverkit.LRU[string, struct{}]    // key nodes known to exist
 	persistent bool                                // the server lacks container nodes
 	closed     bool
@@ -77,8 +70,8 @@ var (
 // nodeKey identifies a lock node of this driver: one per key and owner.
 type nodeKey struct{ key, owner string }
 
-// node is what the driver knows of one of its own lock nodes: a hold, a
-// place in a queue, or a create whose outcome is not known.
+// node is one of the driver's lock nodes: a hold, a place in a queue, or a
+// create whose outcome is not known.
 type node struct {
 	key, owner string
 	mode       driver.Mode
@@ -126,7 +119,6 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 		nodes:   make(map[nodeKey]*node),
 		obs:     driverkit.NewLRU[string, observation](maxObserved),
 		hot:     driverkit.Contention{Window: hotFor, Max: maxHot},
-		snaps:   driverkit.NewLRU[nodeKey, snapshot](maxSnapshots),
 		parents: driverkit.NewLRU[string, struct{}](maxParents),
 	}
 	if opts != nil {
@@ -151,14 +143,12 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 	return d, nil
 }
 
-// Connect connects to the ZooKeeper servers like zk.Connect, with the
-// session timeout asked for, waits until the first session is established
-// or ctx is done, and returns a Driver over the new connection. zkOpts are
-// go-zookeeper's connection options (zk.WithLogger, zk.WithHostProvider, …;
-// pass a dialer or event callback through a Session and New instead); the
-// connection reconnects at once after a working connection broke
-// (ReconnectAtOnce) unless they set another host provider.
-// Close the driver to close the connection; Conn returns it for other uses.
+// Connect connects to the ZooKeeper servers like zk.Connect, waits until
+// the first session is established or ctx is done, and returns a Driver
+// that owns the new connection. zkOpts are go-zookeeper's connection
+// options (a dialer or event callback goes through a Session and New
+// instead); the connection uses ReconnectAtOnce unless they set another
+// host provider.
 func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration, opts *Options, zkOpts ...func(*zk.Conn)) (*Driver, error) {
 	sess := new(Session)
 	hook := sess.ConnOption()
@@ -195,19 +185,13 @@ func (d *Driver) Session() *Session { return d.sess }
 // driver.IsPermanent reports.
 var ErrClosed = errors.New("zkdriver: driver closed")
 
-// Close ends the driver: holds it granted are reported lost to their
-// LossWatcher registrations, and later calls fail with a permanent error
-// wrapping ErrClosed. A driver
-// made by Connect also closes its connection, which ends its session and
-// deletes its lock nodes; a driver made by New leaves the connection to its
-// owner, and its nodes live on until they are released or the session
-// ends.
+// Close ends the driver: its holds are reported lost to WatchLoss, and
+// later calls fail with a permanent error wrapping ErrClosed. A driver made
+// by Connect also closes its connection, which ends its session and
+// deletes its nodes; one made by New leaves the connection to its owner.
 func (d *Driver) Close() error {
 	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return nil
-	}
+	again := d.closed
 	d.closed = true
 	var fire []*lossWatch
 	for _, n := range d.nodes {
@@ -218,6 +202,9 @@ func (d *Driver) Close() error {
 		n.watches = nil
 	}
 	d.mu.Unlock()
+	if again {
+		return nil // the first Close found every watch
+	}
 	d.sess.unregister(d)
 	fireAll(fire, fmt.Errorf("%w: %w", driver.ErrNotHeld, ErrClosed))
 	if d.owned {
@@ -226,20 +213,11 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// Capabilities implements driver.Describer: the driver grants shared and
-// counted requests (semaphores; see the package documentation), keeps
-// Request.Value in the lock node's data and reports it through Inspect,
-// waits in ZooKeeper's own queue (Acquire), watches for loss and
-// refreshes in batches. It keeps no queue of its own for Request.Queued
-// and does not notify: with Acquire the front-end waits in ZooKeeper's
-// queue instead. The Curator layouts grant no counted requests, and
-// LayoutCuratorMutex no shared ones (see Layout).
-//
-// Its TTLs range from MinTTL to the session timeout negotiated for the
-// current session: a lease must not outlive the session that keeps its
-// node. Before the first session is established MaxTTL is the timeout
-// the connection asked for, or no maximum at all if it has not asked yet;
-// acquires check the TTL again against the session their node belongs to.
+// Capabilities implements driver.Describer: shared and counted holds
+// (not in the Curator layouts; see Layout), values, Acquire in ZooKeeper's
+// own queue, WatchLoss, RefreshBatch and Inspect. MaxTTL is the current
+// session's negotiated timeout (before the first session, the one asked
+// for, or none).
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Shared: d.layout != LayoutCuratorMutex, Counted: d.layout == LayoutLocker, Values: true,
@@ -249,11 +227,8 @@ func (d *Driver) Capabilities() driver.Capabilities {
 }
 
 // checkTTL rejects a TTL longer than the session timeout limit (0: not
-// known yet).
+// known yet): the front-end checked it against an earlier session's.
 func checkTTL(ttl, limit time.Duration) error {
-	if ttl <= 0 {
-		return driver.Permanent(fmt.Errorf("zkdriver: TTL %v is not positive", ttl))
-	}
 	if limit > 0 && ttl > limit {
 		return driver.Permanent(fmt.Errorf("zkdriver: TTL %v exceeds the ZooKeeper session timeout %v negotiated for the connection: a lease must not outlive the session that keeps its node", ttl, limit))
 	}
@@ -266,27 +241,20 @@ func (d *Driver) parentPath(key string) string {
 	return parent
 }
 
-// paths returns the path of key's node and, when name is not empty, that
-// path followed by "/" and the concatenation of name, made in one
-// allocation: every acquire builds both.
+// paths returns the path of key's node and that path followed by "/" and
+// the concatenation of name, in one allocation (every acquire builds both).
 func (d *Driver) paths(key string, name ...string) (parent, child string) {
-	root := d.root
-	if root == "/" {
-		root = ""
-	}
-	n := len(root) + 1 + encodedLen(key)
-	size := n
-	if len(name) > 0 {
-		size++
-		for _, s := range name {
-			size += len(s)
-		}
+	root := strings.TrimSuffix(d.root, "/") // "/" is the only root with one
+	size := len(root) + 3*len(key) + 4      // see writeKey; two slashes
+	for _, s := range name {
+		size += len(s)
 	}
 	var b strings.Builder
 	b.Grow(size)
 	b.WriteString(root)
 	b.WriteByte('/')
 	writeKey(&b, key)
+	n := b.Len()
 	if len(name) > 0 {
 		b.WriteByte('/')
 		for _, s := range name {
@@ -297,12 +265,10 @@ func (d *Driver) paths(key string, name ...string) (parent, child string) {
 	return s[:n], s
 }
 
-// del deletes the node at path in the given version (-1: any), as call
-// would run conn.Delete: it returns ctx's error as soon as ctx is done,
-// leaving the request to finish. Every Release deletes a node, with a
-// context that can be done (the front-end bounds a release): the
-// goroutine that carries the request, its channel and its function are
-// taken from a pool, not allocated for each call.
+// del runs conn.Delete as driverkit.Call would, but with the goroutine's
+// state taken from a pool: every Release deletes a node with a context
+// that can be done, and the pool keeps zkdriver at zk.Lock's allocations
+// per uncontended pair (BENCHMARKS.md, "allocations per uncontended pair").
 func del(ctx context.Context, conn *zk.Conn, path string, version int32) error {
 	if ctx.Done() == nil {
 		return conn.Delete(path, version)
@@ -351,8 +317,7 @@ const (
 // deletions holds the deletions not in use.
 var deletions sync.Pool
 
-// exec sends the request and hands its result to del, or, if del gave up
-// waiting, puts x back itself.
+// exec sends the request and hands its result to del, or puts x back.
 func (x *deletion) exec() {
 	x.err = x.conn.Delete(x.path, x.version)
 	if x.state.CompareAndSwap(delRunning, delDone) {
@@ -378,29 +343,20 @@ func (d *Driver) begin(ctx context.Context, op, key string) error {
 	return nil
 }
 
-// beginRequest is begin and checkRequest, for the acquire calls.
+// beginRequest is begin for the acquire calls, with the checks the
+// front-end cannot make (the TTL against the current session's timeout,
+// the layout) and driverkit.CheckCount, which every counting driver keeps.
 func (d *Driver) beginRequest(ctx context.Context, op string, req driver.Request) error {
 	if err := d.begin(ctx, op, req.Key); err != nil {
 		return err
 	}
-	return d.checkRequest(op, req)
-}
-
-// checkRequest validates req before any I/O.
-func (d *Driver) checkRequest(op string, req driver.Request) error {
-	if err := checkOwner(req.Owner); err != nil {
-		return driver.Permanent(errorf(op, req.Key, err))
-	}
-	if req.Mode != driver.Exclusive && req.Mode != driver.Shared {
-		return driver.Permanent(errorf(op, req.Key, fmt.Errorf("unknown mode %v", req.Mode)))
-	}
 	if err := checkTTL(req.TTL, d.sess.Timeout()); err != nil {
 		return errorf(op, req.Key, err)
 	}
-	if err := driverkit.CheckCount(req); err != nil {
+	if err := d.checkLayout(req); err != nil {
 		return driver.Permanent(errorf(op, req.Key, err))
 	}
-	if err := d.checkLayout(req); err != nil {
+	if err := driverkit.CheckCount(req); err != nil {
 		return driver.Permanent(errorf(op, req.Key, err))
 	}
 	return nil
@@ -426,29 +382,22 @@ func (d *Driver) closedErr() error {
 	return nil
 }
 
-// final returns err, the error of op on key made with ctx, as the driver's
-// caller sees it: once the driver or its connection is closed, an error
-// that is not ctx's own becomes a permanent one naming the close. A closed
-// go-zookeeper connection fails every request at once (zk.ErrClosing,
-// zk.ErrConnectionClosed), and no retry can cure it.
-func (d *Driver) final(ctx context.Context, op, key string, err error) error {
-	if err == nil || driver.IsPermanent(err) || (ctx.Err() != nil && errors.Is(err, ctx.Err())) {
-		return err
+// final returns err as the driver's caller sees it: once the driver or its
+// connection is closed, an error that is not ctx's own is permanent.
+func (d *Driver) final(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
 	}
 	if errors.Is(err, zk.ErrClosing) {
-		// Only a closed connection fails requests with ErrClosing.
-		d.sess.connClosed()
+		d.sess.connClosed() // only a closed connection fails with it
 	}
-	if cerr := d.closedErr(); cerr != nil {
-		return driver.Permanent(errorf(op, key, cerr))
-	}
-	return err
+	return driverkit.Closed(ctx, err, d.closedErr())
 }
 
 // finalLease returns l, or no lease and final's error when err is not nil.
-func (d *Driver) finalLease(ctx context.Context, op, key string, l driver.Lease, err error) (driver.Lease, error) {
+func (d *Driver) finalLease(ctx context.Context, l driver.Lease, err error) (driver.Lease, error) {
 	if err != nil {
-		return driver.Lease{}, d.final(ctx, op, key, err)
+		return driver.Lease{}, d.final(ctx, err)
 	}
 	return l, nil
 }
@@ -456,7 +405,7 @@ func (d *Driver) finalLease(ctx context.Context, op, key string, l driver.Lease,
 // isPermanent reports whether a ZooKeeper error can never go away by
 // retrying the same call.
 func isPermanent(err error) bool {
-	for _, e := range []error{zk.ErrNoAuth, zk.ErrInvalidACL, zk.ErrAuthFailed, zk.ErrBadArguments, zk.ErrInvalidPath, zk.ErrNoChildrenForEphemerals, zk.ErrInvalidFlags, errInvalidOwner} {
+	for _, e := range []error{zk.ErrNoAuth, zk.ErrInvalidACL, zk.ErrAuthFailed, zk.ErrBadArguments, zk.ErrInvalidPath, zk.ErrNoChildrenForEphemerals, zk.ErrInvalidFlags} {
 		if errors.Is(err, e) {
 			return true
 		}
@@ -475,8 +424,7 @@ func fail(op, key string, err error) error {
 }
 
 // callFailed names err, the failure of a call made with ctx: ctx's own
-// error once ctx is done (the call was abandoned, or cut short), err
-// marked by fail otherwise.
+// error once ctx is done, err marked by fail otherwise.
 func callFailed(ctx context.Context, op, key string, err error) error {
 	if ctx.Err() != nil {
 		return errorf(op, key, ctx.Err())
