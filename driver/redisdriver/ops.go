@@ -111,10 +111,23 @@ func (d *Driver) acquireArgs(req driver.Request, mode any, ms int64, data, note 
 		}
 		return acquireScript.args(d.base(req.Key), req.Owner, mode, ms, data, note)
 	case data == "":
-		return acquireScript.args(d.base(req.Key), req.Owner, mode, ms)
+		// The common request, built in one allocation: the owner and
+		// the TTL go to the writer by pointer (go-redis writes *string
+		// and *int64 as their values) instead of being boxed one by one.
+		a := &plainAcquireArgs{owner: req.Owner, ms: ms}
+		a.args = [...]any{"evalsha", acquireScript.sha, 1, d.base(req.Key), &a.owner, mode, &a.ms}
+		return a.args[:]
 	default:
 		return acquireScript.args(d.base(req.Key), req.Owner, dataMode(mode), ms, data)
 	}
+}
+
+// plainAcquireArgs holds the arguments of an acquire without data or
+// note, and the values its owner and TTL arguments point to.
+type plainAcquireArgs struct {
+	args  [argKey + 4]any
+	owner string
+	ms    int64
 }
 
 // acquireReply reads the acquire script's reply res: the token granted (0
