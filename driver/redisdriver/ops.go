@@ -111,23 +111,13 @@ func (d *Driver) acquireArgs(req driver.Request, mode any, ms int64, data, note 
 		}
 		return acquireScript.args(d.base(req.Key), req.Owner, mode, ms, data, note)
 	case data == "":
-		// The common request, built in one allocation: the owner and
-		// the TTL go to the writer by pointer (go-redis writes *string
-		// and *int64 as their values) instead of being boxed one by one.
-		a := &plainAcquireArgs{owner: req.Owner, ms: ms}
-		a.args = [...]any{"evalsha", acquireScript.sha, 1, d.base(req.Key), &a.owner, mode, &a.ms}
+		a := acquireScript.ownerArgs(d.base(req.Key), req.Owner, mode)
+		a.ms = ms
+		a.args[len(a.args)-1] = &a.ms
 		return a.args[:]
 	default:
 		return acquireScript.args(d.base(req.Key), req.Owner, dataMode(mode), ms, data)
 	}
-}
-
-// plainAcquireArgs holds the arguments of an acquire without data or
-// note, and the values its owner and TTL arguments point to.
-type plainAcquireArgs struct {
-	args  [argKey + 4]any
-	owner string
-	ms    int64
 }
 
 // acquireReply reads the acquire script's reply res: the token granted (0
@@ -254,7 +244,10 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if d.replicas > 0 {
 		d.limbo.Forget(l.Key, l.Owner) // see giveBack
 	}
-	res, err := d.run(ctx, releaseScript, releaseScript.args(d.base(l.Key), l.Owner, mode, l.Token))
+	a := releaseScript.ownerArgs(d.base(l.Key), l.Owner, mode)
+	a.tok = l.Token
+	a.args[len(a.args)-1] = &a.tok
+	res, err := d.run(ctx, releaseScript, a.args[:])
 	d.queued1(l.Owner, false, time.Time{}, 0)
 	if err != nil {
 		return opError(op, l.Key, err)
