@@ -111,7 +111,10 @@ func (d *Driver) acquireArgs(req driver.Request, mode any, ms int64, data, note 
 		}
 		return acquireScript.args(d.base(req.Key), req.Owner, mode, ms, data, note)
 	case data == "":
-		return acquireScript.args(d.base(req.Key), req.Owner, mode, ms)
+		a := acquireScript.ownerArgs(d.base(req.Key), req.Owner, mode)
+		a.ms = ms
+		a.args[len(a.args)-1] = &a.ms
+		return a.args[:]
 	default:
 		return acquireScript.args(d.base(req.Key), req.Owner, dataMode(mode), ms, data)
 	}
@@ -241,7 +244,10 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if d.replicas > 0 {
 		d.limbo.Forget(l.Key, l.Owner) // see giveBack
 	}
-	res, err := d.run(ctx, releaseScript, releaseScript.args(d.base(l.Key), l.Owner, mode, l.Token))
+	a := releaseScript.ownerArgs(d.base(l.Key), l.Owner, mode)
+	a.tok = l.Token
+	a.args[len(a.args)-1] = &a.tok
+	res, err := d.run(ctx, releaseScript, a.args[:])
 	d.queued1(l.Owner, false, time.Time{}, 0)
 	if err != nil {
 		return opError(op, l.Key, err)

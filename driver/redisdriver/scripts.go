@@ -71,6 +71,27 @@ func (s *script) args(base string, argv ...any) []any {
 	return args
 }
 
+// ownerArgs holds the arguments of a call of a script with the lock's
+// base, an owner, a mode and one number (the last argument, which the
+// caller sets to &ms or &tok), and the values they point to: the hot
+// acquire and release build their arguments in one allocation instead of
+// boxing each (go-redis writes *string, *int64 and *uint64 as their
+// values).
+type ownerArgs struct {
+	args  [argKey + 4]any
+	owner string
+	ms    int64
+	tok   uint64
+}
+
+// ownerArgs returns the arguments of s with base, owner and mode, the
+// last one left for the caller to set.
+func (s *script) ownerArgs(base, owner string, mode any) *ownerArgs {
+	a := &ownerArgs{owner: owner}
+	a.args = [...]any{"evalsha", s.sha, 1, base, &a.owner, mode, nil}
+	return a
+}
+
 // evalArgs returns args, the arguments of an EVALSHA of s, turned into
 // those of an EVAL of s, in a new slice.
 func (s *script) evalArgs(args []any) []any {
