@@ -68,6 +68,16 @@ func (e Escaper) Escape(key string) string {
 	return string(e.Append(make([]byte, 0, n), key))
 }
 
+// Concat returns prefix + e.Escape(key) + suffix in one allocation.
+func (e Escaper) Concat(prefix, key, suffix string) string {
+	var b strings.Builder
+	b.Grow(len(prefix) + e.Len(key) + len(suffix))
+	b.WriteString(prefix)
+	e.Write(&b, key)
+	b.WriteString(suffix)
+	return b.String()
+}
+
 // Unescape inverts Escape: it returns the key whose name is s, or an error
 // if Escape never returns s (a malformed escape, an escaped byte that
 // keeps, a byte that does not).

@@ -28,6 +28,12 @@ func TestEscaper(t *testing.T) {
 		if got := string(noSlash.Append([]byte("p:"), c.in)); got != "p:"+c.out {
 			t.Errorf("Append(p:, %q) = %q; want %q", c.in, got, "p:"+c.out)
 		}
+		if got := noSlash.Concat("p:", c.in, "/"); got != "p:"+c.out+"/" {
+			t.Errorf("Concat(p:, %q, /) = %q; want %q", c.in, got, "p:"+c.out+"/")
+		}
+		if n := testing.AllocsPerRun(10, func() { _ = noSlash.Concat("p:", c.in, "/") }); n > 1 {
+			t.Errorf("Concat(p:, %q, /): %v allocations; want at most 1", c.in, n)
+		}
 		if back, err := noSlash.Unescape(c.out); err != nil || back != c.in {
 			t.Errorf("Unescape(%q) = %q, %v; want %q", c.out, back, err, c.in)
 		}

@@ -27,7 +27,7 @@ var keyEscaper = driverkit.Escaper{Keep: func(c byte) bool { return c != '/' }}
 // and a '/' that ends it. As the escaped key has no '/', no base is a
 // prefix of another, so the key ranges of two locks never overlap.
 func lockBase(prefix, key string) string {
-	return prefix + keyEscaper.Escape(key) + "/"
+	return keyEscaper.Concat(prefix, key, "/") // one allocation
 }
 
 // reqDir returns the sub-prefix of the entries of req: counted for a
