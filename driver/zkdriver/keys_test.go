@@ -11,6 +11,13 @@ import (
 	"github.com/go-locker/locker/driver/driverkit"
 )
 
+// encodeKey returns the znode name of key (see writeKey).
+func encodeKey(key string) string {
+	var b strings.Builder
+	writeKey(&b, key)
+	return b.String()
+}
+
 // validName reports why name is not a valid, safe znode name (one path
 // segment that ZooKeeper's PathUtils.validatePath and go-zookeeper's
 // validatePath accept, outside the reserved /zookeeper tree), or "".
