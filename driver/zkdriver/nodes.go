@@ -92,17 +92,6 @@ func (q queue) inWay(i int, m driver.Mode, limit int64) bool {
 	return i > 0 && (m == driver.Exclusive || limit > 0 || q[0].mode == driver.Exclusive)
 }
 
-// ofOwner returns the nodes of owner in q.
-func (q queue) ofOwner(owner string) []child {
-	var r []child
-	for _, c := range q {
-		if c.owner == owner {
-			r = append(r, c)
-		}
-	}
-	return r
-}
-
 // lease returns the lease of n.
 func (n *node) lease(ttl time.Duration) driver.Lease {
 	return driver.Lease{Key: n.key, Owner: n.owner, Mode: n.mode, Token: uint64(n.czxid), TTL: ttl}
@@ -154,7 +143,11 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	if r.session == 0 {
 		return nil, createResult{}, errorf(op, req.Key, errSessionEnded)
 	}
-	if err := checkTTL(req.TTL, d.sessionTimeout(r.session)); err != nil {
+	var timeout time.Duration // r.session's, 0 when unknown
+	if st := d.sess.state(r.session); st != nil {
+		timeout = st.timeout
+	}
+	if err := checkTTL(req.TTL, timeout); err != nil {
 		d.dropNode(ctx, n)
 		return nil, createResult{}, errorf(op, req.Key, err)
 	}
@@ -305,15 +298,6 @@ func (d *Driver) ensureRoot() error {
 		}
 	}
 	return nil
-}
-
-// sessionTimeout returns the negotiated timeout of session id, or 0 when
-// it is unknown.
-func (d *Driver) sessionTimeout(id int64) time.Duration {
-	if st := d.sess.state(id); st != nil {
-		return st.timeout
-	}
-	return 0
 }
 
 // grant marks n granted and returns its lease. For Acquire (start), a node
