@@ -390,16 +390,18 @@ func (d *Driver) list(ctx context.Context, parent string) (queue, error) {
 	return parseQueue(names), nil
 }
 
-// getResult carries the results of a Get.
-type getResult struct {
-	data []byte
-	st   *zk.Stat
+// reply carries the results of a Get, GetW, Children or ChildrenW.
+type reply struct {
+	names []string
+	data  []byte
+	st    *zk.Stat
+	ch    <-chan zk.Event
 }
 
 // get reads the node at path.
-func (d *Driver) get(ctx context.Context, path string) (getResult, error) {
-	return driverkit.Call(ctx, func() (getResult, error) {
+func (d *Driver) get(ctx context.Context, path string) (reply, error) {
+	return driverkit.Call(ctx, func() (reply, error) {
 		data, st, err := d.conn.Get(path)
-		return getResult{data, st}, err
+		return reply{data: data, st: st}, err
 	}, nil)
 }
