@@ -1,6 +1,7 @@
 package zkdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -31,7 +32,12 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 		if err != nil {
 			return driver.KeyState{}, errorf(op, key, err)
 		}
-		h := driver.Holder{Owner: holderOwner(c), Token: uint64(got.st.Czxid), Weight: c.weight, Value: holderValue(c, got.data)}
+		// A foreign node may have no owner (then its name is reported) and
+		// its data is its value as it is (Curator's: its client's IP).
+		h := driver.Holder{Owner: cmp.Or(c.owner, c.name), Token: uint64(got.st.Czxid), Weight: c.weight, Value: string(got.data)}
+		if !c.foreign {
+			h.Value = decodeValue(got.data)
+		}
 		if ttl, ok := leaseTTL(c.name, got.data); ok {
 			written := time.UnixMilli(got.st.Mtime)
 			h.Remaining = max(ttl-time.Since(written), 0)
