@@ -105,12 +105,6 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 	if sess == nil {
 		return nil, errors.New("zkdriver: nil Session: pass a Session's ConnOption to zk.Connect, and the Session to New")
 	}
-	sess.mu.Lock()
-	bound := sess.bound
-	sess.mu.Unlock()
-	if !bound {
-		return nil, errors.New("zkdriver: the Session's ConnOption was not passed to zk.Connect")
-	}
 	d := &Driver{
 		conn:    conn,
 		sess:    sess,
@@ -139,7 +133,12 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 	if err := checkRoot(d.root); err != nil {
 		return nil, err
 	}
-	sess.register(d)
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if !sess.bound {
+		return nil, errors.New("zkdriver: the Session's ConnOption was not passed to zk.Connect")
+	}
+	sess.drivers[d] = struct{}{} // told of session expiries
 	return d, nil
 }
 
@@ -205,7 +204,9 @@ func (d *Driver) Close() error {
 	if again {
 		return nil // the first Close found every watch
 	}
-	d.sess.unregister(d)
+	d.sess.mu.Lock()
+	delete(d.sess.drivers, d)
+	d.sess.mu.Unlock()
 	fireAll(fire, fmt.Errorf("%w: %w", driver.ErrNotHeld, ErrClosed))
 	if d.owned {
 		d.conn.Close()
