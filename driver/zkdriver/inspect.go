@@ -18,7 +18,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	if err := d.begin(ctx, op, key); err != nil {
 		return driver.KeyState{}, err
 	}
-	parent := d.parentPath(key)
+	parent, _ := d.paths(key)
 	holders, waiting, err := d.holders(ctx, parent)
 	if err != nil {
 		return driver.KeyState{}, errorf(op, key, err)
@@ -69,7 +69,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	if err := d.begin(ctx, op, key); err != nil {
 		return 0, err
 	}
-	parent := d.parentPath(key)
+	parent, _ := d.paths(key)
 	holders, _, err := d.holders(ctx, parent)
 	if err != nil {
 		return 0, errorf(op, key, err)

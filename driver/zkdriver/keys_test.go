@@ -300,8 +300,8 @@ func checkPaths(t *testing.T, key, name string) {
 		if root == "/" {
 			want = "/" + name
 		}
-		if got := d.parentPath(key); got != want {
-			t.Fatalf("root %q: parentPath(%q) = %q; want %q", root, key, got, want)
+		if got, _ := d.paths(key); got != want {
+			t.Fatalf("root %q: paths(%q) = %q; want %q", root, key, got, want)
 		}
 		parent, child := d.paths(key, "_c_", "o", "-w-")
 		if parent != want || child != want+"/_c_o-w-" {

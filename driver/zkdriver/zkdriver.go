@@ -236,12 +236,6 @@ func checkTTL(ttl, limit time.Duration) error {
 	return nil
 }
 
-// parentPath returns the path of key's node.
-func (d *Driver) parentPath(key string) string {
-	parent, _ := d.paths(key)
-	return parent
-}
-
 // paths returns the path of key's node and that path followed by "/" and
 // the concatenation of name, in one allocation (every acquire builds both).
 func (d *Driver) paths(key string, name ...string) (parent, child string) {
