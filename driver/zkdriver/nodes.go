@@ -134,7 +134,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		return nil, createResult{}, callFailed(ctx, op, req.Key, err)
 	}
 	d.mu.Lock()
-	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent
+	n.path, n.czxid, n.session, n.written = r.path, r.czxid, r.session, r.sent
 	if r.session == 0 {
 		n.path = "" // the session changed meanwhile: find the node by its name
 	}
@@ -373,7 +373,7 @@ func (d *Driver) rewrite(ctx context.Context, n *node, ttl time.Duration) error 
 		return err
 	}
 	d.mu.Lock()
-	n.czxid, n.mzxid, n.session, n.written, n.ttl = st.Czxid, st.Mzxid, st.EphemeralOwner, sent, ttl
+	n.czxid, n.session, n.written, n.ttl = st.Czxid, st.EphemeralOwner, sent, ttl
 	d.mu.Unlock()
 	return nil
 }

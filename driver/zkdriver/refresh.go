@@ -175,7 +175,7 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
 			continue
 		}
-		it.n.written, it.n.mzxid, it.n.ttl = sent, st.Mzxid, it.ttl
+		it.n.written, it.n.ttl = sent, it.ttl
 	}
 	return rest
 }

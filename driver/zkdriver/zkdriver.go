@@ -81,7 +81,6 @@ type node struct {
 	session    int64         // the session that created it
 	ttl        time.Duration // the lease length in the node's data
 	written    time.Time     // send time of the last confirmed write of the node
-	mzxid      int64         // the zxid of that write
 	granted    bool          // a hold, not a place in the queue
 	lost       error         // the session ended: the node is gone
 	watches    []*lossWatch
