@@ -166,13 +166,13 @@ func (w *queueWait) step() (waitResult, error) {
 // relist lists the queue and aims the wait at what blocks n.
 func (w *queueWait) relist() (waitResult, error) {
 	watch := w.req.Limit > 0 && w.wantKids
-	got, err := driverkit.Call(w.ctx, func() (kidsResult, error) {
+	got, err := driverkit.Call(w.ctx, func() (reply, error) {
 		if watch {
 			names, _, ch, err := w.d.conn.ChildrenW(w.parent)
-			return kidsResult{names, ch}, err
+			return reply{names: names, ch: ch}, err
 		}
 		names, _, err := w.d.conn.Children(w.parent)
-		return kidsResult{names: names}, err
+		return reply{names: names}, err
 	}, nil)
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, errNodeGone
@@ -206,12 +206,6 @@ func (w *queueWait) relist() (waitResult, error) {
 	}
 	w.aim(q.blockers(i, w.req.Mode))
 	return waitOn, nil
-}
-
-// kidsResult carries the results of a Children or ChildrenW.
-type kidsResult struct {
-	names []string
-	ch    <-chan zk.Event
 }
 
 // aimCounted aims the wait of a counted node n, at index i of q and not
@@ -402,10 +396,10 @@ func (w *queueWait) keep() error {
 }
 
 // getW reads the node at p and watches it.
-func (w *queueWait) getW(p string) (watchResult, error) {
-	return driverkit.Call(w.ctx, func() (watchResult, error) {
+func (w *queueWait) getW(p string) (reply, error) {
+	return driverkit.Call(w.ctx, func() (reply, error) {
 		data, stat, ch, err := w.d.conn.GetW(p)
-		return watchResult{data, stat, ch}, err
+		return reply{data: data, st: stat, ch: ch}, err
 	}, nil)
 }
 
@@ -449,11 +443,4 @@ func (w *queueWait) pause(cause error) error {
 func (w *queueWait) ok() {
 	w.retry.Reset()
 	w.failingSince = time.Time{}
-}
-
-// watchResult carries the results of a GetW.
-type watchResult struct {
-	data []byte
-	st   *zk.Stat
-	ch   <-chan zk.Event
 }

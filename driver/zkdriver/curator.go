@@ -141,21 +141,3 @@ func leaseTTL(name string, data []byte) (time.Duration, bool) {
 	}
 	return decodeTTL(data)
 }
-
-// holderOwner returns the owner Inspect reports for c: its owner, or for
-// a foreign node without one, its name.
-func holderOwner(c child) string {
-	if c.owner == "" {
-		return c.name
-	}
-	return c.owner
-}
-
-// holderValue returns the value Inspect reports for a node with data: a
-// foreign node's data as it is (Curator's is its client's IP address).
-func holderValue(c child, data []byte) string {
-	if c.foreign {
-		return string(data)
-	}
-	return decodeValue(data)
-}

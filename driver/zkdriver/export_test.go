@@ -2,7 +2,10 @@ package zkdriver
 
 // ParentPath returns the path of key's node under root, as a Driver with
 // Options.Root root names it.
-func ParentPath(root, key string) string { return (&Driver{root: root}).parentPath(key) }
+func ParentPath(root, key string) string {
+	parent, _ := (&Driver{root: root}).paths(key)
+	return parent
+}
 
 // LockNodes returns the names among children that are lock nodes (of
 // holders or waiters), in queue order.

@@ -1,6 +1,7 @@
 package zkdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -17,7 +18,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	if err := d.begin(ctx, op, key); err != nil {
 		return driver.KeyState{}, err
 	}
-	parent := d.parentPath(key)
+	parent, _ := d.paths(key)
 	holders, waiting, err := d.holders(ctx, parent)
 	if err != nil {
 		return driver.KeyState{}, errorf(op, key, err)
@@ -31,7 +32,12 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 		if err != nil {
 			return driver.KeyState{}, errorf(op, key, err)
 		}
-		h := driver.Holder{Owner: holderOwner(c), Token: uint64(got.st.Czxid), Weight: c.weight, Value: holderValue(c, got.data)}
+		// A foreign node may have no owner (then its name is reported) and
+		// its data is its value as it is (Curator's: its client's IP).
+		h := driver.Holder{Owner: cmp.Or(c.owner, c.name), Token: uint64(got.st.Czxid), Weight: c.weight, Value: string(got.data)}
+		if !c.foreign {
+			h.Value = decodeValue(got.data)
+		}
 		if ttl, ok := leaseTTL(c.name, got.data); ok {
 			written := time.UnixMilli(got.st.Mtime)
 			h.Remaining = max(ttl-time.Since(written), 0)
@@ -63,7 +69,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	if err := d.begin(ctx, op, key); err != nil {
 		return 0, err
 	}
-	parent := d.parentPath(key)
+	parent, _ := d.paths(key)
 	holders, _, err := d.holders(ctx, parent)
 	if err != nil {
 		return 0, errorf(op, key, err)

@@ -27,24 +27,17 @@ func keySafe(c byte) bool {
 // nameEscaper writes the bytes outside keySafe of a znode name %XX.
 var nameEscaper = driverkit.Escaper{Keep: keySafe}
 
-// Names of the keys that encodeKey does not merely escape.
+// Names of the keys that writeKey does not merely escape.
 const (
 	emptyName     = "%"           // the empty key, which the front-end never passes
 	zookeeperName = "%7Aookeeper" // "zookeeper", which ZooKeeper reserves
 	dotEscape     = "%2E"         // a '.' that starts a key
 )
 
-// encodeKey returns the znode name of key: one path segment ZooKeeper
-// accepts, never "." nor ".." nor "zookeeper". Bytes outside keySafe are
-// written %XX, a leading '.' %2E. The mapping is injective (decodeKey, in
-// the tests, inverts it).
-func encodeKey(key string) string {
-	var b strings.Builder
-	writeKey(&b, key)
-	return b.String()
-}
-
-// writeKey writes encodeKey(key) to b: at most 3*len(key)+2 bytes.
+// writeKey writes the znode name of key to b, at most 3*len(key)+2 bytes:
+// one path segment ZooKeeper accepts, never "." nor ".." nor "zookeeper".
+// Bytes outside keySafe are written %XX, a leading '.' %2E. The mapping is
+// injective (decodeKey, in the tests, inverts it).
 func writeKey(b *strings.Builder, key string) {
 	switch {
 	case key == "":
@@ -85,14 +78,9 @@ func checkOwner(owner string) error {
 // sequence number; limit and weight are a counted node's (0 for others).
 func nodePrefix(owner string, m driver.Mode, limit, weight int64) string {
 	if limit > 0 {
-		return protectedPrefix + owner + countInfix(limit, weight) + modeInfix(m)
+		owner += "." + strconv.FormatInt(limit, 10) + "." + strconv.FormatInt(weight, 10)
 	}
 	return protectedPrefix + owner + modeInfix(m)
-}
-
-// countInfix returns what follows the owner in a counted node's name.
-func countInfix(limit, weight int64) string {
-	return "." + strconv.FormatInt(limit, 10) + "." + strconv.FormatInt(weight, 10)
 }
 
 // modeInfix returns what follows the owner in a lock node's name.
@@ -159,7 +147,7 @@ func parseChild(name string) (child, bool) {
 	return c, true
 }
 
-// parseCount parses a positive limit or weight as countInfix writes it.
+// parseCount parses a positive limit or weight as nodePrefix writes it.
 func parseCount(s string) (int64, bool) {
 	if s == "" || s[0] < '1' || s[0] > '9' { // no sign, no leading 0
 		return 0, false

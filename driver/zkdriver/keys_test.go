@@ -11,6 +11,13 @@ import (
 	"github.com/go-locker/locker/driver/driverkit"
 )
 
+// encodeKey returns the znode name of key (see writeKey).
+func encodeKey(key string) string {
+	var b strings.Builder
+	writeKey(&b, key)
+	return b.String()
+}
+
 // validName reports why name is not a valid, safe znode name (one path
 // segment that ZooKeeper's PathUtils.validatePath and go-zookeeper's
 // validatePath accept, outside the reserved /zookeeper tree), or "".
@@ -293,8 +300,8 @@ func checkPaths(t *testing.T, key, name string) {
 		if root == "/" {
 			want = "/" + name
 		}
-		if got := d.parentPath(key); got != want {
-			t.Fatalf("root %q: parentPath(%q) = %q; want %q", root, key, got, want)
+		if got, _ := d.paths(key); got != want {
+			t.Fatalf("root %q: paths(%q) = %q; want %q", root, key, got, want)
 		}
 		parent, child := d.paths(key, "_c_", "o", "-w-")
 		if parent != want || child != want+"/_c_o-w-" {

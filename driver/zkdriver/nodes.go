@@ -92,17 +92,6 @@ func (q queue) inWay(i int, m driver.Mode, limit int64) bool {
 	return i > 0 && (m == driver.Exclusive || limit > 0 || q[0].mode == driver.Exclusive)
 }
 
-// ofOwner returns the nodes of owner in q.
-func (q queue) ofOwner(owner string) []child {
-	var r []child
-	for _, c := range q {
-		if c.owner == owner {
-			r = append(r, c)
-		}
-	}
-	return r
-}
-
 // lease returns the lease of n.
 func (n *node) lease(ttl time.Duration) driver.Lease {
 	return driver.Lease{Key: n.key, Owner: n.owner, Mode: n.mode, Token: uint64(n.czxid), TTL: ttl}
@@ -145,7 +134,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		return nil, createResult{}, callFailed(ctx, op, req.Key, err)
 	}
 	d.mu.Lock()
-	n.path, n.czxid, n.mzxid, n.session, n.written = r.path, r.czxid, r.czxid, r.session, r.sent
+	n.path, n.czxid, n.session, n.written = r.path, r.czxid, r.session, r.sent
 	if r.session == 0 {
 		n.path = "" // the session changed meanwhile: find the node by its name
 	}
@@ -154,7 +143,11 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	if r.session == 0 {
 		return nil, createResult{}, errorf(op, req.Key, errSessionEnded)
 	}
-	if err := checkTTL(req.TTL, d.sessionTimeout(r.session)); err != nil {
+	var timeout time.Duration // r.session's, 0 when unknown
+	if st := d.sess.state(r.session); st != nil {
+		timeout = st.timeout
+	}
+	if err := checkTTL(req.TTL, timeout); err != nil {
 		d.dropNode(ctx, n)
 		return nil, createResult{}, errorf(op, req.Key, err)
 	}
@@ -307,15 +300,6 @@ func (d *Driver) ensureRoot() error {
 	return nil
 }
 
-// sessionTimeout returns the negotiated timeout of session id, or 0 when
-// it is unknown.
-func (d *Driver) sessionTimeout(id int64) time.Duration {
-	if st := d.sess.state(id); st != nil {
-		return st.timeout
-	}
-	return 0
-}
-
 // grant marks n granted and returns its lease. For Acquire (start), a node
 // written within the last half of its TTL gets Lease.Start, the send time
 // of that write, so that the front-end needs no confirming Refresh.
@@ -389,7 +373,7 @@ func (d *Driver) rewrite(ctx context.Context, n *node, ttl time.Duration) error 
 		return err
 	}
 	d.mu.Lock()
-	n.czxid, n.mzxid, n.session, n.written, n.ttl = st.Czxid, st.Mzxid, st.EphemeralOwner, sent, ttl
+	n.czxid, n.session, n.written, n.ttl = st.Czxid, st.EphemeralOwner, sent, ttl
 	d.mu.Unlock()
 	return nil
 }
@@ -406,16 +390,18 @@ func (d *Driver) list(ctx context.Context, parent string) (queue, error) {
 	return parseQueue(names), nil
 }
 
-// getResult carries the results of a Get.
-type getResult struct {
-	data []byte
-	st   *zk.Stat
+// reply carries the results of a Get, GetW, Children or ChildrenW.
+type reply struct {
+	names []string
+	data  []byte
+	st    *zk.Stat
+	ch    <-chan zk.Event
 }
 
 // get reads the node at path.
-func (d *Driver) get(ctx context.Context, path string) (getResult, error) {
-	return driverkit.Call(ctx, func() (getResult, error) {
+func (d *Driver) get(ctx context.Context, path string) (reply, error) {
+	return driverkit.Call(ctx, func() (reply, error) {
 		data, st, err := d.conn.Get(path)
-		return getResult{data, st}, err
+		return reply{data: data, st: st}, err
 	}, nil)
 }

@@ -64,7 +64,8 @@ func (d *Driver) lookup(ctx context.Context, op string, l driver.Lease) (*node, 
 	}
 	switch {
 	case why == nil && stale:
-		return nil, d.expired(ctx, op, n)
+		_ = d.dropNode(ctx, n)
+		return nil, errorf(op, l.Key, fmt.Errorf("%w: the lease ran out", driver.ErrNotHeld))
 	case why == nil:
 		return n, nil
 	}
@@ -88,12 +89,6 @@ func (n *node) mismatch(l driver.Lease) error {
 		return fmt.Errorf("held with token %d", n.czxid)
 	}
 	return n.lost
-}
-
-// expired deletes n, a hold past its lease, and returns driver.ErrNotHeld.
-func (d *Driver) expired(ctx context.Context, op string, n *node) error {
-	_ = d.dropNode(ctx, n)
-	return errorf(op, n.key, fmt.Errorf("%w: the lease ran out", driver.ErrNotHeld))
 }
 
 // maxMulti bounds the operations of one multi request.
@@ -180,7 +175,7 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
 			continue
 		}
-		it.n.written, it.n.mzxid, it.n.ttl = sent, st.Mzxid, it.ttl
+		it.n.written, it.n.ttl = sent, it.ttl
 	}
 	return rest
 }

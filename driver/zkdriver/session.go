@@ -176,18 +176,6 @@ func (s *Session) limit() time.Duration {
 	return s.requested
 }
 
-func (s *Session) register(d *Driver) {
-	s.mu.Lock()
-	s.drivers[d] = struct{}{}
-	s.mu.Unlock()
-}
-
-func (s *Session) unregister(d *Driver) {
-	s.mu.Lock()
-	delete(s.drivers, d)
-	s.mu.Unlock()
-}
-
 // established records the session the server granted in answer to a
 // connect request.
 func (s *Session) established(id int64, timeout time.Duration) {

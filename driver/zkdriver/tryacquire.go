@@ -111,8 +111,11 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		return driver.Lease{}, errorf(op, req.Key, lerr)
 	}
 	if granted {
+		// A counted node with waiters behind it, which watch it
+		// (aimCounted): rewrite it (n.ttl is req.TTL). After a failure
+		// other than errNodeGone they learn at its next renewal.
 		if n.limit > 0 && i < len(q)-1 {
-			if err := d.announce(ctx, n); err != nil {
+			if err := d.rewrite(ctx, n, req.TTL); errors.Is(err, errNodeGone) {
 				return driver.Lease{}, errorf(op, req.Key, err)
 			}
 		}
@@ -180,7 +183,12 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 	if err != nil {
 		return "", fail(op, req.Key, err)
 	}
-	mine := q.ofOwner(req.Owner)
+	var mine []child
+	for _, c := range q {
+		if c.owner == req.Owner {
+			mine = append(mine, c)
+		}
+	}
 	if len(mine) == 0 {
 		d.forget(n)
 		return "", nil
@@ -193,17 +201,4 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 	n.path, n.czxid = path, 0 // rewrite learns its czxid
 	d.mu.Unlock()
 	return path, nil
-}
-
-// announce rewrites n, a counted node just granted with waiters behind
-// it, which watch it (aimCounted). It fails when the node is gone; after
-// another failure the waiter learns at n's next renewal.
-func (d *Driver) announce(ctx context.Context, n *node) error {
-	d.mu.Lock()
-	ttl := n.ttl
-	d.mu.Unlock()
-	if err := d.rewrite(ctx, n, ttl); errors.Is(err, errNodeGone) {
-		return err
-	}
-	return nil
 }

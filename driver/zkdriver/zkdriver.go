@@ -81,7 +81,6 @@ type node struct {
 	session    int64         // the session that created it
 	ttl        time.Duration // the lease length in the node's data
 	written    time.Time     // send time of the last confirmed write of the node
-	mzxid      int64         // the zxid of that write
 	granted    bool          // a hold, not a place in the queue
 	lost       error         // the session ended: the node is gone
 	watches    []*lossWatch
@@ -104,12 +103,6 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 	}
 	if sess == nil {
 		return nil, errors.New("zkdriver: nil Session: pass a Session's ConnOption to zk.Connect, and the Session to New")
-	}
-	sess.mu.Lock()
-	bound := sess.bound
-	sess.mu.Unlock()
-	if !bound {
-		return nil, errors.New("zkdriver: the Session's ConnOption was not passed to zk.Connect")
 	}
 	d := &Driver{
 		conn:    conn,
@@ -139,7 +132,12 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 	if err := checkRoot(d.root); err != nil {
 		return nil, err
 	}
-	sess.register(d)
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if !sess.bound {
+		return nil, errors.New("zkdriver: the Session's ConnOption was not passed to zk.Connect")
+	}
+	sess.drivers[d] = struct{}{} // told of session expiries
 	return d, nil
 }
 
@@ -205,7 +203,9 @@ func (d *Driver) Close() error {
 	if again {
 		return nil // the first Close found every watch
 	}
-	d.sess.unregister(d)
+	d.sess.mu.Lock()
+	delete(d.sess.drivers, d)
+	d.sess.mu.Unlock()
 	fireAll(fire, fmt.Errorf("%w: %w", driver.ErrNotHeld, ErrClosed))
 	if d.owned {
 		d.conn.Close()
@@ -233,12 +233,6 @@ func checkTTL(ttl, limit time.Duration) error {
 		return driver.Permanent(fmt.Errorf("zkdriver: TTL %v exceeds the ZooKeeper session timeout %v negotiated for the connection: a lease must not outlive the session that keeps its node", ttl, limit))
 	}
 	return nil
-}
-
-// parentPath returns the path of key's node.
-func (d *Driver) parentPath(key string) string {
-	parent, _ := d.paths(key)
-	return parent
 }
 
 // paths returns the path of key's node and that path followed by "/" and
