@@ -87,13 +87,25 @@ func TestBatchedWrites(t *testing.T) {
 	}()
 	waitSession(t, events)
 
-	// Hold the send loop in the Write of one request, queue more behind it.
+	const queued = 10
+	writes := writeHeldBatch(t, c, rc, queued)
+	checkBatch(t, writes, queued)
+
+	c.Close()
+	closed = true
+	checkCloseAlone(t, rc)
+}
+
+// writeHeldBatch holds the send loop of c in the Write of one create and
+// queues queued gets behind it, then lets it go; it returns the Writes
+// (their opcodes) from the held one on.
+func writeHeldBatch(t *testing.T, c *Conn, rc *recordingConn, queued int) [][]int32 {
+	t.Helper()
 	hold, held := make(chan struct{}), make(chan struct{})
 	rc.mu.Lock()
 	rc.hold, rc.held = hold, held
 	first := len(rc.writes)
 	rc.mu.Unlock()
-	const queued = 10
 	errs := make(chan error, queued+1)
 	go func() {
 		_, err := c.Create("/zk-batch-test", []byte("x"), FlagEphemeral, WorldACL(PermAll))
@@ -123,10 +135,15 @@ func TestBatchedWrites(t *testing.T) {
 			t.Error(err)
 		}
 	}
-
 	rc.mu.Lock()
-	writes := rc.writes[first:]
-	rc.mu.Unlock()
+	defer rc.mu.Unlock()
+	return rc.writes[first:]
+}
+
+// checkBatch checks that the held Write carried the create alone and the
+// next one (pings aside) the queued gets together.
+func checkBatch(t *testing.T, writes [][]int32, queued int) {
+	t.Helper()
 	var batch []int32
 	for _, w := range writes[1:] {
 		if len(w) == 1 && w[0] == opPing {
@@ -147,10 +164,13 @@ func TestBatchedWrites(t *testing.T) {
 			break
 		}
 	}
+}
 
-	c.Close()
-	closed = true
-	deadline = time.Now().Add(10 * time.Second)
+// checkCloseAlone waits for the close request after Close and checks that
+// it went alone in its Write and that no Write ended inside a request.
+func checkCloseAlone(t *testing.T, rc *recordingConn) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		rc.mu.Lock()
 		writes, partial := rc.writes, rc.partial
@@ -158,19 +178,16 @@ func TestBatchedWrites(t *testing.T) {
 		if partial {
 			t.Fatal("a Write ended inside a request")
 		}
-		done := false
 		for _, w := range writes {
 			for i, op := range w {
-				if op == opClose {
-					done = true
-					if i != 0 || len(w) != 1 {
-						t.Fatalf("close request in a Write of opcodes %v; want it alone", w)
-					}
+				if op != opClose {
+					continue
 				}
+				if i != 0 || len(w) != 1 {
+					t.Fatalf("close request in a Write of opcodes %v; want it alone", w)
+				}
+				return
 			}
-		}
-		if done {
-			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("no close request written within 10s of Close")
