@@ -21,7 +21,9 @@ import (
 //	LOCKER_REQUIRE_SERVERS=1 go test -run XXX -bench . -benchtime 3s ./driver/zkdriver
 //
 // Round trips are the client's Write calls on the counted connections
-// (go-zookeeper writes each request, and each ping, with one Write).
+// (package zk writes the requests queued together in one Write: where
+// goroutines share a connection, a Write may carry several requests, and
+// Writes count round trips, not requests; bench/ counts both).
 
 // countingDialer counts the Write calls on the connections it makes.
 type countingDialer struct{ writes atomic.Int64 }

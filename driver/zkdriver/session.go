@@ -293,7 +293,8 @@ const (
 const opCloseSession = -11
 
 func (c *sniffConn) Write(p []byte) (int, error) {
-	// go-zookeeper writes each request in one Write: length, xid, opcode.
+	// The client (package zk) writes the close request alone and first in
+	// its Write: length, xid, opcode. Other requests may share a Write.
 	if c.wdone && len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:])) == opCloseSession {
 		c.s.connClosed()
 	}
