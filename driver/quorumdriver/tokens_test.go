@@ -2,8 +2,6 @@ package quorumdriver_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"testing"
 	"time"
@@ -12,13 +10,10 @@ import (
 	"github.com/go-locker/locker/driver/memdriver"
 	"github.com/go-locker/locker/driver/quorumdriver"
 	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 )
 
-func owner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func owner() string { return drivertest.Owner() }
 
 func req(key string, ttl time.Duration) driver.Request {
 	return driver.Request{Key: key, Owner: owner(), Mode: driver.Exclusive, TTL: ttl}
