@@ -1,14 +1,11 @@
 package quorumdriver_test
 
 import (
-	"errors"
-	"fmt"
-	"os"
 	"testing"
 
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
-	"go.uber.org/goleak"
 )
 
 // poolSize is the number of redis-servers shared by the tests that do not
@@ -22,40 +19,27 @@ var (
 	poolErr error
 )
 
-type mainM struct{ m *testing.M }
+func TestMain(m *testing.M) {
+	testflag.Parallel(8, true) // -short: the conformance suites' waiting subtests together
+	drivertest.Main(m, "quorumdriver", startPool, testserver.ErrNotInstalled, closePool)
+}
 
-func (m mainM) Run() int {
+// startPool starts the pool's servers.
+func startPool() error {
 	for range poolSize {
 		s, err := testserver.StartPrivateRedis()
 		if err != nil {
 			poolErr = err
-			break
+			return err
 		}
 		pool = append(pool, s)
 	}
-	if poolErr != nil && (!errors.Is(poolErr, testserver.ErrNotInstalled) || testserver.Required()) {
-		fmt.Fprintln(os.Stderr, "quorumdriver tests:", poolErr)
-		closePool()
-		return 1
-	}
-	code := m.m.Run()
-	if err := closePool(); err != nil {
-		fmt.Fprintln(os.Stderr, "quorumdriver tests:", err)
-		code = 1
-	}
-	return code
+	return nil
 }
 
+// closePool closes the pool's servers.
 func closePool() error {
-	var errs []error
-	for _, s := range pool {
-		errs = append(errs, s.Close())
-	}
+	err := drivertest.CloseAll(pool...)
 	pool = nil
-	return errors.Join(errs...)
-}
-
-func TestMain(m *testing.M) {
-	testflag.Parallel(8, true) // -short: the conformance suites' waiting subtests together
-	goleak.VerifyTestMain(mainM{m})
+	return err
 }

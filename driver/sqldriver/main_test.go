@@ -3,17 +3,15 @@ package sqldriver_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/sqltest"
 	"github.com/go-locker/locker/internal/testflag"
-	"go.uber.org/goleak"
 )
 
 // The servers shared by the tests of this package, or nil with the error
@@ -23,11 +21,10 @@ var (
 	pgServerErr, myServerErr error
 )
 
-type mainM struct{ m *testing.M }
-
-func (m mainM) Run() int {
-	var code int
-	start := func(s **sqltest.Server, serr *error, f func() (*sqltest.Server, error)) bool {
+// startServers starts the servers at once: each takes a second or two,
+// mostly waiting for its data directory to be written.
+func startServers() error {
+	start := func(s **sqltest.Server, serr *error, f func() (*sqltest.Server, error)) {
 		*s, *serr = f()
 		if *serr == nil {
 			*serr = createTable(*s)
@@ -36,33 +33,12 @@ func (m mainM) Run() int {
 				*s = nil
 			}
 		}
-		if *serr != nil && (!errors.Is(*serr, sqltest.ErrNotInstalled) || sqltest.Required()) {
-			fmt.Fprintln(os.Stderr, "sqldriver tests:", *serr)
-			return false
-		}
-		return true
 	}
-	// The servers start at once: each takes a second or two, mostly
-	// waiting for its data directory to be written.
-	var pgOK, myOK bool
 	var wg sync.WaitGroup
-	wg.Go(func() { pgOK = start(&pgServer, &pgServerErr, sqltest.StartPostgres) })
-	wg.Go(func() { myOK = start(&myServer, &myServerErr, sqltest.StartMariaDB) })
+	wg.Go(func() { start(&pgServer, &pgServerErr, sqltest.StartPostgres) })
+	wg.Go(func() { start(&myServer, &myServerErr, sqltest.StartMariaDB) })
 	wg.Wait()
-	if pgOK && myOK {
-		code = m.m.Run()
-	} else {
-		code = 1
-	}
-	for _, s := range []*sqltest.Server{pgServer, myServer} {
-		if s != nil {
-			if err := s.Close(); err != nil {
-				fmt.Fprintln(os.Stderr, "sqldriver tests:", err)
-				code = 1
-			}
-		}
-	}
-	return code
+	return errors.Join(pgServerErr, myServerErr)
 }
 
 // createTable creates the default lease table on s.
@@ -81,5 +57,6 @@ func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
 	serveCreateChild()                 // returns unless this is a helper child of TestCreateTableConcurrent
 	testflag.Parallel(8, true)         // -short: the conformance suites' waiting subtests together
-	goleak.VerifyTestMain(mainM{m})
+	drivertest.Main(m, "sqldriver", startServers, sqltest.ErrNotInstalled,
+		func() error { return drivertest.CloseAll(pgServer, myServer) })
 }

@@ -1,6 +1,8 @@
 package drivertest_test
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
 	"github.com/go-locker/locker/internal/drivertest"
+	"github.com/go-locker/locker/internal/proc"
 	"go.uber.org/goleak"
 )
 
@@ -33,5 +36,73 @@ func TestHelpers(t *testing.T) {
 	}
 	if err := d.Release(ctx, l); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fakeM counts its runs and returns code.
+type fakeM struct {
+	runs, code int
+}
+
+func (m *fakeM) Run() int { m.runs++; return m.code }
+
+type fakeServer struct {
+	closed bool
+	err    error
+}
+
+func (s *fakeServer) Close() error { s.closed = true; return s.err }
+
+// TestRun checks which start and stop errors let the tests run and which
+// make the exit code 1, with LOCKER_REQUIRE_SERVERS unset and set.
+func TestRun(t *testing.T) {
+	notInstalled := errors.New("not installed")
+	other := errors.New("refused")
+	for _, tc := range []struct {
+		name               string
+		required           bool
+		startErr           error
+		stopErr            error
+		wantRuns, wantCode int
+	}{
+		{"ok", false, nil, nil, 1, 7},
+		{"not installed", false, fmt.Errorf("start: %w", notInstalled), nil, 1, 7},
+		{"not installed, required", true, notInstalled, nil, 0, 1},
+		{"joined not installed", false, errors.Join(notInstalled, fmt.Errorf("x: %w", notInstalled)), nil, 1, 7},
+		{"joined with another error", false, errors.Join(notInstalled, other), nil, 0, 1},
+		{"other error", false, other, nil, 0, 1},
+		{"stop fails", false, nil, other, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.required {
+				t.Setenv(proc.EnvRequireServers, "1")
+			} else {
+				t.Setenv(proc.EnvRequireServers, "")
+			}
+			m := &fakeM{code: 7}
+			stopped := false
+			code := drivertest.Run(m, "drivertest", func() error { return tc.startErr }, notInstalled,
+				func() error { stopped = true; return tc.stopErr })
+			if m.runs != tc.wantRuns || code != tc.wantCode || !stopped {
+				t.Fatalf("Run: %d runs, code %d, stopped %v; want %d runs, code %d, stopped", m.runs, code, stopped, tc.wantRuns, tc.wantCode)
+			}
+		})
+	}
+	m := &fakeM{}
+	if code := drivertest.Run(m, "drivertest", func() error { return other }, nil, func() error { return nil }); code != 1 || m.runs != 0 {
+		t.Fatalf("Run with a nil notInstalled and a start error: code %d, %d runs; want 1, 0", code, m.runs)
+	}
+}
+
+// TestCloseAll checks that CloseAll passes over nil servers, closes the
+// others and joins their errors.
+func TestCloseAll(t *testing.T) {
+	fail := errors.New("close failed")
+	a, b := &fakeServer{}, &fakeServer{err: fail}
+	if err := drivertest.CloseAll(a, nil, b); !errors.Is(err, fail) || !a.closed || !b.closed {
+		t.Fatalf("CloseAll = %v; closed %v, %v", err, a.closed, b.closed)
+	}
+	if err := drivertest.CloseAll[*fakeServer](); err != nil {
+		t.Fatalf("CloseAll() = %v", err)
 	}
 }

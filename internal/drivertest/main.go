@@ -1,0 +1,81 @@
+package drivertest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/go-locker/locker/internal/proc"
+	"go.uber.org/goleak"
+)
+
+// Main is the end of a driver test package's TestMain: it starts the
+// servers the package's tests share with start, runs m's tests, stops the
+// servers with stop, checks that no goroutine leaked (goleak, with opts)
+// and exits. See [Run] for what start's and stop's errors do; pkg names the
+// package in what is written to stderr.
+func Main(m *testing.M, pkg string, start func() error, notInstalled error, stop func() error, opts ...goleak.Option) {
+	goleak.VerifyTestMain(runner{m, pkg, start, notInstalled, stop}, opts...)
+}
+
+type runner struct {
+	m            interface{ Run() int }
+	pkg          string
+	start        func() error
+	notInstalled error
+	stop         func() error
+}
+
+func (r runner) Run() int { return Run(r.m, r.pkg, r.start, r.notInstalled, r.stop) }
+
+// Run calls start, m.Run unless start failed, and stop, and returns m.Run's
+// exit code, or 1 when start or stop failed. An error from start lets the
+// tests run when it wraps notInstalled (every error it joins does) and
+// LOCKER_REQUIRE_SERVERS is not "1": the tests that need the missing server
+// then skip themselves. stop runs even when start failed, to close what it
+// started. Errors are written to stderr after pkg.
+func Run(m interface{ Run() int }, pkg string, start func() error, notInstalled error, stop func() error) int {
+	code := 1
+	if err := start(); err != nil && (!onlyNotInstalled(err, notInstalled) || proc.Required()) {
+		fmt.Fprintf(os.Stderr, "%s tests: %v\n", pkg, err)
+	} else {
+		code = m.Run()
+	}
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s tests: %v\n", pkg, err)
+		code = 1
+	}
+	return code
+}
+
+// onlyNotInstalled reports whether err wraps notInstalled, or, for an
+// error of errors.Join, whether each error it joins does.
+func onlyNotInstalled(err, notInstalled error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyNotInstalled(e, notInstalled) {
+				return false
+			}
+		}
+		return true
+	}
+	return notInstalled != nil && errors.Is(err, notInstalled)
+}
+
+// CloseAll closes each server of ss that is not nil and returns the
+// errors joined.
+func CloseAll[S interface {
+	comparable
+	io.Closer
+}](ss ...S) error {
+	var zero S
+	var errs []error
+	for _, s := range ss {
+		if s != zero {
+			errs = append(errs, s.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
