@@ -1,7 +1,6 @@
 package etcddriver_test
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
+	"github.com/go-locker/locker/internal/drivertest"
 )
 
 const countedTTL = 10 * time.Second
@@ -71,13 +71,13 @@ func TestCountedFIFO(t *testing.T) {
 	}
 
 	cReq := creq(key, owner(), limit, 3)
-	cc := acquireAsync(ctx, other, cReq)
+	cc := drivertest.AcquireAsync(ctx, other, cReq)
 	waitWaiting(t, d, key, 1)
 
 	refuseNewcomers(t, d, other, key, limit, a, b)
 
 	dReq := creq(key, owner(), limit, 1)
-	dc := acquireAsync(ctx, d, dReq)
+	dc := drivertest.AcquireAsync(ctx, d, dReq)
 	waitWaiting(t, d, key, 2)
 
 	// 2 units leave: the waiter of 3 fits beside the holder of 1; the
@@ -86,11 +86,11 @@ func TestCountedFIFO(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := <-cc
-	if r.err != nil {
-		t.Fatalf("Acquire of 3 units: %v", r.err)
+	if r.Err != nil {
+		t.Fatalf("Acquire of 3 units: %v", r.Err)
 	}
-	if r.l.Token <= b.Token || r.l.Mode != driver.Shared {
-		t.Errorf("Acquire of 3 units = %+v", r.l)
+	if r.Lease.Token <= b.Token || r.Lease.Mode != driver.Shared {
+		t.Errorf("Acquire of 3 units = %+v", r.Lease)
 	}
 	st := inspect(t, d, key)
 	if got := weights(st); len(got) != 2 || got[b.Owner] != 1 || got[cReq.Owner] != 3 || st.Waiting != 1 {
@@ -98,23 +98,23 @@ func TestCountedFIFO(t *testing.T) {
 	}
 	select {
 	case r := <-dc:
-		t.Fatalf("the waiter of 1 unit was granted beside 4 units: %+v, %v", r.l, r.err)
+		t.Fatalf("the waiter of 1 unit was granted beside 4 units: %+v, %v", r.Lease, r.Err)
 	default:
 	}
 	if err := other.Release(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	r2 := <-dc
-	if r2.err != nil {
-		t.Fatalf("Acquire of 1 unit: %v", r2.err)
+	if r2.Err != nil {
+		t.Fatalf("Acquire of 1 unit: %v", r2.Err)
 	}
-	if r2.l.Token <= r.l.Token {
-		t.Errorf("tokens: waiter of 3 got %d, waiter of 1 behind it %d", r.l.Token, r2.l.Token)
+	if r2.Lease.Token <= r.Lease.Token {
+		t.Errorf("tokens: waiter of 3 got %d, waiter of 1 behind it %d", r.Lease.Token, r2.Lease.Token)
 	}
 	for _, x := range []struct {
 		d *etcddriver.Driver
 		l driver.Lease
-	}{{other, r.l}, {d, r2.l}} {
+	}{{other, r.Lease}, {d, r2.Lease}} {
 		if _, err := x.d.Refresh(ctx, x.l); err != nil {
 			t.Errorf("Refresh(%+v): %v", x.l, err)
 		}
@@ -122,23 +122,6 @@ func TestCountedFIFO(t *testing.T) {
 			t.Errorf("Release(%+v): %v", x.l, err)
 		}
 	}
-}
-
-// An acquireResult is what an Acquire returned.
-type acquireResult struct {
-	l   driver.Lease
-	err error
-}
-
-// acquireAsync runs d.Acquire(ctx, r) and returns the channel that
-// receives its result.
-func acquireAsync(ctx context.Context, d *etcddriver.Driver, r driver.Request) <-chan acquireResult {
-	c := make(chan acquireResult, 1)
-	go func() {
-		l, err := d.Acquire(ctx, r)
-		c <- acquireResult{l, err}
-	}()
-	return c
 }
 
 // refuseNewcomers is TestCountedFIFO's check that newcomers of weight 1

@@ -10,6 +10,7 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/sqltest"
 )
 
@@ -118,28 +119,14 @@ func checkPoolClean(t *testing.T, db *sql.DB) {
 	}
 }
 
-type acquired struct {
-	l   driver.Lease
-	err error
-}
-
-func acquireAsync(ctx context.Context, d *sqldriver.Driver, r driver.Request) <-chan acquired {
-	c := make(chan acquired, 1)
-	go func() {
-		l, err := d.Acquire(ctx, r)
-		c <- acquired{l, err}
-	}()
-	return c
-}
-
-func granted(t *testing.T, c <-chan acquired) driver.Lease {
+func granted(t *testing.T, c <-chan drivertest.Acquired) driver.Lease {
 	t.Helper()
 	select {
 	case g := <-c:
-		if g.err != nil {
-			t.Fatal(g.err)
+		if g.Err != nil {
+			t.Fatal(g.Err)
 		}
-		return g.l
+		return g.Lease
 	case <-time.After(5 * time.Second):
 		t.Fatal("Acquire not granted within 5s")
 	}
@@ -162,11 +149,11 @@ func TestBellWakesWithoutPolling(t *testing.T) {
 	// polls; the second waits for the first's bell.
 	l0 := mustAcquire(t, d0, req(key, driver.Exclusive, 30*time.Second))
 	r1, r2 := req(key, driver.Exclusive, 30*time.Second), req(key, driver.Exclusive, 30*time.Second)
-	c1 := acquireAsync(ctx, d1, r1)
+	c1 := drivertest.AcquireAsync(ctx, d1, r1)
 	eventually(t, "the first waiter takes its bell and joins the queue", func() bool {
 		return bellOf(t, admin, d0, key, r1.Owner) != 0 && queued(t, admin, key, r1.Owner)
 	})
-	c2 := acquireAsync(ctx, d2, r2)
+	c2 := drivertest.AcquireAsync(ctx, d2, r2)
 	eventually(t, "the second waiter waits in GET_LOCK for the first's bell", func() bool {
 		return waitingInGetLock(t, admin, d0, key, r1.Owner) == 1
 	})
@@ -187,7 +174,7 @@ func TestBellWakesWithoutPolling(t *testing.T) {
 	}
 	select {
 	case g := <-c2:
-		t.Fatalf("second waiter returned %+v, %v while the key was held", g.l, g.err)
+		t.Fatalf("second waiter returned %+v, %v while the key was held", g.Lease, g.Err)
 	default:
 	}
 	if err := d1.Release(ctx, l1); err != nil {
@@ -236,18 +223,18 @@ func TestBellCancel(t *testing.T) {
 	ctx1, cancel1 := context.WithTimeout(context.Background(), wait)
 	defer cancel1()
 	r1, r2 := req(key, driver.Exclusive, 30*time.Second), req(key, driver.Exclusive, 30*time.Second)
-	c1 := acquireAsync(ctx1, d1, r1)
+	c1 := drivertest.AcquireAsync(ctx1, d1, r1)
 	eventually(t, "the first waiter takes its bell and joins the queue", func() bool {
 		return bellOf(t, admin, d0, key, r1.Owner) != 0 && queued(t, admin, key, r1.Owner)
 	})
 	ctx2, cancel2 := context.WithTimeout(context.Background(), wait)
 	defer cancel2()
-	c2 := acquireAsync(ctx2, d2, r2)
-	for i, c := range []<-chan acquired{c1, c2} {
+	c2 := drivertest.AcquireAsync(ctx2, d2, r2)
+	for i, c := range []<-chan drivertest.Acquired{c1, c2} {
 		select {
 		case g := <-c:
-			if !errors.Is(g.err, context.DeadlineExceeded) {
-				t.Errorf("waiter %d: Acquire = %+v, %v; want an error wrapping context.DeadlineExceeded", i+1, g.l, g.err)
+			if !errors.Is(g.Err, context.DeadlineExceeded) {
+				t.Errorf("waiter %d: Acquire = %+v, %v; want an error wrapping context.DeadlineExceeded", i+1, g.Lease, g.Err)
 			}
 		case <-time.After(wait + 2*time.Second):
 			t.Fatalf("waiter %d had not returned 2s after its deadline", i+1)
@@ -288,7 +275,7 @@ func TestBellKilledHolder(t *testing.T) {
 	l0 := mustAcquire(t, d0, req(key, driver.Exclusive, 30*time.Second))
 	const ttl = 2 * time.Second
 	r1 := req(key, driver.Exclusive, ttl)
-	c1 := acquireAsync(ctx, d1, r1)
+	c1 := drivertest.AcquireAsync(ctx, d1, r1)
 	eventually(t, "the first waiter takes its bell and joins the queue", func() bool {
 		return bellOf(t, admin, d0, key, r1.Owner) != 0 && queued(t, admin, key, r1.Owner)
 	})
@@ -301,7 +288,7 @@ func TestBellKilledHolder(t *testing.T) {
 	if grantedAt.IsZero() {
 		t.Fatal("Acquire returned a lease without Start")
 	}
-	c2 := acquireAsync(ctx, d2, req(key, driver.Exclusive, 30*time.Second))
+	c2 := drivertest.AcquireAsync(ctx, d2, req(key, driver.Exclusive, 30*time.Second))
 	eventually(t, "the second waiter waits in GET_LOCK for the holder's bell", func() bool {
 		return waitingInGetLock(t, admin, d0, key, r1.Owner) == 1
 	})
@@ -312,17 +299,17 @@ func TestBellKilledHolder(t *testing.T) {
 	p.Reset()
 	select {
 	case g := <-c2:
-		if g.err != nil {
-			t.Fatal(g.err)
+		if g.Err != nil {
+			t.Fatal(g.Err)
 		}
 		if since := time.Since(grantedAt); since < ttl {
 			t.Errorf("waiter granted %v after the dead holder's grant, before its TTL of %v", since, ttl)
 		}
-		if g.l.Token <= l1.Token {
-			t.Errorf("token %d after the dead holder's %d", g.l.Token, l1.Token)
+		if g.Lease.Token <= l1.Token {
+			t.Errorf("token %d after the dead holder's %d", g.Lease.Token, l1.Token)
 		}
 		t.Logf("waiter granted %v after the dead holder's grant (TTL %v)", time.Since(grantedAt).Round(time.Millisecond), ttl)
-		if err := d2.Release(ctx, g.l); err != nil {
+		if err := d2.Release(ctx, g.Lease); err != nil {
 			t.Error(err)
 		}
 	case <-time.After(ttl + 5*time.Second):

@@ -52,3 +52,20 @@ func MustAcquire(ctx context.Context, tb testing.TB, d driver.Driver, r driver.R
 	}
 	return l
 }
+
+// Acquired is what an Acquire returned.
+type Acquired struct {
+	Lease driver.Lease
+	Err   error
+}
+
+// AcquireAsync runs a.Acquire(ctx, r) in a goroutine and returns the
+// channel that receives its result.
+func AcquireAsync(ctx context.Context, a driver.Acquirer, r driver.Request) <-chan Acquired {
+	c := make(chan Acquired, 1)
+	go func() {
+		l, err := a.Acquire(ctx, r)
+		c <- Acquired{l, err}
+	}()
+	return c
+}

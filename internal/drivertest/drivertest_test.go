@@ -106,3 +106,31 @@ func TestCloseAll(t *testing.T) {
 		t.Fatalf("CloseAll() = %v", err)
 	}
 }
+
+// TestAcquireAsync checks that AcquireAsync's result arrives once the
+// holder releases, with the waiter's lease.
+func TestAcquireAsync(t *testing.T) {
+	ctx := drivertest.Context(t, time.Minute)
+	d := memdriver.New()
+	key := drivertest.UniqueKey(t, "k")
+	r := driver.Request{Key: key, Owner: drivertest.Owner(), Mode: driver.Exclusive, TTL: time.Minute}
+	held := drivertest.MustAcquire(ctx, t, d, r, r.TTL)
+	w := r
+	w.Owner = drivertest.Owner()
+	c := drivertest.AcquireAsync(ctx, d, w)
+	select {
+	case g := <-c:
+		t.Fatalf("the waiter got %+v, %v while the key was held", g.Lease, g.Err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := d.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	g := <-c
+	if g.Err != nil || g.Lease.Owner != w.Owner || g.Lease.Token <= held.Token {
+		t.Fatalf("AcquireAsync = %+v, %v; want the waiter's lease after %d", g.Lease, g.Err, held.Token)
+	}
+	if err := d.Release(ctx, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+}
