@@ -9,7 +9,6 @@ import (
 	"github.com/go-locker/locker/driver/etcddriver"
 	"github.com/go-locker/locker/internal/etcdtest"
 	"github.com/go-locker/locker/internal/faultmatrix"
-	"github.com/go-locker/locker/internal/faultproxy"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -59,33 +58,19 @@ func TestFaultMatrix(t *testing.T) {
 	addr := srv.ClientURL[len("http://"):]
 	admin := newClientAt(t, srv.ClientURL)
 	base := func(key string) string { return etcddriver.LockBase(etcddriver.DefaultPrefix, key) }
-	faultmatrix.Run(t, faultmatrix.Target{
-		Name: "etcd",
-		TTL:  faultTTL,
-		Addr: func() string { return addr },
-		Dial: faultDial,
-		NewClient: func(tb testing.TB) faultmatrix.Client {
-			p := faultproxy.ForTest(tb, addr)
-			d, closeFn, err := faultDial(p.Addr())
-			if err != nil {
-				tb.Fatalf("etcd client: %v", err)
-			}
-			tb.Cleanup(func() { _ = closeFn() })
-			return faultmatrix.Client{Driver: d, Net: faultproxy.Partitioner{Proxy: p}}
-		},
-		ChildNet: func(p *faultproxy.Proxy) faultmatrix.Net { return faultproxy.Partitioner{Proxy: p} },
-		Server:   faultmatrix.Server{Pause: srv.Pause, Resume: srv.Resume, Kill: srv.Kill, Restart: srv.Restart},
-		Revoke: func(ctx context.Context, key string) error {
-			_, err := etcdtest.RevokeOldest(ctx, admin, base(key))
-			return err
-		},
-		Residue: func(ctx context.Context, key string) (int, error) {
-			r, err := admin.Get(ctx, base(key), clientv3.WithPrefix(), clientv3.WithCountOnly())
-			if err != nil {
-				return 0, err
-			}
-			return int(r.Count), nil
-		},
-		DurableTokens: true,
-	})
+	tg := faultmatrix.ProcessTarget("etcd", faultTTL, addr, faultDial, srv)
+	tg.Net = faultmatrix.Partition
+	tg.Revoke = func(ctx context.Context, key string) error {
+		_, err := etcdtest.RevokeOldest(ctx, admin, base(key))
+		return err
+	}
+	tg.Residue = func(ctx context.Context, key string) (int, error) {
+		r, err := admin.Get(ctx, base(key), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return 0, err
+		}
+		return int(r.Count), nil
+	}
+	tg.DurableTokens = true
+	faultmatrix.Run(t, tg)
 }

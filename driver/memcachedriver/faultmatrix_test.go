@@ -52,39 +52,31 @@ func TestFaultMatrix(t *testing.T) {
 		hk, _ := memcachedriver.ItemKeys(memcachedriver.DefaultPrefix, key)
 		return hk
 	}
-	faultmatrix.Run(t, faultmatrix.Target{
-		Name: "memcached",
-		TTL:  matrixTTL,
-		Addr: func() string { return srv.Addr },
-		Dial: dialMatrix,
-		Server: faultmatrix.Server{
-			Pause: srv.Pause, Resume: srv.Resume,
-			Kill: srv.Kill, Restart: srv.Restart,
-		},
-		Revoke: func(ctx context.Context, key string) error {
-			reply, err := memcachedtest.Do(srv.Addr, "delete "+holdKey(key))
-			if err == nil && reply != "DELETED" && reply != "NOT_FOUND" {
-				err = fmt.Errorf("delete: %q", reply)
-			}
-			return err
-		},
-		// Residue counts the hold item, pending or granted, while it
-		// exists on the server: it blocks the key, whatever the time
-		// left of the lease it records.
-		Residue: func(ctx context.Context, key string) (int, error) {
-			reply, err := memcachedtest.Do(srv.Addr, "get "+holdKey(key))
-			switch {
-			case err != nil:
-				return 0, err
-			case reply == "END":
-				return 0, nil
-			}
-			return 1, nil
-		},
-		// A restart loses the holds: the history is checked per epoch.
-		// Tokens keep increasing across it nonetheless (the fence
-		// counters are created again from the clock), which the cell
-		// would note otherwise, and TestTokensAcrossRestart checks.
-		DurableTokens: false,
-	})
+	tg := faultmatrix.ProcessTarget("memcached", matrixTTL, srv.Addr, dialMatrix, srv)
+	tg.Revoke = func(ctx context.Context, key string) error {
+		reply, err := memcachedtest.Do(srv.Addr, "delete "+holdKey(key))
+		if err == nil && reply != "DELETED" && reply != "NOT_FOUND" {
+			err = fmt.Errorf("delete: %q", reply)
+		}
+		return err
+	}
+	// Residue counts the hold item, pending or granted, while it exists
+	// on the server: it blocks the key, whatever the time left of the
+	// lease it records.
+	tg.Residue = func(ctx context.Context, key string) (int, error) {
+		reply, err := memcachedtest.Do(srv.Addr, "get "+holdKey(key))
+		switch {
+		case err != nil:
+			return 0, err
+		case reply == "END":
+			return 0, nil
+		}
+		return 1, nil
+	}
+	// A restart loses the holds: the history is checked per epoch
+	// (DurableTokens stays false). Tokens keep increasing across it
+	// nonetheless (the fence counters are created again from the clock),
+	// which the cell would note otherwise, and TestTokensAcrossRestart
+	// checks.
+	faultmatrix.Run(t, tg)
 }

@@ -43,23 +43,15 @@ func TestFaultMatrix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	faultmatrix.Run(t, faultmatrix.Target{
-		Name: "redis",
-		TTL:  matrixTTL,
-		Addr: func() string { return srv.Addr },
-		Dial: dialMatrix,
-		Server: faultmatrix.Server{
-			Pause: srv.Pause, Resume: srv.Resume,
-			Kill: srv.Kill, Restart: srv.Restart,
-		},
-		Revoke: func(ctx context.Context, key string) error {
-			_, err := admin.ForceRelease(ctx, key)
-			return err
-		},
-		Residue: func(ctx context.Context, key string) (int, error) {
-			st, err := admin.Inspect(ctx, key)
-			return len(st.Holders) + st.Waiting, err
-		},
-		IncreasingTokens: true,
-	})
+	tg := faultmatrix.ProcessTarget("redis", matrixTTL, srv.Addr, dialMatrix, srv)
+	tg.Revoke = func(ctx context.Context, key string) error {
+		_, err := admin.ForceRelease(ctx, key)
+		return err
+	}
+	tg.Residue = func(ctx context.Context, key string) (int, error) {
+		st, err := admin.Inspect(ctx, key)
+		return len(st.Holders) + st.Waiting, err
+	}
+	tg.IncreasingTokens = true
+	faultmatrix.Run(t, tg)
 }

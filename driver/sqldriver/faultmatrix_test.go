@@ -13,7 +13,6 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/internal/faultmatrix"
-	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/sqltest"
 )
 
@@ -119,16 +118,7 @@ func matrixTarget(name string, b backend, srv *sqltest.Server, admin *sql.DB) fa
 		TTL:  matrixTTL,
 		Addr: func() string { return srv.Addr },
 		Dial: dialMatrix,
-		NewClient: func(tb testing.TB) faultmatrix.Client {
-			p := faultproxy.ForTest(tb, srv.Addr)
-			d, closeFn, err := dialMatrix(p.Addr())
-			if err != nil {
-				tb.Fatalf("%s client: %v", name, err)
-			}
-			tb.Cleanup(func() { _ = closeFn() })
-			return faultmatrix.Client{Driver: d, Net: faultproxy.Partitioner{Proxy: p}}
-		},
-		ChildNet: func(p *faultproxy.Proxy) faultmatrix.Net { return faultproxy.Partitioner{Proxy: p} },
+		Net:  faultmatrix.Partition,
 		// Restart keeps the server down for a TTL more: see
 		// restartAfterTTL.
 		Server: faultmatrix.Server{Pause: srv.Pause, Resume: srv.Resume, Kill: srv.Crash,

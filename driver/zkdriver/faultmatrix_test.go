@@ -11,7 +11,6 @@ import (
 	"github.com/go-locker/locker/driver/zkdriver"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/faultmatrix"
-	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/zktest"
 )
 
@@ -79,49 +78,35 @@ func TestFaultMatrix(t *testing.T) {
 		}
 		return names, err
 	}
-	faultmatrix.Run(t, faultmatrix.Target{
-		Name: "zookeeper",
-		TTL:  faultTTL,
-		Addr: func() string { return srv.Addr },
-		Dial: faultDial,
-		NewClient: func(tb testing.TB) faultmatrix.Client {
-			p := faultproxy.ForTest(tb, srv.Addr)
-			d, closeFn, err := faultDial(p.Addr())
-			if err != nil {
-				tb.Fatalf("zookeeper client: %v", err)
-			}
-			tb.Cleanup(func() { _ = closeFn() })
-			return faultmatrix.Client{Driver: d, Net: faultproxy.Partitioner{Proxy: p}}
-		},
-		ChildNet: func(p *faultproxy.Proxy) faultmatrix.Net { return faultproxy.Partitioner{Proxy: p} },
-		Server:   faultmatrix.Server{Pause: srv.Pause, Resume: srv.Resume, Kill: srv.Kill, Restart: srv.Restart},
-		// An administrator revokes a hold by deleting its node (ZooKeeper
-		// has no command that ends a session). Closing the holder's
-		// session by taking it over (zktest.CloseSession) races with the
-		// holder's reconnection in the server, which can leave the
-		// holder's new connection attached to the closed session and
-		// unanswered until the client's read timeout: see
-		// TestSessionClosedByAdmin.
-		Revoke: func(ctx context.Context, key string) error {
-			names, err := children(key)
-			if err != nil {
+	tg := faultmatrix.ProcessTarget("zookeeper", faultTTL, srv.Addr, faultDial, srv)
+	tg.Net = faultmatrix.Partition
+	// An administrator revokes a hold by deleting its node (ZooKeeper
+	// has no command that ends a session). Closing the holder's
+	// session by taking it over (zktest.CloseSession) races with the
+	// holder's reconnection in the server, which can leave the
+	// holder's new connection attached to the closed session and
+	// unanswered until the client's read timeout: see
+	// TestSessionClosedByAdmin.
+	tg.Revoke = func(ctx context.Context, key string) error {
+		names, err := children(key)
+		if err != nil {
+			return err
+		}
+		holders := zkdriver.HolderNodes(names)
+		if len(holders) == 0 {
+			return fmt.Errorf("no holder of %q", key)
+		}
+		for _, name := range holders {
+			if err := admin.Delete(parent(key)+"/"+name, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 				return err
 			}
-			holders := zkdriver.HolderNodes(names)
-			if len(holders) == 0 {
-				return fmt.Errorf("no holder of %q", key)
-			}
-			for _, name := range holders {
-				if err := admin.Delete(parent(key)+"/"+name, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-					return err
-				}
-			}
-			return nil
-		},
-		Residue: func(ctx context.Context, key string) (int, error) {
-			names, err := children(key)
-			return len(zkdriver.LockNodes(names)), err
-		},
-		DurableTokens: true,
-	})
+		}
+		return nil
+	}
+	tg.Residue = func(ctx context.Context, key string) (int, error) {
+		names, err := children(key)
+		return len(zkdriver.LockNodes(names)), err
+	}
+	tg.DurableTokens = true
+	faultmatrix.Run(t, tg)
 }

@@ -225,10 +225,7 @@ func (e *env) startChild(cfg childConfig) *child {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("helper child: %v", err)
 	}
-	var net Net = p
-	if e.tg.ChildNet != nil {
-		net = e.tg.ChildNet(p)
-	}
+	net := e.proxyNet(p)
 	c := &child{e: e, cmd: cmd, in: in, net: net, acq: make(chan *holdRec, 1024), exit: make(chan struct{})}
 	ready := make(chan struct{})
 	go c.read(out, ready)

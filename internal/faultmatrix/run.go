@@ -93,7 +93,15 @@ func (e *env) client() Client {
 		e.t.Fatalf("dial %s: %v", e.tg.Name, err)
 	}
 	e.t.Cleanup(func() { _ = closeFn() })
-	return Client{Driver: d, Net: p}
+	return Client{Driver: d, Net: e.proxyNet(p)}
+}
+
+// proxyNet returns the Net of a client or helper child behind p.
+func (e *env) proxyNet(p *faultproxy.Proxy) Net {
+	if e.tg.Net != nil {
+		return e.tg.Net(p)
+	}
+	return p
 }
 
 // actor returns an actor with id that locks e.key with a new Mutex on c.

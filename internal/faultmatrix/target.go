@@ -123,11 +123,12 @@ type Target struct {
 	// the client's closing with tb.Cleanup. Cells that need helper
 	// children still use Addr and Dial, and are skipped without them.
 	NewClient func(tb testing.TB) Client
-	// ChildNet, when set, turns the fault proxy that the matrix puts in
-	// front of each helper child into the child's Net, as NewClient does
-	// for its clients (faultproxy.Partitioner for protocols whose framing
-	// must not see a message torn in two). Nil: the proxy itself.
-	ChildNet func(p *faultproxy.Proxy) Net
+	// Net, when set, turns the fault proxy that the matrix puts in front
+	// of each client it makes from Addr and Dial, and of each helper
+	// child, into that client's or child's Net ([Partition] for protocols
+	// whose framing must not see a message torn in two). Nil: the proxy
+	// itself.
+	Net func(p *faultproxy.Proxy) Net
 
 	// Server controls the server process(es).
 	Server Server
@@ -155,6 +156,32 @@ type Target struct {
 	// that it refuses the lost holder's stale writes; holds are still
 	// checked per epoch unless DurableTokens is set.
 	IncreasingTokens bool
+}
+
+// Partition is a [Target.Net] for protocols whose framing must see the
+// byte stream whole: p as a faultproxy.Partitioner.
+func Partition(p *faultproxy.Proxy) Net { return faultproxy.Partitioner{Proxy: p} }
+
+// A Process is a server process of the tests that the matrix can pause,
+// resume, kill and restart, such as a proc.Server.
+type Process interface {
+	Pause() error
+	Resume() error
+	Kill() error
+	Restart() error
+}
+
+// ProcessTarget returns a Target named name, with leases of ttl, for the
+// server process p at the fixed address addr, which dial reaches. The
+// caller sets the rest (Revoke, Residue, Net, the tokens' promises).
+func ProcessTarget(name string, ttl time.Duration, addr string, dial Dialer, p Process) Target {
+	return Target{
+		Name:   name,
+		TTL:    ttl,
+		Addr:   func() string { return addr },
+		Dial:   dial,
+		Server: Server{Pause: p.Pause, Resume: p.Resume, Kill: p.Kill, Restart: p.Restart},
+	}
 }
 
 // Run runs every cell of the matrix against tg, each as a subtest of t
