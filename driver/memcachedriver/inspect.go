@@ -18,12 +18,10 @@ var _ driver.Inspector = (*Driver)(nil)
 // its token not yet written) is not listed. The holder's remaining time is
 // counted on this client's clock from the end its holder wrote; memcached
 // may keep the item up to 3s longer (see the package documentation).
-// memcached has no wait queue: Waiting is 0.
+// memcached has no wait queue: Waiting is 0. An ended ctx or a closed
+// Driver is reported by do before any request.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	const op = "inspect"
-	if err := ctx.Err(); err != nil {
-		return driver.KeyState{}, opError(op, key, err)
-	}
 	hk, fk := itemKeys(d.prefix, key)
 	var st driver.KeyState
 	err := d.do(ctx, "", func(ctx context.Context) error {
@@ -63,9 +61,6 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 // kept. Waiters poll, so none is woken.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	const op = "force-release"
-	if err := ctx.Err(); err != nil {
-		return 0, opError(op, key, err)
-	}
 	hk, _ := itemKeys(d.prefix, key)
 	err := d.do(ctx, "", func(ctx context.Context) error {
 		return d.rewrite(ctx, hk, func(record) bool { return true }, func(it *memcache.Item, _ record) error {
