@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/memcachedriver"
-	"github.com/go-locker/locker/internal/lag"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/memcachedtest"
 )
 
@@ -366,42 +365,26 @@ func TestClosed(t *testing.T) {
 	<-closed
 
 	calls := callsOn(t, d, l)
-	for _, c := range calls {
-		for _, ctx := range []context.Context{context.Background(), ctxT(t)} {
-			start := time.Now()
-			err := c.f(ctx)
-			if !driver.IsPermanent(err) || !errors.Is(err, memcachedriver.ErrClosed) {
-				t.Errorf("%s after Close = %v; want a permanent ErrClosed", c.name, err)
-			}
-			if e := time.Since(start); e > 100*time.Millisecond {
-				t.Errorf("%s after Close took %v", c.name, e)
-			}
-		}
-	}
+	drivertest.CheckClosed(context.Background(), t, "after Close (no deadline)", calls, memcachedriver.ErrClosed)
+	drivertest.CheckClosed(ctxT(t), t, "after Close", calls, memcachedriver.ErrClosed)
 	if err := d.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
 }
 
-// namedCall is one driver call, for the tests that make each call alike.
-type namedCall struct {
-	name string
-	f    func(ctx context.Context) error
-}
-
 // callsOn returns a TryAcquire of a new key, a Refresh of l and a Release
 // of l, all on d.
-func callsOn(t *testing.T, d driver.Driver, l driver.Lease) []namedCall {
-	return []namedCall{
-		{"TryAcquire", func(ctx context.Context) error {
+func callsOn(t *testing.T, d driver.Driver, l driver.Lease) []drivertest.Call {
+	return []drivertest.Call{
+		{Name: "TryAcquire", F: func(ctx context.Context) error {
 			_, err := d.TryAcquire(ctx, req(uniqueKey(t), owner(), ttl))
 			return err
 		}},
-		{"Refresh", func(ctx context.Context) error {
+		{Name: "Refresh", F: func(ctx context.Context) error {
 			_, err := d.Refresh(ctx, l)
 			return err
 		}},
-		{"Release", func(ctx context.Context) error { return d.Release(ctx, l) }},
+		{Name: "Release", F: func(ctx context.Context) error { return d.Release(ctx, l) }},
 	}
 }
 
@@ -415,25 +398,7 @@ func TestStall(t *testing.T) {
 	key := uniqueKey(t)
 	l := mustAcquire(t, d, req(key, owner(), ttl))
 	resume := stall(t, d)
-	calls := callsOn(t, d, l)
-	var wg sync.WaitGroup
-	for _, c := range calls {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-			defer cancel()
-			probe := lag.Start()
-			start := time.Now()
-			err := c.f(ctx)
-			e := time.Since(start)
-			if bound := probe.Bound(600*time.Millisecond, 50*time.Millisecond); e > bound {
-				t.Errorf("%s with the server stalled returned after %v; want at most %v", c.name, e, bound)
-			}
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("%s with the server stalled = %v; want an error wrapping context.DeadlineExceeded", c.name, err)
-			}
-		})
-	}
-	wg.Wait()
+	drivertest.CheckStalled(t, callsOn(t, d, l))
 	// Another client is not stalled: the key is still held.
 	if _, err := other.TryAcquire(ctxT(t), req(key, owner(), ttl)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryAcquire by another client during the stall = %v; want ErrLocked", err)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultproxy"
-	"github.com/go-locker/locker/internal/lag"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,23 +84,17 @@ func stall(t *testing.T, d driver.Driver) (resume func()) {
 	}
 }
 
-// call is one driver call of the hook tests.
-type call struct {
-	name string
-	f    func(ctx context.Context) error
-}
-
 // allCalls returns every call of d on the key of l, which d holds, and on
 // a key fresh for Subscribe.
-func allCalls(d *redisdriver.Driver, l driver.Lease, fresh string) []call {
+func allCalls(d *redisdriver.Driver, l driver.Lease, fresh string) []drivertest.Call {
 	other := driver.Request{Key: l.Key, Owner: owner(), Mode: driver.Exclusive, TTL: time.Second}
-	return []call{
-		{"TryAcquire", func(ctx context.Context) error { _, err := d.TryAcquire(ctx, other); return err }},
-		{"TryAcquireQueued", func(ctx context.Context) error { _, err := tryQueued(d, ctx, other); return err }},
-		{"Refresh", func(ctx context.Context) error { _, err := d.Refresh(ctx, l); return err }},
-		{"RefreshBatch", func(ctx context.Context) error { return errors.Join(d.RefreshBatch(ctx, []driver.Lease{l, l})...) }},
-		{"Release", func(ctx context.Context) error { return d.Release(ctx, l) }},
-		{"Subscribe", func(ctx context.Context) error {
+	return []drivertest.Call{
+		{Name: "TryAcquire", F: func(ctx context.Context) error { _, err := d.TryAcquire(ctx, other); return err }},
+		{Name: "TryAcquireQueued", F: func(ctx context.Context) error { _, err := tryQueued(d, ctx, other); return err }},
+		{Name: "Refresh", F: func(ctx context.Context) error { _, err := d.Refresh(ctx, l); return err }},
+		{Name: "RefreshBatch", F: func(ctx context.Context) error { return errors.Join(d.RefreshBatch(ctx, []driver.Lease{l, l})...) }},
+		{Name: "Release", F: func(ctx context.Context) error { return d.Release(ctx, l) }},
+		{Name: "Subscribe", F: func(ctx context.Context) error {
 			s, err := d.Subscribe(ctx, l.Key)
 			if err == nil {
 				_ = s.Close()
@@ -108,7 +102,7 @@ func allCalls(d *redisdriver.Driver, l driver.Lease, fresh string) []call {
 			}
 			return err
 		}},
-		{"Subscribe fresh", func(ctx context.Context) error {
+		{Name: "Subscribe fresh", F: func(ctx context.Context) error {
 			s, err := d.Subscribe(ctx, fresh)
 			if err == nil {
 				_ = s.Close()
@@ -137,17 +131,7 @@ func TestClosedClient(t *testing.T) {
 			if hub {
 				wantWake(t, "client closed", s)
 			}
-			for _, c := range allCalls(d, l, k+"/fresh") {
-				start := time.Now()
-				err := c.f(ctxT(t))
-				el := time.Since(start)
-				if err == nil || !driver.IsPermanent(err) || !errors.Is(err, redis.ErrClosed) {
-					t.Errorf("hub %v: %s after Close: %v, want a permanent error wrapping redis.ErrClosed", hub, c.name, err)
-				}
-				if el > 100*time.Millisecond {
-					t.Errorf("hub %v: %s after Close took %v, want < 100ms", hub, c.name, el)
-				}
-			}
+			drivertest.CheckClosed(ctxT(t), t, fmt.Sprintf("after Close (hub %v)", hub), allCalls(d, l, k+"/fresh"), redis.ErrClosed)
 			if hub {
 				if err := s.Close(); err != nil {
 					t.Fatal(err)
@@ -190,24 +174,7 @@ func stalledServerCases(t *testing.T, addr string) {
 					defer s.Close()
 				}
 				resume := stall(t, d)
-				var wg sync.WaitGroup
-				for _, c := range allCalls(d, l, k+"/fresh") {
-					wg.Go(func() {
-						ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-						defer cancel()
-						probe := lag.Start()
-						start := time.Now()
-						err := c.f(ctx)
-						el := time.Since(start)
-						if !errors.Is(err, context.DeadlineExceeded) || driver.IsPermanent(err) {
-							t.Errorf("%s while stalled: %v, want a transient error wrapping context.DeadlineExceeded", c.name, err)
-						}
-						if bound := probe.Bound(600*time.Millisecond, 50*time.Millisecond); el > bound {
-							t.Errorf("%s while stalled took %v, want <= %v (600ms, 50ms and twice the machine's timer lateness)", c.name, el, bound)
-						}
-					})
-				}
-				wg.Wait()
+				drivertest.CheckStalled(t, allCalls(d, l, k+"/fresh"))
 				resume()
 				eventually(t, "Refresh after the stall", 10*time.Second, func() error {
 					_, err := d.Refresh(ctxT(t), l)

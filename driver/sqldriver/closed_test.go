@@ -5,48 +5,41 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
-	"github.com/go-locker/locker/internal/lag"
+	"github.com/go-locker/locker/internal/drivertest"
 )
 
-// call is one driver call of the closed-client and stalled-server tests.
-type call struct {
-	name string
-	f    func(ctx context.Context) error
-}
-
 // calls returns every call of d on key, with l a lease of d on key.
-func calls(d driver.Driver, key string, l driver.Lease) []call {
-	cs := []call{
-		{"TryAcquire", func(ctx context.Context) error {
+func calls(d driver.Driver, key string, l driver.Lease) []drivertest.Call {
+	cs := []drivertest.Call{
+		{Name: "TryAcquire", F: func(ctx context.Context) error {
 			_, err := d.TryAcquire(ctx, req(key, driver.Exclusive, time.Minute))
 			return err
 		}},
-		{"TryAcquireQueued", func(ctx context.Context) error {
+		{Name: "TryAcquireQueued", F: func(ctx context.Context) error {
 			_, err := tryQueued(d, ctx, req(key, driver.Shared, time.Minute))
 			return err
 		}},
-		{"Refresh", func(ctx context.Context) error {
+		{Name: "Refresh", F: func(ctx context.Context) error {
 			_, err := d.Refresh(ctx, l)
 			return err
 		}},
-		{"RefreshBatch", func(ctx context.Context) error {
+		{Name: "RefreshBatch", F: func(ctx context.Context) error {
 			return errors.Join(d.(driver.BatchRefresher).RefreshBatch(ctx, []driver.Lease{l, l})...)
 		}},
-		{"Release", func(ctx context.Context) error { return d.Release(ctx, l) }},
-		{"Release token 0", func(ctx context.Context) error {
+		{Name: "Release", F: func(ctx context.Context) error { return d.Release(ctx, l) }},
+		{Name: "Release token 0", F: func(ctx context.Context) error {
 			l0 := l
 			l0.Token = 0
 			return d.Release(ctx, l0)
 		}},
 	}
 	if n, ok := d.(*sqldriver.Driver); ok && n.Capabilities().Notify {
-		cs = append(cs, call{"Subscribe", func(ctx context.Context) error {
+		cs = append(cs, drivertest.Call{Name: "Subscribe", F: func(ctx context.Context) error {
 			s, err := n.Subscribe(ctx, key)
 			if err == nil {
 				_ = s.Close()
@@ -89,17 +82,7 @@ func TestClosedClient(t *testing.T) {
 		}
 		closeClient(t, d)
 		closed := time.Now()
-		for _, c := range calls(d, key, l) {
-			start := time.Now()
-			err := c.f(ctxT(t))
-			took := time.Since(start)
-			if !driver.IsPermanent(err) || !errors.Is(err, sqldriver.ErrClosed) {
-				t.Errorf("%s after Close of the *sql.DB: %v; want a permanent error wrapping ErrClosed", c.name, err)
-			}
-			if took > 100*time.Millisecond {
-				t.Errorf("%s after Close of the *sql.DB took %v; want at once", c.name, took)
-			}
-		}
+		drivertest.CheckClosed(ctxT(t), t, "after Close of the *sql.DB", calls(d, key, l), sqldriver.ErrClosed)
 		if woken == nil {
 			return
 		}
@@ -142,25 +125,7 @@ func TestStalledServer(t *testing.T) {
 		key := uniqueKey(t, "k")
 		l := mustAcquire(t, d, req(key, driver.Exclusive, time.Minute))
 		resume := stall(t, d)
-		var wg sync.WaitGroup
-		for _, c := range calls(d, key, l) {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-				probe := lag.Start()
-				start := time.Now()
-				err := c.f(ctx)
-				took := time.Since(start)
-				cancel()
-				if !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("%s with the server stalled: %v; want an error wrapping context.DeadlineExceeded", c.name, err)
-				}
-				if bound := probe.Bound(600*time.Millisecond, 50*time.Millisecond); took > bound {
-					t.Errorf("%s with the server stalled returned after %v; want by its 600ms deadline (+50ms and twice the machine's timer lateness: %v)", c.name, took, bound)
-				}
-				t.Logf("%s: %v", c.name, took.Round(time.Millisecond))
-			})
-		}
-		wg.Wait()
+		drivertest.CheckStalled(t, calls(d, key, l))
 		resume()
 		err := retry(t, "Release after the stall", func(ctx context.Context) error { return d.Release(ctx, l) })
 		if err != nil && !errors.Is(err, driver.ErrNotHeld) {

@@ -7,11 +7,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/lag"
 )
 
 // Owner returns a fresh owner string of 32 hex digits.
@@ -68,4 +71,58 @@ func AcquireAsync(ctx context.Context, a driver.Acquirer, r driver.Request) <-ch
 		c <- Acquired{l, err}
 	}()
 	return c
+}
+
+// A Call is one call of a driver, named for messages, for the tests that
+// check every call alike.
+type Call struct {
+	Name string
+	F    func(ctx context.Context) error
+}
+
+// CheckClosed makes each of calls with ctx after the driver's client was
+// closed, and fails tb for each that does not return a permanent error
+// wrapping want (the driver's or its client's ErrClosed) within 100ms.
+// when says when the calls are made, for the messages ("after Close").
+func CheckClosed(ctx context.Context, tb testing.TB, when string, calls []Call, want error) {
+	tb.Helper()
+	for _, c := range calls {
+		start := time.Now()
+		err := c.F(ctx)
+		took := time.Since(start)
+		if !driver.IsPermanent(err) || !errors.Is(err, want) {
+			tb.Errorf("%s %s: %v; want a permanent error wrapping %v", c.Name, when, err, want)
+		}
+		if took > 100*time.Millisecond {
+			tb.Errorf("%s %s took %v; want at once (100ms)", c.Name, when, took)
+		}
+	}
+}
+
+// CheckStalled makes all of calls at once, each with a deadline of 600ms,
+// while the server answers none of them (the caller stalled it), and fails
+// tb for each that returns an error that does not wrap
+// context.DeadlineExceeded or that is permanent, or that returns after
+// 600ms, 50ms and twice the machine's timer lateness (lag.Probe.Bound).
+func CheckStalled(tb testing.TB, calls []Call) {
+	tb.Helper()
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+			defer cancel()
+			probe := lag.Start()
+			start := time.Now()
+			err := c.F(ctx)
+			took := time.Since(start)
+			if !errors.Is(err, context.DeadlineExceeded) || driver.IsPermanent(err) {
+				tb.Errorf("%s with the server stalled: %v; want a transient error wrapping context.DeadlineExceeded", c.Name, err)
+			}
+			if bound := probe.Bound(600*time.Millisecond, 50*time.Millisecond); took > bound {
+				tb.Errorf("%s with the server stalled returned after %v; want by its 600ms deadline (+50ms and twice the machine's timer lateness: %v)", c.Name, took, bound)
+			}
+			tb.Logf("%s with the server stalled: %v", c.Name, took.Round(time.Millisecond))
+		})
+	}
+	wg.Wait()
 }

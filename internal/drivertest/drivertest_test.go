@@ -1,9 +1,12 @@
 package drivertest_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -132,5 +135,56 @@ func TestAcquireAsync(t *testing.T) {
 	}
 	if err := d.Release(ctx, g.Lease); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// recorder is a testing.TB that records the errors reported to it.
+type recorder struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) Helper() {}
+
+// TestCheckClosed checks that CheckClosed passes a call that returns a
+// permanent error wrapping the one wanted at once, and reports the others.
+func TestCheckClosed(t *testing.T) {
+	closed := errors.New("closed")
+	r := &recorder{TB: t}
+	drivertest.CheckClosed(context.Background(), r, "after Close", []drivertest.Call{
+		{Name: "good", F: func(context.Context) error { return driver.Permanent(fmt.Errorf("x: %w", closed)) }},
+		{Name: "transient", F: func(context.Context) error { return closed }},
+		{Name: "other", F: func(context.Context) error { return driver.Permanent(errors.New("other")) }},
+		{Name: "slow", F: func(context.Context) error { time.Sleep(150 * time.Millisecond); return driver.Permanent(closed) }},
+	}, closed)
+	if len(r.errs) != 3 || !strings.HasPrefix(r.errs[0], "transient after Close") ||
+		!strings.HasPrefix(r.errs[1], "other after Close") || !strings.HasPrefix(r.errs[2], "slow after Close took") {
+		t.Fatalf("CheckClosed reported %q; want transient, other and slow", r.errs)
+	}
+}
+
+// TestCheckStalled checks that CheckStalled passes calls that return at
+// their deadline with its error, and reports one that returns another
+// error or a permanent one.
+func TestCheckStalled(t *testing.T) {
+	wait := func(ctx context.Context) error { <-ctx.Done(); return fmt.Errorf("x: %w", ctx.Err()) }
+	r := &recorder{TB: t}
+	drivertest.CheckStalled(r, []drivertest.Call{
+		{Name: "a", F: wait},
+		{Name: "b", F: wait},
+		{Name: "permanent", F: func(ctx context.Context) error { return driver.Permanent(wait(ctx)) }},
+		{Name: "refused", F: func(context.Context) error { return errors.New("refused") }},
+	})
+	slices.Sort(r.errs)
+	if len(r.errs) != 2 || !strings.HasPrefix(r.errs[0], "permanent with the server stalled") ||
+		!strings.HasPrefix(r.errs[1], "refused with the server stalled") {
+		t.Fatalf("CheckStalled reported %q; want permanent and refused", r.errs)
 	}
 }
