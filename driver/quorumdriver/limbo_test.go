@@ -3,13 +3,13 @@ package quorumdriver_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
 	"github.com/go-locker/locker/driver/quorumdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 )
 
 // lagging is a member whose releases, while it lags, do not reach it
@@ -18,32 +18,21 @@ import (
 // after its client timed out.
 type lagging struct {
 	*memdriver.Driver
-	mu      sync.Mutex
-	lag     bool
-	pending []driver.Lease
+	held drivertest.Backlog[driver.Lease]
 }
 
 func (m *lagging) Release(ctx context.Context, l driver.Lease) error {
-	m.mu.Lock()
-	if m.lag {
-		m.pending = append(m.pending, l)
-		m.mu.Unlock()
+	if m.held.Hold(l) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	m.mu.Unlock()
 	return m.Driver.Release(ctx, l)
 }
 
 // land delivers the releases on their way, in order, and stops lagging.
 func (m *lagging) land(t *testing.T) {
 	t.Helper()
-	m.mu.Lock()
-	m.lag = false
-	ls := m.pending
-	m.pending = nil
-	m.mu.Unlock()
-	for _, l := range ls {
+	for _, l := range m.held.Land() {
 		if err := m.Driver.Release(t.Context(), l); err != nil && !errors.Is(err, driver.ErrNotHeld) {
 			t.Fatalf("late release %+v: %v", l, err)
 		}
@@ -69,11 +58,7 @@ func laggingQuorum(t *testing.T) (driver.Driver, []*memdriver.Backend, []*laggin
 }
 
 // startLag makes m's releases lag until land.
-func (m *lagging) startLag() {
-	m.mu.Lock()
-	m.lag = true
-	m.mu.Unlock()
-}
+func (m *lagging) startLag() { m.held.Start() }
 
 // TestLateGiveBack checks that a give-back that reaches a member late
 // cannot undo a later grant that the quorum counted. An attempt that got

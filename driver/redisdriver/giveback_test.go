@@ -7,12 +7,12 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,10 +23,8 @@ import (
 // connection or in the buffer of a stalled server does after its client
 // gave up.
 type lagRelease struct {
-	src     string // the release script's source
-	mu      sync.Mutex
-	on      bool
-	pending [][]any
+	src  string // the release script's source
+	held drivertest.Backlog[[]any]
 }
 
 func shaOf(src string) string {
@@ -60,10 +58,7 @@ func (h *lagRelease) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		a := cmd.Args()
 		if len(a) > 4 && (a[0] == "evalsha" && a[1] == shaOf(h.src) || a[0] == "eval" && a[1] == h.src) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			if h.on {
-				h.pending = append(h.pending, append([]any{"eval", h.src}, a[2:]...))
+			if h.held.Hold(append([]any{"eval", h.src}, a[2:]...)) {
 				err := errors.New("lagRelease: reply lost")
 				cmd.SetErr(err)
 				return err
@@ -77,12 +72,7 @@ func (h *lagRelease) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // c.
 func (h *lagRelease) land(t *testing.T, c *redis.Client) {
 	t.Helper()
-	h.mu.Lock()
-	h.on = false
-	p := h.pending
-	h.pending = nil
-	h.mu.Unlock()
-	for _, args := range p {
+	for _, args := range h.held.Land() {
 		if err := c.Do(t.Context(), args...).Err(); err != nil {
 			t.Fatalf("late release: %v", err)
 		}
@@ -104,9 +94,7 @@ func TestLateGiveBack(t *testing.T) {
 	a := req(k, owner(), driver.Exclusive, time.Minute)
 
 	// No replica: a's grant is given back, and that release lags.
-	lag.mu.Lock()
-	lag.on = true
-	lag.mu.Unlock()
+	lag.held.Start()
 	_, err := d.TryAcquire(t.Context(), a)
 	wantNotReplicated(t, "TryAcquire without replicas", err)
 

@@ -126,3 +126,40 @@ func CheckStalled(tb testing.TB, calls []Call) {
 	}
 	wg.Wait()
 }
+
+// A Backlog holds back the requests of a lagging connection while it is
+// on, as a slow network or the buffer of a stalled server does after the
+// client gave up, and hands them over, in order, when they land. The zero
+// value is off and ready to use; its methods may be called concurrently.
+type Backlog[T any] struct {
+	mu      sync.Mutex
+	on      bool
+	pending []T
+}
+
+// Start turns b on.
+func (b *Backlog[T]) Start() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.on = true
+}
+
+// Hold keeps x for Land and reports true when b is on; when b is off it
+// keeps nothing and reports false (x goes on its way now).
+func (b *Backlog[T]) Hold(x T) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.on {
+		b.pending = append(b.pending, x)
+	}
+	return b.on
+}
+
+// Land turns b off and returns what it held, in order.
+func (b *Backlog[T]) Land() []T {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pending
+	b.on, b.pending = false, nil
+	return p
+}

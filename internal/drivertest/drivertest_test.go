@@ -188,3 +188,22 @@ func TestCheckStalled(t *testing.T) {
 		t.Fatalf("CheckStalled reported %q; want permanent and refused", r.errs)
 	}
 }
+
+// TestBacklog checks that a Backlog holds only while on, and lands what it
+// held in order.
+func TestBacklog(t *testing.T) {
+	var b drivertest.Backlog[int]
+	if b.Hold(1) {
+		t.Fatal("the zero Backlog held a request")
+	}
+	b.Start()
+	if !b.Hold(2) || !b.Hold(3) {
+		t.Fatal("a started Backlog did not hold")
+	}
+	if got := b.Land(); !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("Land = %v; want [2 3]", got)
+	}
+	if b.Hold(4) || b.Land() != nil {
+		t.Fatal("a landed Backlog held a request")
+	}
+}
