@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/etcdtest"
 	"github.com/go-locker/locker/internal/failovertest"
 )
@@ -17,9 +18,7 @@ import (
 // kill for longer than the new leader's election time plus 2 s, nor than
 // the TTL. SAFETY.md ("Failover") has the figures.
 func TestClusterFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a 3-member cluster")
-	}
+	drivertest.Long(t, "starts a 3-member cluster")
 	c := etcdtest.StartCluster(t, 3)
 	if err := c.WaitReady(ctxT(t), c.Client(t)); err != nil {
 		t.Fatal(err)

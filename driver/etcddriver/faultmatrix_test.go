@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/etcdtest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -51,9 +52,7 @@ func faultDial(addr string) (driver.Driver, func() error, error) {
 // its data, fsynced: tokens are revisions, durable), each client behind a
 // proxy of its own. Admin revocation revokes the holder's lease.
 func TestFaultMatrix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the fault matrix takes minutes")
-	}
+	drivertest.Long(t, "the fault matrix takes minutes")
 	srv := etcdtest.StartChild(t)
 	addr := srv.ClientURL[len("http://"):]
 	admin := newClientAt(t, srv.ClientURL)

@@ -9,6 +9,7 @@ import (
 	"github.com/bradfitz/gomemcache/memcache"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memcachedriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/memcachedtest"
 )
@@ -42,9 +43,7 @@ func dialMatrix(addr string) (driver.Driver, func() error, error) {
 // are then created again from the clock, and tokens keep increasing (one
 // machine, one clock), which the restart cell checks as durable tokens.
 func TestFaultMatrix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the fault matrix runs for minutes; skipped with -short")
-	}
+	drivertest.Long(t, "the fault matrix runs for minutes")
 	srv := memcachedtest.Private(t)
 	// The administrator's requests go over fresh connections (Do): a
 	// pooled one would be broken by the restart cell.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver/memdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 )
 
@@ -45,9 +46,7 @@ func (n memNet) Heal() {
 // does not, so holds expire during it as they would on resume); there is
 // no process to kill or to pause, so those cells are skipped.
 func TestFaultMatrix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the fault matrix runs for a minute; skipped with -short")
-	}
+	drivertest.Long(t, "the fault matrix runs for a minute")
 	b := memdriver.NewBackend()
 	var (
 		mu      sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/testserver"
@@ -60,9 +61,7 @@ func each(ss []*testserver.Server, f func(*testserver.Server) error) error {
 // increase across a restart of all three. The cells that need helper
 // processes are skipped: a child reaches one address, a quorum several.
 func TestFaultMatrix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the fault matrix runs for about a minute; skipped with -short")
-	}
+	drivertest.Long(t, "the fault matrix runs for about a minute")
 	ss := privateServers(t, 3)
 	admins := make([]*redisdriver.Driver, len(ss))
 	for i, s := range ss {

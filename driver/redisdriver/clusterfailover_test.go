@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -41,9 +42,7 @@ import (
 // acked variant no key may be acquired by the poller while the holder
 // believes it holds it. The figures go to SAFETY.md.
 func TestClusterFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three clusters of six servers and fails each over")
-	}
+	drivertest.Long(t, "starts three clusters of six servers and fails each over")
 	for _, v := range []struct {
 		name        string
 		replicas    int

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
@@ -35,9 +36,7 @@ func dialMatrix(addr string) (driver.Driver, func() error, error) {
 // clock, still increase across it, and the restart cell checks that they
 // do.
 func TestFaultMatrix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the fault matrix runs for about a minute; skipped with -short")
-	}
+	drivertest.Long(t, "the fault matrix runs for about a minute")
 	srv := testserver.PrivateRedis(t)
 	admin, err := redisdriver.New(newClient(t, srv.Addr), nil)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,9 +17,7 @@ import (
 // and checks that the watchdog renews them in batches: at most one round
 // trip per 100 locks per renewal period, and no hold lost.
 func TestManyLocks(t *testing.T) {
-	if testing.Short() {
-		t.Skip("holds 10,000 locks for several seconds; skipped with -short")
-	}
+	drivertest.Long(t, "holds 10,000 locks for several seconds")
 	srv := realServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 32})
 	t.Cleanup(func() { _ = c.Close() })

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -124,9 +125,7 @@ func waitReplicaOnline(t *testing.T, c redis.UniversalClient) {
 // other client acquires the key, and the holder renews it on the new
 // master.
 func TestSentinelAckedFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("failover takes seconds")
-	}
+	drivertest.Long(t, "failover takes seconds")
 	master, replica, sentinel, newFailover := sentinelSetup(t)
 	d := ackedDriver(t, newFailover(), 1, 2*time.Second)
 	other := ackedDriver(t, newFailover(), 1, 2*time.Second)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -13,9 +14,7 @@ import (
 // failover: after the master dies and the replica is promoted, the driver
 // and its subscriptions work against the new master.
 func TestSentinel(t *testing.T) {
-	if testing.Short() {
-		t.Skip("failover takes seconds")
-	}
+	drivertest.Long(t, "failover takes seconds")
 	master, replica, sentinel, newFailover := sentinelSetup(t)
 	d := newDriver(t, newFailover())
 	waiter := newDriver(t, newFailover())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/failovertest"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
@@ -37,9 +38,7 @@ import (
 //     under which the driver's guarantee holds; otherwise they are
 //     reported with the offsets.
 func TestSentinelContentionFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("each run starts a master, two replicas and a Sentinel and fails them over")
-	}
+	drivertest.Long(t, "each run starts a master, two replicas and a Sentinel and fails them over")
 	runs := failovertest.Runs(3)
 	for _, replicas := range []int{0, 1} {
 		t.Run("replicas="+strconv.Itoa(replicas), func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -239,9 +240,7 @@ func TestTokensAcrossRestart(t *testing.T) {
 // values, handed over with their data), on a server of its own: one TTL after the last release, the server holds as many keys as
 // before (none per key ever locked).
 func TestNoKeysLeft(t *testing.T) {
-	if testing.Short() {
-		t.Skip("locks 10,000 keys; skipped with -short")
-	}
+	drivertest.Long(t, "locks 10,000 keys")
 	srv := privateServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true, PoolSize: 16})
 	t.Cleanup(func() { _ = c.Close() })

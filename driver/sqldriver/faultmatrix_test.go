@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/sqltest"
 )
@@ -71,9 +72,7 @@ func dialMatrix(addr string) (driver.Driver, func() error, error) {
 // server-kill-restart cell waits for the waiter's Lock before it lets the
 // holder unlock, and would wait until the waiter's context ends.
 func TestFaultMatrix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the fault matrix takes minutes; skipped with -short")
-	}
+	drivertest.Long(t, "the fault matrix takes minutes")
 	for _, c := range []struct {
 		name  string
 		start func() (*sqltest.Server, error)

@@ -10,6 +10,7 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/zktest"
 )
@@ -18,9 +19,7 @@ import (
 // (once per test binary) or skips t.
 func ensemble(t *testing.T) *zktest.Ensemble {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts three ZooKeeper servers")
-	}
+	drivertest.Long(t, "starts three ZooKeeper servers")
 	ens.Lock()
 	defer ens.Unlock()
 	if ens.e == nil && ens.err == nil {

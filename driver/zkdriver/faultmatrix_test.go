@@ -10,6 +10,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
 	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/zktest"
 )
@@ -65,9 +66,7 @@ func (nopLogger) Printf(string, ...any) {}
 // its data: tokens are czxids, durable), each client behind a proxy of its
 // own. Admin revocation closes the holder's session.
 func TestFaultMatrix(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the fault matrix takes minutes")
-	}
+	drivertest.Long(t, "the fault matrix takes minutes")
 	srv := zktest.PrivateStandalone(t)
 	admin := connect(t, []string{srv.Addr}, 10*time.Second, nil).Conn()
 	parent := func(key string) string { return zkdriver.ParentPath(zkdriver.DefaultRoot, key) }

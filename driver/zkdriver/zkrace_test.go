@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultproxy"
 )
 
@@ -27,9 +28,7 @@ import (
 // two overlap on most reconnects; under -race the unpatched library fails
 // this test.
 func TestReconnectWithWatches(t *testing.T) {
-	if testing.Short() {
-		t.Skip("resets a connection many times; skipped with -short")
-	}
+	drivertest.Long(t, "resets a connection many times")
 	srv := server(t)
 	// Two proxies in front of the one server: go-zookeeper waits a second
 	// before it dials again the server it was last connected to, but goes

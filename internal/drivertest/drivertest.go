@@ -41,6 +41,15 @@ func Context(tb testing.TB, timeout time.Duration) context.Context {
 	return ctx
 }
 
+// Long skips tb under -short, saying why it is long ("the fault matrix
+// runs for minutes").
+func Long(tb testing.TB, why string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip(why + "; skipped with -short")
+	}
+}
+
 // MustAcquire calls d.TryAcquire(ctx, r) and fails tb unless it granted a
 // lease with a token and r's key, owner and mode, and, when ttl is not 0,
 // a TTL of ttl.

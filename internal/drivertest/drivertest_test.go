@@ -3,6 +3,7 @@ package drivertest_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"strings"
@@ -205,5 +206,24 @@ func TestBacklog(t *testing.T) {
 	}
 	if b.Hold(4) || b.Land() != nil {
 		t.Fatal("a landed Backlog held a request")
+	}
+}
+
+// TestLong checks that Long skips under -short only.
+func TestLong(t *testing.T) {
+	short := flag.Lookup("test.short").Value.String()
+	t.Cleanup(func() { _ = flag.Set("test.short", short) })
+	for _, on := range []bool{false, true} {
+		if err := flag.Set("test.short", fmt.Sprint(on)); err != nil {
+			t.Fatal(err)
+		}
+		ran := false
+		t.Run(fmt.Sprint("short=", on), func(t *testing.T) {
+			drivertest.Long(t, "takes long")
+			ran = true
+		})
+		if ran == on {
+			t.Errorf("-short=%v: the test went on past Long: %v", on, ran)
+		}
 	}
 }
