@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -47,25 +48,5 @@ func acquireRelease(b *testing.B, d driver.Driver, r driver.Request) {
 // BenchmarkRefreshBatch1000 measures RefreshBatch of 1000 leases: one
 // round trip.
 func BenchmarkRefreshBatch1000(b *testing.B) {
-	d := benchDriver(b)
-	ctx := context.Background()
-	ls := make([]driver.Lease, 1000)
-	for i := range ls {
-		l, err := d.TryAcquire(ctx, driver.Request{Key: "bench/batch/" + owner(), Owner: owner(), TTL: time.Minute})
-		if err != nil {
-			b.Fatal(err)
-		}
-		ls[i] = l
-	}
-	br := d.(driver.BatchRefresher)
-	for b.Loop() {
-		for _, err := range br.RefreshBatch(ctx, ls) {
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	for _, l := range ls {
-		_ = d.Release(ctx, l)
-	}
+	drivertest.BenchRefreshBatch(b, benchDriver(b), 1000, nil)
 }

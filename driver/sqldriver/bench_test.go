@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/go-locker/locker"
-	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/sqltest"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
@@ -301,27 +301,7 @@ func BenchmarkRefreshBatch1000(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ctx := context.Background()
-		ls := make([]driver.Lease, 1000)
-		for i := range ls {
-			l, err := d.TryAcquire(ctx, driver.Request{Key: "bench/batch/" + owner(), Owner: owner(), TTL: time.Minute})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ls[i] = l
-		}
-		br := driver.BatchRefresher(d)
-		rt.n.Store(0)
-		for b.Loop() {
-			for _, err := range br.RefreshBatch(ctx, ls) {
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
+		drivertest.BenchRefreshBatch(b, d, 1000, func() { rt.n.Store(0) })
 		b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
-		for _, l := range ls {
-			_ = d.Release(ctx, l)
-		}
 	})
 }

@@ -172,3 +172,36 @@ func (b *Backlog[T]) Land() []T {
 	b.on, b.pending = false, nil
 	return p
 }
+
+// BenchRefreshBatch measures d's RefreshBatch (d must be a
+// driver.BatchRefresher) of n leases, each of a key of its own, that it
+// takes first and releases at b's cleanup. reset, when not nil, runs just
+// before the measured loop (to zero the caller's counters).
+func BenchRefreshBatch(b *testing.B, d driver.Driver, n int, reset func()) {
+	b.Helper()
+	ctx := context.Background()
+	ls := make([]driver.Lease, n)
+	for i := range ls {
+		l, err := d.TryAcquire(ctx, driver.Request{Key: "bench/batch/" + Owner(), Owner: Owner(), TTL: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ls[i] = l
+	}
+	b.Cleanup(func() {
+		for _, l := range ls {
+			_ = d.Release(ctx, l)
+		}
+	})
+	br := d.(driver.BatchRefresher)
+	if reset != nil {
+		reset()
+	}
+	for b.Loop() {
+		for _, err := range br.RefreshBatch(ctx, ls) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,5 +226,38 @@ func TestLong(t *testing.T) {
 		if ran == on {
 			t.Errorf("-short=%v: the test went on past Long: %v", on, ran)
 		}
+	}
+}
+
+// counting is a memdriver that counts its holds.
+type counting struct {
+	*memdriver.Driver
+	holds atomic.Int64
+}
+
+func (c *counting) TryAcquire(ctx context.Context, r driver.Request) (driver.Lease, error) {
+	l, err := c.Driver.TryAcquire(ctx, r)
+	if err == nil {
+		c.holds.Add(1)
+	}
+	return l, err
+}
+
+func (c *counting) Release(ctx context.Context, l driver.Lease) error {
+	err := c.Driver.Release(ctx, l)
+	if err == nil {
+		c.holds.Add(-1)
+	}
+	return err
+}
+
+// BenchmarkRefreshBatch runs BenchRefreshBatch on memdriver, and checks
+// that it ran reset once and released its leases at the end.
+func BenchmarkRefreshBatch(b *testing.B) {
+	d := &counting{Driver: memdriver.New()}
+	reset := 0
+	b.Run("100", func(b *testing.B) { drivertest.BenchRefreshBatch(b, d, 100, func() { reset++ }) })
+	if reset != 1 || d.holds.Load() != 0 {
+		b.Errorf("reset ran %d times, %d holds left; want once, none", reset, d.holds.Load())
 	}
 }
