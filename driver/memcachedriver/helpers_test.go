@@ -2,7 +2,6 @@ package memcachedriver_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,16 +27,9 @@ func server(t *testing.T) *memcachedtest.Server {
 	return sharedServer
 }
 
-// fixture is what the tests keep of a driver they made: its client, and
-// the fault proxy its connections go through.
-type fixture struct {
-	client *memcache.Client
-	proxy  *faultproxy.Proxy
-}
-
-// fixtures maps each *memcachedriver.Driver that newDriver made to its
-// fixture, for the hooks closeClient and stall.
-var fixtures sync.Map
+// fixtures records the client and fault proxy of each driver newDriver
+// made, for the hooks closeClient and stall.
+var fixtures drivertest.Made[*memcache.Client]
 
 // newClient returns a client of addr, closed at t's cleanup.
 func newClient(t *testing.T, addr string) *memcache.Client {
@@ -60,26 +52,9 @@ func newDriver(t *testing.T, addr string) *memcachedriver.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fixtures.Store(d, &fixture{client: c, proxy: p})
-	t.Cleanup(func() {
-		_ = d.Close()
-		fixtures.Delete(d)
-	})
+	fixtures.Add(t, d, c, p)
+	t.Cleanup(func() { _ = d.Close() })
 	return d
-}
-
-// fixtureOf returns the fixture of d, which newDriver must have made.
-func fixtureOf(t *testing.T, d driver.Driver) (*memcachedriver.Driver, *fixture) {
-	t.Helper()
-	md, ok := d.(*memcachedriver.Driver)
-	if !ok {
-		t.Fatalf("driver %T is not a *memcachedriver.Driver", d)
-	}
-	f, ok := fixtures.Load(md)
-	if !ok {
-		t.Fatalf("driver %p was not made by newDriver", md)
-	}
-	return md, f.(*fixture)
 }
 
 // closeClient closes the driver d and its client: afterwards every call of
@@ -89,11 +64,11 @@ func fixtureOf(t *testing.T, d driver.Driver) (*memcachedriver.Driver, *fixture)
 // lockertest.
 func closeClient(t *testing.T, d driver.Driver) {
 	t.Helper()
-	md, f := fixtureOf(t, d)
-	if err := md.Close(); err != nil {
+	f := fixtures.Of(t, d)
+	if err := d.(*memcachedriver.Driver).Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if err := f.client.Close(); err != nil {
+	if err := f.Client.Close(); err != nil {
 		t.Errorf("client Close: %v", err)
 	}
 }
@@ -104,12 +79,7 @@ func closeClient(t *testing.T, d driver.Driver) {
 // It is the stall hook of lockertest.
 func stall(t *testing.T, d driver.Driver) (resume func()) {
 	t.Helper()
-	_, f := fixtureOf(t, d)
-	f.proxy.Blackhole(true)
-	return func() {
-		f.proxy.Heal()
-		f.proxy.Reset()
-	}
+	return fixtures.Stall(t, d)
 }
 
 // owner returns a fresh owner string of 32 hex digits.

@@ -84,7 +84,7 @@ func newDriver(t *testing.T, c redis.UniversalClient) *redisdriver.Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	made.Store(d, madeDriver{client: c})
+	made.Add(t, d, c, nil)
 	return d
 }
 

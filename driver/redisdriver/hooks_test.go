@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,25 +16,7 @@ import (
 
 // made records the client (and, for proxiedDriver, the fault proxy) of
 // every driver this package's tests make, for closeClient and stall.
-var made sync.Map // *redisdriver.Driver -> madeDriver
-
-type madeDriver struct {
-	client redis.UniversalClient
-	proxy  *faultproxy.Proxy // nil unless made by proxiedDriver
-}
-
-func lookupMade(t *testing.T, d driver.Driver) madeDriver {
-	t.Helper()
-	rd, ok := d.(*redisdriver.Driver)
-	if !ok {
-		t.Fatalf("driver %T is not a *redisdriver.Driver", d)
-	}
-	m, ok := made.Load(rd)
-	if !ok {
-		t.Fatal("driver not made by newDriver or proxiedDriver")
-	}
-	return m.(madeDriver)
-}
+var made drivertest.Made[redis.UniversalClient]
 
 // proxiedDriver makes a driver whose client reaches addr through a fault
 // proxy of its own, so that stall can cut this driver off alone. opts, if
@@ -53,7 +34,7 @@ func proxiedDriver(t *testing.T, addr string, opts func(*redis.Options)) *redisd
 	if err != nil {
 		t.Fatal(err)
 	}
-	made.Store(d, madeDriver{client: c, proxy: p})
+	made.Add(t, d, c, p)
 	return d
 }
 
@@ -62,7 +43,7 @@ func proxiedDriver(t *testing.T, addr string, opts func(*redis.Options)) *redisd
 // permanent error. It is the hook for lockertest's WithCloseClient.
 func closeClient(t *testing.T, d driver.Driver) {
 	t.Helper()
-	if err := lookupMade(t, d).client.Close(); err != nil {
+	if err := made.Of(t, d).Client.Close(); err != nil {
 		t.Fatalf("closing the client: %v", err)
 	}
 }
@@ -73,15 +54,7 @@ func closeClient(t *testing.T, d driver.Driver) {
 // is the hook for lockertest's WithStall.
 func stall(t *testing.T, d driver.Driver) (resume func()) {
 	t.Helper()
-	m := lookupMade(t, d)
-	if m.proxy == nil {
-		t.Fatal("stall needs a driver made by proxiedDriver")
-	}
-	m.proxy.Blackhole(true)
-	return func() {
-		m.proxy.Heal()
-		m.proxy.Reset()
-	}
+	return made.Stall(t, d)
 }
 
 // allCalls returns every call of d on the key of l, which d holds, and on

@@ -19,7 +19,7 @@ func ackedDriver(t *testing.T, c redis.UniversalClient, replicas int, timeout ti
 	if err != nil {
 		t.Fatal(err)
 	}
-	made.Store(d, madeDriver{client: c})
+	made.Add(t, d, c, nil)
 	return d
 }
 

@@ -294,7 +294,7 @@ func TestBellKilledHolder(t *testing.T) {
 	})
 
 	// d1's process dies: its sockets close, nothing is released.
-	p := clientOf(t, d1).proxy
+	p := clientOf(t, d1).Proxy
 	p.Blackhole(true)
 	p.Reset()
 	select {

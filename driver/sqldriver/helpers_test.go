@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -154,25 +153,15 @@ func (b backend) dbOn(t testing.TB, dsn string) *sql.DB {
 	return db
 }
 
-// client is what b.driver made for a driver: its pool, and the fault
-// proxy that its connections go through (nil for an external server).
-type client struct {
-	db    *sql.DB
-	proxy *faultproxy.Proxy
-}
+// clients records what b.driver made for each driver: its pool, and the
+// fault proxy that its connections go through (nil for an external
+// server), for closeClient and stall.
+var clients drivertest.Made[*sql.DB]
 
-// clients maps the drivers that b.driver made to their clients, for
-// closeClient and stall.
-var clients sync.Map // driver.Driver → *client
-
-// clientOf returns d's client.
-func clientOf(t testing.TB, d driver.Driver) *client {
+// clientOf returns what b.driver made for d.
+func clientOf(t testing.TB, d driver.Driver) drivertest.Fixture[*sql.DB] {
 	t.Helper()
-	c, ok := clients.Load(d)
-	if !ok {
-		t.Fatalf("driver %T was not made by backend.driver", d)
-	}
-	return c.(*client)
+	return clients.Of(t, d)
 }
 
 // closeClient closes the *sql.DB under d, as its owner would: every call
@@ -180,7 +169,7 @@ func clientOf(t testing.TB, d driver.Driver) *client {
 // WithCloseClient).
 func closeClient(t *testing.T, d driver.Driver) {
 	t.Helper()
-	if err := clientOf(t, d).db.Close(); err != nil {
+	if err := clientOf(t, d).Client.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -192,15 +181,10 @@ func closeClient(t *testing.T, d driver.Driver) {
 // WithStall).
 func stall(t *testing.T, d driver.Driver) (resume func()) {
 	t.Helper()
-	p := clientOf(t, d).proxy
-	if p == nil {
+	if clientOf(t, d).Proxy == nil {
 		t.Skip("external server: no fault proxy in front of it")
 	}
-	p.Blackhole(true)
-	return func() {
-		p.Blackhole(false)
-		p.Reset()
-	}
+	return clients.Stall(t, d)
 }
 
 // driver returns a new driver with a pool of its own, as another process
@@ -229,23 +213,22 @@ func (b backend) newDriver(t testing.TB, opts *sqldriver.Options, proxied bool) 
 		}
 		opts = &o
 	}
-	c := &client{}
+	var p *faultproxy.Proxy
 	dsn := b.srv.DSN
 	if proxied && b.srv.Addr != "" {
-		c.proxy = faultproxy.ForTest(t, b.srv.Addr)
+		p = faultproxy.ForTest(t, b.srv.Addr)
 		var err error
-		if dsn, err = dsnAt(b, c.proxy.Addr()); err != nil {
+		if dsn, err = dsnAt(b, p.Addr()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.db = b.dbOn(t, dsn)
-	d, err := sqldriver.New(c.db, opts)
+	db := b.dbOn(t, dsn)
+	d, err := sqldriver.New(db, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	closeAtCleanup(t, d)
-	clients.Store(d, c)
-	t.Cleanup(func() { clients.Delete(d) })
+	clients.Add(t, d, db, p)
 	return d
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/lag"
 )
 
@@ -203,5 +204,50 @@ func BenchRefreshBatch(b *testing.B, d driver.Driver, n int, reset func()) {
 				b.Fatal(err)
 			}
 		}
+	}
+}
+
+// Made records what a test package keeps of each driver it made: its
+// client (C) and the fault proxy in front of its connections, for the
+// hooks that close a driver's client and stall its server (lockertest's
+// WithCloseClient and WithStall). The zero value is ready to use.
+type Made[C any] struct{ m sync.Map }
+
+// A Fixture is what Made keeps of a driver.
+type Fixture[C any] struct {
+	Client C
+	Proxy  *faultproxy.Proxy // nil: none (an external server)
+}
+
+// Add records d's client c and fault proxy p (nil: none) until tb ends.
+func (m *Made[C]) Add(tb testing.TB, d driver.Driver, c C, p *faultproxy.Proxy) {
+	m.m.Store(d, Fixture[C]{Client: c, Proxy: p})
+	tb.Cleanup(func() { m.m.Delete(d) })
+}
+
+// Of returns what Add recorded of d, and fails tb if it recorded nothing.
+func (m *Made[C]) Of(tb testing.TB, d driver.Driver) Fixture[C] {
+	tb.Helper()
+	f, ok := m.m.Load(d)
+	if !ok {
+		tb.Fatalf("driver %T %p was not made by this package's tests", d, d)
+	}
+	return f.(Fixture[C])
+}
+
+// Stall makes the server stop answering d: d's fault proxy swallows every
+// byte, sockets open. The function it returns ends the stall and resets
+// the proxy's connections, whose streams the swallowed bytes have torn.
+// It fails tb when d has no fault proxy.
+func (m *Made[C]) Stall(tb testing.TB, d driver.Driver) (resume func()) {
+	tb.Helper()
+	p := m.Of(tb, d).Proxy
+	if p == nil {
+		tb.Fatalf("driver %T %p has no fault proxy to stall", d, d)
+	}
+	p.Blackhole(true)
+	return func() {
+		p.Heal()
+		p.Reset()
 	}
 }

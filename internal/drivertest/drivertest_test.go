@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
 	"github.com/go-locker/locker/internal/drivertest"
+	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/proc"
 	"go.uber.org/goleak"
 )
@@ -260,4 +263,71 @@ func BenchmarkRefreshBatch(b *testing.B) {
 	if reset != 1 || d.holds.Load() != 0 {
 		b.Errorf("reset ran %d times, %d holds left; want once, none", reset, d.holds.Load())
 	}
+}
+
+// TestMade checks that Made returns what Add recorded, forgets it when the
+// test that added it ends, and that Stall stalls through the proxy and
+// resume ends it.
+func TestMade(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // an echo server
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	var made drivertest.Made[string]
+	d := memdriver.New()
+	t.Run("add", func(t *testing.T) {
+		p := faultproxy.ForTest(t, ln.Addr().String())
+		made.Add(t, d, "client", p)
+		if f := made.Of(t, d); f.Client != "client" || f.Proxy != p {
+			t.Fatalf("Of = %+v", f)
+		}
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		echo := func() error {
+			_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
+			if _, err := c.Write([]byte("x")); err != nil {
+				return err
+			}
+			_, err := io.ReadFull(c, make([]byte, 1))
+			return err
+		}
+		if err := echo(); err != nil {
+			t.Fatalf("echo before the stall: %v", err)
+		}
+		resume := made.Stall(t, d)
+		if err := echo(); err == nil {
+			t.Fatal("echo during the stall answered")
+		}
+		resume()
+	})
+	r := &recorder{TB: t}
+	func() {
+		defer func() { _ = recover() }()
+		made.Of(fatalTB{r}, d)
+	}()
+	if len(r.errs) != 1 {
+		t.Fatalf("Of after the adding test ended reported %q; want one failure", r.errs)
+	}
+}
+
+// fatalTB turns Fatalf into a recorded error and a panic, so that a test
+// can see a helper's Fatalf without ending.
+type fatalTB struct{ *recorder }
+
+func (f fatalTB) Fatalf(format string, args ...any) {
+	f.Errorf(format, args...)
+	panic("Fatalf")
 }
