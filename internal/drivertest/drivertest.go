@@ -83,6 +83,18 @@ func AcquireAsync(ctx context.Context, a driver.Acquirer, r driver.Request) <-ch
 	return c
 }
 
+// WantWaiting fails tb if c already has the result of its Acquire, which
+// must still be waiting; why says what should keep it waiting ("while the
+// key is held").
+func WantWaiting(tb testing.TB, c <-chan Acquired, why string) {
+	tb.Helper()
+	select {
+	case g := <-c:
+		tb.Fatalf("a waiter returned %+v, %v %s", g.Lease, g.Err, why)
+	default:
+	}
+}
+
 // A Call is one call of a driver, named for messages, for the tests that
 // check every call alike.
 type Call struct {

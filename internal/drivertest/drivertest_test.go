@@ -331,3 +331,19 @@ func (f fatalTB) Fatalf(format string, args ...any) {
 	f.Errorf(format, args...)
 	panic("Fatalf")
 }
+
+// TestWantWaiting checks that WantWaiting passes a channel without a
+// result and fails on one with a result.
+func TestWantWaiting(t *testing.T) {
+	c := make(chan drivertest.Acquired, 1)
+	drivertest.WantWaiting(t, c, "while held")
+	c <- drivertest.Acquired{Err: errors.New("x")}
+	r := &recorder{TB: t}
+	func() {
+		defer func() { _ = recover() }()
+		drivertest.WantWaiting(fatalTB{r}, c, "while held")
+	}()
+	if len(r.errs) != 1 || !strings.HasSuffix(r.errs[0], "while held") {
+		t.Fatalf("WantWaiting with a result reported %q; want one failure", r.errs)
+	}
+}
