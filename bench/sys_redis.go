@@ -70,7 +70,12 @@ func redisSystems() []*system {
 		{
 			name: "floor (reference)", server: "redis", kind: kindRaw, clients: 4, perContender: true,
 			desc: "REFERENCE, not a peer: locker's token guarantee and nothing else, raw go-redis; acquire = one EVALSHA (TIME, GET fence, SET NX PX: token = server clock in µs, or the kept last token + 1), release = one EVALSHA (GET owner check, TIME, SET fence PXAT only when the clock has not passed the token, DEL); no watchdog, no loss watch, no queue, no front-end; waiters spin",
-			open: openFloorRedis,
+			open: func(e *env, n int) (*instance, error) { return openFloorRedis(e, n, floorRelease) },
+		},
+		{
+			name: "floor SET release (reference)", server: "redis", kind: kindRaw, clients: 4, perContender: true,
+			desc: "REFERENCE, not a peer: as floor (reference), but the release has no TIME: GET owner check, SET fence PXAT token's ms + 1 always (Redis deletes it at once when that moment has passed), DEL",
+			open: func(e *env, n int) (*instance, error) { return openFloorRedis(e, n, floorReleaseSet) },
 		},
 		{
 			name: "raw", server: "redis", kind: kindRaw, clients: 4, perContender: true,
@@ -273,6 +278,16 @@ end
 redis.call('DEL', KEYS[1])
 return 1`)
 
+// floorReleaseSet is floorRelease without its TIME: it always sets the
+// fence key with PXAT at the token's millisecond + 1, which Redis (≥ 6.2,
+// PXAT) turns into a delete when that moment has passed, so the token is
+// kept exactly while the clock has not passed its millisecond, at the price
+// of a write per release instead of a clock read.
+var floorReleaseSet = redis.NewScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2], 'PXAT', string.format('%d', math.floor(tonumber(ARGV[2]) / 1000) + 1))
+redis.call('DEL', KEYS[1])
+return 1`)
+
 // floorPrefix makes owners unique across processes; the counter, within one.
 var floorPrefix = func() string {
 	var b [8]byte
@@ -281,10 +296,11 @@ var floorPrefix = func() string {
 }()
 
 type floorRedisHandle struct {
-	c     *redis.Client
-	keys  []string // lock, fence
-	owner string
-	token int64
+	c       *redis.Client
+	release *redis.Script
+	keys    []string // lock, fence
+	owner   string
+	token   int64
 }
 
 var floorTTL = strconv.FormatInt(peerTTL.Milliseconds(), 10)
@@ -307,18 +323,18 @@ func (h *floorRedisHandle) Lock(ctx context.Context) error {
 }
 
 func (h *floorRedisHandle) Unlock(ctx context.Context) error {
-	n, err := floorRelease.Run(ctx, h.c, h.keys, h.owner, h.token).Int64()
+	n, err := h.release.Run(ctx, h.c, h.keys, h.owner, h.token).Int64()
 	if err == nil && n != 1 {
 		err = errors.New("floor: not held")
 	}
 	return err
 }
 
-func openFloorRedis(e *env, n int) (*instance, error) {
+func openFloorRedis(e *env, n int, release *redis.Script) (*instance, error) {
 	cs := redisClients(e, n)
 	return &instance{
 		newLock: func(i int, key string) (lockHandle, error) {
-			return &floorRedisHandle{c: cs[i], keys: []string{key + ":lock", key + ":fence"}}, nil
+			return &floorRedisHandle{c: cs[i], release: release, keys: []string{key + ":lock", key + ":fence"}}, nil
 		},
 		close: func() { closeRedis(cs) },
 	}, nil
