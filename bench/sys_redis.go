@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"sync/atomic"
@@ -64,6 +66,16 @@ func redisSystems() []*system {
 					return redislock.ExponentialBackoff(16*time.Millisecond, 256*time.Millisecond)
 				})
 			},
+		},
+		{
+			name: "floor (reference)", server: "redis", kind: kindRaw, clients: 4, perContender: true,
+			desc: "REFERENCE, not a peer: locker's token guarantee and nothing else, raw go-redis; acquire = one EVALSHA (TIME, GET fence, SET NX PX: token = server clock in µs, or the kept last token + 1), release = one EVALSHA (GET owner check, TIME, SET fence PXAT only when the clock has not passed the token, DEL); no watchdog, no loss watch, no queue, no front-end; waiters spin",
+			open: func(e *env, n int) (*instance, error) { return openFloorRedis(e, n, floorRelease) },
+		},
+		{
+			name: "floor SET release (reference)", server: "redis", kind: kindRaw, clients: 4, perContender: true,
+			desc: "REFERENCE, not a peer: as floor (reference), but the release has no TIME: GET owner check, SET fence PXAT token's ms + 1 always (Redis deletes it at once when that moment has passed), DEL",
+			open: func(e *env, n int) (*instance, error) { return openFloorRedis(e, n, floorReleaseSet) },
 		},
 		{
 			name: "raw", server: "redis", kind: kindRaw, clients: 4, perContender: true,
@@ -236,6 +248,93 @@ func openRawRedis(e *env, n int) (*instance, error) {
 	return &instance{
 		newLock: func(i int, key string) (lockHandle, error) {
 			return &rawRedisHandle{c: cs[i], key: key}, nil
+		},
+		close: func() { closeRedis(cs) },
+	}, nil
+}
+
+// The floor contender (a reference, not a peer): the least a Redis lock
+// needs for locker's documented token guarantee, with nothing else. The
+// acquire grants a fencing token that survives a restart that lost the data
+// set and a clock stepped back while the last token is kept: the server's
+// clock in µs (TIME), or the kept last token + 1 when the clock has not
+// passed it. The release checks ownership, deletes, and keeps its token in
+// the fence key (until the clock passes it) when the clock has not passed
+// it, as locker's release_fast.lua does. No watchdog, no loss watch, no
+// queue, no front-end; waiters retry at once (spin), as raw does.
+var floorAcquire = redis.NewScript(`local t = redis.call('TIME')
+local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local f = tonumber(redis.call('GET', KEYS[2]) or '0')
+if f >= tok then tok = f + 1 end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return tok end
+return -1`)
+
+var floorRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local tok = tonumber(ARGV[2])
+local t = redis.call('TIME')
+if tok >= tonumber(t[1]) * 1000000 + tonumber(t[2]) then
+	redis.call('SET', KEYS[2], ARGV[2], 'PXAT', string.format('%d', math.floor(tok / 1000) + 1))
+end
+redis.call('DEL', KEYS[1])
+return 1`)
+
+// floorReleaseSet is floorRelease without its TIME: it always sets the
+// fence key with PXAT at the token's millisecond + 1, which Redis (≥ 6.2,
+// PXAT) turns into a delete when that moment has passed, so the token is
+// kept exactly while the clock has not passed its millisecond, at the price
+// of a write per release instead of a clock read.
+var floorReleaseSet = redis.NewScript(`if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2], 'PXAT', string.format('%d', math.floor(tonumber(ARGV[2]) / 1000) + 1))
+redis.call('DEL', KEYS[1])
+return 1`)
+
+// floorPrefix makes owners unique across processes; the counter, within one.
+var floorPrefix = func() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + ":"
+}()
+
+type floorRedisHandle struct {
+	c       *redis.Client
+	release *redis.Script
+	keys    []string // lock, fence
+	owner   string
+	token   int64
+}
+
+var floorTTL = strconv.FormatInt(peerTTL.Milliseconds(), 10)
+
+func (h *floorRedisHandle) Lock(ctx context.Context) error {
+	h.owner = floorPrefix + strconv.FormatUint(rawSeq.Add(1), 36)
+	for {
+		tok, err := floorAcquire.Run(ctx, h.c, h.keys, h.owner, floorTTL).Int64()
+		if err != nil {
+			return err
+		}
+		if tok > 0 {
+			h.token = tok
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (h *floorRedisHandle) Unlock(ctx context.Context) error {
+	n, err := h.release.Run(ctx, h.c, h.keys, h.owner, h.token).Int64()
+	if err == nil && n != 1 {
+		err = errors.New("floor: not held")
+	}
+	return err
+}
+
+func openFloorRedis(e *env, n int, release *redis.Script) (*instance, error) {
+	cs := redisClients(e, n)
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return &floorRedisHandle{c: cs[i], release: release, keys: []string{key + ":lock", key + ":fence"}}, nil
 		},
 		close: func() { closeRedis(cs) },
 	}, nil
