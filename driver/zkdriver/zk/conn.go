@@ -448,50 +448,7 @@ func (c *Conn) loop(ctx context.Context) {
 			c.logger.Printf("authentication failed: %s", err)
 			c.conn.Close()
 		case err == nil:
-			if c.logInfo {
-				c.logger.Printf("authenticated: id=%d, timeout=%d", c.SessionID(), c.sessionTimeoutMs)
-			}
-			c.hostProvider.Connected()        // mark success
-			c.closeChan = make(chan struct{}) // channel to tell send loop stop
-
-			var wg sync.WaitGroup
-
-			wg.Add(1)
-			go func() {
-				defer c.conn.Close() // causes recv loop to EOF/exit
-				defer wg.Done()
-
-				if err := c.resendZkAuthFn(ctx, c); err != nil {
-					c.logger.Printf("error in resending auth creds: %v", err)
-					return
-				}
-
-				if err := c.sendLoop(); err != nil || c.logInfo {
-					c.logger.Printf("send loop terminated: %v", err)
-				}
-			}()
-
-			wg.Add(1)
-			go func() {
-				defer close(c.closeChan) // tell send loop to exit
-				defer wg.Done()
-
-				var err error
-				if c.debugCloseRecvLoop {
-					err = errors.New("DEBUG: close recv loop")
-				} else {
-					err = c.recvLoop(c.conn)
-				}
-				if err != io.EOF || c.logInfo {
-					c.logger.Printf("recv loop terminated: %v", err)
-				}
-				if err == nil {
-					panic("zk: recvLoop should never return nil error")
-				}
-			}()
-
-			c.sendSetWatches()
-			wg.Wait()
+			c.serveSession(ctx)
 		}
 
 		c.setState(StateDisconnected)
@@ -516,6 +473,57 @@ func (c *Conn) loop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// serveSession runs an authenticated connection: its send loop (after
+// resending the auth credentials) and its receive loop, each on a goroutine
+// of its own, and, meanwhile, sets the client's watches again. It returns
+// when both loops have exited.
+func (c *Conn) serveSession(ctx context.Context) {
+	if c.logInfo {
+		c.logger.Printf("authenticated: id=%d, timeout=%d", c.SessionID(), c.sessionTimeoutMs)
+	}
+	c.hostProvider.Connected()        // mark success
+	c.closeChan = make(chan struct{}) // channel to tell send loop stop
+
+	var wg sync.WaitGroup
+
+	wg.Add(1)
+	go func() {
+		defer c.conn.Close() // causes recv loop to EOF/exit
+		defer wg.Done()
+
+		if err := c.resendZkAuthFn(ctx, c); err != nil {
+			c.logger.Printf("error in resending auth creds: %v", err)
+			return
+		}
+
+		if err := c.sendLoop(); err != nil || c.logInfo {
+			c.logger.Printf("send loop terminated: %v", err)
+		}
+	}()
+
+	wg.Add(1)
+	go func() {
+		defer close(c.closeChan) // tell send loop to exit
+		defer wg.Done()
+
+		var err error
+		if c.debugCloseRecvLoop {
+			err = errors.New("DEBUG: close recv loop")
+		} else {
+			err = c.recvLoop(c.conn)
+		}
+		if err != io.EOF || c.logInfo {
+			c.logger.Printf("recv loop terminated: %v", err)
+		}
+		if err == nil {
+			panic("zk: recvLoop should never return nil error")
+		}
+	}()
+
+	c.sendSetWatches()
+	wg.Wait()
 }
 
 func (c *Conn) flushUnsentRequests(err error) {
@@ -607,6 +615,22 @@ func (c *Conn) sendSetWatches() {
 		limit = c.setWatchLimit
 	}
 
+	reqs := c.setWatchesRequests(limit)
+	if len(reqs) == 0 {
+		return
+	}
+
+	if c.setWatchCallback != nil {
+		c.setWatchCallback(reqs)
+	}
+
+	go c.resendSetWatches(reqs)
+}
+
+// setWatchesRequests returns the requests that set the client's watches
+// again, each at most limit bytes long, or none if no path has a watcher.
+// The caller holds watchersLock.
+func (c *Conn) setWatchesRequests(limit int) []*setWatchesRequest {
 	var reqs []*setWatchesRequest
 	var req *setWatchesRequest
 	var sizeSoFar int
@@ -642,30 +666,29 @@ func (c *Conn) sendSetWatches() {
 		n++
 	}
 	if n == 0 {
-		return
+		return nil
 	}
 	if req != nil { // don't forget any trailing packet we were building
 		reqs = append(reqs, req)
 	}
+	return reqs
+}
 
-	if c.setWatchCallback != nil {
-		c.setWatchCallback(reqs)
-	}
-
-	go func() {
-		res := &setWatchesResponse{}
-		// TODO: Pipeline these so queue all of them up before waiting on any
-		// response. That will require some investigation to make sure there
-		// aren't failure modes where a blocking write to the channel of requests
-		// could hang indefinitely and cause this goroutine to leak...
-		for _, req := range reqs {
-			_, err := c.request(opSetWatches, req, res, nil)
-			if err != nil {
-				c.logger.Printf("Failed to set previous watches: %v", err)
-				break
-			}
+// resendSetWatches sends reqs one after the other, each once the reply to
+// the one before it came, and stops at the first that fails.
+func (c *Conn) resendSetWatches(reqs []*setWatchesRequest) {
+	res := &setWatchesResponse{}
+	// TODO: Pipeline these so queue all of them up before waiting on any
+	// response. That will require some investigation to make sure there
+	// aren't failure modes where a blocking write to the channel of requests
+	// could hang indefinitely and cause this goroutine to leak...
+	for _, req := range reqs {
+		_, err := c.request(opSetWatches, req, res, nil)
+		if err != nil {
+			c.logger.Printf("Failed to set previous watches: %v", err)
+			break
 		}
-	}()
+	}
 }
 
 func (c *Conn) authenticate() error {
@@ -899,25 +922,9 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 	// patch: go-zookeeper makes two reads per reply).
 	r := bufio.NewReaderSize(conn, recvBufferSize)
 	for {
-		// package length
-		if err := conn.SetReadDeadline(time.Now().Add(c.recvTimeout)); err != nil {
-			c.logger.Printf("failed to set connection deadline: %v", err)
-		}
-		_, err := io.ReadFull(r, buf[:4])
-		if err != nil {
-			return fmt.Errorf("failed to read from connection: %v", err)
-		}
-
-		blen := int(binary.BigEndian.Uint32(buf[:4]))
-		if cap(buf) < blen {
-			if c.maxBufferSize > 0 && blen > c.maxBufferSize {
-				return fmt.Errorf("received packet from server with length %d, which exceeds max buffer size %d", blen, c.maxBufferSize)
-			}
-			buf = make([]byte, blen)
-		}
-
-		_, err = io.ReadFull(r, buf[:blen])
-		conn.SetReadDeadline(time.Time{})
+		var blen int
+		var err error
+		buf, blen, err = c.readPacket(conn, r, buf)
 		if err != nil {
 			return err
 		}
@@ -929,53 +936,100 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 		}
 
 		if res.Xid == -1 {
-			res := &watcherEvent{}
-			_, err = decodePacket(buf[16:blen], res)
-			if err != nil {
+			if err := c.dispatchWatcherEvent(buf[16:blen]); err != nil {
 				return err
 			}
-			ev := Event{
-				Type:  res.Type,
-				State: res.State,
-				Path:  res.Path,
-				Err:   nil,
-			}
-			c.sendEvent(ev)
-			c.notifyWatches(ev)
 		} else if res.Xid == -2 {
 			// Ping response. Ignore.
 		} else if res.Xid < 0 {
 			c.logger.Printf("Xid < 0 (%d) but not ping or watcher event", res.Xid)
-		} else {
-			if res.Zxid > 0 {
-				atomic.StoreInt64(&c.lastZxid, res.Zxid)
-			}
-
-			c.requestsLock.Lock()
-			req, ok := c.requests[res.Xid]
-			if ok {
-				delete(c.requests, res.Xid)
-			}
-			c.requestsLock.Unlock()
-
-			if !ok {
-				c.logger.Printf("Response for unknown request with xid %d", res.Xid)
-			} else {
-				if res.Err != 0 {
-					err = res.Err.toError()
-				} else {
-					_, err = decodePacket(buf[16:blen], req.recvStruct)
-				}
-				if req.recvFunc != nil {
-					req.recvFunc(req, &res, err)
-				}
-				req.recvChan <- response{res.Zxid, err}
-				if req.opcode == opClose {
-					return io.EOF
-				}
-			}
+		} else if err := c.deliverReply(&res, buf[16:blen]); err != nil {
+			return err
 		}
 	}
+}
+
+// readPacket reads the next length-prefixed packet from r (which reads
+// conn) into buf, or into a larger buffer if buf is too small, and returns
+// that buffer and the packet's length.
+func (c *Conn) readPacket(conn net.Conn, r *bufio.Reader, buf []byte) ([]byte, int, error) {
+	// package length
+	if err := conn.SetReadDeadline(time.Now().Add(c.recvTimeout)); err != nil {
+		c.logger.Printf("failed to set connection deadline: %v", err)
+	}
+	_, err := io.ReadFull(r, buf[:4])
+	if err != nil {
+		return buf, 0, fmt.Errorf("failed to read from connection: %v", err)
+	}
+
+	blen := int(binary.BigEndian.Uint32(buf[:4]))
+	if cap(buf) < blen {
+		if c.maxBufferSize > 0 && blen > c.maxBufferSize {
+			return buf, 0, fmt.Errorf("received packet from server with length %d, which exceeds max buffer size %d", blen, c.maxBufferSize)
+		}
+		buf = make([]byte, blen)
+	}
+
+	_, err = io.ReadFull(r, buf[:blen])
+	conn.SetReadDeadline(time.Time{})
+	if err != nil {
+		return buf, 0, err
+	}
+	return buf, blen, nil
+}
+
+// dispatchWatcherEvent decodes the watcher event in body and sends it to
+// the event channel and to the watchers of its path.
+func (c *Conn) dispatchWatcherEvent(body []byte) error {
+	res := &watcherEvent{}
+	_, err := decodePacket(body, res)
+	if err != nil {
+		return err
+	}
+	ev := Event{
+		Type:  res.Type,
+		State: res.State,
+		Path:  res.Path,
+		Err:   nil,
+	}
+	c.sendEvent(ev)
+	c.notifyWatches(ev)
+	return nil
+}
+
+// deliverReply records the zxid of the reply res, whose body follows its
+// header, and hands the reply to the request it answers. It returns io.EOF
+// after the reply to a close request.
+func (c *Conn) deliverReply(res *responseHeader, body []byte) error {
+	if res.Zxid > 0 {
+		atomic.StoreInt64(&c.lastZxid, res.Zxid)
+	}
+
+	c.requestsLock.Lock()
+	req, ok := c.requests[res.Xid]
+	if ok {
+		delete(c.requests, res.Xid)
+	}
+	c.requestsLock.Unlock()
+
+	if !ok {
+		c.logger.Printf("Response for unknown request with xid %d", res.Xid)
+		return nil
+	}
+	var err error
+	if res.Err != 0 {
+		err = res.Err.toError()
+	} else {
+		_, err = decodePacket(body, req.recvStruct)
+	}
+	if req.recvFunc != nil {
+		req.recvFunc(req, res, err)
+	}
+	req.recvChan <- response{res.Zxid, err}
+	if req.opcode == opClose {
+		return io.EOF
+	}
+	return nil
 }
 
 func (c *Conn) nextXid() int32 {

@@ -40,90 +40,95 @@ func FLWSrvr(servers []string, timeout time.Duration) ([]*ServerStats, bool) {
 	ss := make([]*ServerStats, len(servers))
 
 	for i := range ss {
-		response, err := fourLetterWord(servers[i], "srvr", timeout)
-
-		if err != nil {
-			ss[i] = &ServerStats{Server: servers[i], Error: err}
+		ss[i] = srvrStats(servers[i], re, timeout)
+		if ss[i].Error != nil {
 			imOk = false
-			continue
-		}
-
-		matches := re.FindAllStringSubmatch(string(response), -1)
-
-		if matches == nil {
-			err := fmt.Errorf("unable to parse fields from zookeeper response (no regex matches)")
-			ss[i] = &ServerStats{Server: servers[i], Error: err}
-			imOk = false
-			continue
-		}
-
-		match := matches[0][1:]
-
-		// determine current server
-		var srvrMode Mode
-		switch match[10] {
-		case "leader":
-			srvrMode = ModeLeader
-		case "follower":
-			srvrMode = ModeFollower
-		case "standalone":
-			srvrMode = ModeStandalone
-		default:
-			srvrMode = ModeUnknown
-		}
-
-		buildTime, err := time.Parse("01/02/2006 15:04 MST", match[1])
-
-		if err != nil {
-			ss[i] = &ServerStats{Server: servers[i], Error: err}
-			imOk = false
-			continue
-		}
-
-		parsedInt, err := strconv.ParseInt(match[9], 0, 64)
-
-		if err != nil {
-			ss[i] = &ServerStats{Server: servers[i], Error: err}
-			imOk = false
-			continue
-		}
-
-		// the ZxID value is an int64 with two int32s packed inside
-		// the high int32 is the epoch (i.e., number of leader elections)
-		// the low int32 is the counter
-		epoch := int32(parsedInt >> 32)
-		counter := int32(parsedInt & 0xFFFFFFFF)
-
-		// within the regex above, these values must be numerical
-		// so we can avoid useless checking of the error return value
-		minLatency, _ := strconv.ParseInt(match[2], 0, 64)
-		avgLatency, _ := strconv.ParseFloat(match[3], 64)
-		maxLatency, _ := strconv.ParseInt(match[4], 0, 64)
-		recv, _ := strconv.ParseInt(match[5], 0, 64)
-		sent, _ := strconv.ParseInt(match[6], 0, 64)
-		cons, _ := strconv.ParseInt(match[7], 0, 64)
-		outs, _ := strconv.ParseInt(match[8], 0, 64)
-		ncnt, _ := strconv.ParseInt(match[11], 0, 64)
-
-		ss[i] = &ServerStats{
-			Server:      servers[i],
-			Sent:        sent,
-			Received:    recv,
-			NodeCount:   ncnt,
-			MinLatency:  minLatency,
-			AvgLatency:  avgLatency,
-			MaxLatency:  maxLatency,
-			Connections: cons,
-			Outstanding: outs,
-			Epoch:       epoch,
-			Counter:     counter,
-			BuildTime:   buildTime,
-			Mode:        srvrMode,
-			Version:     match[0],
 		}
 	}
 
 	return ss, imOk
+}
+
+// srvrStats sends srvr to server and parses its response with re; a
+// failure is reported in the returned ServerStats' Error.
+func srvrStats(server string, re *regexp.Regexp, timeout time.Duration) *ServerStats {
+	response, err := fourLetterWord(server, "srvr", timeout)
+
+	if err != nil {
+		return &ServerStats{Server: server, Error: err}
+	}
+
+	matches := re.FindAllStringSubmatch(string(response), -1)
+
+	if matches == nil {
+		err := fmt.Errorf("unable to parse fields from zookeeper response (no regex matches)")
+		return &ServerStats{Server: server, Error: err}
+	}
+
+	match := matches[0][1:]
+
+	// determine current server
+	srvrMode := parseMode(match[10])
+
+	buildTime, err := time.Parse("01/02/2006 15:04 MST", match[1])
+
+	if err != nil {
+		return &ServerStats{Server: server, Error: err}
+	}
+
+	parsedInt, err := strconv.ParseInt(match[9], 0, 64)
+
+	if err != nil {
+		return &ServerStats{Server: server, Error: err}
+	}
+
+	// the ZxID value is an int64 with two int32s packed inside
+	// the high int32 is the epoch (i.e., number of leader elections)
+	// the low int32 is the counter
+	epoch := int32(parsedInt >> 32)
+	counter := int32(parsedInt & 0xFFFFFFFF)
+
+	// within the regex above, these values must be numerical
+	// so we can avoid useless checking of the error return value
+	minLatency, _ := strconv.ParseInt(match[2], 0, 64)
+	avgLatency, _ := strconv.ParseFloat(match[3], 64)
+	maxLatency, _ := strconv.ParseInt(match[4], 0, 64)
+	recv, _ := strconv.ParseInt(match[5], 0, 64)
+	sent, _ := strconv.ParseInt(match[6], 0, 64)
+	cons, _ := strconv.ParseInt(match[7], 0, 64)
+	outs, _ := strconv.ParseInt(match[8], 0, 64)
+	ncnt, _ := strconv.ParseInt(match[11], 0, 64)
+
+	return &ServerStats{
+		Server:      server,
+		Sent:        sent,
+		Received:    recv,
+		NodeCount:   ncnt,
+		MinLatency:  minLatency,
+		AvgLatency:  avgLatency,
+		MaxLatency:  maxLatency,
+		Connections: cons,
+		Outstanding: outs,
+		Epoch:       epoch,
+		Counter:     counter,
+		BuildTime:   buildTime,
+		Mode:        srvrMode,
+		Version:     match[0],
+	}
+}
+
+// parseMode returns the Mode named by srvr's "Mode:" line.
+func parseMode(mode string) Mode {
+	switch mode {
+	case "leader":
+		return ModeLeader
+	case "follower":
+		return ModeFollower
+	case "standalone":
+		return ModeStandalone
+	default:
+		return ModeUnknown
+	}
 }
 
 // FLWRuok is a FourLetterWord helper function. In particular, this function
@@ -168,73 +173,85 @@ func FLWCons(servers []string, timeout time.Duration) ([]*ServerClients, bool) {
 	imOk := true
 
 	for i := range sc {
-		response, err := fourLetterWord(servers[i], "cons", timeout)
-
-		if err != nil {
-			sc[i] = &ServerClients{Error: err}
+		var ok bool
+		sc[i], ok = consClients(servers[i], re, timeout)
+		if !ok {
 			imOk = false
-			continue
 		}
-
-		scan := bufio.NewScanner(bytes.NewReader(response))
-
-		var clients []*ServerClient
-
-		for scan.Scan() {
-			line := scan.Bytes()
-
-			if len(line) == 0 {
-				continue
-			}
-
-			m := re.FindAllStringSubmatch(string(line), -1)
-
-			if m == nil {
-				err := fmt.Errorf("unable to parse fields from zookeeper response (no regex matches)")
-				sc[i] = &ServerClients{Error: err}
-				imOk = false
-				continue
-			}
-
-			match := m[0][1:]
-
-			queued, _ := strconv.ParseInt(match[1], 0, 64)
-			recvd, _ := strconv.ParseInt(match[2], 0, 64)
-			sent, _ := strconv.ParseInt(match[3], 0, 64)
-			sid, _ := strconv.ParseInt(match[4], 0, 64)
-			est, _ := strconv.ParseInt(match[6], 0, 64)
-			timeout, _ := strconv.ParseInt(match[7], 0, 32)
-			lcxid, _ := parseInt64(match[8])
-			lzxid, _ := parseInt64(match[9])
-			lresp, _ := strconv.ParseInt(match[10], 0, 64)
-			llat, _ := strconv.ParseInt(match[11], 0, 32)
-			minlat, _ := strconv.ParseInt(match[12], 0, 32)
-			avglat, _ := strconv.ParseInt(match[13], 0, 32)
-			maxlat, _ := strconv.ParseInt(match[14], 0, 32)
-
-			clients = append(clients, &ServerClient{
-				Queued:        queued,
-				Received:      recvd,
-				Sent:          sent,
-				SessionID:     sid,
-				Lcxid:         int64(lcxid),
-				Lzxid:         int64(lzxid),
-				Timeout:       int32(timeout),
-				LastLatency:   int32(llat),
-				MinLatency:    int32(minlat),
-				AvgLatency:    int32(avglat),
-				MaxLatency:    int32(maxlat),
-				Established:   time.Unix(est, 0),
-				LastResponse:  time.Unix(lresp, 0),
-				Addr:          match[0],
-				LastOperation: match[5],
-			})
-		}
-
-		sc[i] = &ServerClients{Clients: clients}
 	}
 
 	return sc, imOk
+}
+
+// consClients sends cons to server and parses each line of its response
+// with re. It returns false if the command failed (the error is then in
+// the returned ServerClients) or if a line did not parse (that line is
+// then left out).
+func consClients(server string, re *regexp.Regexp, timeout time.Duration) (*ServerClients, bool) {
+	response, err := fourLetterWord(server, "cons", timeout)
+
+	if err != nil {
+		return &ServerClients{Error: err}, false
+	}
+
+	scan := bufio.NewScanner(bytes.NewReader(response))
+
+	var clients []*ServerClient
+	ok := true
+
+	for scan.Scan() {
+		line := scan.Bytes()
+
+		if len(line) == 0 {
+			continue
+		}
+
+		m := re.FindAllStringSubmatch(string(line), -1)
+
+		if m == nil {
+			ok = false
+			continue
+		}
+
+		clients = append(clients, parseConsLine(m[0][1:]))
+	}
+
+	return &ServerClients{Clients: clients}, ok
+}
+
+// parseConsLine makes a ServerClient of the fields of one line of cons.
+func parseConsLine(match []string) *ServerClient {
+	queued, _ := strconv.ParseInt(match[1], 0, 64)
+	recvd, _ := strconv.ParseInt(match[2], 0, 64)
+	sent, _ := strconv.ParseInt(match[3], 0, 64)
+	sid, _ := strconv.ParseInt(match[4], 0, 64)
+	est, _ := strconv.ParseInt(match[6], 0, 64)
+	timeout, _ := strconv.ParseInt(match[7], 0, 32)
+	lcxid, _ := parseInt64(match[8])
+	lzxid, _ := parseInt64(match[9])
+	lresp, _ := strconv.ParseInt(match[10], 0, 64)
+	llat, _ := strconv.ParseInt(match[11], 0, 32)
+	minlat, _ := strconv.ParseInt(match[12], 0, 32)
+	avglat, _ := strconv.ParseInt(match[13], 0, 32)
+	maxlat, _ := strconv.ParseInt(match[14], 0, 32)
+
+	return &ServerClient{
+		Queued:        queued,
+		Received:      recvd,
+		Sent:          sent,
+		SessionID:     sid,
+		Lcxid:         int64(lcxid),
+		Lzxid:         int64(lzxid),
+		Timeout:       int32(timeout),
+		LastLatency:   int32(llat),
+		MinLatency:    int32(minlat),
+		AvgLatency:    int32(avglat),
+		MaxLatency:    int32(maxlat),
+		Established:   time.Unix(est, 0),
+		LastResponse:  time.Unix(lresp, 0),
+		Addr:          match[0],
+		LastOperation: match[5],
+	}
 }
 
 // parseInt64 is similar to strconv.ParseInt, but it also handles hex values that represent negative numbers

@@ -97,32 +97,33 @@ func (l *Lock) LockWithData(data []byte) error {
 		return err
 	}
 
+	if err := l.waitForTurn(seq); err != nil {
+		return err
+	}
+
+	l.seq = seq
+	l.lockPath = path
+	return nil
+}
+
+// waitForTurn returns once the node with sequence number seq is the lowest
+// of the lock's children, waiting each time for the deletion of the node
+// just before it.
+func (l *Lock) waitForTurn(seq int) error {
 	for {
 		children, _, err := l.c.Children(l.path)
 		if err != nil {
 			return err
 		}
 
-		lowestSeq := seq
-		prevSeq := -1
-		prevSeqPath := ""
-		for _, p := range children {
-			s, err := parseSeq(p)
-			if err != nil {
-				return err
-			}
-			if s < lowestSeq {
-				lowestSeq = s
-			}
-			if s < seq && s > prevSeq {
-				prevSeq = s
-				prevSeqPath = p
-			}
+		lowestSeq, prevSeqPath, err := lowestAndPrevious(children, seq)
+		if err != nil {
+			return err
 		}
 
 		if seq == lowestSeq {
 			// Acquired the lock
-			break
+			return nil
 		}
 
 		// Wait on the node next in line for the lock
@@ -139,10 +140,28 @@ func (l *Lock) LockWithData(data []byte) error {
 			return ev.Err
 		}
 	}
+}
 
-	l.seq = seq
-	l.lockPath = path
-	return nil
+// lowestAndPrevious returns the lowest sequence number among children and
+// seq, and the name of the child with the highest sequence number below
+// seq ("" if none).
+func lowestAndPrevious(children []string, seq int) (lowestSeq int, prevSeqPath string, err error) {
+	lowestSeq = seq
+	prevSeq := -1
+	for _, p := range children {
+		s, err := parseSeq(p)
+		if err != nil {
+			return 0, "", err
+		}
+		if s < lowestSeq {
+			lowestSeq = s
+		}
+		if s < seq && s > prevSeq {
+			prevSeq = s
+			prevSeqPath = p
+		}
+	}
+	return lowestSeq, prevSeqPath, nil
 }
 
 // Unlock releases an acquired lock. If the lock is not currently acquired by

@@ -445,20 +445,7 @@ func decodePacketValue(buf []byte, v reflect.Value) (int, error) {
 	default:
 		return n, ErrUnhandledFieldType
 	case reflect.Struct:
-		if de, ok := rv.Interface().(decoder); ok {
-			return de.Decode(buf)
-		} else if de, ok := v.Interface().(decoder); ok {
-			return de.Decode(buf)
-		} else {
-			for i := 0; i < v.NumField(); i++ {
-				field := v.Field(i)
-				n2, err := decodePacketValue(buf[n:], field)
-				n += n2
-				if err != nil {
-					return n, err
-				}
-			}
-		}
+		return decodeStruct(buf, rv, v)
 	case reflect.Bool:
 		v.SetBool(buf[n] != 0)
 		n++
@@ -473,30 +460,58 @@ func decodePacketValue(buf []byte, v reflect.Value) (int, error) {
 		v.SetString(string(buf[n+4 : n+4+ln]))
 		n += 4 + ln
 	case reflect.Slice:
-		switch v.Type().Elem().Kind() {
-		default:
-			count := int(binary.BigEndian.Uint32(buf[n : n+4]))
+		return decodeSlice(buf, v)
+	}
+	return n, nil
+}
+
+// decodeStruct decodes the struct v (rv before dereferencing): by its own
+// Decode method if it has one, else field by field.
+func decodeStruct(buf []byte, rv, v reflect.Value) (int, error) {
+	if de, ok := rv.Interface().(decoder); ok {
+		return de.Decode(buf)
+	} else if de, ok := v.Interface().(decoder); ok {
+		return de.Decode(buf)
+	}
+	n := 0
+	for i := 0; i < v.NumField(); i++ {
+		field := v.Field(i)
+		n2, err := decodePacketValue(buf[n:], field)
+		n += n2
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// decodeSlice decodes the slice v: a length-prefixed byte string (nil
+// for a negative length) or a count followed by that many elements.
+func decodeSlice(buf []byte, v reflect.Value) (int, error) {
+	n := 0
+	switch v.Type().Elem().Kind() {
+	default:
+		count := int(binary.BigEndian.Uint32(buf[n : n+4]))
+		n += 4
+		values := reflect.MakeSlice(v.Type(), count, count)
+		v.Set(values)
+		for i := 0; i < count; i++ {
+			n2, err := decodePacketValue(buf[n:], values.Index(i))
+			n += n2
+			if err != nil {
+				return n, err
+			}
+		}
+	case reflect.Uint8:
+		ln := int(int32(binary.BigEndian.Uint32(buf[n : n+4])))
+		if ln < 0 {
 			n += 4
-			values := reflect.MakeSlice(v.Type(), count, count)
-			v.Set(values)
-			for i := 0; i < count; i++ {
-				n2, err := decodePacketValue(buf[n:], values.Index(i))
-				n += n2
-				if err != nil {
-					return n, err
-				}
-			}
-		case reflect.Uint8:
-			ln := int(int32(binary.BigEndian.Uint32(buf[n : n+4])))
-			if ln < 0 {
-				n += 4
-				v.SetBytes(nil)
-			} else {
-				bytes := make([]byte, ln)
-				copy(bytes, buf[n+4:n+4+ln])
-				v.SetBytes(bytes)
-				n += 4 + ln
-			}
+			v.SetBytes(nil)
+		} else {
+			bytes := make([]byte, ln)
+			copy(bytes, buf[n+4:n+4+ln])
+			v.SetBytes(bytes)
+			n += 4 + ln
 		}
 	}
 	return n, nil
@@ -531,20 +546,7 @@ func encodePacketValue(buf []byte, v reflect.Value) (int, error) {
 	default:
 		return n, ErrUnhandledFieldType
 	case reflect.Struct:
-		if en, ok := rv.Interface().(encoder); ok {
-			return en.Encode(buf)
-		} else if en, ok := v.Interface().(encoder); ok {
-			return en.Encode(buf)
-		} else {
-			for i := 0; i < v.NumField(); i++ {
-				field := v.Field(i)
-				n2, err := encodePacketValue(buf[n:], field)
-				n += n2
-				if err != nil {
-					return n, err
-				}
-			}
-		}
+		return encodeStruct(buf, rv, v)
 	case reflect.Bool:
 		if v.Bool() {
 			buf[n] = 1
@@ -564,29 +566,57 @@ func encodePacketValue(buf []byte, v reflect.Value) (int, error) {
 		copy(buf[n+4:n+4+len(str)], []byte(str))
 		n += 4 + len(str)
 	case reflect.Slice:
-		switch v.Type().Elem().Kind() {
-		default:
-			count := v.Len()
-			startN := n
+		return encodeSlice(buf, v)
+	}
+	return n, nil
+}
+
+// encodeStruct encodes the struct v (rv before dereferencing): by its own
+// Encode method if it has one, else field by field.
+func encodeStruct(buf []byte, rv, v reflect.Value) (int, error) {
+	if en, ok := rv.Interface().(encoder); ok {
+		return en.Encode(buf)
+	} else if en, ok := v.Interface().(encoder); ok {
+		return en.Encode(buf)
+	}
+	n := 0
+	for i := 0; i < v.NumField(); i++ {
+		field := v.Field(i)
+		n2, err := encodePacketValue(buf[n:], field)
+		n += n2
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// encodeSlice encodes the slice v: a length-prefixed byte string (length
+// -1 for nil) or a count followed by that many elements.
+func encodeSlice(buf []byte, v reflect.Value) (int, error) {
+	n := 0
+	switch v.Type().Elem().Kind() {
+	default:
+		count := v.Len()
+		startN := n
+		n += 4
+		for i := 0; i < count; i++ {
+			n2, err := encodePacketValue(buf[n:], v.Index(i))
+			n += n2
+			if err != nil {
+				return n, err
+			}
+		}
+		binary.BigEndian.PutUint32(buf[startN:startN+4], uint32(count))
+	case reflect.Uint8:
+		if v.IsNil() {
+			binary.BigEndian.PutUint32(buf[n:n+4], uint32(0xffffffff))
 			n += 4
-			for i := 0; i < count; i++ {
-				n2, err := encodePacketValue(buf[n:], v.Index(i))
-				n += n2
-				if err != nil {
-					return n, err
-				}
-			}
-			binary.BigEndian.PutUint32(buf[startN:startN+4], uint32(count))
-		case reflect.Uint8:
-			if v.IsNil() {
-				binary.BigEndian.PutUint32(buf[n:n+4], uint32(0xffffffff))
-				n += 4
-			} else {
-				bytes := v.Bytes()
-				binary.BigEndian.PutUint32(buf[n:n+4], uint32(len(bytes)))
-				copy(buf[n+4:n+4+len(bytes)], bytes)
-				n += 4 + len(bytes)
-			}
+		} else {
+			bytes := v.Bytes()
+			binary.BigEndian.PutUint32(buf[n:n+4], uint32(len(bytes)))
+			copy(buf[n+4:n+4+len(bytes)], bytes)
+			n += 4 + len(bytes)
 		}
 	}
 	return n, nil
