@@ -383,7 +383,7 @@ func (d *Driver) final(ctx context.Context, err error) error {
 		return nil
 	}
 	if errors.Is(err, zk.ErrClosing) {
-		d.sess.connClosed() // only a closed connection fails with it
+		d.sess.expireCurrent(errConnClosed) // only a closed connection fails with it
 	}
 	return driverkit.Closed(ctx, err, d.closedErr())
 }
