@@ -32,7 +32,7 @@
 // session; the driver owns that connection ([Driver.Close] closes it,
 // [Driver.Conn] returns it). To make the connection yourself:
 //
-//	sess := new(zkdriver.Session) // set sess.Dialer or sess.OnEvent to use your own
+//	sess := new(zkdriver.Session) // set sess.OnEvent to use your own event callback
 //	conn, _, err := zk.Connect(servers, 20*time.Second, sess.ConnOption(), zk.WithLogger(l))
 //	d, err := zkdriver.New(conn, sess, &zkdriver.Options{Root: "/myapp/locks"})
 //
@@ -106,14 +106,10 @@
 // the context ends is left to finish, and a node it created is deleted in
 // the background, as is the node of an Acquire that gave up.
 //
-// Once the driver is closed ([ErrClosed]) or its connection is (the
-// driver sees the close request go out, or a request fail with
-// zk.ErrClosing), every call fails at once with an error that
+// Once the driver is closed ([ErrClosed]) or its connection is
+// (zk.Conn.Close was called), every call fails at once with an error that
 // driver.IsPermanent reports, a waiting Acquire returns, and the holds of
-// the session are reported lost. A connection closed while it was
-// disconnected sends no close request: calls then fail with
-// zk.ErrConnectionClosed, not marked permanent since a broken connection
-// gives it too.
+// the session are reported lost.
 //
 // # Apache Curator
 //

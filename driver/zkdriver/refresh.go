@@ -125,8 +125,10 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		items = append(items, batchItem{i, n, n.path, l.TTL})
 		d.mu.Unlock()
 	}
-	for len(items) > 0 {
-		items = d.refreshMulti(ctx, ls, errs, items)
+	for lo, hi := range driverkit.Chunks(len(items), maxMulti, nil) {
+		for chunk := items[lo:hi]; len(chunk) > 0; {
+			chunk = d.refreshMulti(ctx, ls, errs, chunk)
+		}
 	}
 	return errs
 }
@@ -140,11 +142,11 @@ type batchItem struct {
 	ttl  time.Duration
 }
 
-// refreshMulti rewrites the first maxMulti items in one multi, sets their
-// errors, and returns the items left: the rest, or all but a gone one.
-func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []error, items []batchItem) []batchItem {
+// refreshMulti rewrites chunk's items in one multi and sets their errors;
+// when a node is gone it sets that item's error and returns the others, to
+// send again, and otherwise nil.
+func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []error, chunk []batchItem) []batchItem {
 	const op = "refresh"
-	chunk, rest := items[:min(len(items), maxMulti)], items[min(len(items), maxMulti):]
 	ops := make([]any, len(chunk))
 	for j, it := range chunk {
 		ops[j] = &zk.SetDataRequest{Path: it.path, Data: encodeData(it.ttl, it.n.value), Version: -1}
@@ -158,14 +160,14 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 			it := chunk[failed]
 			d.forget(it.n)
 			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
-			return append(append(items[:0:0], chunk[:failed]...), append(chunk[failed+1:], rest...)...)
+			return append(chunk[:failed:failed], chunk[failed+1:]...)
 		}
 	}
 	if err != nil {
 		for _, it := range chunk {
 			errs[it.i] = callFailed(ctx, op, ls[it.i].Key, err)
 		}
-		return rest
+		return nil
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -177,5 +179,5 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 		}
 		it.n.written, it.n.ttl = sent, it.ttl
 	}
-	return rest
+	return nil
 }

@@ -2,10 +2,8 @@ package zkdriver
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -15,32 +13,27 @@ import (
 
 // A Session follows the ZooKeeper session of one *zk.Conn for the drivers
 // that use the connection: which session is current, its negotiated
-// timeout, and when it expires. go-zookeeper exposes neither the timeout
-// nor session events but to the code that made the connection, so pass
-// ConnOption's option to zk.Connect, then the Session to New (see the
-// package documentation). ConnOption installs a dialer, which reads the
-// session id and timeout from the server's answer to each connect request,
-// and an event callback: to use your own, set Dialer and OnEvent rather
-// than pass zk.WithDialer or zk.WithEventCallback. One Session per
-// connection.
+// timeout, and when it expires. go-zookeeper tells session events only to
+// the code that made the connection, so pass ConnOption's option to
+// zk.Connect, then the Session to New (see the package documentation).
+// ConnOption installs an event callback: to use your own, set OnEvent
+// rather than pass zk.WithEventCallback. One Session per connection.
 type Session struct {
-	// Dialer, if set, makes the network connections; the Session wraps
-	// it. Nil means net.DialTimeout, go-zookeeper's default.
+	// Dialer, if set, makes the network connections, as by zk.WithDialer.
+	// Nil means net.DialTimeout, go-zookeeper's default.
 	Dialer zk.Dialer
 	// OnEvent, if set, is called with every event of the connection, as
 	// by zk.WithEventCallback. It must not block.
 	OnEvent zk.EventCallback
 
 	mu        sync.Mutex
+	conn      *zk.Conn                // set by ConnOption's option
 	cur       *sessionState           // the session of the last successful connect; nil before
 	past      map[int64]*sessionState // recent sessions by id, cur included
-	requested time.Duration           // the timeout asked for in the last connect request
 	drivers   map[*Driver]struct{}    // drivers to tell of expiries
 	bound     bool                    // ConnOption was called
 	ready     chan struct{}           // closed at the first session
 	readyOnce sync.Once
-	closed    chan struct{} // closed once the connection is known to be closed
-	closeOnce sync.Once
 	lastState zk.State      // of the last session event
 	reconn    chan struct{} // closed and replaced at each reconnection
 }
@@ -87,7 +80,12 @@ func (s *Session) ConnOption() func(*zk.Conn) {
 	s.init()
 	s.mu.Unlock()
 	return func(c *zk.Conn) {
-		zk.WithDialer(s.dial)(c)
+		s.mu.Lock()
+		s.conn = c
+		s.mu.Unlock()
+		if s.Dialer != nil {
+			zk.WithDialer(s.Dialer)(c)
+		}
 		zk.WithEventCallback(s.event)(c)
 	}
 }
@@ -99,7 +97,6 @@ func (s *Session) init() {
 		s.past = make(map[int64]*sessionState)
 		s.drivers = make(map[*Driver]struct{})
 		s.ready = make(chan struct{})
-		s.closed = make(chan struct{})
 		s.reconn = make(chan struct{})
 	}
 }
@@ -112,24 +109,21 @@ func (s *Session) reconnected() <-chan struct{} {
 	return s.reconn
 }
 
-// connClosed records that the connection was closed by its owner, learnt
-// from the close request going out (sniffConn), a request failing with
-// zk.ErrClosing, or the connection giving up connecting (event).
-func (s *Session) connClosed() {
+// done returns a channel closed once the connection's Close was called,
+// or nil before ConnOption's option was applied.
+func (s *Session) done() <-chan struct{} {
 	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	s.closeOnce.Do(func() { close(closed) })
-	s.expireCurrent(errConnClosed)
+	defer s.mu.Unlock()
+	if s.conn == nil {
+		return nil
+	}
+	return s.conn.Done()
 }
 
-// isClosed reports whether the connection is known to be closed.
+// isClosed reports whether the connection was closed by its owner.
 func (s *Session) isClosed() bool {
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
 	select {
-	case <-closed:
+	case <-s.done():
 		return true
 	default:
 		return false
@@ -170,10 +164,10 @@ func (s *Session) state(id int64) *sessionState {
 func (s *Session) limit() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cur != nil {
-		return s.cur.timeout
+	if s.conn == nil {
+		return 0
 	}
-	return s.requested
+	return s.conn.SessionTimeout()
 }
 
 // established records the session the server granted in answer to a
@@ -230,25 +224,29 @@ func (s *Session) expire(st *sessionState, err error) {
 	}
 }
 
-// event is the connection's event callback.
+// event is the connection's event callback. The connection calls it from
+// its own goroutine right after it changes state, so at StateHasSession
+// it already has the new session's id and negotiated timeout.
 func (s *Session) event(ev zk.Event) {
 	if ev.Type == zk.EventSession {
 		s.mu.Lock()
 		last := s.lastState
 		s.lastState = ev.State
+		conn := s.conn
 		s.mu.Unlock()
 		switch {
 		case ev.State == zk.StateExpired:
 			s.expireCurrent(zk.ErrSessionExpired)
-		case ev.State == zk.StateHasSession && last != zk.StateHasSession:
-			s.mu.Lock()
-			close(s.reconn)
-			s.reconn = make(chan struct{})
-			s.mu.Unlock()
-		case ev.State == zk.StateDisconnected && last == zk.StateConnecting:
-			// Only a closed connection stops connecting: one closed
-			// while disconnected sends no close request.
-			s.connClosed()
+		case ev.State == zk.StateHasSession:
+			s.established(conn.SessionID(), conn.SessionTimeout())
+			if last != zk.StateHasSession {
+				s.mu.Lock()
+				close(s.reconn)
+				s.reconn = make(chan struct{})
+				s.mu.Unlock()
+			}
+		case ev.State == zk.StateDisconnected && s.isClosed():
+			s.expireCurrent(errConnClosed)
 		}
 	}
 	if s.OnEvent != nil {
@@ -256,93 +254,17 @@ func (s *Session) event(ev zk.Event) {
 	}
 }
 
-// dial is the connection's dialer: it wraps each network connection.
-func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	dial := s.Dialer
-	if dial == nil {
-		dial = net.DialTimeout
-	}
-	c, err := dial(network, addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &sniffConn{Conn: c, s: s}, nil
-}
-
-// sniffConn reads the connect request (the requested timeout) and the
-// connect response (session id, negotiated timeout) of a connection, and
-// spots the close request.
-type sniffConn struct {
-	net.Conn
-	s            *Session
-	wdone, rdone bool
-	wbuf, rbuf   []byte
-}
-
-// Connect request: len, protocolVersion int32, lastZxidSeen int64,
-// timeOut int32, sessionId int64, passwd.
-// Connect response: len, protocolVersion int32, timeOut int32,
-// sessionId int64, passwd.
-const (
-	reqTimeoutOff  = 4 + 4 + 8
-	respTimeoutOff = 4 + 4
-	respSessionOff = 4 + 4 + 4
-)
-
-// opCloseSession is the opcode of the request only zk.Conn.Close sends.
-const opCloseSession = -11
-
-func (c *sniffConn) Write(p []byte) (int, error) {
-	// The client (package zk) writes the close request alone and first in
-	// its Write: length, xid, opcode. Other requests may share a Write.
-	if c.wdone && len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:])) == opCloseSession {
-		c.s.connClosed()
-	}
-	if !c.wdone {
-		c.wbuf = append(c.wbuf, p...)
-		if len(c.wbuf) >= reqTimeoutOff+4 {
-			c.wdone = true
-			ms := int32(binary.BigEndian.Uint32(c.wbuf[reqTimeoutOff:]))
-			c.s.mu.Lock()
-			c.s.requested = time.Duration(ms) * time.Millisecond
-			c.s.mu.Unlock()
-			c.wbuf = nil
-		}
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *sniffConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if !c.rdone && n > 0 {
-		c.rbuf = append(c.rbuf, p[:n]...)
-		if len(c.rbuf) >= respSessionOff+8 {
-			c.rdone = true
-			ms := int32(binary.BigEndian.Uint32(c.rbuf[respTimeoutOff:]))
-			id := int64(binary.BigEndian.Uint64(c.rbuf[respSessionOff:]))
-			c.rbuf = nil
-			if id == 0 {
-				// The server no longer knows our session.
-				c.s.expireCurrent(zk.ErrSessionExpired)
-			} else {
-				c.s.established(id, time.Duration(ms)*time.Millisecond)
-			}
-		}
-	}
-	return n, err
-}
-
 // Wait waits until the connection has its first session, ctx is done, or
 // the connection is closed (a permanent error).
 func (s *Session) Wait(ctx context.Context) error {
 	s.mu.Lock()
 	s.init()
-	ready, closed := s.ready, s.closed
+	ready := s.ready
 	s.mu.Unlock()
 	select {
 	case <-ready:
 		return nil
-	case <-closed:
+	case <-s.done():
 		select {
 		case <-ready:
 			return nil // established before the close

@@ -106,7 +106,7 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 	if lerr != nil {
 		// Never granted: drop the node (in the background if that fails).
 		if err := d.dropNode(ctx, n); err != nil && ctx.Err() == nil {
-			return driver.Lease{}, fail(op, req.Key, err)
+			return driver.Lease{}, callFailed(ctx, op, req.Key, err)
 		}
 		return driver.Lease{}, errorf(op, req.Key, lerr)
 	}
@@ -124,7 +124,7 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 	d.hot.Refused(req.Key)
 	if err := d.dropNode(ctx, n); err != nil {
 		// The node may still be there: the front-end cleans up.
-		return driver.Lease{}, fail(op, req.Key, err)
+		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
 	}
 	return driver.Lease{}, &driver.LockedError{Remaining: remaining}
 }
@@ -181,7 +181,7 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 		return "", nil
 	}
 	if err != nil {
-		return "", fail(op, req.Key, err)
+		return "", callFailed(ctx, op, req.Key, err)
 	}
 	var mine []child
 	for _, c := range q {

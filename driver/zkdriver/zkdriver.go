@@ -383,7 +383,7 @@ func (d *Driver) final(ctx context.Context, err error) error {
 		return nil
 	}
 	if errors.Is(err, zk.ErrClosing) {
-		d.sess.connClosed() // only a closed connection fails with it
+		d.sess.expireCurrent(errConnClosed) // only a closed connection fails with it
 	}
 	return driverkit.Closed(ctx, err, d.closedErr())
 }
@@ -407,21 +407,16 @@ func isPermanent(err error) bool {
 	return false
 }
 
-// fail wraps err for op on key, marking it permanent when no retry can
+// callFailed names err, the failure of a call made with ctx: ctx's own
+// error once ctx is done, else err, marked permanent when no retry can
 // cure it.
-func fail(op, key string, err error) error {
+func callFailed(ctx context.Context, op, key string, err error) error {
+	if ctx.Err() != nil {
+		return errorf(op, key, ctx.Err())
+	}
 	err = errorf(op, key, err)
 	if isPermanent(err) && !driver.IsPermanent(err) {
 		return driver.Permanent(err)
 	}
 	return err
-}
-
-// callFailed names err, the failure of a call made with ctx: ctx's own
-// error once ctx is done, err marked by fail otherwise.
-func callFailed(ctx context.Context, op, key string, err error) error {
-	if ctx.Err() != nil {
-		return errorf(op, key, ctx.Err())
-	}
-	return fail(op, key, err)
 }

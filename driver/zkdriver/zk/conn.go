@@ -349,7 +349,7 @@ func (c *Conn) SetLogger(l Logger) {
 }
 
 func (c *Conn) setTimeouts(sessionTimeoutMs int32) {
-	c.sessionTimeoutMs = sessionTimeoutMs
+	atomic.StoreInt32(&c.sessionTimeoutMs, sessionTimeoutMs) // read by SessionTimeout
 	sessionTimeout := time.Duration(sessionTimeoutMs) * time.Millisecond
 	c.recvTimeout = sessionTimeout * 2 / 3
 	c.pingInterval = c.recvTimeout / 2
