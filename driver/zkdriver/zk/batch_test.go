@@ -60,7 +60,7 @@ func (r *recordingConn) Write(b []byte) (int, error) {
 // TestBatchedWrites checks sendBatch: the requests queued while the send
 // loop is busy go out together, in one Write of whole requests, and each
 // gets its own reply; a close request is written alone, first in its
-// Write, as go-zookeeper writes it (zkdriver's Session recognises it so).
+// Write, as go-zookeeper writes it.
 func TestBatchedWrites(t *testing.T) {
 	srv := zktest.Standalone(t)
 	var rc *recordingConn

@@ -1,7 +1,8 @@
 // Package zk is a native Go client library for the ZooKeeper orchestration service.
 //
-// It is a copy of github.com/go-zookeeper/zk v1.0.4, its API unchanged, with
-// the data race on Conn.lastZxid after a reconnect fixed and the requests
+// It is a copy of github.com/go-zookeeper/zk v1.0.4, its API unchanged but for
+// two added methods (Conn.SessionTimeout, Conn.Done), with the data race on
+// Conn.lastZxid after a reconnect fixed and the requests
 // queued together written with one system call: the client that package
 // zkdriver is built and tested with. README.md says what differs and why.
 package zk
