@@ -2,6 +2,7 @@ package etcddriver_test
 
 import (
 	"errors"
+	"go.uber.org/goleak"
 	"testing"
 
 	"github.com/go-locker/locker/internal/drivertest"
@@ -17,10 +18,10 @@ func TestMain(m *testing.M) {
 	etcdtest.ServeChild()             // serves and exits when run as a benchmark's or the fault matrix's server process
 	faultmatrix.ServeChild(faultDial) // serves and exits when run as a helper child of the fault matrix
 	testflag.Parallel(8, true)        // -short: the conformance suite's waiting subtests together
-	drivertest.Main(m, "etcddriver", func() (err error) {
+	goleak.VerifyTestMain(drivertest.Servers(m, "etcddriver", func() (err error) {
 		server, err = etcdtest.StartServer()
 		return err
 	}, nil, func() error {
 		return errors.Join(closeBenchChild(), drivertest.CloseAll(server))
-	}, etcdtest.IgnoreGoroutines()...)
+	}), etcdtest.IgnoreGoroutines()...)
 }

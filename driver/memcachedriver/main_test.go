@@ -7,6 +7,7 @@ import (
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/memcachedtest"
 	"github.com/go-locker/locker/internal/testflag"
+	"go.uber.org/goleak"
 )
 
 // sharedServer is the memcached shared by the tests of this package, or
@@ -19,8 +20,8 @@ var (
 func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
 	testflag.Parallel(8, false)
-	drivertest.Main(m, "memcachedriver", func() error {
+	goleak.VerifyTestMain(drivertest.Servers(m, "memcachedriver", func() error {
 		sharedServer, sharedServerErr = memcachedtest.Start()
 		return sharedServerErr
-	}, memcachedtest.ErrNotInstalled, func() error { return drivertest.CloseAll(sharedServer) })
+	}, memcachedtest.ErrNotInstalled, func() error { return drivertest.CloseAll(sharedServer) }))
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
+	"go.uber.org/goleak"
 )
 
 // poolSize is the number of redis-servers shared by the tests that do not
@@ -21,7 +22,7 @@ var (
 
 func TestMain(m *testing.M) {
 	testflag.Parallel(8, true) // -short: the conformance suites' waiting subtests together
-	drivertest.Main(m, "quorumdriver", startPool, testserver.ErrNotInstalled, closePool)
+	goleak.VerifyTestMain(drivertest.Servers(m, "quorumdriver", startPool, testserver.ErrNotInstalled, closePool))
 }
 
 // startPool starts the pool's servers.

@@ -7,6 +7,7 @@ import (
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
+	"go.uber.org/goleak"
 )
 
 // realRedis is the redis-server shared by the tests of this package, or nil
@@ -19,8 +20,8 @@ var (
 func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
 	testflag.Parallel(8, true)         // -short: the conformance suite's waiting subtests together
-	drivertest.Main(m, "redisdriver", func() error {
+	goleak.VerifyTestMain(drivertest.Servers(m, "redisdriver", func() error {
 		realRedis, realRedisErr = testserver.StartRedis()
 		return realRedisErr
-	}, testserver.ErrNotInstalled, func() error { return drivertest.CloseAll(realRedis) })
+	}, testserver.ErrNotInstalled, func() error { return drivertest.CloseAll(realRedis) }))
 }

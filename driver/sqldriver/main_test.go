@@ -3,6 +3,7 @@ package sqldriver_test
 import (
 	"context"
 	"errors"
+	"go.uber.org/goleak"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +58,6 @@ func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
 	serveCreateChild()                 // returns unless this is a helper child of TestCreateTableConcurrent
 	testflag.Parallel(8, true)         // -short: the conformance suites' waiting subtests together
-	drivertest.Main(m, "sqldriver", startServers, sqltest.ErrNotInstalled,
-		func() error { return drivertest.CloseAll(pgServer, myServer) })
+	goleak.VerifyTestMain(drivertest.Servers(m, "sqldriver", startServers, sqltest.ErrNotInstalled,
+		func() error { return drivertest.CloseAll(pgServer, myServer) }))
 }

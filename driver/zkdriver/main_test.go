@@ -2,6 +2,7 @@ package zkdriver_test
 
 import (
 	"errors"
+	"go.uber.org/goleak"
 	"testing"
 
 	"github.com/go-locker/locker/internal/drivertest"
@@ -21,8 +22,8 @@ func TestMain(m *testing.M) {
 	serveCuratorChild()               // serves and exits when run as a locker process of the Curator interop tests
 	faultmatrix.ServeChild(faultDial) // serves and exits when run as a helper child of the fault matrix
 	testflag.Parallel(8, true)        // -short: the conformance suite's waiting subtests together
-	drivertest.Main(m, "zkdriver", func() error {
+	goleak.VerifyTestMain(drivertest.Servers(m, "zkdriver", func() error {
 		zkServer, zkErr = zktest.Start()
 		return zkErr
-	}, zktest.ErrNotInstalled, func() error { return errors.Join(stopEnsemble(), drivertest.CloseAll(zkServer)) })
+	}, zktest.ErrNotInstalled, func() error { return errors.Join(stopEnsemble(), drivertest.CloseAll(zkServer)) }))
 }

@@ -8,16 +8,19 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker/internal/proc"
-	"go.uber.org/goleak"
 )
 
-// Main is the end of a driver test package's TestMain: it starts the
-// servers the package's tests share with start, runs m's tests, stops the
-// servers with stop, checks that no goroutine leaked (goleak, with opts)
-// and exits. See [Run] for what start's and stop's errors do; pkg names the
-// package in what is written to stderr.
-func Main(m *testing.M, pkg string, start func() error, notInstalled error, stop func() error, opts ...goleak.Option) {
-	goleak.VerifyTestMain(runner{m, pkg, start, notInstalled, stop}, opts...)
+// Servers returns the m that a driver test package's TestMain passes to
+// goleak.VerifyTestMain: its Run starts the servers the package's tests
+// share with start, runs m's tests and stops the servers with stop (see
+// [Run] for what start's and stop's errors do); pkg names the package in
+// what is written to stderr. goleak then checks that no goroutine leaked:
+//
+//	func TestMain(m *testing.M) {
+//		goleak.VerifyTestMain(drivertest.Servers(m, "mydriver", start, ErrNotInstalled, stop))
+//	}
+func Servers(m *testing.M, pkg string, start func() error, notInstalled error, stop func() error) interface{ Run() int } {
+	return runner{m, pkg, start, notInstalled, stop}
 }
 
 type runner struct {
