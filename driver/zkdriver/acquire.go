@@ -166,14 +166,14 @@ func (w *queueWait) step() (waitResult, error) {
 // relist lists the queue and aims the wait at what blocks n.
 func (w *queueWait) relist() (waitResult, error) {
 	watch := w.req.Limit > 0 && w.wantKids
-	got, err := driverkit.Call(w.ctx, func() (reply, error) {
-		if watch {
-			names, _, ch, err := w.d.conn.ChildrenW(w.parent)
-			return reply{names: names, ch: ch}, err
-		}
-		names, _, err := w.d.conn.Children(w.parent)
-		return reply{names: names}, err
-	}, nil)
+	var names []string
+	var kids <-chan zk.Event
+	var err error
+	if watch {
+		names, _, kids, err = w.d.conn.ChildrenWContext(w.ctx, w.parent)
+	} else {
+		names, _, err = w.d.conn.ChildrenContext(w.ctx, w.parent)
+	}
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, errNodeGone
 	}
@@ -181,7 +181,7 @@ func (w *queueWait) relist() (waitResult, error) {
 		return waitAgain, w.pause(err)
 	}
 	w.ok()
-	q, kids := parseQueue(got.names), got.ch
+	q := parseQueue(names)
 	w.list = false
 	i := q.index(w.name)
 	if i < 0 {
@@ -254,7 +254,7 @@ func (w *queueWait) aim(b []child) {
 // readPred reads and watches pred, timing its lease from the moment its
 // current version was first seen.
 func (w *queueWait) readPred() (waitResult, error) {
-	got, err := w.getW(w.pred)
+	data, st, ch, err := w.d.conn.GetWContext(w.ctx, w.pred)
 	recv := time.Now()
 	if errors.Is(err, zk.ErrNoNode) {
 		if w.only {
@@ -267,13 +267,13 @@ func (w *queueWait) readPred() (waitResult, error) {
 		return waitAgain, w.pause(err)
 	}
 	w.ok()
-	w.predCh, w.predVer = got.ch, got.st.Version
-	if got.st.Mzxid != w.seenZxid {
+	w.predCh, w.predVer = ch, st.Version
+	if st.Mzxid != w.seenZxid {
 		// A new version: its lease runs from now at the earliest.
-		w.seenZxid, w.seenAt = got.st.Mzxid, recv
+		w.seenZxid, w.seenAt = st.Mzxid, recv
 	}
 	w.expiry.Stop()
-	if predTTL, ok := leaseTTL(w.pred, got.data); ok { // none for a foreign node
+	if predTTL, ok := leaseTTL(w.pred, data); ok { // none for a foreign node
 		w.expiry.Reset(max(time.Until(w.seenAt.Add(predTTL)), 0))
 	}
 	return waitOn, nil
@@ -281,7 +281,7 @@ func (w *queueWait) readPred() (waitResult, error) {
 
 // readPprev watches pprev.
 func (w *queueWait) readPprev() (waitResult, error) {
-	got, err := w.getW(w.pprev)
+	_, _, ch, err := w.d.conn.GetWContext(w.ctx, w.pprev)
 	if errors.Is(err, zk.ErrNoNode) {
 		w.list = true
 		return waitAgain, nil
@@ -290,7 +290,7 @@ func (w *queueWait) readPprev() (waitResult, error) {
 		return waitAgain, w.pause(err)
 	}
 	w.ok()
-	w.pprevCh = got.ch
+	w.pprevCh = ch
 	return waitOn, nil
 }
 
@@ -363,7 +363,7 @@ func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
 // version was seen; the delete names the version, so a refresh wins.
 func (w *queueWait) reclaimPred() (waitResult, error) {
 	pred, ver := w.pred, w.predVer
-	err := del(w.ctx, w.d.conn, pred, ver)
+	err := w.d.conn.DeleteContext(w.ctx, pred, ver)
 	w.predCh = nil // read it again
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
@@ -393,14 +393,6 @@ func (w *queueWait) keep() error {
 		w.keepAlive.Reset(min(w.ttl/10, time.Second))
 	}
 	return nil
-}
-
-// getW reads the node at p and watches it.
-func (w *queueWait) getW(p string) (reply, error) {
-	return driverkit.Call(w.ctx, func() (reply, error) {
-		data, stat, ch, err := w.d.conn.GetW(p)
-		return reply{data: data, st: stat, ch: ch}, err
-	}, nil)
 }
 
 // pause waits after a transient error; it returns an error when the wait

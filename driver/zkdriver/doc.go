@@ -1,5 +1,5 @@
-// Package zkdriver is a locker driver for Apache ZooKeeper. Its locks
-// are the recipe of Curator's InterProcessMutex and
+// Package zkdriver is a locker driver for Apache ZooKeeper 3.5.3 or later.
+// Its locks are the recipe of Curator's InterProcessMutex and
 // InterProcessReadWriteLock: ephemeral sequential nodes in a per-key
 // queue, served in order, each waiter watching only the node it waits
 // for. With a Curator layout (Options.Layout) they share keys with
@@ -21,7 +21,7 @@
 // writers never starved; a release wakes one waiter, not the herd. A hold
 // is lost at once when its session expires. Renewals due together go out
 // in batches. docs/zkdriver.md (at the repository's root) describes the
-// nodes, the queue and the requests in detail.
+// nodes, the queue, the requests, the session states and the limits.
 //
 // # Connections and sessions
 //
@@ -37,19 +37,18 @@
 //	d, err := zkdriver.New(conn, sess, &zkdriver.Options{Root: "/myapp/locks"})
 //
 // The driver never closes a connection it did not make, and starts no
-// long-lived goroutine.
+// long-lived goroutine. It takes a [zk.Conn] of package
+// github.com/go-locker/locker/driver/zkdriver/zk, a copy of go-zookeeper
+// v1.0.4 with its API and a few additions (its README.md says which):
+// a program that already uses go-zookeeper switches that import line, or
+// lets [Connect] make the connection.
 //
-// # The ZooKeeper client
-//
-// The driver takes a [zk.Conn] of package
-// github.com/go-locker/locker/driver/zkdriver/zk: go-zookeeper v1.0.4, the
-// newest release, with the same API and one data race fixed (reproduced
-// by TestReconnectWithWatches under -race). Shipping it inside this module
-// means a program builds against exactly the client the tests ran with,
-// with nothing to add to its go.mod; a program that already uses
-// go-zookeeper switches that import line, or lets [Connect] make the
-// connection. The package's README.md says what differs and when the copy
-// goes away.
+// A disconnection is not a loss: the session, and the holds with it, may
+// survive it, and meanwhile the front-end's local deadline decides; a
+// connection made by Connect (or with [ReconnectAtOnce]) tries again at
+// once. An expired session loses every hold it kept, reported to
+// WatchLoss as soon as the client learns of it; a node of the old session
+// is never taken for a hold of the new one.
 //
 // # TTL and the session timeout
 //
@@ -60,24 +59,9 @@
 // last renewal, and the server ends the session, deleting the node, no
 // earlier than one session timeout after it last heard from the client.
 // With TTL ≤ session timeout the holder always learns of the loss first.
-// A longer TTL is rejected with an error naming the limit, checked again
-// against the session a node belongs to. locker's default TTL is 15s: use
-// a session timeout of at least that, within the servers'
-// maxSessionTimeout (40s with ZooKeeper's default tickTime).
-//
-// # Session states
-//
-// Disconnected: nothing happens. The session, and the holds with it, may
-// survive a disconnection (the client reconnects to any server within the
-// session timeout); meanwhile the front-end's local deadline decides. A
-// connection made by Connect (or with [ReconnectAtOnce]) tries again at
-// once when a working connection breaks. When the connection has a
-// session again, waiters list their queue and watch anew. Expired: every
-// hold of the session is lost at once, reported to WatchLoss as soon as
-// the client learns of it. go-zookeeper then opens a new session by
-// itself; a node of the old session is never taken for a hold of the new
-// one, and a TryAcquire by the same owner makes a new node, with a new
-// token.
+// A longer TTL is rejected with an error naming the limit. locker's
+// default TTL is 15s: use a session timeout of at least that, within the
+// servers' maxSessionTimeout (40s with ZooKeeper's default tickTime).
 //
 // # Fencing tokens
 //
@@ -100,16 +84,15 @@
 //
 // # Contexts and closed connections
 //
-// Every call checks its context before and between requests, and returns
-// by the context's deadline whether or not ZooKeeper answers:
-// go-zookeeper's requests take no context, so a request outstanding when
-// the context ends is left to finish, and a node it created is deleted in
-// the background, as is the node of an Acquire that gave up.
-//
-// Once the driver is closed ([ErrClosed]) or its connection is
-// (zk.Conn.Close was called), every call fails at once with an error that
-// driver.IsPermanent reports, a waiting Acquire returns, and the holds of
-// the session are reported lost.
+// Every call returns by its context's deadline whether or not ZooKeeper
+// answers; a request outstanding then is left to finish, and a node it
+// created is deleted in the background, as is the node of an Acquire
+// that gave up. Once the driver is closed ([ErrClosed]) or its connection
+// is (zk.Conn.Close was called), every call fails at once with an error
+// that driver.IsPermanent reports, a waiting Acquire returns, and the
+// holds of the session are reported lost. Refresh, RefreshBatch and
+// Release refuse a lease another Driver granted (driver.ErrNotHeld) and
+// leave it held.
 //
 // # Apache Curator
 //
@@ -120,43 +103,17 @@
 // the Curator path Root + "/" + the key's node name: with the default
 // root, key "orders" is /locker/orders and "orders/42" is
 // /locker/orders%2F42. Locker's nodes are then named with Curator's
-// markers (lock-, __WRIT__, __READ__) and both follow one queue. Every
-// locker client of such a key must use the same layout.
+// markers and both follow one queue. Every locker client of such a key
+// must use the same layout.
 //
-// The layout is an option, not the default: running deployments read the
-// default names; nothing in a request tells a Mutex from an RWMutex's
-// writer, which the two recipes name differently; and Curator's names
-// cannot carry a semaphore's limit and weight. So in LayoutCuratorMutex
-// Capabilities report no shared holds, in both Curator layouts no counted
-// ones, and such requests fail with a permanent error wrapping
-// [ErrCuratorLayout] and errors.ErrUnsupported, leaving nothing held. A
-// reentrant hold is one node however deep, as in Curator; an Election in
-// LayoutCuratorMutex interoperates with LeaderSelector, not LeaderLatch.
-//
-// Inspect reports a Curator holder's owner (the UUID in its name), its
-// data (the client's IP address) as Value, its czxid as Token, and no
-// Remaining. A Curator holder has no lease: its node is held for as long
-// as its session lives and is never deleted for a TTL. ForceRelease
-// deletes Curator holders' nodes too; Curator does not notice.
-//
-// Whatever the layout, a child of a key's node that zkdriver cannot parse
-// (another library's) counts as an exclusive node of the queue, ordered by
-// the sequence number at the end of its name (or before all others
-// without one): it blocks, and it is never dropped nor deleted by a TTL.
-// Inspect reports its name as its owner.
-//
-// # Leases of other drivers
-//
-// Refresh, RefreshBatch and Release refuse a lease that another Driver
-// granted with driver.ErrNotHeld and leave it held: a lease is refreshed
-// and released only through the Driver that granted it. Nothing else
-// writes a hold's node, so a hold whose lease ran out by this driver's
-// clock is over (its node is deleted).
-//
-// # Limits
-//
-// ZooKeeper's sequence numbers are 32-bit: a key's node serves 2^31 lock
-// nodes before they wrap and the order breaks (the key's container is
-// deleted, and its counter starts over, whenever the key is idle long
-// enough), a limit every ZooKeeper queue recipe shares.
+// The layout is an option, not the default: nothing in a request tells a
+// Mutex from an RWMutex's writer, which the two recipes name differently,
+// and Curator's names cannot carry a semaphore's limit and weight. So in
+// LayoutCuratorMutex Capabilities report no shared holds, in both Curator
+// layouts no counted ones, and such requests fail with a permanent error
+// wrapping [ErrCuratorLayout] and errors.ErrUnsupported, leaving nothing
+// held. A Curator holder has no lease: it holds for as long as its session
+// lives. docs/zkdriver.md says what Inspect and ForceRelease report and do
+// for Curator's nodes and for nodes of other libraries, which count as
+// exclusive nodes of the queue.
 package zkdriver

@@ -39,9 +39,8 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	if o.mzxid == 0 && now.Sub(o.seen) < pollGap {
 		return false, 0, nil
 	}
-	got, err := d.get(ctx, path)
+	data, st, err := d.conn.GetContext(ctx, path)
 	recv := time.Now()
-	data, st := got.data, got.st
 	if errors.Is(err, zk.ErrNoNode) {
 		d.unobserve(parent, path)
 		return true, 0, nil
@@ -58,7 +57,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 		return false, ttl, nil
 	}
 	// Unchanged for o.ttl since o.seen: expired.
-	err = del(ctx, d.conn, path, st.Version)
+	err = d.conn.DeleteContext(ctx, path, st.Version)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
 		d.unobserve(parent, path)

@@ -28,6 +28,3 @@ func HolderNodes(children []string) []string {
 	}
 	return names
 }
-
-// Del is del: conn.Delete bounded by ctx, carried by a pooled goroutine.
-var Del = del

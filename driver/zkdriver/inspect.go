@@ -25,7 +25,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	}
 	st := driver.KeyState{Waiting: waiting}
 	for _, c := range holders {
-		got, err := d.get(ctx, parent+"/"+c.name)
+		data, zst, err := d.conn.GetContext(ctx, parent+"/"+c.name)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // released meanwhile
 		}
@@ -34,12 +34,12 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 		}
 		// A foreign node may have no owner (then its name is reported) and
 		// its data is its value as it is (Curator's: its client's IP).
-		h := driver.Holder{Owner: cmp.Or(c.owner, c.name), Token: uint64(got.st.Czxid), Weight: c.weight, Value: string(got.data)}
+		h := driver.Holder{Owner: cmp.Or(c.owner, c.name), Token: uint64(zst.Czxid), Weight: c.weight, Value: string(data)}
 		if !c.foreign {
-			h.Value = decodeValue(got.data)
+			h.Value = decodeValue(data)
 		}
-		if ttl, ok := leaseTTL(c.name, got.data); ok {
-			written := time.UnixMilli(got.st.Mtime)
+		if ttl, ok := leaseTTL(c.name, data); ok {
+			written := time.UnixMilli(zst.Mtime)
 			h.Remaining = max(ttl-time.Since(written), 0)
 		}
 		st.Holders = append(st.Holders, h)
@@ -76,7 +76,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	}
 	n := 0
 	for _, c := range holders {
-		switch err := del(ctx, d.conn, parent+"/"+c.name, -1); {
+		switch err := d.conn.DeleteContext(ctx, parent+"/"+c.name, -1); {
 		case err == nil:
 			n++
 		case errors.Is(err, zk.ErrNoNode):

@@ -248,25 +248,11 @@ func mayHaveApplied(err error, ctx context.Context) bool {
 	return !code
 }
 
-// ensureParent creates the key's node (a container) and, if needed, the
-// root and its ancestors.
+// ensureParent creates the key's node (a container, ZooKeeper 3.5.3 and
+// later) and, if needed, the root and its ancestors.
 func (d *Driver) ensureParent(ctx context.Context, parent string) error {
 	create := func() error {
-		d.mu.Lock()
-		persistent := d.persistent
-		d.mu.Unlock()
-		var err error
-		if persistent {
-			_, err = d.conn.Create(parent, nil, zk.FlagPersistent, d.acl)
-		} else {
-			_, err = d.conn.CreateContainer(parent, nil, zk.FlagContainer, d.acl)
-			if err != nil && strings.Contains(err.Error(), "unknown error: -6") { // Unimplemented: ZooKeeper < 3.5.3
-				d.mu.Lock()
-				d.persistent = true
-				d.mu.Unlock()
-				_, err = d.conn.Create(parent, nil, zk.FlagPersistent, d.acl)
-			}
-		}
+		_, err := d.conn.CreateContainer(parent, nil, zk.FlagContainer, d.acl)
 		if errors.Is(err, zk.ErrNodeExists) {
 			return nil
 		}
@@ -337,7 +323,7 @@ func (d *Driver) dropNode(ctx context.Context, n *node) error {
 		}
 		return err
 	}
-	if err := del(ctx, d.conn, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := d.conn.DeleteContext(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
 	d.forget(n)
@@ -364,7 +350,7 @@ func (d *Driver) rewrite(ctx context.Context, n *node, ttl time.Duration) error 
 	d.mu.Unlock()
 	sent := time.Now()
 	data := encodeData(ttl, n.value)
-	st, err := driverkit.Call(ctx, func() (*zk.Stat, error) { return d.conn.Set(path, data, -1) }, nil)
+	st, err := d.conn.SetContext(ctx, path, data, -1)
 	switch {
 	case errors.Is(err, zk.ErrNoNode), err == nil && (st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() || czxid != 0 && st.Czxid != czxid):
 		d.forget(n)
@@ -380,28 +366,9 @@ func (d *Driver) rewrite(ctx context.Context, n *node, ttl time.Duration) error 
 
 // list lists and parses the queue under parent.
 func (d *Driver) list(ctx context.Context, parent string) (queue, error) {
-	names, err := driverkit.Call(ctx, func() ([]string, error) {
-		names, _, err := d.conn.Children(parent)
-		return names, err
-	}, nil)
+	names, _, err := d.conn.ChildrenContext(ctx, parent)
 	if err != nil {
 		return nil, err
 	}
 	return parseQueue(names), nil
-}
-
-// reply carries the results of a Get, GetW, Children or ChildrenW.
-type reply struct {
-	names []string
-	data  []byte
-	st    *zk.Stat
-	ch    <-chan zk.Event
-}
-
-// get reads the node at path.
-func (d *Driver) get(ctx context.Context, path string) (reply, error) {
-	return driverkit.Call(ctx, func() (reply, error) {
-		data, st, err := d.conn.Get(path)
-		return reply{data: data, st: st}, err
-	}, nil)
 }

@@ -152,7 +152,7 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 		ops[j] = &zk.SetDataRequest{Path: it.path, Data: encodeData(it.ttl, it.n.value), Version: -1}
 	}
 	sent := time.Now()
-	res, err := driverkit.Call(ctx, func() ([]zk.MultiResponse, error) { return d.conn.Multi(ops...) }, nil)
+	res, err := d.conn.MultiContext(ctx, ops...)
 	session := d.conn.SessionID()
 	if err != nil && len(res) == len(chunk) {
 		failed := slices.IndexFunc(res, func(r zk.MultiResponse) bool { return r.Error != nil })

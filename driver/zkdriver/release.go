@@ -45,7 +45,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		d.forget(n)
 		return errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errSessionEnded))
 	}
-	err := del(ctx, d.conn, path, -1)
+	err := d.conn.DeleteContext(ctx, path, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return callFailed(ctx, op, l.Key, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -50,13 +49,12 @@ type Driver struct {
 	layout Layout
 	owned  bool // made by Connect: Close closes conn
 
-	mu         sync.Mutex
-	nodes      map[nodeKey]*node
-	obs        *driverkit.LRU[string, observation] // by parent path: the observed first node
-	hot        driverkit.Contention                // keys seen contended
-	parents    *driverkit.LRU[string, struct{}]    // key nodes known to exist
-	persistent bool                                // the server lacks container nodes
-	closed     bool
+	mu      sync.Mutex
+	nodes   map[nodeKey]*node
+	obs     *driverkit.LRU[string, observation] // by parent path: the observed first node
+	hot     driverkit.Contention                // keys seen contended
+	parents *driverkit.LRU[string, struct{}]    // key nodes known to exist
+	closed  bool
 }
 
 var (
@@ -257,73 +255,6 @@ func (d *Driver) paths(key string, name ...string) (parent, child string) {
 	}
 	s := b.String()
 	return s[:n], s
-}
-
-// del runs conn.Delete as driverkit.Call would, but with the goroutine's
-// state taken from a pool: every Release deletes a node with a context
-// that can be done, and the pool keeps zkdriver at zk.Lock's allocations
-// per uncontended pair (BENCHMARKS.md, "allocations per uncontended pair").
-func del(ctx context.Context, conn *zk.Conn, path string, version int32) error {
-	if ctx.Done() == nil {
-		return conn.Delete(path, version)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	x, _ := deletions.Get().(*deletion)
-	if x == nil {
-		x = &deletion{done: make(chan struct{}, 1)}
-		x.run = x.exec
-	}
-	x.conn, x.path, x.version = conn, path, version
-	x.state.Store(delRunning)
-	go x.run()
-	select {
-	case <-x.done:
-	case <-ctx.Done():
-		if x.state.CompareAndSwap(delRunning, delAbandoned) {
-			return ctx.Err() // the goroutine puts x back
-		}
-		<-x.done // done meanwhile
-	}
-	err := x.err
-	x.put()
-	return err
-}
-
-// A deletion is a Delete request in flight for del.
-type deletion struct {
-	conn    *zk.Conn
-	path    string
-	version int32
-	err     error
-	state   atomic.Int32  // delRunning, delDone, delAbandoned
-	done    chan struct{} // receives once the request is done, unless abandoned
-	run     func()        // x.exec, made once
-}
-
-const (
-	delRunning int32 = iota
-	delDone
-	delAbandoned
-)
-
-// deletions holds the deletions not in use.
-var deletions sync.Pool
-
-// exec sends the request and hands its result to del, or puts x back.
-func (x *deletion) exec() {
-	x.err = x.conn.Delete(x.path, x.version)
-	if x.state.CompareAndSwap(delRunning, delDone) {
-		x.done <- struct{}{}
-		return
-	}
-	x.put()
-}
-
-func (x *deletion) put() {
-	x.conn, x.path, x.err = nil, "", nil
-	deletions.Put(x)
 }
 
 // begin checks what every call checks before any I/O.

@@ -1129,13 +1129,19 @@ func (c *Conn) AddAuth(scheme string, auth []byte) error {
 
 // Children returns the children of a znode.
 func (c *Conn) Children(path string) ([]string, *Stat, error) {
+	return c.ChildrenContext(context.Background(), path)
+}
+
+// ChildrenContext is Children, but it returns ctx's error once ctx is done,
+// leaving the request to finish (see requestContext).
+func (c *Conn) ChildrenContext(ctx context.Context, path string) ([]string, *Stat, error) {
 	if err := validatePath(path, false); err != nil {
 		return nil, nil, err
 	}
 
 	res := &getChildren2Response{}
-	_, err := c.request(opGetChildren2, &getChildren2Request{Path: path, Watch: false}, res, nil)
-	if err == ErrConnectionClosed {
+	_, err := c.requestContext(ctx, opGetChildren2, &getChildren2Request{Path: path, Watch: false}, res, nil)
+	if abandoned(ctx, err) {
 		return nil, nil, err
 	}
 	return res.Children, &res.Stat, err
@@ -1143,13 +1149,19 @@ func (c *Conn) Children(path string) ([]string, *Stat, error) {
 
 // ChildrenW returns the children of a znode and sets a watch.
 func (c *Conn) ChildrenW(path string) ([]string, *Stat, <-chan Event, error) {
+	return c.ChildrenWContext(context.Background(), path)
+}
+
+// ChildrenWContext is ChildrenW, but it returns ctx's error once ctx is done,
+// leaving the request to finish (see requestContext).
+func (c *Conn) ChildrenWContext(ctx context.Context, path string) ([]string, *Stat, <-chan Event, error) {
 	if err := validatePath(path, false); err != nil {
 		return nil, nil, nil, err
 	}
 
 	var ech <-chan Event
 	res := &getChildren2Response{}
-	_, err := c.request(opGetChildren2, &getChildren2Request{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
+	_, err := c.requestContext(ctx, opGetChildren2, &getChildren2Request{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
 		if err == nil {
 			ech = c.addWatcher(path, watchTypeChild)
 		}
@@ -1162,13 +1174,19 @@ func (c *Conn) ChildrenW(path string) ([]string, *Stat, <-chan Event, error) {
 
 // Get gets the contents of a znode.
 func (c *Conn) Get(path string) ([]byte, *Stat, error) {
+	return c.GetContext(context.Background(), path)
+}
+
+// GetContext is Get, but it returns ctx's error once ctx is done,
+// leaving the request to finish (see requestContext).
+func (c *Conn) GetContext(ctx context.Context, path string) ([]byte, *Stat, error) {
 	if err := validatePath(path, false); err != nil {
 		return nil, nil, err
 	}
 
 	res := &getDataResponse{}
-	_, err := c.request(opGetData, &getDataRequest{Path: path, Watch: false}, res, nil)
-	if err == ErrConnectionClosed {
+	_, err := c.requestContext(ctx, opGetData, &getDataRequest{Path: path, Watch: false}, res, nil)
+	if abandoned(ctx, err) {
 		return nil, nil, err
 	}
 	return res.Data, &res.Stat, err
@@ -1176,13 +1194,19 @@ func (c *Conn) Get(path string) ([]byte, *Stat, error) {
 
 // GetW returns the contents of a znode and sets a watch
 func (c *Conn) GetW(path string) ([]byte, *Stat, <-chan Event, error) {
+	return c.GetWContext(context.Background(), path)
+}
+
+// GetWContext is GetW, but it returns ctx's error once ctx is done,
+// leaving the request to finish (see requestContext).
+func (c *Conn) GetWContext(ctx context.Context, path string) ([]byte, *Stat, <-chan Event, error) {
 	if err := validatePath(path, false); err != nil {
 		return nil, nil, nil, err
 	}
 
 	var ech <-chan Event
 	res := &getDataResponse{}
-	_, err := c.request(opGetData, &getDataRequest{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
+	_, err := c.requestContext(ctx, opGetData, &getDataRequest{Path: path, Watch: true}, res, func(req *request, res *responseHeader, err error) {
 		if err == nil {
 			ech = c.addWatcher(path, watchTypeData)
 		}
@@ -1195,13 +1219,19 @@ func (c *Conn) GetW(path string) ([]byte, *Stat, <-chan Event, error) {
 
 // Set updates the contents of a znode.
 func (c *Conn) Set(path string, data []byte, version int32) (*Stat, error) {
+	return c.SetContext(context.Background(), path, data, version)
+}
+
+// SetContext is Set, but it returns ctx's error once ctx is done,
+// leaving the request to finish (see requestContext).
+func (c *Conn) SetContext(ctx context.Context, path string, data []byte, version int32) (*Stat, error) {
 	if err := validatePath(path, false); err != nil {
 		return nil, err
 	}
 
 	res := &setDataResponse{}
-	_, err := c.request(opSetData, &SetDataRequest{path, data, version}, res, nil)
-	if err == ErrConnectionClosed {
+	_, err := c.requestContext(ctx, opSetData, &SetDataRequest{path, data, version}, res, nil)
+	if abandoned(ctx, err) {
 		return nil, err
 	}
 	return &res.Stat, err
@@ -1327,11 +1357,17 @@ func (c *Conn) CreateProtectedEphemeralSequential(path string, data []byte, acl 
 
 // Delete deletes a znode.
 func (c *Conn) Delete(path string, version int32) error {
+	return c.DeleteContext(context.Background(), path, version)
+}
+
+// DeleteContext is Delete, but it returns ctx's error once ctx is done,
+// leaving the request to finish (see requestContext).
+func (c *Conn) DeleteContext(ctx context.Context, path string, version int32) error {
 	if err := validatePath(path, false); err != nil {
 		return err
 	}
 
-	_, err := c.request(opDelete, &DeleteRequest{path, version}, &deleteResponse{}, nil)
+	_, err := c.requestContext(ctx, opDelete, &DeleteRequest{path, version}, &deleteResponse{}, nil)
 	return err
 }
 
@@ -1435,6 +1471,12 @@ type MultiResponse struct {
 // ops must be one of *CreateRequest, *DeleteRequest, *SetDataRequest, or
 // *CheckVersionRequest.
 func (c *Conn) Multi(ops ...interface{}) ([]MultiResponse, error) {
+	return c.MultiContext(context.Background(), ops...)
+}
+
+// MultiContext is Multi, but it returns ctx's error once ctx is done,
+// leaving the request to finish (see requestContext).
+func (c *Conn) MultiContext(ctx context.Context, ops ...interface{}) ([]MultiResponse, error) {
 	req := &multiRequest{
 		Ops:        make([]multiRequestOp, 0, len(ops)),
 		DoneHeader: multiHeader{Type: -1, Done: true, Err: -1},
@@ -1456,8 +1498,8 @@ func (c *Conn) Multi(ops ...interface{}) ([]MultiResponse, error) {
 		req.Ops = append(req.Ops, multiRequestOp{multiHeader{opCode, false, -1}, op})
 	}
 	res := &multiResponse{}
-	_, err := c.request(opMulti, req, res, nil)
-	if err == ErrConnectionClosed {
+	_, err := c.requestContext(ctx, opMulti, req, res, nil)
+	if abandoned(ctx, err) {
 		return nil, err
 	}
 	mr := make([]MultiResponse, len(res.Ops))
