@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
@@ -39,34 +40,27 @@ func mismatch(c, o class) error {
 // admit decides whether an entry of class c with create revision rev is
 // granted, given kvs, entries of the lock in any order of which it looks
 // at those older than rev (math.MaxInt64 for an entry yet to be put), by
-// the rule in Internals: data layout of the package documentation. Older
-// shared entries that disagree on the limit make it fail with a
-// *driver.LimitError instead (see mismatch).
+// driverkit.Admit. Older shared entries that disagree on the limit make it
+// fail with a *driver.LimitError instead (see mismatch).
 func admit(c class, rev int64, kvs []*mvccpb.KeyValue) (bool, error) {
-	blocked := false
-	var sum int64
-	for _, kv := range kvs {
-		if kv.CreateRevision >= rev {
-			continue
-		}
-		if c.dir == writers {
-			blocked = true
-			continue
-		}
-		o := classOf(kv)
-		if err := mismatch(c, o); err != nil {
-			return false, err
-		}
-		switch {
-		case o.dir == writers:
-			blocked = true
-		case c.dir == counted:
-			if o.weight > c.limit-sum {
-				blocked = true // also keeps sum from overflowing
-			} else {
-				sum += o.weight
+	ok, lerr := driverkit.Admit(c.claim(), func(yield func(driverkit.Claim) bool) {
+		for _, kv := range kvs {
+			if kv.CreateRevision < rev && !yield(classOf(kv).claim()) {
+				return
 			}
 		}
+	})
+	if lerr != nil {
+		return false, fmt.Errorf("limit %d: %w", c.limit, lerr)
 	}
-	return !blocked && c.weight <= c.limit-sum, nil
+	return ok, nil
+}
+
+// claim returns what driverkit.Admit reads of an entry of class c.
+func (c class) claim() driverkit.Claim {
+	m := driver.Shared
+	if c.dir == writers {
+		m = driver.Exclusive
+	}
+	return driverkit.Claim{Mode: m, Limit: c.limit, Weight: c.weight}
 }

@@ -51,29 +51,16 @@ func (q queue) blockers(end int, m driver.Mode) []child {
 
 // judge returns whether q grants the node at index i (len(q): a request
 // not queued yet) in mode m, with a counted node's limit and weight (else
-// 0): an exclusive node when first, a shared one when no exclusive node is
-// before it and the weights fit. lerr names a shared node before it with
-// another limit: the node must be refused.
+// 0), by driverkit.Admit; lerr names a shared node before it with another
+// limit: the node must be refused.
 func (q queue) judge(i int, m driver.Mode, limit, weight int64) (granted bool, lerr *driver.LimitError) {
-	granted = i == 0 || m != driver.Exclusive
-	sum := weight
-	for _, c := range q[:i] {
-		switch {
-		case m == driver.Exclusive:
-			return false, nil
-		case c.mode == driver.Exclusive:
-			granted = false
-		case c.limit != limit:
-			return false, &driver.LimitError{Limit: c.limit}
-		case limit > 0:
-			if sum > limit-c.weight {
-				granted = false
-			} else {
-				sum += c.weight
+	return driverkit.Admit(driverkit.Claim{Mode: m, Limit: limit, Weight: weight}, func(yield func(driverkit.Claim) bool) {
+		for _, c := range q[:i] {
+			if !yield(driverkit.Claim{Mode: c.mode, Limit: c.limit, Weight: c.weight}) {
+				return
 			}
 		}
-	}
-	return granted, nil
+	})
 }
 
 // held returns how many nodes at the head of q are granted.

@@ -27,12 +27,11 @@ type Session struct {
 	OnEvent zk.EventCallback
 
 	mu        sync.Mutex
-	conn      *zk.Conn                // set by ConnOption's option
-	cur       *sessionState           // the session of the last successful connect; nil before
-	past      map[int64]*sessionState // recent sessions by id, cur included
-	drivers   map[*Driver]struct{}    // drivers to tell of expiries
-	bound     bool                    // ConnOption was called
-	ready     chan struct{}           // closed at the first session
+	conn      *zk.Conn             // set by ConnOption's option
+	cur       *sessionState        // the session of the last successful connect; nil before
+	drivers   map[*Driver]struct{} // drivers to tell of expiries
+	bound     bool                 // ConnOption was called
+	ready     chan struct{}        // closed at the first session
 	readyOnce sync.Once
 	lastState zk.State      // of the last session event
 	reconn    chan struct{} // closed and replaced at each reconnection
@@ -93,8 +92,7 @@ func (s *Session) ConnOption() func(*zk.Conn) {
 // init makes the Session's maps and channels; s.mu is held. ConnOption
 // (which New requires) and Wait call it.
 func (s *Session) init() {
-	if s.past == nil {
-		s.past = make(map[int64]*sessionState)
+	if s.drivers == nil {
 		s.drivers = make(map[*Driver]struct{})
 		s.ready = make(chan struct{})
 		s.reconn = make(chan struct{})
@@ -152,11 +150,15 @@ func (s *Session) ID() int64 {
 	return s.cur.id
 }
 
-// state returns the session with the given id, or nil when it is unknown.
+// state returns the session with the given id if it is the current one,
+// else nil: a session replaced by another is over.
 func (s *Session) state(id int64) *sessionState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.past[id]
+	if s.cur == nil || s.cur.id != id {
+		return nil
+	}
+	return s.cur
 }
 
 // limit returns the current session's negotiated timeout, or before the
@@ -182,15 +184,6 @@ func (s *Session) established(id int64, timeout time.Duration) {
 	}
 	st := &sessionState{id: id, timeout: timeout, expired: make(chan struct{})}
 	s.cur = st
-	s.past[id] = st
-	for pid, p := range s.past {
-		if len(s.past) <= 4 {
-			break
-		}
-		if p != st && p != old {
-			delete(s.past, pid)
-		}
-	}
 	s.mu.Unlock()
 	s.readyOnce.Do(func() { close(s.ready) })
 	if old != nil {
