@@ -68,8 +68,8 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 	d.mu.Lock()
 	parent, path, ttl, written, session := n.parent, n.path, n.ttl, n.written, n.session
 	d.mu.Unlock()
-	st := d.sess.state(session)
-	if st == nil || st.over() {
+	st := d.state(session)
+	if !live(st) {
 		return driver.Lease{}, errSessionEnded
 	}
 	w := &queueWait{
@@ -78,7 +78,7 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 		list: true, wantKids: req.Limit > 0,
 		keepAlive: time.NewTimer(max(time.Until(written.Add(ttl/3)), 0)),
 		expiry:    time.NewTimer(time.Hour),
-		reconn:    d.sess.reconnected(),
+		reconn:    d.conn.NextSession(),
 	}
 	w.expiry.Stop()
 	defer w.keepAlive.Stop()
@@ -106,7 +106,7 @@ type queueWait struct {
 	ctx context.Context
 	n   *node
 	req driver.Request
-	st  *sessionState // n's session
+	st  *zk.Session // n's session
 
 	parent, path, name string        // n's key node, path and name
 	ttl                time.Duration // n's lease
@@ -314,8 +314,8 @@ func (w *queueWait) await() (waitResult, error) {
 		return w.reclaimPred()
 	case <-w.keepAlive.C:
 		return waitAgain, w.keep()
-	case <-w.st.expired:
-		return 0, fmt.Errorf("%w: %w", errSessionEnded, w.st.err)
+	case <-w.st.Context().Done():
+		return 0, w.ended()
 	case <-w.ctx.Done():
 		return 0, w.ctx.Err()
 	}
@@ -326,7 +326,7 @@ func (w *queueWait) await() (waitResult, error) {
 // may have been lost with the old connection, and what they watched
 // changed meanwhile.
 func (w *queueWait) reconnected() {
-	w.reconn = w.d.sess.reconnected()
+	w.reconn = w.d.conn.NextSession()
 	w.list = true
 	w.predCh, w.pprevCh, w.kidsCh = nil, nil, nil
 }
@@ -348,8 +348,8 @@ func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
 	default:
 		// The watch was dropped (session expired, or the connection
 		// closed): look again.
-		if w.st.over() {
-			return 0, fmt.Errorf("%w: %w", errSessionEnded, w.st.err)
+		if !live(w.st) {
+			return 0, w.ended()
 		}
 		if err := w.pause(ev.Err); err != nil {
 			return 0, err
@@ -401,8 +401,8 @@ func (w *queueWait) pause(cause error) error {
 	if w.ctx.Err() != nil {
 		return w.ctx.Err()
 	}
-	if w.st.over() {
-		return fmt.Errorf("%w: %w", errSessionEnded, w.st.err)
+	if !live(w.st) {
+		return w.ended()
 	}
 	if isPermanent(cause) || errors.Is(cause, zk.ErrClosing) {
 		return cause
@@ -412,8 +412,8 @@ func (w *queueWait) pause(cause error) error {
 	}
 	if w.failingSince.IsZero() {
 		w.failingSince = time.Now()
-	} else if time.Since(w.failingSince) > w.st.timeout {
-		return fmt.Errorf("zkdriver: no answer from ZooKeeper for longer than the session timeout %v: %w", w.st.timeout, cause)
+	} else if time.Since(w.failingSince) > w.st.Timeout() {
+		return fmt.Errorf("zkdriver: no answer from ZooKeeper for longer than the session timeout %v: %w", w.st.Timeout(), cause)
 	}
 	t := time.NewTimer(w.retry.Next())
 	defer t.Stop()
@@ -424,8 +424,8 @@ func (w *queueWait) pause(cause error) error {
 		// The connection is back: try again at once.
 		w.reconnected()
 		return nil
-	case <-w.st.expired:
-		return fmt.Errorf("%w: %w", errSessionEnded, w.st.err)
+	case <-w.st.Context().Done():
+		return w.ended()
 	case <-w.ctx.Done():
 		return w.ctx.Err()
 	}
@@ -435,4 +435,9 @@ func (w *queueWait) pause(cause error) error {
 func (w *queueWait) ok() {
 	w.retry.Reset()
 	w.failingSince = time.Time{}
+}
+
+// ended returns the error of a wait whose session is over.
+func (w *queueWait) ended() error {
+	return fmt.Errorf("%w: %w", errSessionEnded, context.Cause(w.st.Context()))
 }

@@ -25,23 +25,22 @@
 //
 // # Connections and sessions
 //
-// The driver must learn the session timeout the server negotiated (it
-// bounds the TTL) and the session's expiry, which go-zookeeper tells only
-// the code that made the connection; so a [Session] is hooked into the
-// connection as it is made. [Connect] does it all and waits for the first
-// session; the driver owns that connection ([Driver.Close] closes it,
-// [Driver.Conn] returns it). To make the connection yourself:
+// [Connect] connects and waits for the first session; the driver owns
+// that connection ([Driver.Close] closes it, [Driver.Conn] returns it).
+// To make the connection yourself:
 //
-//	sess := new(zkdriver.Session) // set sess.OnEvent to use your own event callback
-//	conn, _, err := zk.Connect(servers, 20*time.Second, sess.ConnOption(), zk.WithLogger(l))
-//	d, err := zkdriver.New(conn, sess, &zkdriver.Options{Root: "/myapp/locks"})
+//	conn, _, err := zk.Connect(servers, 20*time.Second, zk.WithLogger(l))
+//	d, err := zkdriver.New(conn, nil, &zkdriver.Options{Root: "/myapp/locks"})
+//	err = d.Session().Wait(ctx) // the first session
 //
 // The driver never closes a connection it did not make, and starts no
 // long-lived goroutine. It takes a [zk.Conn] of package
 // github.com/go-locker/locker/driver/zkdriver/zk, a copy of go-zookeeper
-// v1.0.4 with its API and a few additions (its README.md says which):
-// a program that already uses go-zookeeper switches that import line, or
-// lets [Connect] make the connection.
+// v1.0.4 with its API and a few additions (its README.md says which),
+// among them the session tracking the driver reads: the negotiated
+// timeout and when each session ends, which go-zookeeper tells only the
+// code that made the connection. A program that already uses go-zookeeper
+// switches that import line, or lets [Connect] make the connection.
 //
 // A disconnection is not a loss: the session, and the holds with it, may
 // survive it, and meanwhile the front-end's local deadline decides; a

@@ -564,11 +564,25 @@ func TestOptions(t *testing.T) {
 	if _, err := zkdriver.New(nil, sess, nil); err == nil {
 		t.Error("New(nil conn) succeeded")
 	}
-	if _, err := zkdriver.New(conn, nil, nil); err == nil {
-		t.Error("New(nil Session) succeeded")
+	// A Session is optional: the connection tracks its sessions itself.
+	plain, err := zkdriver.New(conn, nil, nil)
+	if err != nil {
+		t.Fatalf("New(nil Session): %v", err)
 	}
-	if _, err := zkdriver.New(conn, new(zkdriver.Session), nil); err == nil {
-		t.Error("New with a Session that was not passed to zk.Connect succeeded")
+	if err := plain.Session().Wait(ctxT(t)); err != nil || plain.Session().ID() != conn.SessionID() {
+		t.Fatalf("New(nil Session): Wait: %v, session %#x; want the connection's %#x", err, plain.Session().ID(), conn.SessionID())
+	}
+	if err := plain.Release(ctxT(t), mustAcquire(t, plain, req("plain", owner(), driver.Exclusive, 5*time.Second))); err != nil {
+		t.Fatalf("New(nil Session): Release: %v", err)
+	}
+	other := new(zkdriver.Session)
+	conn2, _, err := zk.Connect([]string{srv.Addr}, 10*time.Second, other.ConnOption(), quiet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	if _, err := zkdriver.New(conn, other, nil); err == nil {
+		t.Error("New with a Session passed to another connection succeeded")
 	}
 	for _, root := range []string{"locker", "/locker/", "/zookeeper/x", "/a//b", "/a/.."} {
 		if _, err := zkdriver.New(conn, sess, &zkdriver.Options{Root: root}); err == nil {

@@ -32,10 +32,9 @@ func ExampleConnect() {
 	// Pass h.Token(), the node's czxid, with every write to the resource.
 }
 
-// A connection made with zk.Connect needs a Session hooked into it.
+// A connection made with zk.Connect, with the application's own options.
 func ExampleNew() {
-	sess := new(zkdriver.Session)
-	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 20*time.Second, sess.ConnOption())
+	conn, _, err := zk.Connect([]string{"127.0.0.1:2181"}, 20*time.Second, zk.WithLogger(log.Default()))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -44,7 +43,7 @@ func ExampleNew() {
 	if err := conn.AddAuth("digest", []byte("app:secret")); err != nil {
 		log.Fatal(err)
 	}
-	d, err := zkdriver.New(conn, sess, &zkdriver.Options{
+	d, err := zkdriver.New(conn, nil, &zkdriver.Options{
 		Root: "/app/locks",
 		ACL:  zk.DigestACL(zk.PermAll, "app", "secret"),
 	})

@@ -7,8 +7,8 @@ import (
 	"github.com/go-locker/locker/driver/driverkit"
 )
 
-// sessionEnded is called by the Session when session id is over: every
-// node of that session is gone.
+// sessionEnded is called when session id, which the driver follows, is
+// over: every node of that session is gone.
 func (d *Driver) sessionEnded(id int64, cause error) {
 	d.mu.Lock()
 	var fire []*lossWatch
@@ -22,14 +22,21 @@ func (d *Driver) sessionEnded(id int64, cause error) {
 			}
 			continue
 		}
-		if n.lost == nil {
-			n.lost = cause
-		}
-		fire = append(fire, n.watches...)
-		n.watches = nil
+		fire = append(fire, n.lose(cause)...)
 	}
 	d.mu.Unlock()
 	fireAll(fire, fmt.Errorf("%w: ZooKeeper session 0x%x ended: %w", driver.ErrNotHeld, id, cause))
+}
+
+// lose marks n lost for cause (unless it already is) and takes its
+// watches; d.mu is held.
+func (n *node) lose(cause error) []*lossWatch {
+	if n.lost == nil {
+		n.lost = cause
+	}
+	ws := n.watches
+	n.watches = nil
+	return ws
 }
 
 // lossWatch is one WatchLoss registration.
@@ -58,7 +65,7 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 		why = ErrClosed
 	}
 	if why == nil {
-		if st := d.sess.state(n.session); st == nil || st.over() {
+		if !live(d.state(n.session)) {
 			why = errSessionEnded
 		}
 	}

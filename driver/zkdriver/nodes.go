@@ -131,8 +131,9 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 		return nil, createResult{}, errorf(op, req.Key, errSessionEnded)
 	}
 	var timeout time.Duration // r.session's, 0 when unknown
-	if st := d.sess.state(r.session); st != nil {
-		timeout = st.timeout
+	if st := d.state(r.session); st != nil {
+		d.follow(st)
+		timeout = st.Timeout()
 	}
 	if err := checkTTL(req.TTL, timeout); err != nil {
 		d.dropNode(ctx, n)
@@ -348,6 +349,9 @@ func (d *Driver) rewrite(ctx context.Context, n *node, ttl time.Duration) error 
 	d.mu.Lock()
 	n.czxid, n.session, n.written, n.ttl = st.Czxid, st.EphemeralOwner, sent, ttl
 	d.mu.Unlock()
+	if s := d.state(st.EphemeralOwner); s != nil {
+		d.follow(s) // a node found again (findLost) may be of a session not followed yet
+	}
 	return nil
 }
 

@@ -57,7 +57,7 @@ func (d *Driver) lookup(ctx context.Context, op string, l driver.Lease) (*node, 
 	lost, session := n.lost, n.session
 	d.mu.Unlock()
 	if why == nil {
-		if st := d.sess.state(session); st == nil || st.over() || session != d.conn.SessionID() {
+		if !live(d.state(session)) {
 			why = errSessionEnded
 			lost = why
 		}

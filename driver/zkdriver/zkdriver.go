@@ -55,6 +55,9 @@ type Driver struct {
 	hot     driverkit.Contention                // keys seen contended
 	parents *driverkit.LRU[string, struct{}]    // key nodes known to exist
 	closed  bool
+
+	followed *zk.Session // the last session follow was called with
+	unfollow func() bool // stops the call of sessionEnded for followed
 }
 
 var (
@@ -92,15 +95,18 @@ type node struct {
 	loss0Set bool
 }
 
-// New returns a Driver that uses conn, whose session sess follows: conn
-// must have been made by zk.Connect with sess.ConnOption() among its
-// options (see Session). opts may be nil. The driver does not close conn.
+// New returns a Driver that uses conn, a connection made by zk.Connect
+// (with sess.ConnOption() among its options when sess is not nil). sess
+// and opts may be nil. The driver does not close conn.
 func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 	if conn == nil {
 		return nil, errors.New("zkdriver: nil *zk.Conn")
 	}
 	if sess == nil {
-		return nil, errors.New("zkdriver: nil Session: pass a Session's ConnOption to zk.Connect, and the Session to New")
+		sess = new(Session)
+	}
+	if err := sess.bind(conn); err != nil {
+		return nil, err
 	}
 	d := &Driver{
 		conn:    conn,
@@ -130,41 +136,31 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 	if err := checkRoot(d.root); err != nil {
 		return nil, err
 	}
-	sess.mu.Lock()
-	defer sess.mu.Unlock()
-	if !sess.bound {
-		return nil, errors.New("zkdriver: the Session's ConnOption was not passed to zk.Connect")
-	}
-	sess.drivers[d] = struct{}{} // told of session expiries
 	return d, nil
 }
 
 // Connect connects to the ZooKeeper servers like zk.Connect, waits until
 // the first session is established or ctx is done, and returns a Driver
 // that owns the new connection. zkOpts are go-zookeeper's connection
-// options (a dialer or event callback goes through a Session and New
-// instead); the connection uses ReconnectAtOnce unless they set another
+// options; the connection uses ReconnectAtOnce unless they set another
 // host provider.
 func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration, opts *Options, zkOpts ...func(*zk.Conn)) (*Driver, error) {
-	sess := new(Session)
-	hook := sess.ConnOption()
 	conn, _, err := zk.Connect(servers, sessionTimeout, func(c *zk.Conn) {
 		ReconnectAtOnce()(c)
 		for _, o := range zkOpts {
 			o(c)
 		}
-		hook(c)
 	})
 	if err != nil {
 		return nil, err
 	}
-	d, err := New(conn, sess, opts)
+	d, err := New(conn, nil, opts)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
 	d.owned = true
-	if err := sess.Wait(ctx); err != nil {
+	if err := d.sess.Wait(ctx); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -191,19 +187,16 @@ func (d *Driver) Close() error {
 	d.closed = true
 	var fire []*lossWatch
 	for _, n := range d.nodes {
-		if n.lost == nil {
-			n.lost = ErrClosed
-		}
-		fire = append(fire, n.watches...)
-		n.watches = nil
+		fire = append(fire, n.lose(ErrClosed)...)
 	}
+	unfollow := d.unfollow
 	d.mu.Unlock()
 	if again {
 		return nil // the first Close found every watch
 	}
-	d.sess.mu.Lock()
-	delete(d.sess.drivers, d)
-	d.sess.mu.Unlock()
+	if unfollow != nil {
+		unfollow()
+	}
 	fireAll(fire, fmt.Errorf("%w: %w", driver.ErrNotHeld, ErrClosed))
 	if d.owned {
 		d.conn.Close()
@@ -219,7 +212,7 @@ func (d *Driver) Close() error {
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Shared: d.layout != LayoutCuratorMutex, Counted: d.layout == LayoutLocker, Values: true,
-		MinTTL: MinTTL, MaxTTL: d.sess.limit(),
+		MinTTL: MinTTL, MaxTTL: d.conn.SessionTimeout(),
 		Acquire: true, WatchLoss: true, RefreshBatch: true, Inspect: true,
 	}
 }
@@ -301,7 +294,7 @@ func (d *Driver) closedErr() error {
 	switch {
 	case closed:
 		return ErrClosed
-	case d.sess.isClosed():
+	case isDone(d.conn.Done()):
 		return errConnClosed
 	}
 	return nil
@@ -312,9 +305,6 @@ func (d *Driver) closedErr() error {
 func (d *Driver) final(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
-	}
-	if errors.Is(err, zk.ErrClosing) {
-		d.sess.expireCurrent(errConnClosed) // only a closed connection fails with it
 	}
 	return driverkit.Closed(ctx, err, d.closedErr())
 }

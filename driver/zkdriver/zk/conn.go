@@ -1,7 +1,8 @@
 // Package zk is a native Go client library for the ZooKeeper orchestration service.
 //
 // It is a copy of github.com/go-zookeeper/zk v1.0.4, its API unchanged but for
-// two added methods (Conn.SessionTimeout, Conn.Done), with the data race on
+// additions (Conn.Session and the session tracking behind it, methods whose
+// requests a context bounds: Conn.GetContext and others), with the data race on
 // Conn.lastZxid after a reconnect fixed and the requests
 // queued together written with one system call: the client that package
 // zkdriver is built and tested with. README.md says what differs and why.
@@ -123,6 +124,8 @@ type Conn struct {
 	buf    []byte
 	batch  []*request // sendBatch's requests (locker patch)
 	unsent *request   // taken from sendChan by sendBatch, not written (locker patch)
+
+	sessions sessions // (locker patch, session.go)
 }
 
 // connOption represents a connection option.
@@ -325,6 +328,7 @@ func WithMaxConnBufferSize(maxBufferSize int) connOption {
 func (c *Conn) Close() {
 	c.shouldQuitOnce.Do(func() {
 		close(c.shouldQuit)
+		c.endSession(ErrClosing) // (locker patch)
 
 		select {
 		case <-c.queueRequest(opClose, &closeRequest{}, &closeResponse{}, nil):
@@ -743,6 +747,7 @@ func (c *Conn) authenticate() error {
 		atomic.StoreInt64(&c.sessionID, int64(0))
 		c.passwd = emptyPassword
 		atomic.StoreInt64(&c.lastZxid, 0)
+		c.endSession(ErrSessionExpired) // (locker patch)
 		c.setState(StateExpired)
 		return ErrSessionExpired
 	}
@@ -750,6 +755,7 @@ func (c *Conn) authenticate() error {
 	atomic.StoreInt64(&c.sessionID, r.SessionID)
 	c.setTimeouts(r.TimeOut)
 	c.passwd = r.Passwd
+	c.sessionEstablished(r.SessionID, time.Duration(r.TimeOut)*time.Millisecond) // (locker patch)
 	c.setState(StateHasSession)
 
 	return nil
