@@ -165,11 +165,10 @@ func (w *queueWait) step() (waitResult, error) {
 
 // relist lists the queue and aims the wait at what blocks n.
 func (w *queueWait) relist() (waitResult, error) {
-	watch := w.req.Limit > 0 && w.wantKids
 	var names []string
 	var kids <-chan zk.Event
 	var err error
-	if watch {
+	if w.req.Limit > 0 && w.wantKids {
 		names, _, kids, err = w.d.conn.ChildrenWContext(w.ctx, w.parent)
 	} else {
 		names, _, err = w.d.conn.ChildrenContext(w.ctx, w.parent)
@@ -225,10 +224,7 @@ func (w *queueWait) aimCounted(q queue, i int, kids <-chan zk.Event) (waitResult
 	if head {
 		p, w.kidsCh = q[0], kids
 	}
-	if p := w.parent + "/" + p.name; p != w.pred {
-		w.pred, w.predCh, w.seenZxid = p, nil, 0
-		w.expiry.Stop()
-	}
+	w.setPred(p.name)
 	w.only = false
 	w.pprev, w.pprevCh = "", nil
 	return waitOn, nil
@@ -237,10 +233,7 @@ func (w *queueWait) aimCounted(q queue, i int, kids <-chan zk.Event) (waitResult
 // aim makes the last of b, the nodes that block n, pred, and the one
 // before it pprev.
 func (w *queueWait) aim(b []child) {
-	if p := w.parent + "/" + b[len(b)-1].name; p != w.pred {
-		w.pred, w.predCh, w.seenZxid = p, nil, 0
-		w.expiry.Stop()
-	}
+	w.setPred(b[len(b)-1].name)
 	w.only = len(b) == 1
 	pp := ""
 	if !w.only {
@@ -248,6 +241,15 @@ func (w *queueWait) aim(b []child) {
 	}
 	if pp != w.pprev {
 		w.pprev, w.pprevCh = pp, nil
+	}
+}
+
+// setPred makes the node named name pred; another node than before is
+// read again and its lease timed anew.
+func (w *queueWait) setPred(name string) {
+	if p := w.parent + "/" + name; p != w.pred {
+		w.pred, w.predCh, w.seenZxid = p, nil, 0
+		w.expiry.Stop()
 	}
 }
 

@@ -80,16 +80,44 @@ func (l Layout) curatorInfix(m driver.Mode) string {
 	return markMutex
 }
 
+// nodeMarks are the texts before the sequence number by which the lock
+// recipes of every layout find and order their nodes: LayoutLocker's,
+// then Curator's.
+var nodeMarks = [...]struct {
+	mark string
+	mode driver.Mode
+}{{"-w-", driver.Exclusive}, {"-r-", driver.Shared}, {markMutex, driver.Exclusive}, {markWrite, driver.Exclusive}, {markRead, driver.Shared}}
+
 // parseNode parses the name of a child of a key's node, whatever wrote
-// it. A name of no known format is a foreign exclusive node, ordered by
-// the sequence number at its end or before all others: never dropped, as
-// another client's recipe may consider it a hold.
+// it: "_c_<id>", the last of a marker of nodeMarks in the name and the
+// sequence number. It is this driver's node when id is a valid owner, or
+// for "-r-" a counted node's "<owner>.<limit>.<weight>"; a Curator node of
+// another id (Curator's UUIDs have dashes) is foreign. Any other name is a
+// foreign exclusive node, ordered by the sequence number at its end or
+// before all others: never dropped, as another client's recipe may
+// consider it a hold.
 func parseNode(name string) child {
-	if c, ok := parseChild(name); ok {
-		return c
-	}
-	if c, ok := parseCurator(name); ok {
-		return c
+	for k, m := range nodeMarks {
+		i := strings.LastIndex(name, m.mark)
+		if i < 0 {
+			continue
+		}
+		seq, ok := parseSeq(name[i+len(m.mark):])
+		if !ok {
+			continue
+		}
+		id, prot := strings.CutPrefix(name[:i], protectedPrefix)
+		c := child{name: name, owner: id, mode: m.mode, seq: seq}
+		if k == 1 && strings.IndexByte(id, '.') >= 0 {
+			ok = prot && parseCounted(&c, id)
+		} else {
+			ok = prot && checkOwner(id) == nil
+		}
+		if ok || k >= 2 {
+			c.foreign = !ok
+			return c
+		}
+		break
 	}
 	c := child{name: name, mode: driver.Exclusive, seq: -1, foreign: true}
 	if len(name) >= 10 {
@@ -100,37 +128,14 @@ func parseNode(name string) child {
 	return c
 }
 
-// parseCurator parses a name as Curator's lock recipes write it: "_c_<id>",
-// the last marker in the name, and the sequence number. It is this
-// driver's node when id is a valid owner (Curator's UUIDs have dashes).
-func parseCurator(name string) (child, bool) {
-	for _, m := range [...]struct {
-		mark string
-		mode driver.Mode
-	}{{markMutex, driver.Exclusive}, {markWrite, driver.Exclusive}, {markRead, driver.Shared}} {
-		i := strings.LastIndex(name, m.mark)
-		if i < 0 {
-			continue
-		}
-		seq, ok := parseSeq(name[i+len(m.mark):])
-		if !ok {
-			continue
-		}
-		id := strings.TrimPrefix(name[:i], protectedPrefix)
-		c := child{name: name, owner: id, mode: m.mode, seq: seq}
-		c.foreign = checkOwner(id) != nil
-		return c, true
-	}
-	return child{}, false
-}
-
-// parseSeq parses a sequence number as ZooKeeper writes it: ten digits.
+// parseSeq parses a sequence number as ZooKeeper writes it: ten digits,
+// or a sign and ten digits once the 32-bit counter wrapped.
 func parseSeq(s string) (int64, bool) {
-	if len(s) != 10 {
+	if len(s) != 10 && (len(s) != 11 || s[0] != '-') {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(s, 10, 64) // no sign, no '_' in base 10
-	return int64(n), err == nil
+	n, err := strconv.ParseInt(s, 10, 32)
+	return n, err == nil && s[0] != '+'
 }
 
 // leaseTTL returns the lease length in the data of the node named name,

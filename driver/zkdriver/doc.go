@@ -72,15 +72,6 @@
 // different ensembles are not comparable, and an ensemble rebuilt without
 // its data starts over.
 //
-// # Access control
-//
-// Options.ACL applies to every node the driver creates. The default,
-// zk.WorldACL(zk.PermAll), lets any client of the ensemble delete lock
-// nodes; with a digest ACL other tenants can neither delete nor create
-// them: their lock calls fail with a permanent error wrapping
-// zk.ErrNoAuth. The ACL must grant the driver's own identity read, write,
-// create and delete.
-//
 // # Contexts and closed connections
 //
 // Every call returns by its context's deadline whether or not ZooKeeper
@@ -107,12 +98,9 @@
 //
 // The layout is an option, not the default: nothing in a request tells a
 // Mutex from an RWMutex's writer, which the two recipes name differently,
-// and Curator's names cannot carry a semaphore's limit and weight. So in
-// LayoutCuratorMutex Capabilities report no shared holds, in both Curator
-// layouts no counted ones, and such requests fail with a permanent error
-// wrapping [ErrCuratorLayout] and errors.ErrUnsupported, leaving nothing
-// held. A Curator holder has no lease: it holds for as long as its session
-// lives. docs/zkdriver.md says what Inspect and ForceRelease report and do
-// for Curator's nodes and for nodes of other libraries, which count as
-// exclusive nodes of the queue.
+// and Curator's names cannot carry a semaphore's limit and weight (see
+// [ErrCuratorLayout]). A Curator holder has no lease: it holds for as long
+// as its session lives. docs/zkdriver.md says what Inspect and
+// ForceRelease do with Curator's nodes and other libraries' nodes, which
+// count as exclusive nodes of the queue.
 package zkdriver

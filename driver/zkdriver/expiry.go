@@ -48,7 +48,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	if err != nil {
 		return false, 0, err
 	}
-	ttl, ok := leaseTTL(c.name, data)
+	ttl, ok := decodeTTL(data)
 	if !ok {
 		return false, 0, nil // not ours to judge
 	}

@@ -35,12 +35,9 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 		// A foreign node may have no owner (then its name is reported) and
 		// its data is its value as it is (Curator's: its client's IP).
 		h := driver.Holder{Owner: cmp.Or(c.owner, c.name), Token: uint64(zst.Czxid), Weight: c.weight, Value: string(data)}
-		if !c.foreign {
+		if ttl, ok := decodeTTL(data); ok && !c.foreign {
 			h.Value = decodeValue(data)
-		}
-		if ttl, ok := leaseTTL(c.name, data); ok {
-			written := time.UnixMilli(zst.Mtime)
-			h.Remaining = max(ttl-time.Since(written), 0)
+			h.Remaining = max(ttl-time.Since(time.UnixMilli(zst.Mtime)), 0)
 		}
 		st.Holders = append(st.Holders, h)
 		st.Fence = max(st.Fence, h.Token)

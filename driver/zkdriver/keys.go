@@ -58,7 +58,7 @@ func writeKey(b *strings.Builder, key string) {
 const protectedPrefix = "_c_"
 
 // errInvalidOwner: an owner is 1 to 64 ASCII letters and digits (the
-// front-end's are 32 hex digits); parseCurator tells Curator's ids by it.
+// front-end's are 32 hex digits); parseNode tells Curator's ids by it.
 var errInvalidOwner = errors.New("zkdriver: invalid owner: want 1 to 64 ASCII letters and digits")
 
 func checkOwner(owner string) error {
@@ -104,47 +104,20 @@ type child struct {
 	foreign bool
 }
 
-// parseChild parses a lock node name of LayoutLocker. It reports false for
-// names of other formats, which parseNode reads.
-func parseChild(name string) (child, bool) {
-	rest, ok := strings.CutPrefix(name, protectedPrefix)
-	if !ok {
-		return child{}, false
+// parseCounted reads a counted node's id, "<owner>.<limit>.<weight>",
+// into c; it reports false for an id of another form.
+func parseCounted(c *child, id string) bool {
+	j := strings.IndexByte(id, '.')
+	lim, wt, ok := strings.Cut(id[j+1:], ".")
+	if j <= 0 || !ok || c.mode != driver.Shared {
+		return false
 	}
-	i := strings.IndexByte(rest, '-')
-	if i <= 0 || i+3 > len(rest) || rest[i+2] != '-' {
-		return child{}, false
+	c.owner = id[:j]
+	if c.limit, ok = parseCount(lim); !ok {
+		return false
 	}
-	c := child{name: name, owner: rest[:i]}
-	switch rest[i+1] {
-	case 'w':
-		c.mode = driver.Exclusive
-	case 'r':
-		c.mode = driver.Shared
-	default:
-		return child{}, false
-	}
-	if j := strings.IndexByte(c.owner, '.'); j >= 0 {
-		lim, wt, ok := strings.Cut(c.owner[j+1:], ".")
-		if !ok || j == 0 || c.mode != driver.Shared {
-			return child{}, false
-		}
-		c.owner = c.owner[:j]
-		c.limit, ok = parseCount(lim)
-		if !ok {
-			return child{}, false
-		}
-		c.weight, ok = parseCount(wt)
-		if !ok || c.weight > c.limit {
-			return child{}, false
-		}
-	}
-	seq, err := strconv.ParseInt(rest[i+3:], 10, 32)
-	if err != nil {
-		return child{}, false
-	}
-	c.seq = seq
-	return c, true
+	c.weight, ok = parseCount(wt)
+	return ok && c.weight <= c.limit
 }
 
 // parseCount parses a positive limit or weight as nodePrefix writes it.

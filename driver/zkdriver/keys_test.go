@@ -125,14 +125,17 @@ func FuzzKeyEncode(f *testing.F) {
 	})
 }
 
-func TestParseChild(t *testing.T) {
+// TestParseLockerNodes checks parseNode on LayoutLocker's names: the
+// driver's own nodes, counted ones, and malformed ones, which are foreign
+// exclusive nodes (they block and are never deleted).
+func TestParseLockerNodes(t *testing.T) {
 	owner := strings.Repeat("ab", 16)
 	for _, m := range []driver.Mode{driver.Exclusive, driver.Shared} {
 		for _, seq := range []string{"0000000000", "0000000042", "2147483647", "-2147483648"} {
 			name := nodePrefix(owner, m, 0, 0) + seq
-			c, ok := parseChild(name)
-			if !ok || c.owner != owner || c.mode != m || c.name != name {
-				t.Errorf("parseChild(%q) = %+v, %v", name, c, ok)
+			c := parseNode(name)
+			if c.foreign || c.owner != owner || c.mode != m || c.name != name {
+				t.Errorf("parseNode(%q) = %+v", name, c)
 			}
 			if why := validName(name); why != "" {
 				t.Errorf("node name %q: %s", name, why)
@@ -141,9 +144,9 @@ func TestParseChild(t *testing.T) {
 	}
 	for _, lw := range [][2]int64{{1, 1}, {4, 3}, {math.MaxInt64, math.MaxInt64}} {
 		name := nodePrefix(owner, driver.Shared, lw[0], lw[1]) + "0000000042"
-		c, ok := parseChild(name)
-		if !ok || c.owner != owner || c.mode != driver.Shared || c.limit != lw[0] || c.weight != lw[1] || c.seq != 42 {
-			t.Errorf("parseChild(%q) = %+v, %v", name, c, ok)
+		c := parseNode(name)
+		if c.foreign || c.owner != owner || c.mode != driver.Shared || c.limit != lw[0] || c.weight != lw[1] || c.seq != 42 {
+			t.Errorf("parseNode(%q) = %+v", name, c)
 		}
 		if why := validName(name); why != "" {
 			t.Errorf("node name %q: %s", name, why)
@@ -152,8 +155,8 @@ func TestParseChild(t *testing.T) {
 	for _, bad := range []string{"", "x", "_c_", "_c_abc", "_c_abc-x-0000000001", "_c_abc-w0000000001", "_c_-w-0000000001", "_c_abc-w-", "_c_abc-w-12x", "lock-0000000001",
 		"_c_abc.4.3-w-0000000001", "_c_abc.4-r-0000000001", "_c_abc.4.5-r-0000000001", "_c_abc.0.0-r-0000000001", "_c_abc.04.3-r-0000000001",
 		"_c_abc.4.+3-r-0000000001", "_c_.4.3-r-0000000001", "_c_abc.4.3.2-r-0000000001", "_c_abc.99999999999999999999.1-r-0000000001"} {
-		if c, ok := parseChild(bad); ok {
-			t.Errorf("parseChild(%q) = %+v; want rejected", bad, c)
+		if c := parseNode(bad); !c.foreign || c.mode != driver.Exclusive || c.limit != 0 {
+			t.Errorf("parseNode(%q) = %+v; want a foreign exclusive node", bad, c)
 		}
 	}
 }
@@ -187,9 +190,12 @@ func TestQueueOrder(t *testing.T) {
 // counted nodes.
 func TestJudge(t *testing.T) {
 	o := strings.Repeat("2", 32)
-	x := func(seq string) string { return nodePrefix(o, driver.Exclusive, 0, 0) + seq }
-	r := func(seq string) string { return nodePrefix(o, driver.Shared, 0, 0) + seq }
-	c := func(limit, weight int64, seq string) string { return nodePrefix(o, driver.Shared, limit, weight) + seq }
+	pad := func(seq string) string { return strings.Repeat("0", 10-len(seq)) + seq } // as ZooKeeper writes it
+	x := func(seq string) string { return nodePrefix(o, driver.Exclusive, 0, 0) + pad(seq) }
+	r := func(seq string) string { return nodePrefix(o, driver.Shared, 0, 0) + pad(seq) }
+	c := func(limit, weight int64, seq string) string {
+		return nodePrefix(o, driver.Shared, limit, weight) + pad(seq)
+	}
 	type verdict struct {
 		granted bool
 		limit   int64 // of the LimitError, or -1 for none

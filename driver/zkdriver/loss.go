@@ -2,6 +2,7 @@ package zkdriver
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
@@ -61,13 +62,11 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	d.mu.Lock()
 	n := d.nodes[nodeKey{l.Key, l.Owner}]
 	why := n.mismatch(l)
-	if d.closed {
+	switch {
+	case d.closed:
 		why = ErrClosed
-	}
-	if why == nil {
-		if !live(d.state(n.session)) {
-			why = errSessionEnded
-		}
+	case why == nil && !live(d.state(n.session)):
+		why = errSessionEnded
 	}
 	if why != nil {
 		d.mu.Unlock()
@@ -91,12 +90,7 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 	d.mu.Unlock()
 	return func() {
 		d.mu.Lock()
-		for i, x := range n.watches {
-			if x == w {
-				n.watches = append(n.watches[:i], n.watches[i+1:]...)
-				break
-			}
-		}
+		n.watches = slices.DeleteFunc(n.watches, func(x *lossWatch) bool { return x == w })
 		d.mu.Unlock()
 		w.Stop()
 	}

@@ -226,14 +226,8 @@ func mayHaveApplied(err error, ctx context.Context) bool {
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return true // abandoned; undoCreate deletes what it made
 	}
-	var code bool
-	for _, e := range []error{zk.ErrNoNode, zk.ErrNodeExists, zk.ErrNoAuth, zk.ErrInvalidACL, zk.ErrBadArguments,
-		zk.ErrInvalidPath, zk.ErrNoChildrenForEphemerals, zk.ErrBadVersion, zk.ErrNotEmpty, zk.ErrInvalidFlags, zk.ErrAPIError} {
-		if errors.Is(err, e) {
-			code = true
-		}
-	}
-	return !code
+	return !isAny(err, zk.ErrNoNode, zk.ErrNodeExists, zk.ErrNoAuth, zk.ErrInvalidACL, zk.ErrBadArguments,
+		zk.ErrInvalidPath, zk.ErrNoChildrenForEphemerals, zk.ErrBadVersion, zk.ErrNotEmpty, zk.ErrInvalidFlags, zk.ErrAPIError)
 }
 
 // ensureParent creates the key's node (a container, ZooKeeper 3.5.3 and

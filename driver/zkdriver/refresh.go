@@ -56,11 +56,8 @@ func (d *Driver) lookup(ctx context.Context, op string, l driver.Lease) (*node, 
 	stale := time.Since(n.written) >= n.ttl
 	lost, session := n.lost, n.session
 	d.mu.Unlock()
-	if why == nil {
-		if !live(d.state(session)) {
-			why = errSessionEnded
-			lost = why
-		}
+	if why == nil && !live(d.state(session)) {
+		why, lost = errSessionEnded, errSessionEnded
 	}
 	switch {
 	case why == nil && stale:

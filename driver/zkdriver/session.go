@@ -140,13 +140,3 @@ func (d *Driver) follow(st *zk.Session) {
 	ctx := st.Context()
 	d.unfollow = context.AfterFunc(ctx, func() { d.sessionEnded(st.ID, context.Cause(ctx)) })
 }
-
-// isDone reports whether ch is closed.
-func isDone(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}

@@ -1,9 +1,11 @@
 package zkdriver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -29,10 +31,12 @@ type Options struct {
 	Root string
 	// ACL is the access control list of every node the driver creates.
 	// It must give the connection's own identity read, write, create and
-	// delete. Nil means zk.WorldACL(zk.PermAll); use a digest ACL, such
-	// as zk.DigestACL(zk.PermAll, user, password) after
-	// conn.AddAuth("digest", []byte(user+":"+password)), so that other
-	// tenants cannot delete lock nodes.
+	// delete. Nil means zk.WorldACL(zk.PermAll), under which any client
+	// of the ensemble may delete lock nodes; with a digest ACL, such as
+	// zk.DigestACL(zk.PermAll, user, password) after
+	// conn.AddAuth("digest", []byte(user+":"+password)), other tenants
+	// can neither delete nor create them (their lock calls fail with a
+	// permanent error wrapping zk.ErrNoAuth).
 	ACL []zk.ACL
 	// Layout names the lock nodes: LayoutLocker (the zero value) or a
 	// Curator layout (see the package documentation, "Apache Curator").
@@ -205,10 +209,9 @@ func (d *Driver) Close() error {
 }
 
 // Capabilities implements driver.Describer: shared and counted holds
-// (not in the Curator layouts; see Layout), values, Acquire in ZooKeeper's
-// own queue, WatchLoss, RefreshBatch and Inspect. MaxTTL is the current
-// session's negotiated timeout (before the first session, the one asked
-// for, or none).
+// (not in the Curator layouts; see Layout), values, Acquire, WatchLoss,
+// RefreshBatch and Inspect. MaxTTL is the negotiated session timeout
+// (before the first session, the one asked for).
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Shared: d.layout != LayoutCuratorMutex, Counted: d.layout == LayoutLocker, Values: true,
@@ -271,10 +274,7 @@ func (d *Driver) beginRequest(ctx context.Context, op string, req driver.Request
 	if err := checkTTL(req.TTL, d.sess.Timeout()); err != nil {
 		return errorf(op, req.Key, err)
 	}
-	if err := d.checkLayout(req); err != nil {
-		return driver.Permanent(errorf(op, req.Key, err))
-	}
-	if err := driverkit.CheckCount(req); err != nil {
+	if err := cmp.Or(d.checkLayout(req), driverkit.CheckCount(req)); err != nil {
 		return driver.Permanent(errorf(op, req.Key, err))
 	}
 	return nil
@@ -291,13 +291,15 @@ func (d *Driver) closedErr() error {
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
-	switch {
-	case closed:
+	if closed {
 		return ErrClosed
-	case isDone(d.conn.Done()):
-		return errConnClosed
 	}
-	return nil
+	select {
+	case <-d.conn.Done():
+		return errConnClosed
+	default:
+		return nil
+	}
 }
 
 // final returns err as the driver's caller sees it: once the driver or its
@@ -320,12 +322,12 @@ func (d *Driver) finalLease(ctx context.Context, l driver.Lease, err error) (dri
 // isPermanent reports whether a ZooKeeper error can never go away by
 // retrying the same call.
 func isPermanent(err error) bool {
-	for _, e := range []error{zk.ErrNoAuth, zk.ErrInvalidACL, zk.ErrAuthFailed, zk.ErrBadArguments, zk.ErrInvalidPath, zk.ErrNoChildrenForEphemerals, zk.ErrInvalidFlags} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
+	return isAny(err, zk.ErrNoAuth, zk.ErrInvalidACL, zk.ErrAuthFailed, zk.ErrBadArguments, zk.ErrInvalidPath, zk.ErrNoChildrenForEphemerals, zk.ErrInvalidFlags)
+}
+
+// isAny reports whether err wraps one of targets.
+func isAny(err error, targets ...error) bool {
+	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
 }
 
 // callFailed names err, the failure of a call made with ctx: ctx's own
