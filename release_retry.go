@@ -50,7 +50,14 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 	if end.Sub(now) > every {
 		first = now.Add(every)
 	}
-	if !bounded || first.Before(end) {
+	switch {
+	case !bounded && ctx.Done() == nil:
+		// Unlock's context.Background: the first call shares the
+		// Client's hedge window, a deadline between every and 5/4 of
+		// it from now, which spares the hot path a context and a
+		// timer per release. (cleanupBound(ttl) exceeds 5/4 of every.)
+		fctx, first = c.hedgeWindow(now, every)
+	case !bounded || first.Before(end):
 		fctx, cancel = context.WithDeadline(ctx, first)
 	}
 	err := c.drv.Release(fctx, l)
@@ -67,6 +74,33 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 		defer rcancel()
 	}
 	return c.releaseInFlight(ctx, l, every)
+}
+
+// A hedgeContext is a deadline that the first Release calls of the
+// releases of a Client started within a quarter of every share (see
+// hedgeWindow).
+type hedgeContext struct {
+	ctx      context.Context
+	cancel   context.CancelFunc // called only when no release can use ctx (unpin)
+	every    time.Duration
+	deadline time.Time
+}
+
+// hedgeWindow returns a context without values, ending at a deadline
+// between every and 5/4 of every after now, and that deadline: the
+// Client's current one when it is still far enough, else a new one, which
+// the releases of the next quarter of every share. A context ending at
+// its deadline, and never cancelled otherwise, is what one made for the
+// call would be.
+func (c *Client) hedgeWindow(now time.Time, every time.Duration) (context.Context, time.Time) {
+	if w := c.hedge.Load(); w != nil && w.every == every &&
+		!now.Add(every).After(w.deadline) && !now.Add(every+every/4).Before(w.deadline) {
+		return w.ctx, w.deadline
+	}
+	w := &hedgeContext{every: every, deadline: now.Add(every + every/4)}
+	w.ctx, w.cancel = context.WithDeadline(context.Background(), w.deadline)
+	c.hedge.Store(w)
+	return w.ctx, w.deadline
 }
 
 // settles reports whether a Release's answer ends a release: it landed,
