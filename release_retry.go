@@ -31,7 +31,9 @@ func hedgeDelay(ttl time.Duration) time.Duration {
 //
 // Without a deadline of its own, ctx is bounded as cleanupContext bounds
 // it. The first call runs alone, on the caller's goroutine, bounded by the
-// hedge delay: nearly every release answers well within it, and then no
+// hedge delay (for a ctx that is never done, such as Unlock's, by a
+// deadline the Client's releases share, up to every/hedgeSlack later: see
+// hedgeWindow): nearly every release answers well within it, and then no
 // goroutine, channel or second timer is spent (the uncontended pair is the
 // hot path). Only a first call that ran into the delay starts the hedged
 // calls, which stay in flight together, so that a backend that is merely
@@ -53,9 +55,10 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 	switch {
 	case !bounded && ctx.Done() == nil:
 		// Unlock's context.Background: the first call shares the
-		// Client's hedge window, a deadline between every and 5/4 of
-		// it from now, which spares the hot path a context and a
-		// timer per release. (cleanupBound(ttl) exceeds 5/4 of every.)
+		// Client's hedge window, a deadline between every and
+		// every+every/hedgeSlack from now, which spares the hot path a
+		// context and a timer per release. (cleanupBound(ttl) exceeds
+		// that.)
 		fctx, first = c.hedgeWindow(now, every)
 	case !bounded || first.Before(end):
 		fctx, cancel = context.WithDeadline(ctx, first)
@@ -76,9 +79,14 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 	return c.releaseInFlight(ctx, l, every)
 }
 
+// hedgeSlack sets how much later than the hedge delay the first call of a
+// release may be cut short when it shares a hedge window: by at most
+// every/hedgeSlack (see hedgeWindow).
+const hedgeSlack = 16
+
 // A hedgeContext is a deadline that the first Release calls of the
-// releases of a Client started within a quarter of every share (see
-// hedgeWindow).
+// releases of a Client started within every/hedgeSlack of each other share
+// (see hedgeWindow).
 type hedgeContext struct {
 	ctx      context.Context
 	cancel   context.CancelFunc // called only when no release can use ctx (unpin)
@@ -87,17 +95,19 @@ type hedgeContext struct {
 }
 
 // hedgeWindow returns a context without values, ending at a deadline
-// between every and 5/4 of every after now, and that deadline: the
-// Client's current one when it is still far enough, else a new one, which
-// the releases of the next quarter of every share. A context ending at
-// its deadline, and never cancelled otherwise, is what one made for the
-// call would be.
+// between every and every+every/hedgeSlack after now, and that deadline:
+// the Client's current one when it is still in that range, else a new one,
+// which the releases of the next every/hedgeSlack share (one context and
+// timer per 125 ms for a TTL of 10 s, instead of one per release). A
+// context ending at its deadline, and never cancelled otherwise, is what
+// one made for the call would be.
 func (c *Client) hedgeWindow(now time.Time, every time.Duration) (context.Context, time.Time) {
+	slack := every / hedgeSlack
 	if w := c.hedge.Load(); w != nil && w.every == every &&
-		!now.Add(every).After(w.deadline) && !now.Add(every+every/4).Before(w.deadline) {
+		!now.Add(every).After(w.deadline) && !now.Add(every+slack).Before(w.deadline) {
 		return w.ctx, w.deadline
 	}
-	w := &hedgeContext{every: every, deadline: now.Add(every + every/4)}
+	w := &hedgeContext{every: every, deadline: now.Add(every + slack)}
 	w.ctx, w.cancel = context.WithDeadline(context.Background(), w.deadline)
 	c.hedge.Store(w)
 	return w.ctx, w.deadline
