@@ -53,12 +53,16 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 		first = now.Add(every)
 	}
 	switch {
-	case !bounded && ctx.Done() == nil:
+	case !bounded && ctx.Done() == nil && c.dflt == nil:
 		// Unlock's context.Background: the first call shares the
 		// Client's hedge window, a deadline between every and
 		// every+every/hedgeSlack from now, which spares the hot path a
 		// context and a timer per release. (cleanupBound(ttl) exceeds
-		// that.)
+		// that.) Not on a default Client (NewMutex), which its last
+		// unpin leaves to the collector: a window's timer, pending at
+		// the head of the runtime's timer heap, delays the removal of
+		// the stopped watchdog timer, which would keep the Client
+		// alive until the window ends.
 		fctx, first = c.hedgeWindow(now, every)
 	case !bounded || first.Before(end):
 		fctx, cancel = context.WithDeadline(ctx, first)
@@ -89,7 +93,7 @@ const hedgeSlack = 16
 // (see hedgeWindow).
 type hedgeContext struct {
 	ctx      context.Context
-	cancel   context.CancelFunc // called only when no release can use ctx (unpin)
+	cancel   context.CancelFunc // never called: ctx ends at its deadline
 	every    time.Duration
 	deadline time.Time
 }

@@ -125,12 +125,6 @@ func (c *Client) unpin() {
 	defaults.mu.Unlock()
 	if last {
 		c.wd.stopIdle()
-		// No release is on its way (each pins c): end the hedge
-		// window's timer, which would delay the runtime's removal of
-		// the stopped watchdog timer, and so keep c, until it fires.
-		if w := c.hedge.Swap(nil); w != nil {
-			w.cancel()
-		}
 	}
 }
 
