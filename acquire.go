@@ -277,7 +277,7 @@ func (k *contention) attempt() result {
 // the next attempt, by the same owner, extends it and keeps the token.
 func (k *contention) granted(l driver.Lease, sent time.Time) result {
 	h := newHold(k.c, k.g, k.o, l, sent)
-	if time.Now().Before(h.deadline) {
+	if h.received.Before(h.deadline) { // received: now, read by newHold
 		k.o.queuedWait = k.queued && k.waited
 		return over(h, nil)
 	}

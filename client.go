@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -58,6 +59,10 @@ type Client struct {
 	idle   chan struct{} // made by Close; closed when no gate is left
 	gates  map[string]*gate
 	wd     watchdog
+
+	// hedge is the deadline the first Release calls of releases without
+	// one of their own share (see hedgeWindow).
+	hedge atomic.Pointer[hedgeContext]
 
 	// dflt is set on the default Clients of NewMutex and its kin
 	// (shared.go), nil on the Clients of New.

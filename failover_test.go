@@ -127,3 +127,37 @@ func TestReleaseHedged(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseHedged_Unlock: the release of Unlock, whose context is never
+// done, bounds its first call by the Client's shared hedge window: a
+// Release that does not answer is followed by another one after the hedge
+// delay (1s for a TTL of 5s), at most a sixteenth of it later, and the key
+// is free. Twice: the second Unlock, a hedge delay later, needs a window of
+// its own.
+func TestReleaseHedged_Unlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memdriver.NewBackend()
+		hr := &hangingRelease{Driver: b.Driver()}
+		opt, _ := quiet(t)
+		c := locker.New(hr, opt, locker.WithTTL(5*time.Second))
+		defer c.Close(context.Background())
+		for i, key := range []string{"a", "b"} {
+			m := c.Mutex(key)
+			m.Lock()
+			hr.hangs.Store(1)
+			hr.calls.Store(0)
+			start := time.Now()
+			m.Unlock()
+			d := time.Since(start)
+			if d < time.Second || d > time.Second+time.Second/16 {
+				t.Errorf("Unlock %d took %v; want the hedge delay, 1s, up to 1/16 more", i, d)
+			}
+			if n := hr.calls.Load(); n != 2 {
+				t.Errorf("Unlock %d: %d Releases; want 2", i, n)
+			}
+			if hs := b.Holders(key); len(hs) != 0 {
+				t.Errorf("holders of %q = %+v; want none", key, hs)
+			}
+		}
+	})
+}

@@ -40,8 +40,7 @@ type Hold struct {
 	ttl      time.Duration
 	interval time.Duration
 	margin   time.Duration
-	fixed    bool // no renewals: the hold ends at its TTL unless refreshed
-	done     chan struct{}
+	fixed    bool      // no renewals: the hold ends at its TTL unless refreshed
 	granted  time.Time // send time of the granted request, for the Observer
 	received time.Time // when the grant was received (WithMinHold counts from it)
 
@@ -59,9 +58,14 @@ type Hold struct {
 	state     holdState
 	err       error // why the hold ended: wraps ErrLost or ErrClosed
 	releasing bool  // a release has begun
-	ctx       context.Context
-	cancel    context.CancelCauseFunc
-	onEnd     []func(error)
+	// done, made on demand by Done (most holds are never asked), is
+	// closed when the hold ends; doneClosed is set then, after the
+	// Observer heard of the end.
+	done       chan struct{}
+	doneClosed bool
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+	onEnd      []func(error)
 }
 
 func newHold(c *Client, g *gate, o *lockOp, l driver.Lease, sent time.Time) *Hold {
@@ -86,7 +90,6 @@ func newHold(c *Client, g *gate, o *lockOp, l driver.Lease, sent time.Time) *Hol
 		interval: cfg.renewInterval(ttl),
 		margin:   margin(ttl),
 		fixed:    cfg.fixed,
-		done:     make(chan struct{}),
 		sent:     sent,
 		granted:  sent,
 		received: time.Now(),
@@ -121,8 +124,16 @@ func (h *Hold) Weight() int64 { return h.place.weight }
 // Done returns a channel that is closed when the hold ends: by Release (or
 // the Unlock of its handle), by loss, or by Client.Close.
 func (h *Hold) Done() <-chan struct{} {
-	if h.done == nil {
+	if h.c == nil {
 		return closedChan // a zero Hold
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.doneClosed {
+		return closedChan
+	}
+	if h.done == nil {
+		h.done = make(chan struct{})
 	}
 	return h.done
 }
@@ -341,8 +352,11 @@ func (h *Hold) end(s holdState, err error) bool {
 	if h.cancel != nil {
 		h.cancel(h.cause())
 	}
+	h.doneClosed = true
+	if h.done != nil {
+		close(h.done)
+	}
 	h.mu.Unlock()
-	close(h.done)
 	h.c.exit(h.g, h.place)
 	h.c.unpin() // a default Client's hold pinned it (acquirePinned)
 	if h.hd != nil && err != nil {

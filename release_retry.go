@@ -31,7 +31,9 @@ func hedgeDelay(ttl time.Duration) time.Duration {
 //
 // Without a deadline of its own, ctx is bounded as cleanupContext bounds
 // it. The first call runs alone, on the caller's goroutine, bounded by the
-// hedge delay: nearly every release answers well within it, and then no
+// hedge delay (for a ctx that is never done, such as Unlock's, by a
+// deadline the Client's releases share, up to every/hedgeSlack later: see
+// hedgeWindow): nearly every release answers well within it, and then no
 // goroutine, channel or second timer is spent (the uncontended pair is the
 // hot path). Only a first call that ran into the delay starts the hedged
 // calls, which stay in flight together, so that a backend that is merely
@@ -50,7 +52,19 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 	if end.Sub(now) > every {
 		first = now.Add(every)
 	}
-	if !bounded || first.Before(end) {
+	switch {
+	case !bounded && ctx.Done() == nil && c.dflt == nil:
+		// Unlock's context.Background: the first call shares the
+		// Client's hedge window, a deadline between every and
+		// every+every/hedgeSlack from now, which spares the hot path a
+		// context and a timer per release. (cleanupBound(ttl) exceeds
+		// that.) Not on a default Client (NewMutex), which its last
+		// unpin leaves to the collector: a window's timer, pending at
+		// the head of the runtime's timer heap, delays the removal of
+		// the stopped watchdog timer, which would keep the Client
+		// alive until the window ends.
+		fctx, first = c.hedgeWindow(now, every)
+	case !bounded || first.Before(end):
 		fctx, cancel = context.WithDeadline(ctx, first)
 	}
 	err := c.drv.Release(fctx, l)
@@ -67,6 +81,40 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 		defer rcancel()
 	}
 	return c.releaseInFlight(ctx, l, every)
+}
+
+// hedgeSlack sets how much later than the hedge delay the first call of a
+// release may be cut short when it shares a hedge window: by at most
+// every/hedgeSlack (see hedgeWindow).
+const hedgeSlack = 16
+
+// A hedgeContext is a deadline that the first Release calls of the
+// releases of a Client started within every/hedgeSlack of each other share
+// (see hedgeWindow).
+type hedgeContext struct {
+	ctx      context.Context
+	cancel   context.CancelFunc // never called: ctx ends at its deadline
+	every    time.Duration
+	deadline time.Time
+}
+
+// hedgeWindow returns a context without values, ending at a deadline
+// between every and every+every/hedgeSlack after now, and that deadline:
+// the Client's current one when it is still in that range, else a new one,
+// which the releases of the next every/hedgeSlack share (one context and
+// timer per 125 ms for a TTL of 10 s, instead of one per release). A
+// context ending at its deadline, and never cancelled otherwise, is what
+// one made for the call would be.
+func (c *Client) hedgeWindow(now time.Time, every time.Duration) (context.Context, time.Time) {
+	slack := every / hedgeSlack
+	if w := c.hedge.Load(); w != nil && w.every == every &&
+		!now.Add(every).After(w.deadline) && !now.Add(every+slack).Before(w.deadline) {
+		return w.ctx, w.deadline
+	}
+	w := &hedgeContext{every: every, deadline: now.Add(every + slack)}
+	w.ctx, w.cancel = context.WithDeadline(context.Background(), w.deadline)
+	c.hedge.Store(w)
+	return w.ctx, w.deadline
 }
 
 // settles reports whether a Release's answer ends a release: it landed,

@@ -28,16 +28,20 @@
 -- the order, and a release whose queue head expired hands the key over
 -- through the full script, which purges first.
 do
-	if redis.replicate_commands then
+	if redis.replicate_commands and not redis.REDIS_VERSION_NUM then
 		-- Before the first write (Redis < 5; see common.lua).
+		-- Redis 7 and later have REDIS_VERSION_NUM and skip it.
 		pcall(redis.replicate_commands)
 	end
 	local B = KEYS[1]
-	if ARGV[2] == 'x' and redis.call('EXISTS', B .. 'lock', B .. 'readers', B .. 'queue', B .. 'queue-exp', B .. 'fence') == 0 then
-		local t = redis.call('TIME')
-		local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
-		redis.call('SET', B .. 'lock', string.format('%d', tok) .. ':' .. ARGV[1], 'PX', ARGV[3])
-		return tok
+	if ARGV[2] == 'x' then
+		local L = B .. 'lock'
+		if redis.call('EXISTS', L, B .. 'readers', B .. 'queue', B .. 'queue-exp', B .. 'fence') == 0 then
+			local t = redis.call('TIME')
+			local tok = tonumber(t[1]) * 1000000 + tonumber(t[2])
+			redis.call('SET', L, string.format('%d', tok) .. ':' .. ARGV[1], 'PX', ARGV[3])
+			return tok
+		end
 	end
 	if ARGV[2] == 'x' then
 		local v = redis.call('GET', B .. 'lock')

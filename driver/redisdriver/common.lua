@@ -42,9 +42,10 @@
 -- Tokens are the server's clock in microseconds (see next_token); replies
 -- carry them as integers, exact below 2^53 (the year 2255).
 
-if redis.replicate_commands then
+if redis.replicate_commands and not redis.REDIS_VERSION_NUM then
 	-- Redis < 5 replicates scripts verbatim and refuses writes after TIME
-	-- unless asked to replicate effects; later versions always do.
+	-- unless asked to replicate effects; later versions always do. Redis
+	-- 7, the first with REDIS_VERSION_NUM, is spared the call.
 	pcall(redis.replicate_commands)
 end
 

@@ -72,11 +72,11 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
 	tok, remaining, floor, err := acquireReply(res, queued)
-	var lerr *driver.LimitError
-	if errors.As(err, &lerr) && queued {
-		d.queued1(req.Owner, false, sent, 0)
-	}
 	if err != nil {
+		var lerr *driver.LimitError
+		if errors.As(err, &lerr) && queued {
+			d.queued1(req.Owner, false, sent, 0)
+		}
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
 	if queued {

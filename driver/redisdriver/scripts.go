@@ -88,7 +88,9 @@ type ownerArgs struct {
 // last one left for the caller to set.
 func (s *script) ownerArgs(base, owner string, mode any) *ownerArgs {
 	a := &ownerArgs{owner: owner}
-	a.args = [...]any{"evalsha", s.sha, 1, base, &a.owner, mode, nil}
+	// Field by field: a composite literal is built aside and copied.
+	a.args[argName], a.args[argBody], a.args[argNumKeys], a.args[argKey] = "evalsha", s.sha, 1, base
+	a.args[argKey+1], a.args[argKey+2] = &a.owner, mode
 	return a
 }
 
