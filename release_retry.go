@@ -53,8 +53,9 @@ func (c *Client) releaseHedged(ctx context.Context, l driver.Lease, ttl time.Dur
 		first = now.Add(every)
 	}
 	switch {
-	case !bounded && ctx.Done() == nil && c.dflt == nil:
-		// Unlock's context.Background: the first call shares the
+	case !bounded && ctx == context.Background() && c.dflt == nil:
+		// Unlock's context.Background (no values to pass on, unlike a
+		// caller's context without a deadline): the first call shares the
 		// Client's hedge window, a deadline between every and
 		// every+every/hedgeSlack from now, which spares the hot path a
 		// context and a timer per release. (cleanupBound(ttl) exceeds
