@@ -27,7 +27,7 @@ func hashTag(key string) string {
 	if key == "" {
 		return "%"
 	}
-	if !strings.ContainsAny(key, "%{}") {
+	if !needsEscape(key) {
 		return key
 	}
 	var b strings.Builder
@@ -45,6 +45,17 @@ func hashTag(key string) string {
 		}
 	}
 	return b.String()
+}
+
+// needsEscape reports whether key has a byte hashTag escapes; a loop over
+// the bytes costs less than strings.ContainsAny on the hot path.
+func needsEscape(key string) bool {
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c == '%' || c == '{' || c == '}' {
+			return true
+		}
+	}
+	return false
 }
 
 // base returns "<prefix>{<tag>}:", the start of every key of a lock and the
