@@ -73,6 +73,11 @@ func redisSystems() []*system {
 			open: func(e *env, n int) (*instance, error) { return openFloorRedis(e, n, floorRelease) },
 		},
 		{
+			name: "redisdriver alone (reference)", server: "redis", kind: kindRaw, clients: 4, perContender: true,
+			desc: "REFERENCE, not a peer: locker's redisdriver called directly, no front-end (no watchdog, loss watch, gate, Observer or hedged release): TryAcquire until granted, then Release; owners from a counter; the same scripts and round trips as locker",
+			open: openDriverRedis,
+		},
+		{
 			name: "floor SET release (reference)", server: "redis", kind: kindRaw, clients: 4, perContender: true,
 			desc: "REFERENCE, not a peer: as floor (reference), but the release has no TIME: GET owner check, SET fence PXAT token's ms + 1 always (Redis deletes it at once when that moment has passed), DEL",
 			open: func(e *env, n int) (*instance, error) { return openFloorRedis(e, n, floorReleaseSet) },
@@ -148,17 +153,26 @@ func openLockerRedis(e *env, n int) (*instance, error) { return openLockerRedisA
 func openLockerRedisNew(e *env, n int) (*instance, error) { return openLockerRedisAs(e, n, true) }
 
 func openLockerRedisAs(e *env, n int, viaNew bool) (*instance, error) {
+	cs, ds, err := redisDrivers(e, n)
+	if err != nil {
+		return nil, err
+	}
+	return lockerInstance(ds, viaNew, func() { closeRedis(cs) }), nil
+}
+
+// redisDrivers makes n go-redis clients and a redisdriver over each.
+func redisDrivers(e *env, n int) ([]*redis.Client, []*redisdriver.Driver, error) {
 	cs := redisClients(e, n)
 	ds := make([]*redisdriver.Driver, n)
 	for i, c := range cs {
 		d, err := redisdriver.New(c, nil)
 		if err != nil {
 			closeRedis(cs)
-			return nil, err
+			return nil, nil, err
 		}
 		ds[i] = d
 	}
-	return lockerInstance(ds, viaNew, func() { closeRedis(cs) }), nil
+	return cs, ds, nil
 }
 
 type redsyncHandle struct{ m *redsync.Mutex }
@@ -335,6 +349,46 @@ func openFloorRedis(e *env, n int, release *redis.Script) (*instance, error) {
 	return &instance{
 		newLock: func(i int, key string) (lockHandle, error) {
 			return &floorRedisHandle{c: cs[i], release: release, keys: []string{key + ":lock", key + ":fence"}}, nil
+		},
+		close: func() { closeRedis(cs) },
+	}, nil
+}
+
+// driverRedisHandle calls redisdriver directly: what locker's pair costs
+// without its front-end.
+type driverRedisHandle struct {
+	d     *redisdriver.Driver
+	key   string
+	lease driver.Lease
+}
+
+func (h *driverRedisHandle) Lock(ctx context.Context) error {
+	req := driver.Request{Key: h.key, Owner: floorPrefix + strconv.FormatUint(rawSeq.Add(1), 36), Mode: driver.Exclusive, TTL: peerTTL}
+	for {
+		l, err := h.d.TryAcquire(ctx, req)
+		if err == nil {
+			h.lease = l
+			return nil
+		}
+		if !errors.Is(err, driver.ErrLocked) {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+func (h *driverRedisHandle) Unlock(ctx context.Context) error { return h.d.Release(ctx, h.lease) }
+
+func openDriverRedis(e *env, n int) (*instance, error) {
+	cs, ds, err := redisDrivers(e, n)
+	if err != nil {
+		return nil, err
+	}
+	return &instance{
+		newLock: func(i int, key string) (lockHandle, error) {
+			return &driverRedisHandle{d: ds[i], key: key}, nil
 		},
 		close: func() { closeRedis(cs) },
 	}, nil

@@ -159,3 +159,48 @@ func BenchmarkServerTimeHandoff(b *testing.B) {
 	b.ReportMetric(float64(calls-calls0)/float64(b.N), "evalsha/op")
 	_ = ds[turn].Release(ctx, held)
 }
+
+// BenchmarkScriptParts measures what the pieces of a lock script cost the
+// server (server-us/op: EVALSHA microseconds per call): an empty script,
+// then one command or expression at a time, the way the fast paths use
+// them. It prices the difference between a script pair that keeps fencing
+// tokens across restarts (a clock read in each script, the existence check
+// of the lock's keys) and one that does not (BENCHMARKS.md, "What the
+// distinct-key cell costs the server").
+func BenchmarkScriptParts(b *testing.B) {
+	if realRedis == nil {
+		b.Skip("no redis-server")
+	}
+	c := redis.NewClient(&redis.Options{Addr: realRedis.Addr, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	for _, bc := range []struct{ name, src string }{
+		{"empty", `return 1`},
+		{"TIME", `redis.call('TIME') return 1`},
+		{"TIME-microseconds", `local t = redis.call('TIME') return tonumber(t[1]) * 1000000 + tonumber(t[2])`},
+		{"GET", `redis.call('GET', KEYS[1]) return 1`},
+		{"EXISTS-1", `redis.call('EXISTS', KEYS[1]) return 1`},
+		{"EXISTS-5-keys", `local B = KEYS[1] redis.call('EXISTS', B .. 'lock', B .. 'readers', B .. 'queue', B .. 'queue-exp', B .. 'fence') return 1`},
+		{"SET-PX", `redis.call('SET', KEYS[1], ARGV[1], 'PX', 10000) return 1`},
+		{"SET-PX-DEL", `redis.call('SET', KEYS[1], ARGV[1], 'PX', 10000) redis.call('DEL', KEYS[1]) return 1`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := redis.NewScript(bc.src)
+			keys := []string{"locker:{bench/script-parts}:"}
+			if err := s.Run(ctx, c, keys, owner()).Err(); err != nil {
+				b.Fatal(err)
+			}
+			calls0, usec0 := evalshaStats(b, c)
+			for b.Loop() {
+				if err := s.EvalSha(ctx, c, keys, owner()).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			calls, usec := evalshaStats(b, c)
+			if calls-calls0 < int64(b.N) {
+				b.Fatalf("%d EVALSHA for %d calls", calls-calls0, b.N)
+			}
+			b.ReportMetric(float64(usec-usec0)/float64(calls-calls0), "server-us/op")
+		})
+	}
+}
