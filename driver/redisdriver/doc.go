@@ -26,8 +26,7 @@
 // The scripts need Redis 6.2 or later (SET with PXAT), or a compatible
 // server such as Valkey. Use maxmemory-policy noeviction on a server that
 // holds locks. The tests run on Redis 7 (standalone, Sentinel, a one-node
-// cluster and a cluster of three masters with a replica each) and on
-// miniredis.
+// cluster and a cluster of three masters with a replica each).
 //
 // # Replicas and failover
 //

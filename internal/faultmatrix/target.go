@@ -31,7 +31,7 @@
 // the repository root holds the table.
 //
 // Times of events in different processes are compared on CLOCK_MONOTONIC
-// (golang.org/x/sys/unix.ClockGettime on Linux), which all processes of a
+// (clock_gettime on Linux), which all processes of a
 // host share and which no wall-clock step moves.
 package faultmatrix
 
