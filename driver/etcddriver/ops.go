@@ -18,8 +18,7 @@ import (
 // entry: a lease is used only through the Driver that granted it.
 var errNoEntry = fmt.Errorf("no entry of the owner made by this driver: %w", driver.ErrNotHeld)
 
-// TryAcquire implements driver.Driver in one transaction (see Internals:
-// operations and round trips in the package documentation).
+// TryAcquire implements driver.Driver in one transaction (see docs/etcddriver.md).
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	bctx, ttl := d.request(ctx), int64(req.TTL/time.Second) // whole seconds (Capabilities)
 	var l driver.Lease
@@ -329,8 +328,7 @@ func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, e entry, own *mv
 // etcd's default --max-txn-ops of 128.
 const maxBatchOps = 100
 
-// RefreshBatch implements driver.BatchRefresher (see Internals: operations
-// and round trips in the package documentation).
+// RefreshBatch implements driver.BatchRefresher (see docs/etcddriver.md).
 func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	bctx := d.request(ctx)
 	errs := d.refreshBatch(bctx, ls)
