@@ -96,6 +96,6 @@
 // it uses a fresh owner for every hold.
 //
 // The driver accepts TTLs from [MinTTL] to [MaxTTL] and reports that range
-// through [Driver.TTLRange]; a TTL outside it, or an unknown [driver.Mode],
+// through [Driver.Capabilities]; a TTL outside it, or an unknown [driver.Mode],
 // is refused with an error marked [driver.Permanent].
 package memdriver
