@@ -33,7 +33,8 @@
 // All locks live in one table, DefaultTable ("locker_leases") unless
 // Options.Table names another. The driver never creates it: call
 // [CreateTable] (every process may, at startup: concurrent calls all
-// succeed), or put the statement that [DDL] returns in your migrations:
+// succeed), or put the statement that [DDL] returns in your migrations
+// (PostgreSQL, then MySQL and MariaDB):
 //
 //	CREATE TABLE IF NOT EXISTS "locker_leases" (
 //		name    text COLLATE "C" NOT NULL,
@@ -62,7 +63,8 @@
 // A table made by an older version, without lim, weight and val, fails
 // with an error wrapping [ErrOldTable]. CreateTable adds the columns, or
 // run the statement [UpgradeDDL] returns (a moment's ALTER TABLE on
-// PostgreSQL 11, MariaDB 10.3, MySQL 8.0.12 or later):
+// PostgreSQL 11, MariaDB 10.3, MySQL 8.0.12 or later; PostgreSQL, then
+// MySQL and MariaDB):
 //
 //	ALTER TABLE "locker_leases"
 //		ADD COLUMN IF NOT EXISTS lim bigint NOT NULL DEFAULT 0,
