@@ -16,7 +16,7 @@ import (
 // key (critical section 300 ms, TTL 5 s), five times: no holds overlap, no
 // fenced update is lost, and the key never goes without a grant after the
 // kill for longer than the new leader's election time plus 2 s, nor than
-// the TTL. SAFETY.md ("Failover") has the figures.
+// the TTL. SAFETY.md has the figures.
 func TestClusterFailover(t *testing.T) {
 	drivertest.Long(t, "starts a 3-member cluster")
 	c := etcdtest.StartCluster(t, 3)
