@@ -64,6 +64,9 @@ type Client struct {
 	// one of their own share (see hedgeWindow).
 	hedge atomic.Pointer[hedgeContext]
 
+	// errs is the default error handler of the Client's handles.
+	errs errorLog
+
 	// dflt is set on the default Clients of NewMutex and its kin
 	// (shared.go), nil on the Clients of New.
 	dflt *defaultEntry
@@ -224,7 +227,7 @@ func (c *Client) releaseAll(ctx context.Context, holds []*Hold) []error {
 			defer cancel()
 			if until, ok := h.keepLease(rctx, "close"); ok {
 				// WithMinHold: Close does not shorten it.
-				c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
+				c.releaseAt(h.lease, h.ttl, until, h.cfg)
 				return
 			}
 			if err := c.releaseHedged(rctx, h.lease, h.ttl); err != nil && !errors.Is(err, driver.ErrNotHeld) {
@@ -278,7 +281,7 @@ func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
 // context bounded by the TTL. Until it is done, lock calls for l.Key
 // through c wait before they take their place in the key's line, and
 // Close waits for it.
-func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report func(error)) {
+func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, cfg *config) {
 	c.pin() // a default Client stays while the cleanup runs
 	c.mu.Lock()
 	g.refs++
@@ -291,8 +294,8 @@ func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupBound(ttl))
 		err := c.cleanUp(ctx, l)
 		cancel()
-		if err != nil && !errors.Is(err, driver.ErrNotHeld) && !driver.IsPermanent(err) && report != nil {
-			report(opError("cleanup", l.Key, err))
+		if err != nil && !errors.Is(err, driver.ErrNotHeld) && !driver.IsPermanent(err) {
+			c.reportError(cfg, opError("cleanup", l.Key, err))
 		}
 		c.mu.Lock()
 		g.cleanups--

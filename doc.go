@@ -285,8 +285,11 @@
 // failed renewals before a loss, transient errors Lock retries, failed
 // background cleanups) go to the WithErrorHandler function; by default
 // they are logged at level Warn to the WithLogger logger, or
-// slog.Default(). WithObserver reports every lock call, failed renewal
-// and end of hold, for metrics and traces.
+// slog.Default(), a run of them at a time: the first at once, then at most
+// one line every 5 seconds, and one line when the backend answers again,
+// so that an outage is a few lines rather than one per retry. WithObserver
+// reports every lock call, failed renewal, error and end of hold, for
+// metrics and traces.
 //
 // # Copying
 //

@@ -100,7 +100,7 @@ func (h *Hold) keepLease(ctx context.Context, op string) (time.Time, bool) {
 	case errors.Is(err, driver.ErrNotHeld):
 		return time.Time{}, false
 	case err != nil:
-		h.cfg.reportError(opError(op, h.lease.Key, fmt.Errorf("extending the lease to the end of its minimum hold: %w", err)))
+		h.c.reportError(h.cfg, opError(op, h.lease.Key, fmt.Errorf("extending the lease to the end of its minimum hold: %w", err)))
 	}
 	return until, true
 }
@@ -109,12 +109,12 @@ func (h *Hold) keepLease(ctx context.Context, op string) (time.Time, bool) {
 // minimum hold lasts until then. Nothing waits for it, not even Close: if
 // the process ends first, the lease expires on the backend by its TTL,
 // later than until.
-func (c *Client) releaseAt(l driver.Lease, ttl time.Duration, until time.Time, report func(error)) {
+func (c *Client) releaseAt(l driver.Lease, ttl time.Duration, until time.Time, cfg *config) {
 	time.AfterFunc(time.Until(until), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupBound(ttl))
 		defer cancel()
 		if err := c.cleanUp(ctx, l); err != nil && !errors.Is(err, driver.ErrNotHeld) && !driver.IsPermanent(err) {
-			report(opError("release", l.Key, fmt.Errorf("after the minimum hold: %w", err)))
+			c.reportError(cfg, opError("release", l.Key, fmt.Errorf("after the minimum hold: %w", err)))
 		}
 	})
 }

@@ -68,6 +68,15 @@ func NewReentrantMutex(d driver.Driver, key string, opts ...Option) *ReentrantMu
 	return &ReentrantMutex{d: d, dflt: true, key: key, cfg: newConfig(opts)}
 }
 
+// client returns r's Client: for a handle of NewReentrantMutex, the
+// default Client of its driver in use now, or nil.
+func (r *ReentrantMutex) client() *Client {
+	if r.dflt {
+		return peekDefault(r.d)
+	}
+	return r.c
+}
+
 // zeroCheck returns the error of op on a zero ReentrantMutex, or nil.
 func (r *ReentrantMutex) zeroCheck(op string) error {
 	if r.dflt {
@@ -186,7 +195,7 @@ func (r *ReentrantMutex) Unlock(ctx context.Context) {
 			panic("locker: unlock of unlocked ReentrantMutex")
 		}
 		if !isClosed(err) {
-			r.cfg.reportError(err)
+			r.client().reportError(&r.cfg, err)
 		}
 	}
 }
