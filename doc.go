@@ -148,7 +148,8 @@
 //     cron/<job>/<tick in unix seconds>, with TryAcquire and
 //     WithMinHold(d) (d within the TTL): the key stays held for d after
 //     the grant even when the job ends sooner, and Client.Close does not
-//     shorten it, so a late replica finds it held and skips the tick. d
+//     shorten it (it releases the key at the end of d, and waits for
+//     that), so a late replica finds it held and skips the tick. d
 //     must exceed the clock disagreement plus scheduling jitter (seconds
 //     are plenty: the key is never wanted again). One key per job,
 //     without the tick, works too if d is also shorter than the interval
