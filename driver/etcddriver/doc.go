@@ -162,9 +162,10 @@
 // lock). Leases are granted on demand (LeaseGrant, plus the sentinel's Put)
 // and kept in a pool per TTL when their entry is released: a lock+unlock
 // loop grants one lease, once. etcd raises a TTL below its minimum without
-// saying so; the driver reports the minimum (asked of the cluster by New,
-// see Options.MinTTL) in its Capabilities, and a grant whose TTL etcd
-// raised anyway fails with an error naming the minimum.
+// saying so; a grant whose TTL etcd raised fails with an error naming the
+// minimum, which the driver reports in its Capabilities from then on (see
+// Options.MinTTL), so that package locker refuses such TTLs before any
+// I/O.
 //
 // The driver keeps no lease alive on its own: leases are renewed when
 // package locker's watchdog calls Refresh (and, for a waiter, by Acquire
