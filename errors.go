@@ -61,6 +61,7 @@ var (
 // error that caused it.
 type Error struct {
 	// Op is the operation: "lock", "trylock", "rlock", "tryrlock",
+	// "enter", "tryenter" and "leave" (ReentrantMutex),
 	// "acquire" and "tryacquire" (Semaphore), "campaign", "resign",
 	// "leader" and "observe" (Election), "multilock" and "trymultilock"
 	// (MultiLock), "unlock", "runlock", "refresh", "release", "hold" (the
