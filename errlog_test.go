@@ -170,3 +170,70 @@ func TestErrorHandler_OutageEveryError(t *testing.T) {
 		}
 	})
 }
+
+// TestDefaultErrorHandler_OneError: a single error, followed by an
+// answer of the backend, is one line, without a line for the recovery.
+func TestDefaultErrorHandler_OneError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lc := &lineCounter{}
+		d := memdriver.New()
+		c := locker.New(d, locker.WithLogger(slog.New(lc)))
+		defer c.Close(context.Background())
+		d.FailNext(1, nil)
+		m := c.Mutex("k")
+		m.Lock() // retried once, then granted
+		m.Unlock()
+		lines := lc.lines()
+		if len(lines) != 1 || lines[0].Level != slog.LevelWarn {
+			t.Fatalf("%d lines for one retried error, want one Warn", len(lines))
+		}
+		// A second run of errors later starts with a line of its own.
+		time.Sleep(time.Second)
+		d.FailNext(1, nil)
+		m.Lock()
+		m.Unlock()
+		if n := len(lc.lines()); n != 2 {
+			t.Errorf("%d lines after a second error, want 2", n)
+		}
+	})
+}
+
+// TestDefaultErrorHandler_OutageNewMutex: handles of NewMutex share their
+// driver's default Client, and so its run of errors: 100 of them waiting
+// through a 30s outage make a few lines.
+func TestDefaultErrorHandler_OutageNewMutex(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		lc := &lineCounter{}
+		log := locker.WithLogger(slog.New(lc))
+		b := memdriver.NewBackend()
+		other := locker.New(b.Driver())
+		defer other.Close(context.Background())
+		var theirs []*locker.Mutex
+		for i := range 100 {
+			m := other.Mutex(fmt.Sprint("job/", i))
+			m.Lock()
+			theirs = append(theirs, m)
+		}
+		d := b.Driver()
+		d.FailNext(1<<30, nil)
+		var wg sync.WaitGroup
+		for i := range 100 {
+			m := locker.NewMutex(d, fmt.Sprint("job/", i), log)
+			wg.Go(func() {
+				m.Lock()
+				m.Unlock()
+			})
+		}
+		time.Sleep(30 * time.Second)
+		d.FailNext(0, nil)
+		for _, m := range theirs {
+			m.Unlock()
+		}
+		wg.Wait()
+		lines := lc.lines()
+		t.Logf("%d lines", len(lines))
+		if len(lines) < 2 || len(lines) > 8 {
+			t.Errorf("%d lines for 100 NewMutex handles waiting through a 30s outage, want one at its start, about one per 5s, one at its end", len(lines))
+		}
+	})
+}
