@@ -121,12 +121,12 @@ func runReplica(cfg replicaConfig) error {
 		return err
 	}
 	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
+	signal.Notify(term, syscall.SIGTERM) // a graceful stop, as a deployment does
 	defer signal.Stop(term)
 	s.Start()
 	select {
 	case <-time.After(time.Until(cfg.Until)):
-	case <-term: // a graceful stop, as a deployment does
+	case <-term:
 	}
 	stop := time.Now()
 	if err := s.Shutdown(); err != nil {
