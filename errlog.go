@@ -35,13 +35,15 @@ type errorLog struct {
 }
 
 // report handles err for a config without an error handler of its own.
+// It logs outside el.mu, so that a slow handler does not hold up the
+// other reporters, which only count.
 func (el *errorLog) report(l *slog.Logger, err error) {
 	now := time.Now()
 	el.mu.Lock()
-	defer el.mu.Unlock()
 	if !el.inRun.Load() {
 		el.inRun.Store(true)
 		el.start, el.lastLine, el.errs, el.held, el.latest, el.logger = now, now, 1, 0, nil, l
+		el.mu.Unlock()
 		logger(l).Warn("locker", "err", err)
 		return
 	}
@@ -49,10 +51,13 @@ func (el *errorLog) report(l *slog.Logger, err error) {
 	if now.Sub(el.lastLine) < errorLogEvery {
 		el.held++
 		el.latest = err
+		el.mu.Unlock()
 		return
 	}
-	logger(l).Warn("locker", "err", err, "suppressed", el.held, "since", now.Sub(el.start).Round(time.Millisecond))
+	held, since := el.held, now.Sub(el.start).Round(time.Millisecond)
 	el.lastLine, el.held, el.latest = now, 0, nil
+	el.mu.Unlock()
+	logger(l).Warn("locker", "err", err, "suppressed", held, "since", since)
 }
 
 // answered records an answer of the backend: it ends a run of errors, and
@@ -64,19 +69,21 @@ func (el *errorLog) answered() {
 	}
 	now := time.Now()
 	el.mu.Lock()
-	defer el.mu.Unlock()
 	if !el.inRun.Load() {
+		el.mu.Unlock()
 		return
 	}
 	el.inRun.Store(false)
-	if el.errs > 1 {
-		args := []any{"errors", el.errs, "for", now.Sub(el.start).Round(time.Millisecond)}
-		if el.latest != nil {
-			args = append(args, "suppressed", el.held, "last_err", el.latest)
-		}
-		logger(el.logger).Info("locker: the backend answers again", args...)
+	l, errs := el.logger, el.errs
+	args := []any{"errors", errs, "for", now.Sub(el.start).Round(time.Millisecond)}
+	if el.latest != nil {
+		args = append(args, "suppressed", el.held, "last_err", el.latest)
 	}
 	el.latest, el.logger = nil, nil
+	el.mu.Unlock()
+	if errs > 1 {
+		logger(l).Info("locker: the backend answers again", args...)
+	}
 }
 
 // logger returns l, or slog.Default() at the time of the call for nil.
