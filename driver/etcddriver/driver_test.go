@@ -878,7 +878,7 @@ func TestNewDoesNoIO(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cfg := etcdtest.ClientConfig("http://" + addr)
+	cfg := clientConfig("http://" + addr)
 	cfg.DialTimeout = 0 // clientv3.New does not wait for a connection
 	cli, err := clientv3.New(cfg)
 	if err != nil {
