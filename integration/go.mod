@@ -6,6 +6,7 @@ require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/go-locker/locker v0.1.0
 	github.com/go-locker/locker/driver/redisdriver v0.1.0
+	github.com/go-locker/locker/gocronlock v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 

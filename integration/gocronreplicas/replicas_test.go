@@ -1,4 +1,7 @@
-package gocronlock_test
+// Package gocronreplicas runs gocronlock's tests with scheduler replicas in
+// processes of their own over redis-server: Redis is not a dependency of
+// gocronlock, so they live in this unpublished module.
+package gocronreplicas
 
 import (
 	"bytes"
