@@ -104,7 +104,7 @@ func main() {
 		}
 		c.step(tidy, c.tidy)
 	}
-	c.step("the workspace selects the root module's versions", c.workspace)
+	c.step("the workspace selects the clients each published module requires", c.workspace)
 	if len(c.failed) > 0 {
 		fmt.Printf("\ninstallcheck: %d failure(s):\n", len(c.failed))
 		for _, f := range c.failed {
