@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/lockertest"
 )
 
@@ -13,8 +14,8 @@ import (
 // -short runs it on the real server with RESP3 only.
 func TestConformance(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		if testing.Short() && b.name != "redis" {
-			t.Skipf("-short: the suite runs on redis-server with RESP3 only (%s in the full run)", b.name)
+		if !testflag.Long() && b.name != "redis" {
+			t.Skipf("quick run (LOCKER_LONG=1 for the long one): the suite runs on redis-server with RESP3 only (%s in the long run)", b.name)
 		}
 		if b.name == "redis" {
 			// Each driver behind a fault proxy of its own, for the

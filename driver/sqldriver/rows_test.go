@@ -13,6 +13,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/internal/sqltest"
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 // tableOf creates a lease table of the test's own, so that row counts do
@@ -58,7 +59,7 @@ func placeholder(b backend, n int) string {
 // live row).
 func TestReleasedKeysLeaveNoRows(t *testing.T) {
 	n := 10000
-	if testing.Short() {
+	if !testflag.Long() {
 		n = 400
 	}
 	forEachBackend(t, func(t *testing.T, b backend) {
