@@ -12,9 +12,9 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // plainKey returns a key unique to this run whose znode name is the key
@@ -564,8 +564,11 @@ func TestOptions(t *testing.T) {
 	if _, err := zkdriver.New(nil, sess, nil); err == nil {
 		t.Error("New(nil conn) succeeded")
 	}
-	// A Session is optional: the connection tracks its sessions itself.
-	plain, err := zkdriver.New(conn, nil, nil)
+	// Without a Session, the session timeout must be declared.
+	if _, err := zkdriver.New(conn, nil, nil); err == nil || !strings.Contains(err.Error(), "Options.SessionTimeout") {
+		t.Errorf("New(nil Session, no SessionTimeout): %v; want an error naming Options.SessionTimeout", err)
+	}
+	plain, err := zkdriver.New(conn, nil, &zkdriver.Options{SessionTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatalf("New(nil Session): %v", err)
 	}

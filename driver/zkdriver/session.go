@@ -2,30 +2,65 @@ package zkdriver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-locker/locker/driver/driverkit"
+	"github.com/go-zookeeper/zk"
 )
 
-// A Session shows the ZooKeeper session of a Driver's connection: its id
-// and negotiated timeout, and a wait for the first one. The connection
-// tracks its sessions itself (zk.Conn.Session), so a Session is optional:
-// New makes one when given nil. ConnOption's option passes Dialer and
-// OnEvent to zk.Connect, as zk.WithDialer and zk.WithEventCallback would.
+// A Session follows the ZooKeeper sessions of one *zk.Conn for the drivers
+// that use it: which session is current, its negotiated timeout, and when
+// it ends. go-zookeeper tells the negotiated timeout, and session events,
+// only to the code that made the connection, so pass ConnOption's option
+// to zk.Connect, then the Session to New: its dialer reads the session id
+// and timeout from the server's answer to each connect request, and its
+// event callback sees the connection closed. To use your own, set Dialer
+// and OnEvent rather than pass zk.WithDialer or zk.WithEventCallback. One
+// Session per connection.
+//
+// A connection made without it (say, by a service-discovery library) still
+// works: give New a nil Session and Options.SessionTimeout. The driver then
+// reads the session id from the connection, and learns of an expiry or a
+// close from a watch it keeps while it holds nodes (go-zookeeper ends every
+// watch with zk.ErrSessionExpired or zk.ErrClosing).
 type Session struct {
-	// Dialer, if set, makes the network connections, as by zk.WithDialer.
+	// Dialer, if set, makes the network connections; the Session wraps
+	// it. Nil means net.DialTimeout, go-zookeeper's default.
 	Dialer zk.Dialer
 	// OnEvent, if set, is called with every event of the connection, as
 	// by zk.WithEventCallback. It must not block.
 	OnEvent zk.EventCallback
 
-	mu   sync.Mutex
-	conn *zk.Conn // set by ConnOption's option or New
+	mu        sync.Mutex
+	conn      *zk.Conn
+	sniffed   bool          // ConnOption's dialer reads the connect responses
+	cur       *zkSession    // the current session, nil before the first
+	next      chan struct{} // closed at the next session established
+	closed    chan struct{} // closed once the connection is known closed
+	closeOnce sync.Once
+	lastState zk.State // of the last session event
 }
+
+// zkSession is one ZooKeeper session of a connection.
+type zkSession struct {
+	ID      int64
+	timeout atomic.Int64 // negotiated; 0 when not read (no ConnOption)
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+}
+
+// Timeout returns the negotiated session timeout, or 0 when unknown.
+func (s *zkSession) Timeout() time.Duration { return time.Duration(s.timeout.Load()) }
+
+// Context is done once the session is over, with its cause.
+func (s *zkSession) Context() context.Context { return s.ctx }
 
 // errSessionEnded is the cause when a node's session is not the
 // connection's current one.
@@ -34,19 +69,24 @@ var errSessionEnded = errors.New("zkdriver: the ZooKeeper session ended")
 // errConnClosed is the cause when the connection was closed (zk.Conn.Close).
 var errConnClosed = fmt.Errorf("the ZooKeeper connection was closed (%w)", zk.ErrClosing)
 
-// ConnOption returns a zk.Connect option that applies Dialer and OnEvent
-// and ties the Session to the connection.
+// init makes the Session's channels; s.mu is held.
+func (s *Session) init() {
+	if s.closed == nil {
+		s.closed = make(chan struct{})
+		s.next = make(chan struct{})
+	}
+}
+
+// ConnOption returns the zk.Connect option by which the Session follows
+// the connection's sessions.
 func (s *Session) ConnOption() func(*zk.Conn) {
 	return func(c *zk.Conn) {
 		s.mu.Lock()
-		s.conn = c
+		s.init()
+		s.conn, s.sniffed = c, true
 		s.mu.Unlock()
-		if s.Dialer != nil {
-			zk.WithDialer(s.Dialer)(c)
-		}
-		if s.OnEvent != nil {
-			zk.WithEventCallback(s.OnEvent)(c)
-		}
+		zk.WithDialer(s.dial)(c)
+		zk.WithEventCallback(s.event)(c)
 	}
 }
 
@@ -57,23 +97,32 @@ func (s *Session) bind(conn *zk.Conn) error {
 	if s.conn != nil && s.conn != conn {
 		return errors.New("zkdriver: the Session's ConnOption was passed to another connection")
 	}
+	s.init()
 	s.conn = conn
 	return nil
 }
 
-// current returns the connection's current session, or nil.
-func (s *Session) current() *zk.Session {
+// current returns the connection's current session, or nil before the
+// first one. Without ConnOption it is the connection's SessionID: a new
+// id is a new session, and the id 0 after one means that one expired.
+func (s *Session) current() *zkSession {
 	s.mu.Lock()
-	conn := s.conn
-	s.mu.Unlock()
-	if conn == nil {
-		return nil
+	defer s.mu.Unlock()
+	if s.sniffed || s.conn == nil {
+		return s.cur
 	}
-	return conn.Session()
+	id := s.conn.SessionID()
+	if id != 0 && (s.cur == nil || s.cur.ID != id) {
+		s.establishLocked(id, 0)
+	} else if id == 0 && s.cur != nil {
+		s.cur.cancel(zk.ErrSessionExpired)
+	}
+	return s.cur
 }
 
 // Timeout returns the session timeout negotiated for the current session,
-// or 0 before the first session was established.
+// or 0 before the first session was established or when it is not known
+// (the connection was made without ConnOption).
 func (s *Session) Timeout() time.Duration {
 	if cur := s.current(); cur != nil {
 		return cur.Timeout()
@@ -84,10 +133,144 @@ func (s *Session) Timeout() time.Duration {
 // ID returns the current session id, or 0 before the first session was
 // established and after it expired until the next one is.
 func (s *Session) ID() int64 {
-	if cur := s.current(); cur != nil && cur.Context().Err() == nil {
+	if cur := s.current(); cur != nil && cur.ctx.Err() == nil {
 		return cur.ID
 	}
 	return 0
+}
+
+// nextSession returns a channel closed the next time the connection is
+// known to have a session: a new one, or, with ConnOption, the same one
+// again after a reconnection (which may have lost watches).
+func (s *Session) nextSession() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	return s.next
+}
+
+// done returns a channel closed once the connection is known closed.
+func (s *Session) done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.init()
+	return s.closed
+}
+
+// established records the session the server granted in answer to a
+// connect request; a session it replaces is over.
+func (s *Session) established(id int64, timeout time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.establishLocked(id, timeout)
+}
+
+func (s *Session) establishLocked(id int64, timeout time.Duration) {
+	if old := s.cur; old == nil || old.ID != id {
+		if old != nil {
+			old.cancel(zk.ErrSessionExpired)
+		}
+		ctx, cancel := context.WithCancelCause(context.Background())
+		s.cur = &zkSession{ID: id, ctx: ctx, cancel: cancel}
+	}
+	s.cur.timeout.Store(int64(timeout))
+	close(s.next)
+	s.next = make(chan struct{})
+}
+
+// end ends the session id, if it is the current one, with cause.
+func (s *Session) end(id int64, cause error) {
+	s.mu.Lock()
+	cur := s.cur
+	s.mu.Unlock()
+	if cur != nil && (id == 0 || cur.ID == id) {
+		cur.cancel(cause)
+	}
+}
+
+// connClosed records that the connection was closed by its owner.
+func (s *Session) connClosed() {
+	s.mu.Lock()
+	s.init()
+	closed := s.closed
+	s.mu.Unlock()
+	s.closeOnce.Do(func() { close(closed) })
+	s.end(0, zk.ErrClosing)
+}
+
+// event is the connection's event callback (ConnOption).
+func (s *Session) event(ev zk.Event) {
+	if ev.Type == zk.EventSession {
+		s.mu.Lock()
+		last := s.lastState
+		s.lastState = ev.State
+		s.mu.Unlock()
+		if ev.State == zk.StateDisconnected && last == zk.StateConnecting {
+			// Only a closed connection stops connecting: one closed
+			// while disconnected sends no close request.
+			s.connClosed()
+		}
+	}
+	if s.OnEvent != nil {
+		s.OnEvent(ev)
+	}
+}
+
+// dial is the connection's dialer: it wraps each network connection.
+func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
+	dial := s.Dialer
+	if dial == nil {
+		dial = net.DialTimeout
+	}
+	c, err := dial(network, addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &sniffConn{Conn: c, s: s}, nil
+}
+
+// sniffConn reads the connect response (session id, negotiated timeout)
+// of a network connection, and spots the close request.
+type sniffConn struct {
+	net.Conn
+	s     *Session
+	rdone bool
+	rbuf  []byte
+}
+
+// Connect response: len, protocolVersion int32, timeOut int32, sessionId
+// int64, passwd. A request: len, xid int32, opcode int32, ...
+const (
+	respTimeoutOff = 4 + 4
+	respSessionOff = 4 + 4 + 4
+	opCloseSession = -11 // the request only zk.Conn.Close sends
+)
+
+func (c *sniffConn) Write(p []byte) (int, error) {
+	// go-zookeeper writes each request with one Write.
+	if c.rdone && len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:])) == opCloseSession {
+		c.s.connClosed()
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *sniffConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if !c.rdone && n > 0 {
+		c.rbuf = append(c.rbuf, p[:n]...)
+		if len(c.rbuf) >= respSessionOff+8 {
+			c.rdone = true
+			ms := int32(binary.BigEndian.Uint32(c.rbuf[respTimeoutOff:]))
+			id := int64(binary.BigEndian.Uint64(c.rbuf[respSessionOff:]))
+			c.rbuf = nil
+			if id == 0 { // the server no longer knows our session
+				c.s.end(0, zk.ErrSessionExpired)
+			} else {
+				c.s.established(id, time.Duration(ms)*time.Millisecond)
+			}
+		}
+	}
+	return n, err
 }
 
 // Wait waits until the connection has its first session, ctx is done, or
@@ -97,46 +280,105 @@ func (s *Session) Wait(ctx context.Context) error {
 	conn := s.conn
 	s.mu.Unlock()
 	if conn == nil {
-		return driver.Permanent(errors.New("zkdriver: the Session's ConnOption was not passed to zk.Connect"))
+		return driver.Permanent(errors.New("zkdriver: the Session follows no connection: pass its ConnOption to zk.Connect, or the Session to New"))
 	}
-	next := conn.NextSession()
-	if conn.Session() != nil {
-		return nil
-	}
-	select {
-	case <-next:
-		return nil
-	case <-conn.Done():
-		if conn.Session() != nil {
-			return nil // established before the close
+	tick := time.NewTicker(5 * time.Millisecond) // without ConnOption, nothing tells
+	defer tick.Stop()
+	for {
+		next, closed := s.nextSession(), s.done()
+		if s.current() != nil {
+			return nil
 		}
-		return driver.Permanent(fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", errConnClosed))
-	case <-ctx.Done():
-		return fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", ctx.Err())
+		select {
+		case <-next:
+		case <-tick.C:
+		case <-closed:
+			if s.current() != nil {
+				return nil // established before the close
+			}
+			return driver.Permanent(fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", errConnClosed))
+		case <-ctx.Done():
+			return fmt.Errorf("zkdriver: waiting for a ZooKeeper session: %w", ctx.Err())
+		}
 	}
 }
 
 // state returns the connection's current session if its id is id, else
 // nil: a node of another session is gone.
-func (d *Driver) state(id int64) *zk.Session {
-	if cur := d.conn.Session(); cur != nil && cur.ID == id {
+func (d *Driver) state(id int64) *zkSession {
+	if cur := d.sess.current(); cur != nil && cur.ID == id {
 		return cur
 	}
 	return nil
 }
 
 // live reports whether st is a session that is not over.
-func live(st *zk.Session) bool { return st != nil && st.Context().Err() == nil }
+func live(st *zkSession) bool { return st != nil && st.ctx.Err() == nil }
+
+// timeout returns st's negotiated timeout, or the one Options declared.
+func (d *Driver) timeout(st *zkSession) time.Duration {
+	if st != nil && st.Timeout() > 0 {
+		return st.Timeout()
+	}
+	return d.declared
+}
 
 // follow arranges for sessionEnded to run when st, in which the driver
-// made a node, is over.
-func (d *Driver) follow(st *zk.Session) {
+// made a node, is over; without ConnOption it also keeps a watch that
+// tells of st's end (watchSession).
+func (d *Driver) follow(st *zkSession) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.followed == st || d.closed {
 		return
 	}
 	d.followed = st
-	ctx := st.Context()
-	d.unfollow = context.AfterFunc(ctx, func() { d.sessionEnded(st.ID, context.Cause(ctx)) })
+	d.unfollow = context.AfterFunc(st.ctx, func() { d.sessionEnded(st.ID, context.Cause(st.ctx)) })
+	d.sess.mu.Lock()
+	sniffed := d.sess.sniffed
+	d.sess.mu.Unlock()
+	if !sniffed {
+		go d.watchSession(st)
+	}
+}
+
+// sessionWatchPath is where watchSession sets its exists watch: a child of
+// /zookeeper, which no client can create, so only go-zookeeper's end of
+// the watch fires it.
+const sessionWatchPath = "/zookeeper/locker-session-watch"
+
+// watchSession keeps an exists watch in st until st ends, the connection
+// closes or the driver does, and tells the Session which of them.
+func (d *Driver) watchSession(st *zkSession) {
+	var retry driverkit.Backoff
+	for st.ctx.Err() == nil {
+		before := d.conn.SessionID()
+		_, _, ch, err := d.conn.ExistsW(sessionWatchPath)
+		if err == nil && before == st.ID && d.conn.SessionID() == st.ID {
+			retry.Reset()
+			select {
+			case ev := <-ch:
+				switch {
+				case errors.Is(ev.Err, zk.ErrClosing):
+					d.sess.connClosed()
+					return
+				case ev.Err != nil:
+					d.sess.end(st.ID, ev.Err)
+				}
+				continue
+			case <-d.quit:
+				return
+			}
+		}
+		if d.sess.current() != st { // a new session: st is over
+			return
+		}
+		t := time.NewTimer(retry.Next())
+		select {
+		case <-t.C:
+		case <-d.quit:
+			t.Stop()
+			return
+		}
+	}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // TryAcquire implements driver.Driver. It creates the owner's lock node
@@ -194,7 +194,7 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 		return "", nil
 	}
 	for _, c := range mine[1:] {
-		_ = d.conn.DeleteContext(ctx, n.parent+"/"+c.name, -1)
+		_ = d.del(ctx, n.parent+"/"+c.name, -1)
 	}
 	path := n.parent + "/" + mine[0].name
 	d.mu.Lock()

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 func TestStandalone(t *testing.T) {
