@@ -181,6 +181,9 @@ func (w *queueWait) relist() (waitResult, error) {
 	}
 	w.ok()
 	q := parseQueue(names)
+	if err := w.d.checkForeignLayout(w.parent, q); err != nil {
+		return 0, err
+	}
 	w.list = false
 	i := q.index(w.name)
 	if i < 0 {

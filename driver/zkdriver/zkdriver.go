@@ -239,8 +239,9 @@ func (d *Driver) Close() error {
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Shared: d.layout != LayoutCuratorMutex, Counted: d.layout == LayoutLocker, Values: true,
-		MinTTL: MinTTL, MaxTTL: d.maxTTL(),
-		Acquire: true, WatchLoss: true, RefreshBatch: true, Inspect: true,
+		MinTTL: MinTTL, MaxTTL: d.maxTTL(), MaxTTLSource: "the ZooKeeper session timeout",
+		Unsupported: d.layout.unsupported(),
+		Acquire:     true, WatchLoss: true, RefreshBatch: true, Inspect: true,
 	}
 }
 
