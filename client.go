@@ -1,8 +1,8 @@
 package locker
 
 import (
-	"context"
 	"cmp"
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -44,7 +44,7 @@ type Client struct {
 	shared   bool
 	counted  bool
 	values   bool
-	refusal  error // wrapped by the refusals of what the driver lacks
+	refusal  error    // wrapped by the refusals of what the driver lacks
 	opts     []Option // the client-wide defaults, applied before a handle's own
 
 	// ctx is cancelled by Close: lock calls waiting for a key, renewals

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -342,18 +343,20 @@ func (d *Driver) follow(st *zkSession) {
 	}
 }
 
-// sessionWatchPath is where watchSession sets its exists watch: a child of
-// /zookeeper, which no client can create, so only go-zookeeper's end of
-// the watch fires it.
-const sessionWatchPath = "/zookeeper/locker-session-watch"
+// sessionWatch is the name, under the driver's root, of the node on which
+// watchSession sets its exists watch: no key's node is named so (a key's
+// leading '.' is written %2E), and the driver never creates it, so only
+// go-zookeeper's end of the watch fires it.
+const sessionWatch = ".session-watch"
 
 // watchSession keeps an exists watch in st until st ends, the connection
 // closes or the driver does, and tells the Session which of them.
 func (d *Driver) watchSession(st *zkSession) {
 	var retry driverkit.Backoff
+	path := d.sessionWatchPath()
 	for st.ctx.Err() == nil {
 		before := d.conn.SessionID()
-		_, _, ch, err := d.conn.ExistsW(sessionWatchPath)
+		_, _, ch, err := d.conn.ExistsW(path)
 		if err == nil && before == st.ID && d.conn.SessionID() == st.ID {
 			retry.Reset()
 			select {
@@ -370,8 +373,8 @@ func (d *Driver) watchSession(st *zkSession) {
 				return
 			}
 		}
-		if d.sess.current() != st { // a new session: st is over
-			return
+		if d.sess.current() != st || d.connGone(err) {
+			return // a new session (st is over), or the connection closed
 		}
 		t := time.NewTimer(retry.Next())
 		select {
@@ -381,4 +384,42 @@ func (d *Driver) watchSession(st *zkSession) {
 			return
 		}
 	}
+}
+
+// sessionWatchPath returns the path of the exists watch of watchSession.
+func (d *Driver) sessionWatchPath() string {
+	return strings.TrimSuffix(d.root, "/") + "/" + sessionWatch
+}
+
+// connGone reports whether err, go-zookeeper's ErrConnectionClosed, means
+// that the connection was closed (then it tells the Session), for a
+// connection made without a Session, which reads the close request. A
+// request made while go-zookeeper's state is StateDisconnected waits in
+// its send queue while it reconnects, and fails at once only after Close:
+// two such requests 50 ms apart, failing within 50 ms with the state
+// unchanged, settle it.
+func (d *Driver) connGone(err error) bool {
+	d.sess.mu.Lock()
+	sniffed := d.sess.sniffed
+	d.sess.mu.Unlock()
+	if sniffed || !errors.Is(err, zk.ErrConnectionClosed) {
+		return false
+	}
+	path := d.sessionWatchPath()
+	for i := range 2 {
+		if i > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if d.conn.State() != zk.StateDisconnected {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, err := driverkit.Call(ctx, func() (bool, error) { ok, _, err := d.conn.Exists(path); return ok, err }, nil)
+		cancel()
+		if !errors.Is(err, zk.ErrConnectionClosed) || d.conn.State() != zk.StateDisconnected {
+			return false
+		}
+	}
+	d.sess.connClosed()
+	return true
 }

@@ -1,8 +1,12 @@
 package zkdriver_test
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/faultproxy"
 
 	"github.com/go-locker/locker/driver/zkdriver"
 	"github.com/go-locker/locker/internal/zktest"
@@ -40,4 +44,75 @@ func TestSessionTimeoutNegotiated(t *testing.T) {
 			t.Error("the Session does not see the connection closed after Close")
 		}
 	}
+}
+
+// TestPlainConnection runs the driver on a connection of upstream
+// go-zookeeper made without a Session (as a service-discovery library
+// makes one), with go-zookeeper's own options and a digest ACL: the
+// driver refuses it without Options.SessionTimeout, errors.Is matches
+// go-zookeeper's error values, a session expiry is reported to WatchLoss
+// by the watch the driver keeps, and a closed connection makes every call
+// fail permanently.
+func TestPlainConnection(t *testing.T) {
+	srv := server(t)
+	const session = 1500 * time.Millisecond
+	p := faultproxy.ForTest(t, srv.Addr)
+	conn, _, err := zk.Connect([]string{p.Addr()}, session, zk.WithLogInfo(false), zk.WithLogger(nopLogger{}), zkdriver.ReconnectAtOnce())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := zkdriver.New(conn, nil, nil); err == nil {
+		t.Fatal("New without a Session nor Options.SessionTimeout succeeded")
+	}
+	if err := conn.AddAuth("digest", []byte("plain:secret")); err != nil {
+		t.Fatal(err)
+	}
+	root := "/plain-" + plainKey("root")
+	d, err := zkdriver.New(conn, nil, &zkdriver.Options{Root: root, SessionTimeout: session, ACL: zk.DigestACL(zk.PermAll, "plain", "secret")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Session().Wait(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Capabilities().MaxTTL; got != session {
+		t.Errorf("MaxTTL = %v; want the declared %v", got, session)
+	}
+	// Another tenant cannot take the key: go-zookeeper's ErrNoAuth.
+	other := connect(t, []string{srv.Addr}, 10*time.Second, &zkdriver.Options{Root: root})
+	r := req("k", owner(), driver.Exclusive, time.Second)
+	l := mustAcquire(t, d, r)
+	if _, err := other.TryAcquire(ctxT(t), req("k", owner(), driver.Exclusive, time.Second)); !errors.Is(err, zk.ErrNoAuth) || !driver.IsPermanent(err) {
+		t.Errorf("other tenant's TryAcquire: %v; want a permanent error wrapping zk.ErrNoAuth", err)
+	}
+	lost := make(chan error, 1)
+	stop := d.WatchLoss(l, func(err error) { lost <- err })
+	defer stop()
+	old := d.Session().ID()
+	p.Partition(true)
+	time.Sleep(2 * session) // the server expires the session
+	p.Partition(false)
+	select {
+	case err := <-lost:
+		if !errors.Is(err, driver.ErrNotHeld) || !errors.Is(err, zk.ErrSessionExpired) {
+			t.Errorf("loss: %v; want ErrNotHeld and zk.ErrSessionExpired", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no loss reported after the session expired")
+	}
+	waitFor(t, 20*time.Second, "a new session", func() bool { id := d.Session().ID(); return id != 0 && id != old })
+	if _, err := d.Refresh(ctxT(t), l); !errors.Is(err, driver.ErrNotHeld) {
+		t.Errorf("Refresh of the expired session's lease: %v; want ErrNotHeld", err)
+	}
+	l2 := mustAcquire(t, d, r)
+	if l2.Token == l.Token {
+		t.Errorf("the new session got the old session's token %d", l.Token)
+	}
+	conn.Close()
+	waitFor(t, 10*time.Second, "the close seen", func() bool {
+		_, err := d.TryAcquire(ctxT(t), req("k2", owner(), driver.Exclusive, time.Second))
+		return driver.IsPermanent(err) && errors.Is(err, zk.ErrClosing)
+	})
 }

@@ -342,6 +342,9 @@ func (d *Driver) final(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
+	if ctx.Err() == nil {
+		d.connGone(err) // the close of a connection made without a Session
+	}
 	return driverkit.Closed(ctx, err, d.closedErr())
 }
 
