@@ -2,10 +2,8 @@ package zkdriver
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,7 +44,8 @@ type Session struct {
 	next      chan struct{} // closed at the next session established
 	closed    chan struct{} // closed once the connection is known closed
 	closeOnce sync.Once
-	lastState zk.State // of the last session event
+	lastState zk.State     // of the last session event
+	zxid      atomic.Int64 // the last zxid of a reply (see sniffConn)
 }
 
 // zkSession is one ZooKeeper session of a connection.
@@ -215,63 +214,6 @@ func (s *Session) event(ev zk.Event) {
 	if s.OnEvent != nil {
 		s.OnEvent(ev)
 	}
-}
-
-// dial is the connection's dialer: it wraps each network connection.
-func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	dial := s.Dialer
-	if dial == nil {
-		dial = net.DialTimeout
-	}
-	c, err := dial(network, addr, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &sniffConn{Conn: c, s: s}, nil
-}
-
-// sniffConn reads the connect response (session id, negotiated timeout)
-// of a network connection, and spots the close request.
-type sniffConn struct {
-	net.Conn
-	s     *Session
-	rdone bool
-	rbuf  []byte
-}
-
-// Connect response: len, protocolVersion int32, timeOut int32, sessionId
-// int64, passwd. A request: len, xid int32, opcode int32, ...
-const (
-	respTimeoutOff = 4 + 4
-	respSessionOff = 4 + 4 + 4
-	opCloseSession = -11 // the request only zk.Conn.Close sends
-)
-
-func (c *sniffConn) Write(p []byte) (int, error) {
-	// go-zookeeper writes each request with one Write.
-	if c.rdone && len(p) >= 12 && int32(binary.BigEndian.Uint32(p[8:])) == opCloseSession {
-		c.s.connClosed()
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *sniffConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if !c.rdone && n > 0 {
-		c.rbuf = append(c.rbuf, p[:n]...)
-		if len(c.rbuf) >= respSessionOff+8 {
-			c.rdone = true
-			ms := int32(binary.BigEndian.Uint32(c.rbuf[respTimeoutOff:]))
-			id := int64(binary.BigEndian.Uint64(c.rbuf[respSessionOff:]))
-			c.rbuf = nil
-			if id == 0 { // the server no longer knows our session
-				c.s.end(0, zk.ErrSessionExpired)
-			} else {
-				c.s.established(id, time.Duration(ms)*time.Millisecond)
-			}
-		}
-	}
-	return n, err
 }
 
 // Wait waits until the connection has its first session, ctx is done, or

@@ -2,6 +2,7 @@ package zkdriver_test
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -115,4 +116,58 @@ func TestPlainConnection(t *testing.T) {
 		_, err := d.TryAcquire(ctxT(t), req("k2", owner(), driver.Exclusive, time.Second))
 		return driver.IsPermanent(err) && errors.Is(err, zk.ErrClosing)
 	})
+}
+
+// TestSessionZxid checks the zxid a Session's connection keeps for
+// go-zookeeper (see sniffConn): after a reconnection to the same session,
+// a watch whose node changed while the connection was down fires, and one
+// whose node did not change stays quiet, as when go-zookeeper keeps it.
+func TestSessionZxid(t *testing.T) {
+	srv := server(t)
+	p := faultproxy.ForTest(t, srv.Addr)
+	sess := new(zkdriver.Session)
+	conn, _, err := zk.Connect([]string{p.Addr()}, 4*time.Second, quiet(t), zkdriver.ReconnectAtOnce(), sess.ConnOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := sess.Wait(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	other := newDriver(t).Conn()
+	base := "/zxid-" + plainKey("watch")
+	var paths [2]string
+	var events [2]<-chan zk.Event
+	for i := range paths {
+		paths[i] = base + strconv.Itoa(i)
+		if _, err := other.Create(paths[i], nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, events[i], err = conn.GetW(paths[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := conn.SessionID()
+	p.Partition(true)
+	if _, err := other.Set(paths[0], []byte("changed"), -1); err != nil {
+		t.Fatal(err)
+	}
+	p.Reset() // the event held back by the partition is lost with the connection
+	p.Partition(false)
+	select {
+	case ev := <-events[0]:
+		if ev.Type != zk.EventNodeDataChanged || ev.Path != paths[0] {
+			t.Errorf("event %+v; want %s's data changed", ev, paths[0])
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event for the node changed while disconnected")
+	}
+	select {
+	case ev := <-events[1]:
+		t.Errorf("event %+v for the node that did not change", ev)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if conn.SessionID() != id {
+		t.Errorf("session %#x; want the same %#x", conn.SessionID(), id)
+	}
 }
