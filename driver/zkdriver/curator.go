@@ -67,16 +67,22 @@ func (d *Driver) checkForeignLayout(parent string, q queue) error {
 }
 
 // unsupported is Capabilities' Unsupported: in a Curator layout, the
-// requests it cannot express fail with ErrCuratorLayout.
+// requests it cannot express fail with ErrCuratorLayout. The values are
+// fixed, so that Capabilities compare equal.
 func (l Layout) unsupported() error {
 	switch l {
 	case LayoutCuratorMutex:
-		return fmt.Errorf("%w (%v): Curator's InterProcessMutex has neither shared nor counted holds: %w", ErrCuratorLayout, l, errors.ErrUnsupported)
+		return errCuratorMutex
 	case LayoutCuratorReadWrite:
-		return fmt.Errorf("%w (%v): counted holds (semaphores) do not interoperate with Curator's InterProcessSemaphoreV2: %w", ErrCuratorLayout, l, errors.ErrUnsupported)
+		return errCuratorReadWrite
 	}
 	return nil
 }
+
+var (
+	errCuratorMutex     = fmt.Errorf("%w (%v): Curator's InterProcessMutex has neither shared nor counted holds: %w", ErrCuratorLayout, LayoutCuratorMutex, errors.ErrUnsupported)
+	errCuratorReadWrite = fmt.Errorf("%w (%v): counted holds (semaphores) do not interoperate with Curator's InterProcessSemaphoreV2: %w", ErrCuratorLayout, LayoutCuratorReadWrite, errors.ErrUnsupported)
+)
 
 // Curator's markers: the text before the sequence number by which its
 // recipes find and order their nodes.
