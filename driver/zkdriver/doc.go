@@ -3,7 +3,11 @@
 // InterProcessReadWriteLock: ephemeral sequential nodes in a per-key
 // queue, served in order, each waiter watching only the node it waits
 // for. With a Curator layout (Options.Layout) they share keys with
-// Curator's own locks.
+// Curator's own locks; use it on every path a Curator client locks.
+// Without it, a request that finds a Curator node in the queue fails with
+// [ErrCuratorLayout], but a Curator client that arrives while this
+// driver's node holds the key takes it too: Curator orders the nodes it
+// did not name after its own, and nothing on the Go side can stop that.
 //
 //	d, err := zkdriver.Connect(ctx, []string{"zk1:2181", "zk2:2181", "zk3:2181"}, 20*time.Second, nil)
 //	if err != nil {
