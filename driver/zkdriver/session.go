@@ -22,13 +22,16 @@ import (
 // and timeout from the server's answer to each connect request, and its
 // event callback sees the connection closed. To use your own, set Dialer
 // and OnEvent rather than pass zk.WithDialer or zk.WithEventCallback. One
-// Session per connection.
+// Session per connection. Its dialer also keeps the connection clear of
+// go-zookeeper v1.0.4's data race on the last zxid seen (see sniffConn).
 //
 // A connection made without it (say, by a service-discovery library) still
 // works: give New a nil Session and Options.SessionTimeout. The driver then
 // reads the session id from the connection, and learns of an expiry or a
 // close from a watch it keeps while it holds nodes (go-zookeeper ends every
-// watch with zk.ErrSessionExpired or zk.ErrClosing).
+// watch with zk.ErrSessionExpired or zk.ErrClosing). Such a connection
+// keeps go-zookeeper's data race, which the race detector reports when it
+// reconnects with watches set.
 type Session struct {
 	// Dialer, if set, makes the network connections; the Session wraps
 	// it. Nil means net.DialTimeout, go-zookeeper's default.

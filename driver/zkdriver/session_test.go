@@ -3,6 +3,7 @@ package zkdriver_test
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,8 +64,8 @@ func TestPlainConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := zkdriver.New(conn, nil, nil); err == nil {
-		t.Fatal("New without a Session nor Options.SessionTimeout succeeded")
+	if _, err := zkdriver.New(conn, nil, nil); err == nil || !strings.Contains(err.Error(), "Options.SessionTimeout") {
+		t.Fatalf("New without a Session nor Options.SessionTimeout: %v; want an error naming Options.SessionTimeout", err)
 	}
 	if err := conn.AddAuth("digest", []byte("plain:secret")); err != nil {
 		t.Fatal(err)
@@ -95,22 +96,7 @@ func TestPlainConnection(t *testing.T) {
 	p.Partition(true)
 	time.Sleep(2 * session) // the server expires the session
 	p.Partition(false)
-	select {
-	case err := <-lost:
-		if !errors.Is(err, driver.ErrNotHeld) || !errors.Is(err, zk.ErrSessionExpired) {
-			t.Errorf("loss: %v; want ErrNotHeld and zk.ErrSessionExpired", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no loss reported after the session expired")
-	}
-	waitFor(t, 20*time.Second, "a new session", func() bool { id := d.Session().ID(); return id != 0 && id != old })
-	if _, err := d.Refresh(ctxT(t), l); !errors.Is(err, driver.ErrNotHeld) {
-		t.Errorf("Refresh of the expired session's lease: %v; want ErrNotHeld", err)
-	}
-	l2 := mustAcquire(t, d, r)
-	if l2.Token == l.Token {
-		t.Errorf("the new session got the old session's token %d", l.Token)
-	}
+	checkNewSession(t, d, r, l, old, lost)
 	conn.Close()
 	waitFor(t, 10*time.Second, "the close seen", func() bool {
 		_, err := d.TryAcquire(ctxT(t), req("k2", owner(), driver.Exclusive, time.Second))
