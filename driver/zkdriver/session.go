@@ -49,6 +49,7 @@ type Session struct {
 	closeOnce sync.Once
 	lastState zk.State     // of the last session event
 	zxid      atomic.Int64 // the last zxid of a reply (see sniffConn)
+	requested atomic.Int64 // the timeout of the last connect request
 }
 
 // zkSession is one ZooKeeper session of a connection.

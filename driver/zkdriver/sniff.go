@@ -49,12 +49,13 @@ type sniffConn struct {
 }
 
 // Frame offsets. A connect request: len, protocolVersion int32,
-// lastZxidSeen int64, .... A connect response: len, protocolVersion int32,
+// lastZxidSeen int64, timeOut int32, .... A connect response: len, protocolVersion int32,
 // timeOut int32, sessionId int64, passwd. Other requests: len, xid int32,
 // opcode int32, then for set-watches relativeZxid int64. A reply: len, xid
 // int32, zxid int64, err int32, body.
 const (
 	reqZxidOff       = 4 + 4
+	reqTimeoutOff    = 4 + 4 + 8
 	respTimeoutOff   = 4 + 4
 	respSessionOff   = 4 + 4 + 4
 	opOff            = 4 + 4
@@ -66,7 +67,8 @@ const (
 func (c *sniffConn) Write(p []byte) (int, error) {
 	// go-zookeeper writes each request with one Write.
 	switch {
-	case !c.hsDone && len(p) >= reqZxidOff+8:
+	case !c.hsDone && len(p) >= reqTimeoutOff+4:
+		c.s.requested.Store(int64(binary.BigEndian.Uint32(p[reqTimeoutOff:])) * int64(time.Millisecond))
 		return c.writeZxid(p, reqZxidOff)
 	case len(p) < opOff+4:
 	case int32(binary.BigEndian.Uint32(p[opOff:])) == opCloseSession:

@@ -235,7 +235,7 @@ func (d *Driver) Close() error {
 // (not in the Curator layouts; see Layout), values, Acquire, WatchLoss,
 // RefreshBatch and Inspect. MaxTTL is the negotiated session timeout
 // (Options.SessionTimeout without a Session that reads it; before the
-// first session, locker's default TTL, which the first call checks).
+// first session, the one asked for).
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Shared: d.layout != LayoutCuratorMutex, Counted: d.layout == LayoutLocker, Values: true,
@@ -246,12 +246,13 @@ func (d *Driver) Capabilities() driver.Capabilities {
 }
 
 // maxTTL is Capabilities' MaxTTL: the session timeout, or before the first
-// session the longest TTL a connection may still allow.
+// session the one asked for (0 before the connect request: no limit yet;
+// the first call checks the TTL).
 func (d *Driver) maxTTL() time.Duration {
 	if t := d.timeout(d.sess.current()); t > 0 {
 		return t
 	}
-	return 24 * time.Hour // not known yet: the first call checks the TTL
+	return time.Duration(d.sess.requested.Load())
 }
 
 // checkTTL rejects a TTL longer than the session timeout limit (0: not
