@@ -229,11 +229,13 @@ func (s *Session) Wait(ctx context.Context) error {
 	if conn == nil {
 		return driver.Permanent(errors.New("zkdriver: the Session follows no connection: pass its ConnOption to zk.Connect, or the Session to New"))
 	}
-	tick := time.NewTicker(5 * time.Millisecond) // without ConnOption, nothing tells
+	// The Session reads a session before go-zookeeper stores its id, and
+	// without ConnOption nothing tells: both are polled.
+	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		next, closed := s.nextSession(), s.done()
-		if s.current() != nil {
+		if cur := s.current(); cur != nil && conn.SessionID() == cur.ID {
 			return nil
 		}
 		select {
