@@ -59,11 +59,11 @@ func (o *lockOp) check(ctx context.Context, c *Client) error {
 func (o *lockOp) checkCapabilities(c *Client) error {
 	switch {
 	case o.mode == driver.Shared && !c.shared:
-		return fmt.Errorf("shared mode: driver %T: %w", c.drv, errors.ErrUnsupported)
+		return fmt.Errorf("shared mode: driver %T: %w", c.drv, c.refusal)
 	case o.limit > 0 && !c.counted:
-		return fmt.Errorf("counted shared mode (driver.Capabilities.Counted): driver %T: %w", c.drv, errors.ErrUnsupported)
+		return fmt.Errorf("counted shared mode (driver.Capabilities.Counted): driver %T: %w", c.drv, c.refusal)
 	case o.value != "" && !c.values:
-		return fmt.Errorf("published values (driver.Capabilities.Values): driver %T: %w", c.drv, errors.ErrUnsupported)
+		return fmt.Errorf("published values (driver.Capabilities.Values): driver %T: %w", c.drv, c.refusal)
 	}
 	return nil
 }

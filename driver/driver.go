@@ -390,6 +390,10 @@ type Capabilities struct {
 	MinTTL time.Duration
 	// MaxTTL, when positive, is the longest TTL the driver accepts.
 	MaxTTL time.Duration
+	// MaxTTLSource, if set, names what sets MaxTTL, for the front-end's
+	// refusal of a longer TTL, which then suggests raising it, such as
+	// zkdriver's "the ZooKeeper session timeout".
+	MaxTTLSource string
 	// TTLUnit, when positive, is the granularity of the backend's expiry,
 	// such as a second: the driver accepts only TTLs that are whole
 	// multiples of it.
@@ -411,6 +415,11 @@ type Capabilities struct {
 	WatchLoss bool
 	// RefreshBatch: the driver implements BatchRefresher.
 	RefreshBatch bool
+
+	// Unsupported, if set, is the error the front-end's refusals of the
+	// shared, counted or value requests this driver lacks wrap, saying
+	// why; it wraps errors.ErrUnsupported. Nil: errors.ErrUnsupported.
+	Unsupported error
 	// Inspect: the driver implements Inspector.
 	Inspect bool
 }

@@ -9,10 +9,10 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // server returns the package's shared ZooKeeper server or skips t.
