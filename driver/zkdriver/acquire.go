@@ -98,7 +98,7 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 // watches the node it waits for (pred) and the blocking node before that
 // one (pprev), and lists the queue again when pprev goes, so that when
 // pred goes it knows whether n is granted without a round trip: the
-// handoff BENCHMARKS.md measures. Meanwhile it rewrites n every third of
+// fast handoff. Meanwhile it rewrites n every third of
 // its TTL (keepAlive), deletes pred when its lease expires (expiry), and
 // looks again after a reconnection, whose watches may have been lost.
 type queueWait struct {

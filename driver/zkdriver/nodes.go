@@ -142,7 +142,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 }
 
 // sendCreate sends n's create multi, making the key's node first when it
-// is not known to exist (BENCHMARKS.md, new keys), and again when the
+// is not known to exist, and again when the
 // multi finds it missing. mayExist: a multi of unknown outcome was sent.
 func (d *Driver) sendCreate(ctx context.Context, n *node, known bool) (r createResult, mayExist bool, err error) {
 	for attempt := 0; ; attempt++ {
