@@ -60,10 +60,15 @@ type Options struct {
 // use. Create it with New.
 type Driver struct {
 	client redis.UniversalClient
+	// pubsub opens the driver's pub/sub connections: client, or its
+	// bounded clone (see bind).
+	pubsub redis.UniversalClient
 	prefix string
 	// ctxBound is true when the client bounds its calls by their
-	// context's deadline (ContextTimeoutEnabled); otherwise the driver
-	// waits for each call in a goroutine of its own (see bounded).
+	// context's deadline (ContextTimeoutEnabled, or a *redis.Client, see
+	// bind); otherwise (a ClusterClient or Ring made without it)
+	// the driver waits for each call in a goroutine of its own (see
+	// bounded).
 	ctxBound bool
 	// replicas and replicaTimeout are Options.Replicas and
 	// Options.ReplicaTimeout (defaulted).
@@ -146,7 +151,12 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	if o.ReplicaTimeout == 0 {
 		o.ReplicaTimeout = DefaultReplicaTimeout
 	}
-	d := &Driver{client: client, prefix: prefix, ctxBound: contextBound(client),
+	pubsub, ctxBound := client, contextBound(client)
+	if c, ok := client.(*redis.Client); ok && !ctxBound {
+		b := bind(c)
+		client, pubsub, ctxBound = b.client, b.pubsub, b.bounded
+	}
+	d := &Driver{client: client, pubsub: pubsub, prefix: prefix, ctxBound: ctxBound,
 		replicas: o.Replicas, replicaTimeout: o.ReplicaTimeout,
 		queued: make(map[string]*queuedOwner)}
 	var id [8]byte

@@ -47,7 +47,9 @@ type script struct {
 func newScript(fast, body string) *script {
 	src := fast + "\n" + commonLua + "\n" + body
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:])}
+	sha := hex.EncodeToString(sum[:])
+	scriptBodies[src], scriptBodies[sha] = true, true
+	return &script{src: src, sha: sha}
 }
 
 // Positions in the arguments of a script command, which are those of
