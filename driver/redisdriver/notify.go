@@ -194,7 +194,7 @@ func (d *Driver) subscribeChan(ctx context.Context, h *hub, key string) *chanEnt
 // rather than in the first SUBSCRIBE, which is written under d.mu.
 func (d *Driver) dialPubSub(ctx context.Context) (*redis.PubSub, error) {
 	// Without channels, Subscribe creates the PubSub without connecting.
-	ps := d.pubsub.Subscribe(context.WithoutCancel(ctx))
+	ps := d.direct.Subscribe(context.WithoutCancel(ctx))
 	ping := func() (struct{}, error) { return struct{}{}, withCtx(ctx, ps.Ping(ctx, "locker-dial")) }
 	var err error
 	if d.ctxBound || ctx.Done() == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -60,10 +61,17 @@ type Options struct {
 // use. Create it with New.
 type Driver struct {
 	client redis.UniversalClient
-	// pubsub opens the driver's pub/sub connections: client, or its
-	// bounded clone (see bind).
-	pubsub redis.UniversalClient
-	prefix string
+	// direct is client, or its clone bounded by the calls' contexts (see
+	// bind): it opens the driver's pub/sub connections and sends the
+	// stall guard's PINGs (see admit).
+	direct redis.UniversalClient
+	// guarded is true for a *redis.Client: its calls take one of slots
+	// and wait while a PING of the stall guard is out (see admit). stall
+	// is the PING out, or the last one if it went unanswered, or nil.
+	guarded bool
+	slots   chan struct{}
+	stall   atomic.Pointer[probe]
+	prefix  string
 	// ctxBound is true when the client bounds its calls by their
 	// context's deadline (ContextTimeoutEnabled, or a *redis.Client, see
 	// bind); otherwise (a ClusterClient or Ring made without it)
@@ -151,12 +159,13 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	if o.ReplicaTimeout == 0 {
 		o.ReplicaTimeout = DefaultReplicaTimeout
 	}
-	pubsub, ctxBound := client, contextBound(client)
-	if c, ok := client.(*redis.Client); ok && !ctxBound {
+	direct, ctxBound := client, contextBound(client)
+	c, guarded := client.(*redis.Client)
+	if guarded && !ctxBound {
 		b := bind(c)
-		client, pubsub, ctxBound = b.client, b.pubsub, b.bounded
+		client, direct, ctxBound, guarded = b.client, b.pubsub, b.bounded, b.bounded
 	}
-	d := &Driver{client: client, pubsub: pubsub, prefix: prefix, ctxBound: ctxBound,
+	d := &Driver{client: client, direct: direct, guarded: guarded, prefix: prefix, ctxBound: ctxBound,
 		replicas: o.Replicas, replicaTimeout: o.ReplicaTimeout,
 		queued: make(map[string]*queuedOwner)}
 	var id [8]byte
@@ -164,6 +173,9 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 		return nil, fmt.Errorf("redisdriver: %w", err)
 	}
 	d.note = prefix + "notify:" + hex.EncodeToString(id[:])
+	if guarded {
+		d.slots = make(chan struct{}, max(c.Options().PoolSize, 1))
+	}
 	d.fan.OnClose = d.subClosed
 	if d.replicas > 0 {
 		switch client.(type) {
