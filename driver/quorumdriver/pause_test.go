@@ -28,9 +28,9 @@ const (
 
 // pauseOutcome is what one run of the pause scenario measured.
 type pauseOutcome struct {
-	early int64         // connections dialed in the first third of the pause
-	dials int64         // connections dialed during the pause
-	after int64         // connections dialed from the resume to the grant
+	early int64 // connections dialed in the first third of the pause
+	dials int64 // connections dialed during the pause
+	after int64 // connections dialed from the resume to the grant
 
 	grant time.Duration // from the resume to the grant of a fresh key
 	lost  int           // holds lost
