@@ -68,9 +68,12 @@ type Driver struct {
 	// guarded is true for a *redis.Client: its calls take one of slots
 	// and wait while a PING of the stall guard is out (see admit). stall
 	// is the PING out, or the last one if it went unanswered, or nil.
+	// cut counts the calls in a row cut short by their deadlines (see
+	// suspect).
 	guarded bool
 	slots   chan struct{}
 	stall   atomic.Pointer[probe]
+	cut     atomic.Int32
 	prefix  string
 	// ctxBound is true when the client bounds its calls by their
 	// context's deadline (ContextTimeoutEnabled, or a *redis.Client, see

@@ -14,12 +14,15 @@ import (
 // or the network black-holes it) every call would then dial, and
 // hundreds of processes' dials fill the server's accept queue, so that
 // connections made after it answers again wait for the kernel to retry
-// their SYN. So after a call of a *redis.Client (standalone or Sentinel
-// failover) is cut short by its deadline, the driver sends one PING, and
-// its calls wait for the PING's reply instead of sending: the server
-// costs a dial per PING while it does not answer, and the calls go on
-// as soon as it answers. A PING that fails otherwise (a refused dial, a
-// closed client) lets the calls go on, to fail on their own.
+// their SYN. So after stallAfter calls in a row of a *redis.Client
+// (standalone or Sentinel failover) were cut short by their deadlines,
+// the driver sends one PING, and its calls wait for the PING's reply
+// instead of sending: the server costs a dial per PING while it does not
+// answer, and the calls go on as soon as it answers. A PING that fails
+// otherwise (a refused dial, a closed client) lets the calls go on, to
+// fail on their own. The driver's calls under way are at most the
+// client's PoolSize (see admit), so that those that came before the
+// guard's PING do not dial either.
 
 // probeTimeout bounds a PING of the stall guard (the client's read
 // timeout may bound it sooner).
@@ -94,13 +97,28 @@ func (d *Driver) await(ctx context.Context, p *probe) error {
 	}
 }
 
-// suspect sends a PING when err, the error of a call with ctx, came from
-// ctx's deadline and no PING is out.
+// stallAfter is the number of calls in a row cut short by their
+// deadlines after which the stall guard sends its PING: one call that ran
+// out of time (a short deadline, a hedged release, a busy client) is not
+// a server that stopped answering.
+const stallAfter = 3
+
+// suspect counts err, the error of a call with ctx: a success ends a run
+// of calls cut short by their deadlines, and the stallAfter-th call of a
+// run sends a PING unless one is out.
 func (d *Driver) suspect(ctx context.Context, err error) {
-	if !d.guarded || err == nil || d.stall.Load() != nil || !errors.Is(withCtx(ctx, err), context.DeadlineExceeded) {
+	if !d.guarded {
 		return
 	}
-	d.ping(nil)
+	if err == nil || !errors.Is(withCtx(ctx, err), context.DeadlineExceeded) {
+		if d.cut.Load() != 0 {
+			d.cut.Store(0)
+		}
+		return
+	}
+	if d.cut.Add(1) >= stallAfter && d.stall.Load() == nil {
+		d.ping(nil)
+	}
 }
 
 // ping replaces last, the PING out or nil, with a new PING, unless
