@@ -410,7 +410,7 @@ func (k *contention) finish(err error) {
 		k.timer.Stop()
 	}
 	if err != nil && k.dirty {
-		k.c.cleanupLater(k.g, driver.Lease{Key: k.req.Key, Owner: k.req.Owner, Mode: k.req.Mode}, k.o.cfg.ttl, k.o.cfg.reportError)
+		k.c.cleanupLater(k.g, driver.Lease{Key: k.req.Key, Owner: k.req.Owner, Mode: k.req.Mode, Abandoned: true}, k.o.cfg.ttl, k.o.cfg.reportError)
 	}
 }
 

@@ -66,6 +66,10 @@
 //     created for the caller.
 //   - ReleaseNotHeld: Release and Refresh of keys never acquired, released
 //     or re-acquired by someone else fail with ErrNotHeld.
+//   - AbandonedRelease: a Release with [driver.Lease].Abandoned frees the
+//     owner's grant whatever its token, and fails with ErrNotHeld when the
+//     owner holds nothing, leaving another owner's hold alone; one without
+//     it and with Token 0 fails with ErrNotHeld and releases nothing.
 //   - Expiry: a lease is held until its TTL runs out, then another owner
 //     gets the key; the old holder can no longer refresh or release it.
 //   - RefreshAfterExpiry: refreshing an expired lease fails and does not
@@ -127,8 +131,9 @@
 //     the hold.
 //   - ClosedClient ([WithCloseClient]): once the backend client under a
 //     driver is closed, every call of the driver (optional interfaces
-//     included) fails within a second with an error that
-//     driver.IsPermanent reports, and so does an Acquire that was waiting.
+//     included) fails within a second with an error that wraps
+//     [driver.ErrClosed] and that driver.IsPermanent reports, and so does
+//     an Acquire that was waiting.
 //   - Stalled ([WithStall]): while the backend does not answer a driver,
 //     every call of it, and an Acquire queued before, returns by its
 //     600ms deadline (within 650ms) with the context's error; once the
@@ -166,7 +171,8 @@
 //     anything left behind could have expired.
 //   - ClosedClient ([WithCloseClient]): after the backend client is
 //     closed, LockContext returns within a second with an error that
-//     driver.IsPermanent reports, Lock panics with it, and the hold ends.
+//     wraps driver.ErrClosed and that driver.IsPermanent reports, Lock
+//     panics with it, and the hold ends.
 //   - MinHold: a hold with locker.WithMinHold that is released at once,
 //     or ended by Client.Close, keeps the key from other Clients until
 //     its minimum hold has passed, and is then granted to a waiter.
@@ -255,6 +261,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "ReleaseWrongOwner", testReleaseWrongOwner)
 		parallel(t, st, "RefreshWrongOwner", testRefreshWrongOwner)
 		parallel(t, st, "ReleaseNotHeld", testReleaseNotHeld)
+		parallel(t, st, "AbandonedRelease", testAbandonedRelease)
 		parallel(t, st, "Expiry", testExpiry)
 		parallel(t, st, "RefreshAfterExpiry", testRefreshAfterExpiry)
 		parallel(t, st, "RefreshExtends", testRefreshExtends)
