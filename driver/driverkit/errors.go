@@ -29,6 +29,11 @@ type Errors struct {
 	// that no retry of the call can cure: a malformed request, a missing
 	// table. Wrap marks those driver.Permanent.
 	Permanent func(err error) bool
+	// Explain, if not nil, returns err, a backend error, as the driver
+	// reports it: err itself, or an error that wraps it and says what to
+	// do about it (create a missing table), marked driver.Permanent when
+	// no retry cures it. Wrap calls it first.
+	Explain func(err error) error
 }
 
 // Begin returns the error of a call that must not touch the backend: ctx
@@ -47,14 +52,18 @@ func (e *Errors) Begin(ctx context.Context, op, key string) error {
 
 // Wrap returns err, the error of the operation op on key in a call made
 // with ctx, as the driver returns it: nil for a nil err, otherwise an
-// *OpError that wraps err, marked driver.Permanent when err is, when
+// *OpError that wraps err (as Explain returns it), marked driver.Permanent when err is, when
 // Permanent reports it, or when Closed says the driver or its client is
 // closed (see [Closed]). The backend's answers ([driver.ErrLocked],
 // [driver.ErrNotHeld], [driver.ErrLimitMismatch]) are returned as they
-// are, only named.
+// are, only named. ctx may be nil for an error that no call's context
+// bounds (a loss reported later).
 func (e *Errors) Wrap(ctx context.Context, op, key string, err error) error {
 	if err == nil {
 		return nil
+	}
+	if e.Explain != nil {
+		err = e.Explain(err)
 	}
 	if !answer(err) && !driver.IsPermanent(err) {
 		switch {

@@ -223,6 +223,7 @@ type tally struct {
 	notHeld   int
 	locked    int
 	permanent int
+	closed    int // of the permanent ones, those wrapping driver.ErrClosed
 	remaining time.Duration // the longest LockedError.Remaining
 	errs      MemberErrors
 }
@@ -252,6 +253,9 @@ func (t *tally) add(i int, err error) {
 		}
 	case driver.IsPermanent(err):
 		t.permanent++
+		if errors.Is(err, driver.ErrClosed) {
+			t.closed++
+		}
 	}
 	t.errs = append(t.errs, MemberError{Member: i, Err: err})
 }
@@ -305,6 +309,9 @@ func (d *Driver) failure(ctx context.Context, op, key string, t *tally, what err
 	}
 	if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	if t.closed > len(d.members)-d.quorum {
+		err = fmt.Errorf("%w: %w", driver.ErrClosed, err) // no majority is open
 	}
 	err = wrapErr(op, key, err)
 	if t.permanent > len(d.members)-d.quorum {
@@ -484,8 +491,8 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		return driver.Lease{}, wrapErr(op, l.Key, err)
 	}
 	start := time.Now()
-	ml := l
-	ml.Token, ml.Start = 0, time.Time{} // members' tokens differ; the owner is unique per hold
+	ml := l // the members that hold it took l.Token as their floor: it is their token
+	ml.Start = time.Time{}
 	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (driver.Lease, error) {
 		return d.members[i].Refresh(ctx, ml)
 	})
@@ -518,8 +525,11 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if err := ctx.Err(); err != nil {
 		return wrapErr(op, l.Key, err)
 	}
-	ml := l
-	ml.Token, ml.Start = 0, time.Time{}
+	if l.Token == 0 && !l.Abandoned {
+		return wrapErr(op, l.Key, driver.ErrNotHeld) // no grant has token 0
+	}
+	ml := l // each member's own token is not known: release it abandoned
+	ml.Token, ml.Start, ml.Abandoned = 0, time.Time{}, true
 	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (struct{}, error) {
 		return struct{}{}, d.members[i].Release(ctx, ml)
 	})

@@ -32,7 +32,7 @@ type Session struct {
 var errSessionEnded = errors.New("zkdriver: the ZooKeeper session ended")
 
 // errConnClosed is the cause when the connection was closed (zk.Conn.Close).
-var errConnClosed = fmt.Errorf("the ZooKeeper connection was closed (%w)", zk.ErrClosing)
+var errConnClosed = fmt.Errorf("the ZooKeeper connection was closed (%w): %w", zk.ErrClosing, driver.ErrClosed)
 
 // ConnOption returns a zk.Connect option that applies Dialer and OnEvent
 // and ties the Session to the connection.
