@@ -141,7 +141,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 func (d *Driver) leave(req driver.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), ringTimeout)
 	defer cancel()
-	_ = d.Release(ctx, driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode})
+	_ = d.Release(ctx, driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Abandoned: true})
 }
 
 // waiter is one Acquire call: its connection, and whether that
