@@ -171,12 +171,12 @@ func TestRefreshNotHeld(t *testing.T) {
 		l := mustAcquire(t, d, rq("k", "a", ex, time.Second))
 
 		for name, bad := range map[string]driver.Lease{
-			"other owner":  {Key: "k", Owner: "b", Mode: ex, Token: l.Token, TTL: time.Second},
-			"other mode":   {Key: "k", Owner: "a", Mode: sh, Token: l.Token, TTL: time.Second},
-			"stale token":  {Key: "k", Owner: "a", Mode: ex, Token: l.Token + 1, TTL: time.Second},
-			"other key":    {Key: "k2", Owner: "a", Mode: ex, Token: l.Token, TTL: time.Second},
-			"key prefix":   {Key: "", Owner: "a", Mode: ex, Token: l.Token, TTL: time.Second},
-			"longer key":   {Key: "k/", Owner: "a", Mode: ex, Token: l.Token, TTL: time.Second},
+			"other owner": {Key: "k", Owner: "b", Mode: ex, Token: l.Token, TTL: time.Second},
+			"other mode":  {Key: "k", Owner: "a", Mode: sh, Token: l.Token, TTL: time.Second},
+			"stale token": {Key: "k", Owner: "a", Mode: ex, Token: l.Token + 1, TTL: time.Second},
+			"other key":   {Key: "k2", Owner: "a", Mode: ex, Token: l.Token, TTL: time.Second},
+			"key prefix":  {Key: "", Owner: "a", Mode: ex, Token: l.Token, TTL: time.Second},
+			"longer key":  {Key: "k/", Owner: "a", Mode: ex, Token: l.Token, TTL: time.Second},
 		} {
 			_, err := d.Refresh(ctx, bad)
 			if !errors.Is(err, driver.ErrNotHeld) {

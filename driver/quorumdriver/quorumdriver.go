@@ -223,7 +223,7 @@ type tally struct {
 	notHeld   int
 	locked    int
 	permanent int
-	closed    int // of the permanent ones, those wrapping driver.ErrClosed
+	closed    int           // of the permanent ones, those wrapping driver.ErrClosed
 	remaining time.Duration // the longest LockedError.Remaining
 	errs      MemberErrors
 }
