@@ -404,8 +404,10 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 
 // writeBack writes token back to the members of granted that granted a
 // lower one, as a token floor (Request.MinToken), and returns the members
-// that hold the grant with token. A majority must hold it: it writes to as
-// few members as that takes, then, if some failed, to the others. A member
+// that hold the grant with token. A majority must hold it; it writes to
+// all of them at once, so that every member that holds the grant holds it
+// with token, which Refresh names (a member refreshes only the grant with
+// the token it is given). A member
 // whose hold took the token has it in rs, so that a give-back names it
 // (see giveBack); a failed write-back is added to t.
 func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req driver.Request, token uint64, rs []result[driver.Lease], granted []int, t *tally) (confirmed []int) {
@@ -418,20 +420,19 @@ func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req drive
 		}
 	}
 	floor := driver.Request{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, MinToken: token}
-	for len(low) > 0 && len(confirmed) < d.quorum && ctx.Err() == nil {
-		batch := low[:min(d.quorum-len(confirmed), len(low))]
-		low = low[len(batch):]
-		wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
-			_, err := d.members[i].TryAcquire(ctx, floor)
-			return struct{}{}, err
-		})
-		for j, r := range wb {
-			if r.err == nil {
-				rs[batch[j]].v.Token = token
-				confirmed = append(confirmed, batch[j])
-			} else {
-				t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
-			}
+	if len(low) == 0 || ctx.Err() != nil {
+		return confirmed
+	}
+	wb := fanOut(ctx, timeout, low, func(ctx context.Context, i int) (struct{}, error) {
+		_, err := d.members[i].TryAcquire(ctx, floor)
+		return struct{}{}, err
+	})
+	for j, r := range wb {
+		if r.err == nil {
+			rs[low[j]].v.Token = token
+			confirmed = append(confirmed, low[j])
+		} else {
+			t.add(low[j], fmt.Errorf("raise token floor: %w", r.err))
 		}
 	}
 	return confirmed
