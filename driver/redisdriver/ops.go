@@ -228,10 +228,10 @@ func refreshResult(l driver.Lease, ms int64, res any, err error) (driver.Lease, 
 	return l, nil
 }
 
-// Release implements driver.Driver in one round trip. When l.Token is not
-// 0 it must be the token of the hold, or Release reports ErrNotHeld and
-// releases nothing; with l.Token 0 it releases l.Owner's hold whatever its
-// token. Either way it removes l.Owner's wait-queue entry.
+// Release implements driver.Driver in one round trip. l.Token must be the
+// token of the hold, or Release reports ErrNotHeld and releases nothing;
+// with l.Abandoned it releases l.Owner's hold whatever its token. Either
+// way it removes l.Owner's wait-queue entry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := ctx.Err(); err != nil {
