@@ -95,8 +95,8 @@ func (d *Driver) bellName(ctx context.Context, key, owner string) (string, error
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
 	if d.bells == nil {
-		return driver.Lease{}, driver.Permanent(d.errs.Wrap(ctx, op, req.Key,
-			fmt.Errorf("waiting by GET_LOCK (MySQL, without Options.NoNotify): %w", errors.ErrUnsupported)))
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key,
+			driver.Permanent(fmt.Errorf("waiting by GET_LOCK (MySQL, without Options.NoNotify): %w", errors.ErrUnsupported)))
 	}
 	if err := ctx.Err(); err != nil {
 		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)

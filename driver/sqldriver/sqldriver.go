@@ -148,7 +148,7 @@ func New(db *sql.DB, opts *Options) (*Driver, error) {
 // release after it returns is heard.
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if d.ln == nil {
-		return nil, driver.Permanent(d.errs.Wrap(ctx, "subscribe", key, fmt.Errorf("LISTEN/NOTIFY (PostgreSQL through pgx, without Options.NoNotify): %w", errors.ErrUnsupported)))
+		return nil, d.errs.Wrap(ctx, "subscribe", key, driver.Permanent(fmt.Errorf("LISTEN/NOTIFY (PostgreSQL through pgx, without Options.NoNotify): %w", errors.ErrUnsupported)))
 	}
 	return d.ln.Subscribe(ctx, key)
 }
