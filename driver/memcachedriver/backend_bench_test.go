@@ -1,6 +1,8 @@
 package memcachedriver_test
 
 import (
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -37,10 +39,22 @@ func BenchmarkBackend(b *testing.B) {
 // shortest the driver takes: 4 clients × 2 goroutines multi-locking the
 // same 4 keys; max-wait-ms is the longest a lock call waited:
 //
-//	go test -run '^$' -bench MultiLock -benchtime 400x -count 10
+//	go test -run '^$' -bench 'MultiLock$' -benchtime 3000x -count 10
+//
+// With LOCKER_MULTILOCK_KEYS set, it runs one client's share (2
+// goroutines) on keys named by it, so that 4 processes started at once
+// against one memcached (LOCKER_MEMCACHED_ADDR) contend as 4 processes:
+//
+//	go test -c -o mc.test
+//	for i in 1 2 3 4; do LOCKER_MEMCACHED_ADDR=127.0.0.1:11211 LOCKER_MULTILOCK_KEYS=run1 \
+//		./mc.test -test.run '^$' -test.bench 'MultiLock$' -test.benchtime 750x & done; wait
 func BenchmarkMultiLock(b *testing.B) {
 	if sharedServer == nil {
 		memcachedtest.SkipOrFail(b, sharedServerErr)
+	}
+	procs, base := recipebench.MultiProcs, fmt.Sprintf("multilock/%d", time.Now().UnixNano())
+	if k := os.Getenv("LOCKER_MULTILOCK_KEYS"); k != "" {
+		procs, base = 1, "multilock/"+k
 	}
 	recipebench.MultiLock(b, func(b *testing.B) driver.Driver {
 		c := memcache.New(sharedServer.Addr)
@@ -53,5 +67,5 @@ func BenchmarkMultiLock(b *testing.B) {
 		}
 		b.Cleanup(func() { _ = d.Close() })
 		return d
-	}, 3*time.Second)
+	}, 3*time.Second, procs, base)
 }

@@ -12,28 +12,30 @@ import (
 	"github.com/go-locker/locker/driver"
 )
 
-// The shape of MultiLock's cell: MultiProcs clients, each on a driver of
-// its own (as separate processes would be), with MultiGoroutines
-// goroutines each, multi-lock the same MultiKeys keys.
+// The shape of MultiLock's cell: MultiProcs clients (or processes), each
+// on a driver of its own, with MultiGoroutines goroutines each,
+// multi-lock the same MultiKeys keys.
 const (
 	MultiProcs      = 4
 	MultiGoroutines = 2
 	MultiKeys       = 4
 )
 
-// MultiLock runs MultiProcs × MultiGoroutines goroutines that multi-lock
-// the same MultiKeys keys with the given TTL, over and over, on drivers
-// made by mk, and reports acq/s and the longest time one lock call waited
-// (max-wait-ms): the recipes' progress bound. One op is one multi-lock
-// with its release; run with a fixed count, e.g. -benchtime 400x.
-func MultiLock(b *testing.B, mk func(b *testing.B) driver.Driver, ttl time.Duration) {
-	base := key(b)
+// MultiLock runs procs × MultiGoroutines goroutines, MultiGoroutines on
+// each of procs clients (a driver each, as separate processes would be),
+// that multi-lock the same MultiKeys keys with the given TTL, over and
+// over, on drivers made by mk, and reports acq/s and the longest time one
+// lock call waited (max-wait-ms): the recipes' progress bound. base names
+// the keys: processes that run it at once with the same base contend. One
+// op is one multi-lock with its release; run with a fixed count, e.g.
+// -benchtime 400x.
+func MultiLock(b *testing.B, mk func(b *testing.B) driver.Driver, ttl time.Duration, procs int, base string) {
 	keys := make([]string, MultiKeys)
 	for i := range keys {
-		keys[i] = fmt.Sprintf("%s/%d", base, i)
+		keys[i] = fmt.Sprintf("recipebench/%s/%d", base, i)
 	}
 	var mls []*locker.MultiLock
-	for range MultiProcs {
+	for range procs {
 		c := locker.New(mk(b), locker.WithTTL(ttl))
 		b.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
