@@ -30,9 +30,10 @@
 // in the driver's [driver.Capabilities] (implement [driver.Describer]),
 // and each has the subtests named below:
 //
-//  1. The hooks: [WithCloseClient] (a closed client is a permanent error)
-//     and [WithStall] (calls return by their deadline while the backend
-//     does not answer) turn on ClosedClient, Stalled and Deadlines.
+//  1. The hooks: [WithCloseClient] (a closed client is a permanent error
+//     wrapping [driver.ErrClosed]; driverkit.Errors makes it so) and
+//     [WithStall] (calls return by their deadline while the backend does
+//     not answer) turn on ClosedClient, Stalled and Deadlines.
 //  2. TTL limits: MinTTL, MaxTTL and TTLUnit when the backend cannot
 //     honour every TTL. The suite picks its TTLs within them (see below);
 //     TTLUnit checks that the front-end refuses the others.
@@ -314,9 +315,10 @@ type options struct {
 
 // WithCloseClient gives the suite a way to close the backend client under
 // a driver made by MakeDriver (redis.Client.Close, clientv3.Client.Close,
-// zk.Conn.Close, sql.DB.Close…). Subtest Locker/ClosedClient then checks
-// that a closed client is a permanent error: every call of the driver
-// returns promptly with an error that driver.IsPermanent reports, and
+// zk.Conn.Close, sql.DB.Close…). Subtests Driver/ClosedClient and
+// Locker/ClosedClient then check that a closed client is a permanent
+// error: every call of the driver returns promptly with an error that
+// wraps driver.ErrClosed and that driver.IsPermanent reports, and
 // locker's Lock panics with it at once instead of retrying for ever.
 // Without it the subtest is skipped.
 func WithCloseClient(f func(t *testing.T, d driver.Driver)) Option {
