@@ -275,14 +275,7 @@ func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
 	}
 	for {
 		err := c.releaseHedged(ctx, l, ttl)
-		if err == nil || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err) {
-			return err
-		}
-		t := time.NewTimer(bo.Next())
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if settles(err) || bo.Wait(ctx) != nil {
 			return err
 		}
 	}

@@ -28,7 +28,7 @@ func TestMemDriver(t *testing.T) {
 // not modelled (Driver/Stalled and Locker/Deadlines skip).
 func TestExampleDriver(t *testing.T) {
 	s := newStore()
-	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return &mapDriver{s: s} },
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return newMapDriver(s) },
 		lockertest.WithCloseClient(func(t *testing.T, d driver.Driver) { d.(*mapDriver).Close() }))
 }
 

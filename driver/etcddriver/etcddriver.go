@@ -236,19 +236,16 @@ func (d *Driver) closedErr() error {
 	return nil
 }
 
-// opError names the operation and key of err.
-func opError(op, key string, err error) error {
-	return &driverkit.OpError{Driver: "etcddriver", Op: op, Key: key, Err: err}
-}
+// errs names the driver's errors; fail makes those of a closed driver or
+// client permanent.
+var errs = driverkit.Errors{Driver: "etcddriver"}
 
-// fail returns err, the error of op on key made with ctx, named by opError
-// and, unless it is ctx's own error, permanent once the driver or its
-// client is closed: a closed client fails every request at once.
+// fail returns err, the error of op on key made with ctx, named by errs
+// and, unless it is ctx's own error, permanent and wrapping
+// driver.ErrClosed once the driver or its client is closed
+// (driverkit.Closed): a closed client fails every request at once.
 func (d *Driver) fail(ctx context.Context, op, key string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return opError(op, key, driverkit.Closed(ctx, err, d.closedErr()))
+	return errs.Wrap(ctx, op, key, driverkit.Closed(ctx, err, d.closedErr()))
 }
 
 // request returns the context of a call: ctx, which also reports itself
@@ -373,7 +370,7 @@ func (d *Driver) Cmp(key string, token uint64) (clientv3.Cmp, error) {
 	}
 	d.mu.Unlock()
 	if k == "" {
-		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("no hold with token %d granted by this driver: %w", token, driver.ErrNotHeld))
+		return clientv3.Cmp{}, errs.Wrap(nil, "cmp", key, fmt.Errorf("no hold with token %d granted by this driver: %w", token, driver.ErrNotHeld))
 	}
 	return clientv3.Compare(clientv3.CreateRevision(k), "=", int64(token)), nil
 }

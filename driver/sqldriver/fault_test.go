@@ -371,7 +371,9 @@ func TestFault_CancelDuringCommit(t *testing.T) {
 			// at once (before the fix, finding nothing) or waits for the
 			// acquire's transaction; let the COMMIT go once it is either.
 			released := make(chan error, 1)
-			go func() { released <- d.Release(ctxT(t), driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode}) }()
+			go func() {
+				released <- d.Release(ctxT(t), driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, Abandoned: true})
+			}()
 			rerr, returned := awaitCleanup(t, admin, released)
 			if _, err := gateConn.ExecContext(ctxT(t), "SELECT pg_advisory_unlock($1)", gate); err != nil {
 				t.Fatal(err)

@@ -241,7 +241,7 @@ func (ct *contention) client(t *testing.T, c int, d driver.Driver, br driver.Bat
 			pending = nil
 		} else if pending != nil && r.IntN(10) == 0 {
 			// Give up waiting: leave the queue.
-			check("leave", d.Release(ctx, driver.Lease{Key: rq.Key, Owner: rq.Owner, Mode: rq.Mode}))
+			check("leave", d.Release(ctx, driver.Lease{Key: rq.Key, Owner: rq.Owner, Mode: rq.Mode, Abandoned: true}))
 			pending = nil
 		}
 		if len(held) > 0 && r.IntN(3) == 0 {
@@ -260,7 +260,7 @@ func (ct *contention) client(t *testing.T, c int, d driver.Driver, br driver.Bat
 		}
 	}
 	if pending != nil {
-		check("leave", d.Release(ctx, driver.Lease{Key: pending.Key, Owner: pending.Owner, Mode: pending.Mode}))
+		check("leave", d.Release(ctx, driver.Lease{Key: pending.Key, Owner: pending.Owner, Mode: pending.Mode, Abandoned: true}))
 	}
 	for _, l := range held {
 		check("release", d.Release(ctx, l))

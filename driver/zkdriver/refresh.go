@@ -82,7 +82,7 @@ func (n *node) mismatch(l driver.Lease) error {
 		return errors.New("queued, not granted")
 	case n.mode != l.Mode:
 		return fmt.Errorf("held in %v mode", n.mode)
-	case l.Token != 0 && uint64(n.czxid) != l.Token:
+	case !l.Abandoned && uint64(n.czxid) != l.Token:
 		return fmt.Errorf("held with token %d", n.czxid)
 	}
 	return n.lost

@@ -71,7 +71,7 @@ func (s *zkSession) Context() context.Context { return s.ctx }
 var errSessionEnded = errors.New("zkdriver: the ZooKeeper session ended")
 
 // errConnClosed is the cause when the connection was closed (zk.Conn.Close).
-var errConnClosed = fmt.Errorf("the ZooKeeper connection was closed (%w)", zk.ErrClosing)
+var errConnClosed = fmt.Errorf("the ZooKeeper connection was closed (%w): %w", zk.ErrClosing, driver.ErrClosed)
 
 // init makes the Session's channels; s.mu is held.
 func (s *Session) init() {

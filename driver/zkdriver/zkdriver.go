@@ -201,7 +201,7 @@ func (d *Driver) Session() *Session { return d.sess }
 
 // ErrClosed is wrapped by the errors of a closed Driver's methods, which
 // driver.IsPermanent reports.
-var ErrClosed = errors.New("zkdriver: driver closed")
+var ErrClosed = fmt.Errorf("zkdriver: %w", driver.ErrClosed)
 
 // Close ends the driver: its holds are reported lost to WatchLoss, and
 // later calls fail with a permanent error wrapping ErrClosed. A driver made
