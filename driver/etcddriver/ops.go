@@ -33,7 +33,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 		err = d.closedErr() // closed while the request was under way
 	}
 	if err != nil {
-		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, "acquire", req.Key, err)
 	}
 	return l, nil
 }
@@ -272,7 +272,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		err = d.closedErr()
 	}
 	if err != nil {
-		return driver.Lease{}, d.fail(ctx, "refresh", l.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, "refresh", l.Key, err)
 	}
 	return l, nil
 }
@@ -330,7 +330,7 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	bctx := d.request(ctx)
 	errs := d.refreshBatch(bctx, ls)
 	for i, err := range errs {
-		errs[i] = d.fail(ctx, "refresh", ls[i].Key, err)
+		errs[i] = d.errs.Wrap(ctx, "refresh", ls[i].Key, err)
 	}
 	return errs
 }
@@ -395,7 +395,7 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 // succeeds the driver keeps its record of the entry, for a retry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	bctx := d.request(ctx)
-	return d.fail(ctx, "release", l.Key, d.release(bctx, l))
+	return d.errs.Wrap(ctx, "release", l.Key, d.release(bctx, l))
 }
 
 func (d *Driver) release(ctx context.Context, l driver.Lease) error {

@@ -313,7 +313,7 @@ func (d *Driver) failure(ctx context.Context, op, key string, t *tally, what err
 	if t.closed > len(d.members)-d.quorum {
 		err = fmt.Errorf("%w: %w", driver.ErrClosed, err) // no majority is open
 	}
-	err = wrapErr(op, key, err)
+	err = errs.Wrap(ctx, op, key, err)
 	if t.permanent > len(d.members)-d.quorum {
 		return driver.Permanent(err)
 	}
@@ -333,9 +333,9 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
-func wrapErr(op, key string, err error) error {
-	return &driverkit.OpError{Driver: "quorumdriver", Op: op, Key: key, Err: err}
-}
+// errs names the driver's errors: the members' errors are already
+// permanent when no retry cures them.
+var errs = driverkit.Errors{Driver: "quorumdriver"}
 
 // TryAcquire implements driver.Driver: it asks every member, in parallel,
 // and grants the key when a majority granted it within the lease's
@@ -358,7 +358,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 
 func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f func(context.Context, int) (driver.Lease, error)) (driver.Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return driver.Lease{}, wrapErr(op, req.Key, err)
+		return driver.Lease{}, errs.Wrap(ctx, op, req.Key, err)
 	}
 	timeout := d.memberTimeout(req.TTL)
 	drift := Drift(req.TTL)
@@ -394,7 +394,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 		d.giveBack(ctx, timeout, req, rs, back)
 	}
 	if why == nil && t.locked > 0 {
-		return driver.Lease{}, wrapErr(op, req.Key, &driver.LockedError{Remaining: t.remaining})
+		return driver.Lease{}, errs.Wrap(ctx, op, req.Key, &driver.LockedError{Remaining: t.remaining})
 	}
 	if why == nil {
 		why = fmt.Errorf("%w: %d of %d members granted%s", ErrTooFewMembers, len(granted), len(d.members), inDoubt(doubted))
@@ -489,7 +489,7 @@ func inDoubt(doubted []int) string {
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	const op = "refresh"
 	if err := ctx.Err(); err != nil {
-		return driver.Lease{}, wrapErr(op, l.Key, err)
+		return driver.Lease{}, errs.Wrap(ctx, op, l.Key, err)
 	}
 	start := time.Now()
 	ml := l // the members that hold it took l.Token as their floor: it is their token
@@ -524,10 +524,10 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := ctx.Err(); err != nil {
-		return wrapErr(op, l.Key, err)
+		return errs.Wrap(ctx, op, l.Key, err)
 	}
 	if l.Token == 0 && !l.Abandoned {
-		return wrapErr(op, l.Key, driver.ErrNotHeld) // no grant has token 0
+		return errs.Wrap(ctx, op, l.Key, driver.ErrNotHeld) // no grant has token 0
 	}
 	ml := l // each member's own token is not known: release it abandoned
 	ml.Token, ml.Start, ml.Abandoned = 0, time.Time{}, true
