@@ -72,11 +72,7 @@ type batchItem struct {
 func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []error) {
 	items := make([]batchItem, 0, len(ls))
 	for i, l := range ls {
-		args, ms, err := d.refreshArgs(l)
-		if err != nil {
-			errs[i] = opError("refresh", l.Key, err)
-			continue
-		}
+		args, ms := d.refreshArgs(l)
 		items = append(items, batchItem{i: i, args: args, ms: ms})
 	}
 	if len(items) == 0 {
