@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,10 +16,13 @@ import (
 )
 
 // tripCounter is a go-redis hook that counts round trips: one per command
-// sent alone, one per pipeline.
+// sent alone, one per pipeline. It also notes the round trips made on a
+// goroutine without a frame of this package's tests: a goroutine of the
+// driver's, not the caller's.
 type tripCounter struct {
-	mu    sync.Mutex
-	trips []string
+	mu       sync.Mutex
+	trips    []string
+	detached []string
 }
 
 func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -37,8 +42,18 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func (c *tripCounter) add(s string) {
+	buf := make([]byte, 64<<10)
+	onCaller := false
+	for _, line := range strings.Split(string(buf[:runtime.Stack(buf, false)]), "\n") {
+		if strings.Contains(line, "redisdriver_test.") && !strings.Contains(line, "tripCounter") {
+			onCaller = true // a frame of a test's, not of this hook's
+		}
+	}
 	c.mu.Lock()
 	c.trips = append(c.trips, s)
+	if !onCaller {
+		c.detached = append(c.detached, s)
+	}
 	c.mu.Unlock()
 }
 
