@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 func TestHistQuantiles(t *testing.T) {
@@ -187,8 +189,8 @@ func TestZKConnCounts(t *testing.T) {
 // servers and checks the report. Servers that are not installed are
 // skipped unless LOCKER_REQUIRE_SERVERS=1.
 func TestRun(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts servers; skipped with -short")
+	if !testflag.Long() {
+		t.Skip("starts every server and runs every cell; runs with " + testflag.EnvLong + "=1")
 	}
 	cfg, err := parseFlags([]string{"-quick", "-d", "150ms", "-cd", "150ms", "-many", "200"}, io.Discard)
 	if err != nil {

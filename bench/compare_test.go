@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 func TestMedian(t *testing.T) {
@@ -103,8 +105,8 @@ func TestChildArgs(t *testing.T) {
 // in-process memdriver and, when redis-server is installed, on Redis, and
 // checks that every cell has a ratio and no run failed.
 func TestCompare(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the bench and starts servers; skipped with -short")
+	if !testflag.Long() {
+		t.Skip("builds the bench and starts servers; runs with " + testflag.EnvLong + "=1")
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bench")
