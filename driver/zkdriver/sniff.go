@@ -46,7 +46,7 @@ func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, e
 //
 // Its reads go through a buffer: go-zookeeper reads a reply's length and
 // then its body, two system calls where one serves both, and the replies
-// that arrived together (BENCHMARKS.md, client CPU per pair).
+// that arrived together.
 type sniffConn struct {
 	net.Conn
 	s      *Session
