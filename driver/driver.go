@@ -437,6 +437,8 @@ type Capabilities struct {
 	// Unsupported, if set, is the error the front-end's refusals of the
 	// shared, counted or value requests this driver lacks wrap, saying
 	// why; it wraps errors.ErrUnsupported. Nil: errors.ErrUnsupported.
+	// Capabilities are compared with ==: make it once, as a package-level
+	// value (fmt.Errorf's and errors.New's errors are pointers).
 	Unsupported error
 	// Inspect: the driver implements Inspector.
 	Inspect bool

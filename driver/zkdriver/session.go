@@ -339,14 +339,18 @@ func (d *Driver) sessionWatchPath() string {
 	return strings.TrimSuffix(d.root, "/") + "/" + sessionWatch
 }
 
-// connGone reports whether err, go-zookeeper's ErrConnectionClosed, means
-// that the connection was closed (then it tells the Session), for a
-// connection made without a Session, which reads the close request. A
+// connGone reports whether err means that the connection was closed, and
+// then tells the Session: zk.ErrClosing, or for a connection made without
+// a Session (which reads the close request) zk.ErrConnectionClosed. A
 // request made while go-zookeeper's state is StateDisconnected waits in
 // its send queue while it reconnects, and fails at once only after Close:
 // two such requests 50 ms apart, failing within 50 ms with the state
 // unchanged, settle it.
 func (d *Driver) connGone(err error) bool {
+	if errors.Is(err, zk.ErrClosing) { // go-zookeeper's word after Close
+		d.sess.connClosed()
+		return true
+	}
 	d.sess.mu.Lock()
 	sniffed := d.sess.sniffed
 	d.sess.mu.Unlock()

@@ -1,6 +1,7 @@
 package zkdriver
 
 import (
+	"bufio"
 	"encoding/binary"
 	"net"
 	"sync/atomic"
@@ -34,18 +35,26 @@ func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, e
 // data race (go-zookeeper/zk pull request 35), which the race detector
 // reports in every test that reconnects with watches set. So sniffConn
 // zeroes the zxid in the header of each reply, which go-zookeeper then
-// never stores (it keeps 0), keeps it in the Session, and writes it into
-// the two requests that carry the field: the connect request
-// (LastZxidSeen, so that no server behind what the client saw takes the
-// session) and the set-watches request (RelativeZxid, so that the server
-// fires the watches whose nodes changed meanwhile, and only those). Only
-// the connection's own goroutines read and write its bytes.
+// never stores (it keeps 0), keeps it in the Session, and writes the one
+// seen before this connection into the two requests that carry the field:
+// the connect request (LastZxidSeen, so that no server behind what the
+// client saw takes the session) and the set-watches request (RelativeZxid,
+// so that the server fires the watches whose nodes changed since, and only
+// those: not the zxid of a reply on this connection, which may be past a
+// change the old connection never told). Only the connection's own
+// goroutines read and write its bytes.
+//
+// Its reads go through a buffer: go-zookeeper reads a reply's length and
+// then its body, two system calls where one serves both, and the replies
+// that arrived together.
 type sniffConn struct {
 	net.Conn
 	s      *Session
 	hs     []byte // the connect response read so far
 	hsDone bool   // read: replies follow
 	reply  replyHead
+	r      *bufio.Reader
+	seen   int64 // the last zxid seen before this connection
 }
 
 // Frame offsets. A connect request: len, protocolVersion int32,
@@ -69,6 +78,7 @@ func (c *sniffConn) Write(p []byte) (int, error) {
 	switch {
 	case !c.hsDone && len(p) >= reqTimeoutOff+4:
 		c.s.requested.Store(int64(binary.BigEndian.Uint32(p[reqTimeoutOff:])) * int64(time.Millisecond))
+		c.seen = c.s.zxid.Load()
 		return c.writeZxid(p, reqZxidOff)
 	case len(p) < opOff+4:
 	case int32(binary.BigEndian.Uint32(p[opOff:])) == opCloseSession:
@@ -79,15 +89,18 @@ func (c *sniffConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// writeZxid writes a copy of p with the Session's last zxid at off.
+// writeZxid writes a copy of p with c.seen at off.
 func (c *sniffConn) writeZxid(p []byte, off int) (int, error) {
 	q := append([]byte(nil), p...)
-	binary.BigEndian.PutUint64(q[off:], uint64(c.s.zxid.Load()))
+	binary.BigEndian.PutUint64(q[off:], uint64(c.seen))
 	return c.Conn.Write(q)
 }
 
 func (c *sniffConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	if c.r == nil {
+		c.r = bufio.NewReaderSize(c.Conn, 64<<10)
+	}
+	n, err := c.r.Read(p)
 	b := p[:n]
 	if !c.hsDone {
 		b = c.handshake(b)
