@@ -50,44 +50,11 @@ func oneKey(b *testing.B, mk func(b *testing.B) driver.Driver) {
 	for i := range ms {
 		ms[i] = client(b, mk(b)).Mutex(k)
 	}
-	ctx := context.Background()
-	var (
-		tickets atomic.Int64
-		holders atomic.Int32
-		maxWait atomic.Int64
-	)
-	counts := make([]int, Contenders)
-	b.ResetTimer()
-	var wg sync.WaitGroup
+	acquire := make([]func(context.Context) (releaser, error), len(ms))
 	for i, m := range ms {
-		wg.Go(func() {
-			for tickets.Add(1) <= int64(b.N) {
-				t0 := time.Now()
-				h, err := m.Acquire(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				w := int64(time.Since(t0))
-				for m := maxWait.Load(); w > m && !maxWait.CompareAndSwap(m, w); m = maxWait.Load() {
-				}
-				if holders.Add(1) != 1 {
-					b.Error("two holders of one Mutex at once")
-				}
-				spin(CriticalSection)
-				holders.Add(-1)
-				counts[i]++
-				if err := h.Release(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+		acquire[i] = func(ctx context.Context) (releaser, error) { return m.Acquire(ctx) }
 	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
-	b.ReportMetric(float64(maxWait.Load())/1e6, "max-wait-ms")
+	counts := contend(b, "one Mutex", acquire)
 	lo, hi := slices.Min(counts), slices.Max(counts)
 	fair := math.Inf(1)
 	if lo > 0 {
@@ -133,4 +100,53 @@ func distinctKeys(b *testing.B, d driver.Driver) {
 func spin(d time.Duration) {
 	for t0 := time.Now(); time.Since(t0) < d; {
 	}
+}
+
+// A releaser is a grant: a Hold, a MultiLock's hold.
+type releaser interface{ Release(context.Context) error }
+
+// contend shares b.N acquisitions among the acquirers, a goroutine each,
+// each grant held for CriticalSection, failing b when two grants overlap
+// (what names the lock). It reports acq/s and the longest wait
+// (max-wait-ms), and returns each acquirer's count of grants.
+func contend(b *testing.B, what string, acquire []func(context.Context) (releaser, error)) []int {
+	ctx := context.Background()
+	var (
+		tickets atomic.Int64
+		holders atomic.Int32
+		maxWait atomic.Int64
+	)
+	counts := make([]int, len(acquire))
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i, acq := range acquire {
+		wg.Go(func() {
+			for tickets.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				h, err := acq(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				w := int64(time.Since(t0))
+				for m := maxWait.Load(); w > m && !maxWait.CompareAndSwap(m, w); m = maxWait.Load() {
+				}
+				if holders.Add(1) != 1 {
+					b.Error("two holders of " + what + " at once")
+				}
+				spin(CriticalSection)
+				holders.Add(-1)
+				counts[i]++
+				if err := h.Release(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
+	b.ReportMetric(float64(maxWait.Load())/1e6, "max-wait-ms")
+	return counts
 }

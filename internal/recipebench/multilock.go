@@ -3,8 +3,6 @@ package recipebench
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,40 +44,9 @@ func MultiLock(b *testing.B, mk func(b *testing.B) driver.Driver, ttl time.Durat
 			mls = append(mls, c.MultiLock(keys))
 		}
 	}
-	ctx := context.Background()
-	var (
-		tickets atomic.Int64
-		holders atomic.Int32
-		maxWait atomic.Int64
-	)
-	b.ResetTimer()
-	var wg sync.WaitGroup
-	for _, ml := range mls {
-		wg.Go(func() {
-			for tickets.Add(1) <= int64(b.N) {
-				t0 := time.Now()
-				mh, err := ml.Acquire(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				w := int64(time.Since(t0))
-				for m := maxWait.Load(); w > m && !maxWait.CompareAndSwap(m, w); m = maxWait.Load() {
-				}
-				if holders.Add(1) != 1 {
-					b.Error("two holders of one MultiLock's keys at once")
-				}
-				spin(CriticalSection)
-				holders.Add(-1)
-				if err := mh.Release(ctx); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
+	acquire := make([]func(context.Context) (releaser, error), len(mls))
+	for i, ml := range mls {
+		acquire[i] = func(ctx context.Context) (releaser, error) { return ml.Acquire(ctx) }
 	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "acq/s")
-	b.ReportMetric(float64(maxWait.Load())/1e6, "max-wait-ms")
+	contend(b, "one MultiLock's keys", acquire)
 }
