@@ -21,18 +21,7 @@ func BenchmarkBackend(b *testing.B) {
 	if sharedServer == nil {
 		memcachedtest.SkipOrFail(b, sharedServerErr)
 	}
-	recipebench.Backend(b, func(b *testing.B) driver.Driver {
-		c := memcache.New(sharedServer.Addr)
-		c.Timeout = clientTimeout
-		c.MaxIdleConns = 16
-		b.Cleanup(func() { _ = c.Close() })
-		d, err := memcachedriver.New(c, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = d.Close() })
-		return d
-	})
+	recipebench.Backend(b, benchDriver)
 }
 
 // BenchmarkMultiLock measures recipebench.MultiLock at a TTL of 3s, the
@@ -56,16 +45,20 @@ func BenchmarkMultiLock(b *testing.B) {
 	if k := os.Getenv("LOCKER_MULTILOCK_KEYS"); k != "" {
 		procs, base = 1, "multilock/"+k
 	}
-	recipebench.MultiLock(b, func(b *testing.B) driver.Driver {
-		c := memcache.New(sharedServer.Addr)
-		c.Timeout = clientTimeout
-		c.MaxIdleConns = 16
-		b.Cleanup(func() { _ = c.Close() })
-		d, err := memcachedriver.New(c, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = d.Close() })
-		return d
-	}, 3*time.Second, procs, base)
+	recipebench.MultiLock(b, benchDriver, 3*time.Second, procs, base)
+}
+
+// benchDriver makes a driver over a client of its own of the shared
+// server, as a process of its own would have, closed at b's cleanup.
+func benchDriver(b *testing.B) driver.Driver {
+	c := memcache.New(sharedServer.Addr)
+	c.Timeout = clientTimeout
+	c.MaxIdleConns = 16
+	b.Cleanup(func() { _ = c.Close() })
+	d, err := memcachedriver.New(c, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = d.Close() })
+	return d
 }
