@@ -14,9 +14,7 @@
 // asks: a driver sets one up when it is made and returns Errors.Wrap from
 // every method that fails, and starts each call with Errors.Begin.
 // [Closed] is that marking alone, for a driver that names its errors
-// itself. [CheckCount] checks the counted fields of a request again; the
-// contract says a driver need not, and it is kept only until the drivers
-// that still call it stop.
+// itself.
 //
 // # Calls and retries
 //

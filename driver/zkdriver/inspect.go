@@ -21,7 +21,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	parent, _ := d.paths(key)
 	holders, waiting, err := d.holders(ctx, parent)
 	if err != nil {
-		return driver.KeyState{}, errorf(op, key, err)
+		return driver.KeyState{}, zkErrs.Wrap(nil, op, key, err)
 	}
 	st := driver.KeyState{Waiting: waiting}
 	for _, c := range holders {
@@ -30,7 +30,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 			continue // released meanwhile
 		}
 		if err != nil {
-			return driver.KeyState{}, errorf(op, key, err)
+			return driver.KeyState{}, zkErrs.Wrap(nil, op, key, err)
 		}
 		// A foreign node may have no owner (then its name is reported) and
 		// its data is its value as it is (Curator's: its client's IP).
@@ -69,7 +69,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	parent, _ := d.paths(key)
 	holders, _, err := d.holders(ctx, parent)
 	if err != nil {
-		return 0, errorf(op, key, err)
+		return 0, zkErrs.Wrap(nil, op, key, err)
 	}
 	n := 0
 	for _, c := range holders {
@@ -78,7 +78,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 			n++
 		case errors.Is(err, zk.ErrNoNode):
 		default:
-			return n, errorf(op, key, err)
+			return n, zkErrs.Wrap(nil, op, key, err)
 		}
 	}
 	return n, nil

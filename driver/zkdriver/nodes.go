@@ -106,7 +106,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return nil, createResult{}, driver.Permanent(errorf(op, req.Key, ErrClosed))
+		return nil, createResult{}, driver.Permanent(zkErrs.Wrap(nil, op, req.Key, ErrClosed))
 	}
 	d.nodes[nk] = n
 	_, known := d.parents.Get(parent)
@@ -128,7 +128,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	d.parents.Put(parent, struct{}{})
 	d.mu.Unlock()
 	if r.session == 0 {
-		return nil, createResult{}, errorf(op, req.Key, errSessionEnded)
+		return nil, createResult{}, zkErrs.Wrap(nil, op, req.Key, errSessionEnded)
 	}
 	st := d.state(r.session)
 	if st != nil {
@@ -136,7 +136,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	}
 	if err := checkTTL(req.TTL, d.timeout(st)); err != nil {
 		d.dropNode(ctx, n)
-		return nil, createResult{}, errorf(op, req.Key, err)
+		return nil, createResult{}, zkErrs.Wrap(nil, op, req.Key, err)
 	}
 	return n, r, nil
 }

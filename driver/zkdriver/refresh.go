@@ -31,7 +31,7 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	}
 	ttl := l.TTL // as granted (driver.Driver)
 	if err := d.rewrite(ctx, n, ttl); errors.Is(err, errNodeGone) {
-		return driver.Lease{}, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, err))
+		return driver.Lease{}, zkErrs.Wrap(nil, op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, err))
 	} else if err != nil {
 		return driver.Lease{}, callFailed(ctx, op, l.Key, err)
 	}
@@ -51,7 +51,7 @@ func (d *Driver) lookup(ctx context.Context, op string, l driver.Lease) (*node, 
 	why := n.mismatch(l)
 	if n == nil {
 		d.mu.Unlock()
-		return nil, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
+		return nil, zkErrs.Wrap(nil, op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 	}
 	stale := time.Since(n.written) >= n.ttl
 	lost, session := n.lost, n.session
@@ -62,14 +62,14 @@ func (d *Driver) lookup(ctx context.Context, op string, l driver.Lease) (*node, 
 	switch {
 	case why == nil && stale:
 		_ = d.dropNode(ctx, n)
-		return nil, errorf(op, l.Key, fmt.Errorf("%w: the lease ran out", driver.ErrNotHeld))
+		return nil, zkErrs.Wrap(nil, op, l.Key, fmt.Errorf("%w: the lease ran out", driver.ErrNotHeld))
 	case why == nil:
 		return n, nil
 	}
 	if lost != nil {
 		d.forget(n)
 	}
-	return nil, errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
+	return nil, zkErrs.Wrap(nil, op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, why))
 }
 
 // mismatch says why n, the driver's node of l's owner (or nil), is not
@@ -156,7 +156,7 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 		if failed >= 0 && errors.Is(res[failed].Error, zk.ErrNoNode) {
 			it := chunk[failed]
 			d.forget(it.n)
-			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
+			errs[it.i] = zkErrs.Wrap(nil, op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
 			return append(chunk[:failed:failed], chunk[failed+1:]...)
 		}
 	}
@@ -171,7 +171,7 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 	for j, it := range chunk {
 		st := res[j].Stat
 		if st == nil || st.Czxid != it.n.czxid || st.EphemeralOwner != it.n.session || st.EphemeralOwner != session {
-			errs[it.i] = errorf(op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
+			errs[it.i] = zkErrs.Wrap(nil, op, ls[it.i].Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
 			continue
 		}
 		it.n.written, it.n.ttl = sent, it.ttl

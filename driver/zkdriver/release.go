@@ -26,7 +26,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	n := d.nodes[nodeKey{l.Key, l.Owner}]
 	d.mu.Unlock()
 	if n == nil {
-		return errorf(op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
+		return zkErrs.Wrap(nil, op, l.Key, fmt.Errorf("%w: no hold of this driver", driver.ErrNotHeld))
 	}
 	d.mu.Lock()
 	path, granted, session := n.path, n.granted, n.session
@@ -39,11 +39,11 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	case path == "": // a create of unknown outcome: find its node
 		var err error
 		if path, err = d.findLost(ctx, op, n, driver.Request{Key: l.Key, Owner: l.Owner}); err != nil || path == "" {
-			return cmp.Or(err, errorf(op, l.Key, fmt.Errorf("%w: no such hold", driver.ErrNotHeld)))
+			return cmp.Or(err, zkErrs.Wrap(nil, op, l.Key, fmt.Errorf("%w: no such hold", driver.ErrNotHeld)))
 		}
 	case session != d.conn.SessionID(): // a queue place of an ended session
 		d.forget(n)
-		return errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errSessionEnded))
+		return zkErrs.Wrap(nil, op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errSessionEnded))
 	}
 	err := d.del(ctx, path, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
@@ -52,9 +52,9 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	d.forget(n)
 	switch {
 	case errors.Is(err, zk.ErrNoNode):
-		return errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
+		return zkErrs.Wrap(nil, op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errNodeGone))
 	case !granted:
-		return errorf(op, l.Key, fmt.Errorf("%w: queued, not granted (the queue place was removed)", driver.ErrNotHeld))
+		return zkErrs.Wrap(nil, op, l.Key, fmt.Errorf("%w: queued, not granted (the queue place was removed)", driver.ErrNotHeld))
 	}
 	return nil
 }

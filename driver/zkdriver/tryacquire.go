@@ -57,19 +57,19 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 	q, err := d.list(ctx, parent)
 	if err != nil {
 		if ctx.Err() != nil {
-			return errorf(op, req.Key, ctx.Err())
+			return zkErrs.Wrap(nil, op, req.Key, ctx.Err())
 		}
 		return nil // a missing key node, or a failure the create reports
 	}
 	if err := d.checkForeignLayout(parent, q); err != nil {
-		return errorf(op, req.Key, err)
+		return zkErrs.Wrap(nil, op, req.Key, err)
 	}
 	granted, remaining, lerr, err := d.admits(ctx, parent, q, len(q), req.Mode, req.Limit, req.Weight)
 	switch {
 	case lerr != nil:
-		return errorf(op, req.Key, lerr)
+		return zkErrs.Wrap(nil, op, req.Key, lerr)
 	case err != nil && ctx.Err() != nil:
-		return errorf(op, req.Key, ctx.Err())
+		return zkErrs.Wrap(nil, op, req.Key, ctx.Err())
 	case granted || err != nil:
 		return nil
 	}
@@ -101,13 +101,13 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 	}
 	if err := d.checkForeignLayout(n.parent, q); err != nil {
 		d.dropNode(ctx, n)
-		return driver.Lease{}, errorf(op, req.Key, err)
+		return driver.Lease{}, zkErrs.Wrap(nil, op, req.Key, err)
 	}
 	name := n.path[len(n.parent)+1:]
 	i := q.index(name)
 	if i < 0 {
 		d.forget(n)
-		return driver.Lease{}, errorf(op, req.Key, errNodeGone)
+		return driver.Lease{}, zkErrs.Wrap(nil, op, req.Key, errNodeGone)
 	}
 	granted, remaining, lerr, _ := d.admits(ctx, n.parent, q, i, req.Mode, n.limit, n.weight)
 	if lerr != nil {
@@ -115,7 +115,7 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		if err := d.dropNode(ctx, n); err != nil && ctx.Err() == nil {
 			return driver.Lease{}, callFailed(ctx, op, req.Key, err)
 		}
-		return driver.Lease{}, errorf(op, req.Key, lerr)
+		return driver.Lease{}, zkErrs.Wrap(nil, op, req.Key, lerr)
 	}
 	if granted {
 		// A counted node with waiters behind it, which watch it
@@ -123,7 +123,7 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 		// other than errNodeGone they learn at its next renewal.
 		if n.limit > 0 && i < len(q)-1 {
 			if err := d.rewrite(ctx, n, req.TTL); errors.Is(err, errNodeGone) {
-				return driver.Lease{}, errorf(op, req.Key, err)
+				return driver.Lease{}, zkErrs.Wrap(nil, op, req.Key, err)
 			}
 		}
 		return d.grant(n, false), nil
@@ -149,7 +149,7 @@ func (d *Driver) resume(ctx context.Context, op string, n *node, req driver.Requ
 		return driver.Lease{}, false, nil
 	}
 	if mode != req.Mode {
-		return driver.Lease{}, true, driver.Permanent(errorf(op, req.Key, fmt.Errorf("owner %.8s… already has a %v node", req.Owner, mode)))
+		return driver.Lease{}, true, driver.Permanent(zkErrs.Wrap(nil, op, req.Key, fmt.Errorf("owner %.8s… already has a %v node", req.Owner, mode)))
 	}
 	if path == "" {
 		var err error

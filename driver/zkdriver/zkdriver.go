@@ -1,7 +1,6 @@
 package zkdriver
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -291,34 +290,33 @@ func (d *Driver) paths(key string, name ...string) (parent, child string) {
 // begin checks what every call checks before any I/O.
 func (d *Driver) begin(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
-		return errorf(op, key, err)
+		return zkErrs.Wrap(nil, op, key, err)
 	}
 	if err := d.closedErr(); err != nil {
-		return driver.Permanent(errorf(op, key, err))
+		return driver.Permanent(zkErrs.Wrap(nil, op, key, err))
 	}
 	return nil
 }
 
 // beginRequest is begin for the acquire calls, with the checks the
-// front-end cannot make (the TTL against the current session's timeout,
-// the layout) and driverkit.CheckCount, which every counting driver keeps.
+// front-end cannot make: the TTL against the current session's timeout,
+// the layout.
 func (d *Driver) beginRequest(ctx context.Context, op string, req driver.Request) error {
 	if err := d.begin(ctx, op, req.Key); err != nil {
 		return err
 	}
 	if err := checkTTL(req.TTL, d.timeout(d.sess.current())); err != nil {
-		return errorf(op, req.Key, err)
+		return zkErrs.Wrap(nil, op, req.Key, err)
 	}
-	if err := cmp.Or(d.checkLayout(req), driverkit.CheckCount(req)); err != nil {
-		return driver.Permanent(errorf(op, req.Key, err))
+	if err := d.checkLayout(req); err != nil {
+		return driver.Permanent(zkErrs.Wrap(nil, op, req.Key, err))
 	}
 	return nil
 }
 
-// errorf wraps err with the operation and key.
-func errorf(op, key string, err error) error {
-	return &driverkit.OpError{Driver: "zkdriver", Op: op, Key: key, Err: err}
-}
+// zkErrs names the driver's errors (the closed driver's and connection's
+// are made permanent where they are found: see closedErr).
+var zkErrs = driverkit.Errors{Driver: "zkdriver"}
 
 // closedErr returns ErrClosed once the driver is closed, an error wrapping
 // zk.ErrClosing once its connection is, and nil before.
@@ -373,9 +371,9 @@ func isAny(err error, targets ...error) bool {
 // cure it.
 func callFailed(ctx context.Context, op, key string, err error) error {
 	if ctx.Err() != nil {
-		return errorf(op, key, ctx.Err())
+		return zkErrs.Wrap(nil, op, key, ctx.Err())
 	}
-	err = errorf(op, key, err)
+	err = zkErrs.Wrap(nil, op, key, err)
 	if isPermanent(err) && !driver.IsPermanent(err) {
 		return driver.Permanent(err)
 	}
