@@ -1,0 +1,272 @@
+package natsdriver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// maxRounds bounds the rounds of one call whose conditional write keeps
+// failing because the key changed under it: the call then fails with an
+// error the front-end may retry.
+const maxRounds = 8
+
+// errBusy is the error of a call that ran out of rounds.
+var errBusy = fmt.Errorf("the key changed under %d conditional writes in a row", maxRounds)
+
+// Header names and values of the key-value protocol (nats.go's, which it
+// does not export).
+const (
+	hdrOperation = "KV-Operation"
+	opPurge      = "PURGE"
+)
+
+// TryAcquire implements driver.Driver. A grant of a key that has no
+// message is one round trip (a publish that expects none); a key with a
+// marker left by a release or an expiry, or held, costs a read and, when
+// free, a second publish that expects the marker.
+func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
+	const op = "acquire"
+	if err := checkArgs(req.Mode, req.TTL); err != nil {
+		return driver.Lease{}, d.opError(ctx, op, req.Key, err)
+	}
+	if err := d.live(ctx); err != nil {
+		return driver.Lease{}, d.opError(ctx, op, req.Key, err)
+	}
+	tok, err := d.acquire(ctx, d.subject(req.Key), req.Owner, req.TTL)
+	if err != nil {
+		return driver.Lease{}, d.opError(ctx, op, req.Key, err)
+	}
+	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: tok, TTL: req.TTL}, nil
+}
+
+// acquire grants the key of subject subj to owner for ttl and returns the
+// token: the revision of the message that granted it. Every write is
+// conditional on the last revision of the subject, as read.
+func (d *Driver) acquire(ctx context.Context, subj, owner string, ttl time.Duration) (uint64, error) {
+	var expect uint64 // the subject's last revision; 0: none
+	for range maxRounds {
+		seq, err := d.publish(ctx, subj, encodeHold(owner, 0), expect, ttl, nil)
+		if !wrongRevision(err) {
+			return seq, err
+		}
+		m, err := d.last(ctx, subj)
+		if err != nil {
+			return 0, err
+		}
+		h, st := parseHold(m)
+		switch st {
+		case none:
+			expect = 0
+			continue
+		case free:
+			expect = m.Sequence
+			continue
+		case foreign:
+			return 0, errForeign
+		}
+		if h.owner != owner {
+			return 0, &driver.LockedError{Remaining: h.remaining()}
+		}
+		// owner holds it: extend the lease, keep the token.
+		_, err = d.publish(ctx, subj, encodeHold(owner, h.token), m.Sequence, ttl, nil)
+		if !wrongRevision(err) {
+			return h.token, err
+		}
+	}
+	return 0, errBusy
+}
+
+// Refresh implements driver.Driver in two round trips: a read of the
+// key's last message, and a publish of the hold again with the lease's
+// TTL, conditional on that message's revision. It never re-creates a
+// hold: the read finds none, or the publish's condition fails.
+func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
+	const op = "refresh"
+	if err := checkArgs(l.Mode, l.TTL); err != nil {
+		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
+	}
+	if err := d.live(ctx); err != nil {
+		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
+	}
+	err := d.rewrite(ctx, d.subject(l.Key), l, func(subj string, h hold) error {
+		_, err := d.publish(ctx, subj, encodeHold(l.Owner, h.token), h.seq, l.TTL, nil)
+		return err
+	})
+	if err != nil {
+		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
+	}
+	l.Start = time.Time{}
+	return l, nil
+}
+
+// Release implements driver.Driver in two round trips: a read of the
+// key's last message, and a purge of the key conditional on its revision.
+// The purge leaves a marker that watchers receive (the waiters' wake-up)
+// and that expires after MarkerTTL, leaving nothing of the key. With
+// l.Token 0 it releases l.Owner's hold whatever its token.
+func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
+	const op = "release"
+	if err := d.live(ctx); err != nil {
+		return d.opError(ctx, op, l.Key, err)
+	}
+	err := d.rewrite(ctx, d.subject(l.Key), l, func(subj string, h hold) error {
+		return d.purge(ctx, subj, h.seq)
+	})
+	if err != nil {
+		return d.opError(ctx, op, l.Key, err)
+	}
+	return nil
+}
+
+// rewrite reads the last message of subj and, if it is l's hold, calls
+// write with it; write's publish is conditional on the hold's revision,
+// and when another write came between the two rewrite starts again, up
+// to maxRounds times. A key without l's hold is ErrNotHeld.
+func (d *Driver) rewrite(ctx context.Context, subj string, l driver.Lease, write func(string, hold) error) error {
+	for range maxRounds {
+		m, err := d.last(ctx, subj)
+		if err != nil {
+			return err
+		}
+		h, st := parseHold(m)
+		if st != held || h.owner != l.Owner || (l.Token != 0 && h.token != l.Token) {
+			return driver.ErrNotHeld
+		}
+		if err := write(subj, h); !wrongRevision(err) {
+			return err
+		}
+	}
+	return errBusy
+}
+
+// publish publishes data to subj, expecting expect as the subject's last
+// revision (0: no message), with a per-message TTL when ttl > 0, and
+// returns the revision of the new message.
+func (d *Driver) publish(ctx context.Context, subj string, data []byte, expect uint64, ttl time.Duration, hdr nats.Header) (uint64, error) {
+	m := &nats.Msg{Subject: subj, Data: data, Header: hdr}
+	ack, err := d.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expect), jetstream.WithMsgTTL(ttl))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// purge replaces every message of subj, whose last revision must be seq,
+// with a purge marker that lives MarkerTTL.
+func (d *Driver) purge(ctx context.Context, subj string, seq uint64) error {
+	hdr := nats.Header{hdrOperation: []string{opPurge}, jetstream.MsgRollup: []string{jetstream.MsgRollupSubject}}
+	_, err := d.publish(ctx, subj, nil, seq, MarkerTTL, hdr)
+	return err
+}
+
+// last returns the last message of subj, or nil when it has none.
+func (d *Driver) last(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+	m, err := d.stream.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
+// wrongRevision reports whether err is JetStream's refusal of a publish
+// whose expected last revision of the subject was not the last one
+// (replicated streams use a code of their own for it).
+func wrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	if err == nil || !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// hold is a live hold read from the bucket.
+type hold struct {
+	owner   string
+	token   uint64
+	seq     uint64        // the revision of the message read
+	written time.Time     // when the server stored it
+	ttl     time.Duration // its per-message TTL
+}
+
+// encodeHold returns the value of a hold message: the owner, and the
+// token after the first message (whose own revision is the token).
+func encodeHold(owner string, token uint64) []byte {
+	b := make([]byte, 0, len(owner)+21)
+	b = append(b, owner...)
+	if token != 0 {
+		b = append(b, ' ')
+		b = strconv.AppendUint(b, token, 10)
+	}
+	return b
+}
+
+// state is what the last message of a key says.
+type state uint8
+
+const (
+	none    state = iota // no message
+	free                 // a marker: of a release, a purge or an expiry
+	held                 // a hold
+	foreign              // a value the driver did not write
+)
+
+// errForeign is the error of an acquire of a key whose value the driver
+// did not write: another program uses the bucket.
+var errForeign = driver.Permanent(errors.New("the key holds a value that is not a lock's: the bucket is shared with another program"))
+
+// parseHold decodes m, the last message of a key, and says what it is.
+func parseHold(m *jetstream.RawStreamMsg) (hold, state) {
+	switch {
+	case m == nil:
+		return hold{}, none
+	case m.Header.Get(hdrOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "":
+		return hold{}, free
+	}
+	owner, tok, hasTok := strings.Cut(string(m.Data), " ")
+	if len(owner) != ownerLen {
+		return hold{}, foreign
+	}
+	h := hold{owner: owner, token: m.Sequence, seq: m.Sequence, written: m.Time}
+	if hasTok {
+		t, err := strconv.ParseUint(tok, 10, 64)
+		if err != nil || t == 0 {
+			return hold{}, foreign
+		}
+		h.token = t
+	}
+	h.ttl, _ = time.ParseDuration(m.Header.Get(jetstream.MsgTTLHeader))
+	return h, held
+}
+
+// ownerLen is the length of the front-end's owner strings.
+const ownerLen = 32
+
+// remaining returns how long h may still live, as the server's clock
+// stamped it: its TTL from when it was written, at least a millisecond
+// and at most its TTL (clocks disagree).
+func (h hold) remaining() time.Duration {
+	if h.ttl <= 0 {
+		return 0
+	}
+	return min(max(time.Until(h.written.Add(h.ttl)), time.Millisecond), h.ttl)
+}
+
+// checkArgs checks the mode and the TTL.
+func checkArgs(m driver.Mode, ttl time.Duration) error {
+	if m != driver.Exclusive {
+		return driver.Permanent(fmt.Errorf("mode %v: %w (the driver grants exclusive holds only)", m, errors.ErrUnsupported))
+	}
+	if ttl < MinTTL || ttl%time.Second != 0 {
+		return driver.Permanent(fmt.Errorf("TTL %v: JetStream's per-key TTLs are whole seconds, of at least %v", ttl, MinTTL))
+	}
+	return nil
+}
