@@ -151,12 +151,38 @@ func (d *Driver) rewrite(ctx context.Context, subj string, l driver.Lease, write
 // revision (0: no message), with a per-message TTL when ttl > 0, and
 // returns the revision of the new message.
 func (d *Driver) publish(ctx context.Context, subj string, data []byte, expect uint64, ttl time.Duration, hdr nats.Header) (uint64, error) {
-	m := &nats.Msg{Subject: subj, Data: data, Header: hdr}
-	ack, err := d.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expect), jetstream.WithMsgTTL(ttl))
-	if err != nil {
-		return 0, err
+	var seq uint64
+	err := d.attempt(ctx, func(ctx context.Context) error {
+		m := &nats.Msg{Subject: subj, Data: data, Header: hdr}
+		ack, err := d.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expect), jetstream.WithMsgTTL(ttl))
+		if err == nil {
+			seq = ack.Sequence
+		}
+		return err
+	})
+	return seq, err
+}
+
+// attemptTimeout bounds one request of a call: a request written on a
+// connection just as it broke gets no reply, and is sent again after it.
+const attemptTimeout = time.Second
+
+// attempt calls f with a context that ends attemptTimeout from now, or
+// with ctx, and calls it again when that timeout (not ctx) ended it. Every
+// request the driver makes is a read or a write conditional on the key's
+// last revision, so that a request sent twice is applied at most once.
+func (d *Driver) attempt(ctx context.Context, f func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := f(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		if err := d.live(ctx); err != nil {
+			return err
+		}
 	}
-	return ack.Sequence, nil
 }
 
 // purge replaces every message of subj, whose last revision must be seq,
@@ -169,7 +195,11 @@ func (d *Driver) purge(ctx context.Context, subj string, seq uint64) error {
 
 // last returns the last message of subj, or nil when it has none.
 func (d *Driver) last(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
-	m, err := d.stream.GetLastMsgForSubject(ctx, subj)
+	var m *jetstream.RawStreamMsg
+	err := d.attempt(ctx, func(ctx context.Context) (err error) {
+		m, err = d.stream.GetLastMsgForSubject(ctx, subj)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}
