@@ -14,12 +14,12 @@ import (
 
 const ttl = 2 * time.Second
 
-// jsOf returns a JetStream context on a connection of its own to addr,
+// jsOf returns a JetStream context on a connection of its own to url,
 // closed at t's cleanup, for what a test reads or sets up beside the
 // driver.
-func jsOf(t *testing.T, addr string) jetstream.JetStream {
+func jsOf(t *testing.T, url string) jetstream.JetStream {
 	t.Helper()
-	nc, err := connect("nats://" + addr)
+	nc, err := connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func lastMsg(t *testing.T, js jetstream.JetStream, bucket, key string) *jetstrea
 func TestCreatedBucket(t *testing.T) {
 	srv := server(t)
 	newDriver(t, srv.Addr, &natsdriver.Options{Bucket: "created"})
-	s, err := jsOf(t, srv.Addr).Stream(ctxT(t), "KV_created")
+	s, err := jsOf(t, srv.URL).Stream(ctxT(t), "KV_created")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestCreatedBucket(t *testing.T) {
 // longest TTL.
 func TestRefusedBuckets(t *testing.T) {
 	srv := server(t)
-	js := jsOf(t, srv.Addr)
+	js := jsOf(t, srv.URL)
 	for _, c := range []jetstream.KeyValueConfig{
 		{Bucket: "memory", Storage: jetstream.MemoryStorage, LimitMarkerTTL: time.Second},
 		{Bucket: "nottl", Storage: jetstream.FileStorage},
@@ -133,7 +133,7 @@ func TestTokens(t *testing.T) {
 func TestRefreshKeepsTTL(t *testing.T) {
 	srv := server(t)
 	d := newDriver(t, srv.Addr, nil)
-	js := jsOf(t, srv.Addr)
+	js := jsOf(t, srv.URL)
 	key := uniqueKey(t)
 	l := mustAcquire(t, d, req(key, owner(), ttl))
 	for range 2 {
@@ -158,7 +158,7 @@ func TestRefreshKeepsTTL(t *testing.T) {
 func TestNothingLeft(t *testing.T) {
 	srv := server(t)
 	d := newDriver(t, srv.Addr, nil)
-	js := jsOf(t, srv.Addr)
+	js := jsOf(t, srv.URL)
 	released, expired := uniqueKey(t), uniqueKey(t)
 	l := mustAcquire(t, d, req(released, owner(), ttl))
 	mustAcquire(t, d, req(expired, owner(), ttl))

@@ -154,7 +154,8 @@ func (d *Driver) publish(ctx context.Context, subj string, data []byte, expect u
 	var seq uint64
 	err := d.attempt(ctx, func(ctx context.Context) error {
 		m := &nats.Msg{Subject: subj, Data: data, Header: hdr}
-		ack, err := d.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expect), jetstream.WithMsgTTL(ttl))
+		ack, err := d.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expect), jetstream.WithMsgTTL(ttl),
+			jetstream.WithRetryWait(noResponderWait), jetstream.WithRetryAttempts(noResponderRetries))
 		if err == nil {
 			seq = ack.Sequence
 		}
@@ -165,13 +166,30 @@ func (d *Driver) publish(ctx context.Context, subj string, data []byte, expect u
 
 // attemptTimeout bounds one request of a call: a request written on a
 // connection just as it broke gets no reply, and is sent again after it.
-const attemptTimeout = time.Second
+// callTimeout bounds the calls whose context has no deadline.
+const (
+	attemptTimeout = time.Second
+	callTimeout    = 10 * time.Second
+)
+
+// A publish that finds no stream to take it (a replicated stream between
+// leaders) is sent again every noResponderWait, within its attempt.
+const (
+	noResponderWait    = 50 * time.Millisecond
+	noResponderRetries = int(attemptTimeout / noResponderWait)
+)
 
 // attempt calls f with a context that ends attemptTimeout from now, or
-// with ctx, and calls it again when that timeout (not ctx) ended it. Every
-// request the driver makes is a read or a write conditional on the key's
-// last revision, so that a request sent twice is applied at most once.
+// with ctx, and calls it again when that timeout (not ctx) ended it, for
+// at most callTimeout when ctx has no deadline. Every request the driver
+// makes is a read or a write conditional on the key's last revision, so
+// that a request sent twice is applied at most once.
 func (d *Driver) attempt(ctx context.Context, f func(context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+	}
 	for {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		err := f(actx)
