@@ -40,8 +40,12 @@ func dialMatrix(addr string) (driver.Driver, func() error, error) {
 
 // TestFaultMatrix runs the fault matrix on a nats-server of its own that
 // syncs every write (sync_interval: always), with every client behind a
-// fault proxy. A kill and restart keeps the bucket: holds survive it and
-// tokens keep increasing (DurableTokens).
+// fault proxy. A kill and restart keeps the bucket: tokens keep
+// increasing (DurableTokens), and a hold survives a quick restart
+// (TestTokensAcrossRestart). The restart cell waits for the waiter's Lock
+// before the holder unlocks, so the target's Restart waits one TTL before
+// it starts the server again: the hold expires during the outage, and the
+// cell checks the loss signal and the successor's token.
 func TestFaultMatrix(t *testing.T) {
 	drivertest.Long(t, "the fault matrix runs for minutes")
 	srv := natstest.ForTest(t, natstest.Options{SyncAlways: true})
@@ -53,6 +57,10 @@ func TestFaultMatrix(t *testing.T) {
 	insp := admin.(driver.Inspector)
 	tg := faultmatrix.ProcessTarget("nats", matrixTTL, srv.Addr, dialMatrix, srv)
 	tg.Net = faultmatrix.Partition
+	tg.Server.Restart = func() error {
+		time.Sleep(matrixTTL)
+		return srv.Restart()
+	}
 	tg.Revoke = func(ctx context.Context, key string) error {
 		_, err := insp.ForceRelease(ctx, key)
 		return err
