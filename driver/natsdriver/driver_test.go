@@ -270,3 +270,41 @@ func tokensAcrossRestart(t *testing.T, o natstest.Options) {
 		}
 	}
 }
+
+// TestStaleRevisions checks that a driver whose remembered revision of a
+// key is stale (another driver wrote since) falls back to reading it: a
+// grant over another's release, the refresh and release of a hold that
+// was revoked or expired and granted again.
+func TestStaleRevisions(t *testing.T) {
+	srv := server(t)
+	d1, d2 := newDriver(t, srv.Addr, nil), newDriver(t, srv.Addr, nil)
+	key := uniqueKey(t)
+	release := func(d *natsdriver.Driver, l driver.Lease) {
+		t.Helper()
+		if err := d.Release(ctxT(t), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l1 := mustAcquire(t, d1, req(key, owner(), ttl))
+	release(d1, l1) // d1 remembers its marker
+	l2 := mustAcquire(t, d2, req(key, owner(), ttl))
+	release(d2, l2) // a newer marker
+	l3 := mustAcquire(t, d1, req(key, owner(), ttl))
+	if l3.Token <= l2.Token {
+		t.Fatalf("token %d after %d", l3.Token, l2.Token)
+	}
+	if n, err := d2.ForceRelease(ctxT(t), key); n != 1 || err != nil {
+		t.Fatalf("ForceRelease = %d, %v", n, err)
+	}
+	if _, err := d1.Refresh(ctxT(t), l3); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Refresh of a revoked hold = %v; want ErrNotHeld", err)
+	}
+	l4 := mustAcquire(t, d2, req(key, owner(), ttl))
+	if err := d1.Release(ctxT(t), l3); !errors.Is(err, driver.ErrNotHeld) {
+		t.Fatalf("Release of a revoked hold = %v; want ErrNotHeld", err)
+	}
+	if _, err := d2.Refresh(ctxT(t), l4); err != nil {
+		t.Fatalf("the new holder's Refresh: %v", err)
+	}
+	release(d2, l4)
+}

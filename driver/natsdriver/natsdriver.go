@@ -63,6 +63,7 @@ type Driver struct {
 	isClosed bool
 
 	watch watchers
+	revs  revCache
 }
 
 var (
@@ -110,7 +111,8 @@ func New(ctx context.Context, js jetstream.JetStream, opts *Options) (*Driver, e
 		bucket: o.Bucket, pre: "$KV." + o.Bucket + ".", maxTTL: cfg.MaxAge,
 		closed: make(chan struct{}),
 	}
-	d.watch.init()
+	d.revs.init()
+	d.watch.init(func(key string, seq uint64) { d.revs.put(d.subject(key), seen{seq: seq}) })
 	return d, nil
 }
 

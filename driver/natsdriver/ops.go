@@ -51,9 +51,12 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // token: the revision of the message that granted it. Every write is
 // conditional on the last revision of the subject, as read.
 func (d *Driver) acquire(ctx context.Context, subj, owner string, ttl time.Duration) (uint64, error) {
-	var expect uint64 // the subject's last revision; 0: none
+	expect := d.revs.freeSeq(subj) // the subject's last revision; 0: none
 	for range maxRounds {
 		seq, err := d.publish(ctx, subj, encodeHold(owner, 0), expect, ttl, nil)
+		if err == nil {
+			d.revs.put(subj, seen{seq: seq, owner: owner, token: seq})
+		}
 		if !wrongRevision(err) {
 			return seq, err
 		}
@@ -76,7 +79,10 @@ func (d *Driver) acquire(ctx context.Context, subj, owner string, ttl time.Durat
 			return 0, &driver.LockedError{Remaining: h.remaining()}
 		}
 		// owner holds it: extend the lease, keep the token.
-		_, err = d.publish(ctx, subj, encodeHold(owner, h.token), m.Sequence, ttl, nil)
+		seq, err = d.publish(ctx, subj, encodeHold(owner, h.token), m.Sequence, ttl, nil)
+		if err == nil {
+			d.revs.put(subj, seen{seq: seq, owner: owner, token: h.token})
+		}
 		if !wrongRevision(err) {
 			return h.token, err
 		}
@@ -96,9 +102,9 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if err := d.live(ctx); err != nil {
 		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
 	}
-	err := d.rewrite(ctx, d.subject(l.Key), l, func(subj string, h hold) error {
-		_, err := d.publish(ctx, subj, encodeHold(l.Owner, h.token), h.seq, l.TTL, nil)
-		return err
+	err := d.rewrite(ctx, d.subject(l.Key), l, func(subj string, h hold) (seen, error) {
+		seq, err := d.publish(ctx, subj, encodeHold(l.Owner, h.token), h.seq, l.TTL, nil)
+		return seen{seq: seq, owner: l.Owner, token: h.token}, err
 	})
 	if err != nil {
 		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
@@ -117,8 +123,9 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if err := d.live(ctx); err != nil {
 		return d.opError(ctx, op, l.Key, err)
 	}
-	err := d.rewrite(ctx, d.subject(l.Key), l, func(subj string, h hold) error {
-		return d.purge(ctx, subj, h.seq)
+	err := d.rewrite(ctx, d.subject(l.Key), l, func(subj string, h hold) (seen, error) {
+		seq, err := d.purge(ctx, subj, h.seq)
+		return seen{seq: seq}, err
 	})
 	if err != nil {
 		return d.opError(ctx, op, l.Key, err)
@@ -126,11 +133,23 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	return nil
 }
 
-// rewrite reads the last message of subj and, if it is l's hold, calls
-// write with it; write's publish is conditional on the hold's revision,
-// and when another write came between the two rewrite starts again, up
-// to maxRounds times. A key without l's hold is ErrNotHeld.
-func (d *Driver) rewrite(ctx context.Context, subj string, l driver.Lease, write func(string, hold) error) error {
+// rewrite calls write with l's hold, its revision as the driver last
+// wrote it when it knows it, or as it reads it otherwise; write's publish
+// is conditional on that revision, and when another write came between
+// the two rewrite reads again, up to maxRounds times. A key without l's
+// hold is ErrNotHeld. What write wrote becomes the revision the driver
+// knows.
+func (d *Driver) rewrite(ctx context.Context, subj string, l driver.Lease, write func(string, hold) (seen, error)) error {
+	if h, ok := d.revs.hold(subj, l); ok {
+		s, err := write(subj, h)
+		if err == nil {
+			d.revs.put(subj, s)
+		}
+		if !wrongRevision(err) {
+			return err
+		}
+		d.revs.drop(subj)
+	}
 	for range maxRounds {
 		m, err := d.last(ctx, subj)
 		if err != nil {
@@ -140,7 +159,11 @@ func (d *Driver) rewrite(ctx context.Context, subj string, l driver.Lease, write
 		if st != held || h.owner != l.Owner || (l.Token != 0 && h.token != l.Token) {
 			return driver.ErrNotHeld
 		}
-		if err := write(subj, h); !wrongRevision(err) {
+		s, err := write(subj, h)
+		if err == nil {
+			d.revs.put(subj, s)
+		}
+		if !wrongRevision(err) {
 			return err
 		}
 	}
@@ -204,11 +227,10 @@ func (d *Driver) attempt(ctx context.Context, f func(context.Context) error) err
 }
 
 // purge replaces every message of subj, whose last revision must be seq,
-// with a purge marker that lives MarkerTTL.
-func (d *Driver) purge(ctx context.Context, subj string, seq uint64) error {
+// with a purge marker that lives MarkerTTL, and returns its revision.
+func (d *Driver) purge(ctx context.Context, subj string, seq uint64) (uint64, error) {
 	hdr := nats.Header{hdrOperation: []string{opPurge}, jetstream.MsgRollup: []string{jetstream.MsgRollupSubject}}
-	_, err := d.publish(ctx, subj, nil, seq, MarkerTTL, hdr)
-	return err
+	return d.publish(ctx, subj, nil, seq, MarkerTTL, hdr)
 }
 
 // last returns the last message of subj, or nil when it has none.

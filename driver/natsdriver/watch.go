@@ -21,6 +21,8 @@ type watchers struct {
 	keys   map[string]*keyWatch
 	closed bool
 	wg     sync.WaitGroup // watcher goroutines
+	// freed is called with the revision of each marker a watcher sees.
+	freed func(key string, seq uint64)
 }
 
 // keyWatch is the watcher of one key.
@@ -31,7 +33,8 @@ type keyWatch struct {
 	stop  chan struct{}
 }
 
-func (ws *watchers) init() {
+func (ws *watchers) init(freed func(key string, seq uint64)) {
+	ws.freed = freed
 	ws.keys = make(map[string]*keyWatch)
 	ws.fan.OnClose = ws.release
 }
@@ -112,6 +115,7 @@ func (ws *watchers) run(key string, kw *keyWatch) {
 				return
 			}
 			if e != nil && e.Operation() != jetstream.KeyValuePut {
+				ws.freed(key, e.Revision())
 				ws.fan.Wake(key)
 			}
 		case <-kw.stop:
