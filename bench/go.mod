@@ -1,10 +1,14 @@
 module github.com/go-locker/locker/bench
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-locker/locker v0.1.0
+	github.com/go-locker/locker/driver/etcddriver v0.1.0
+	github.com/go-locker/locker/driver/quorumdriver v0.1.0
+	github.com/go-locker/locker/driver/redisdriver v0.1.0
+	github.com/go-locker/locker/driver/zkdriver v0.1.0
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/redis/go-redis/v9 v9.23.0
@@ -24,6 +28,7 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
+	github.com/go-locker/locker/driver/natsdriver v0.1.0
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect

@@ -1,13 +1,13 @@
 module github.com/go-locker/locker/gocronlock
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/go-co-op/gocron/v2 v2.21.2
 	github.com/go-locker/locker v0.1.0
+	github.com/go-locker/locker/driver/redisdriver v0.1.0
 	github.com/jonboulle/clockwork v0.5.0
 	github.com/redis/go-redis/v9 v9.23.0
-	go.uber.org/goleak v1.3.0
 )
 
 require (

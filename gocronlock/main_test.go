@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/go-locker/locker/internal/goleak"
 )
 
 func TestMain(m *testing.M) {

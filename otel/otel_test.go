@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/memdriver"
+	"github.com/go-locker/locker/internal/goleak"
 	lockerotel "github.com/go-locker/locker/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -15,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

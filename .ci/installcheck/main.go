@@ -55,7 +55,7 @@ const rootPath = "github.com/go-locker/locker"
 
 // notPublished are the go.work modules that are not for users: not packed,
 // not installed, and free to keep what they need in their go.mod.
-var notPublished = map[string]bool{"bench": true}
+var notPublished = map[string]bool{"bench": true, "integration": true}
 
 type check struct {
 	repo    string // the repository's top directory
@@ -91,6 +91,7 @@ func main() {
 	if len(c.hashes) > 0 {
 		c.step("go install "+rootPath+"/cmd/locker@"+c.version, c.install)
 		c.step("go get and build in a fresh module", c.user)
+		c.step("a driver's users get its client's module graph and locker's modules, nothing else", c.graph)
 		tidy := "go mod tidy -diff of every module"
 		if c.write {
 			tidy = "go mod tidy of every module"

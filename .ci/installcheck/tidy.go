@@ -35,8 +35,8 @@ func (c *check) tidy() {
 				continue
 			}
 			f := strings.Fields(line[1:])
-			if len(f) >= 2 && f[0] == rootPath && strings.TrimSuffix(f[1], "/go.mod") == c.version {
-				continue // the untagged root version's hash
+			if len(f) >= 2 && isOurs(f[0]) && strings.TrimSuffix(f[1], "/go.mod") == c.version {
+				continue // an untagged module's hash
 			}
 			diff = append(diff, line)
 		}
@@ -62,7 +62,7 @@ func (c *check) dropRootSums(name string) error {
 	var keep []string
 	for _, line := range strings.SplitAfter(string(data), "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == rootPath && strings.TrimSuffix(f[1], "/go.mod") == c.version {
+		if len(f) >= 2 && isOurs(f[0]) && strings.TrimSuffix(f[1], "/go.mod") == c.version {
 			continue
 		}
 		keep = append(keep, line)

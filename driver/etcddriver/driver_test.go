@@ -15,7 +15,6 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
-	"github.com/go-locker/locker/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
 	"google.golang.org/grpc"
@@ -572,8 +571,9 @@ func (rc *rpcCounter) reset() map[string]int {
 }
 
 func countingClient(t *testing.T) (*clientv3.Client, *rpcCounter) {
+	needServer(t)
 	rc := &rpcCounter{calls: make(map[string]int)}
-	cfg := etcdtest.ClientConfig(server.ClientURL)
+	cfg := clientConfig(server.ClientURL)
 	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(rc.unary), grpc.WithChainStreamInterceptor(rc.stream)}
 	c, err := clientv3.New(cfg)
 	if err != nil {

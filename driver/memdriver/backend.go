@@ -81,7 +81,15 @@ func (w *waiter) until(now time.Time) time.Time {
 	return w.expires
 }
 
-// keyState is everything the backend knows about one key.
+// keyState is everything the backend knows about one key. All state lives
+// under the backend's one mutex, so every operation is atomic. Besides the
+// holds and the fence counter, a key has a wait queue (queued requests of
+// TryAcquire and Acquire), its live subscriptions and the loss watches of
+// its holds. Subscribers are woken when the key is released, when
+// Backend.Expire or Backend.Revoke ends its holds, when an entry leaves
+// its wait queue, and when an operation finds and drops an expired hold or
+// queue entry. Entries of the wait queue that belong to a waiting Acquire
+// do not expire: the call keeps them until it returns.
 type keyState struct {
 	key string
 	// fence is the last token granted for the key; never reset.
