@@ -126,9 +126,10 @@
 // # Contexts, retries and Close
 //
 // Every call returns by its context's deadline. Within a call, a request
-// whose reply does not come within a second (one written on a connection
-// just as it broke) is sent again, for at most 10 seconds when the
-// context has no deadline: every request is a read, or a write
+// whose reply does not come within a second, or within a third of the
+// time left to the deadline when that is shorter (one written on a
+// connection just as it broke), is sent again, for at most 10 seconds
+// when the context has no deadline: every request is a read, or a write
 // conditional on the revision it read, so a request applied twice is
 // refused the second time. The driver never closes the connection; Close
 // stops the driver's watchers, and a closed driver, or one whose

@@ -188,10 +188,14 @@ func (d *Driver) publish(ctx context.Context, subj string, data []byte, expect u
 }
 
 // attemptTimeout bounds one request of a call: a request written on a
-// connection just as it broke gets no reply, and is sent again after it.
-// callTimeout bounds the calls whose context has no deadline.
+// connection just as it broke gets no reply, and is sent again after it,
+// or after a third of the time left to the call's deadline when that is
+// shorter (a renewal must be confirmed before its holder's local
+// deadline), but not before minAttempt. callTimeout bounds the calls
+// whose context has no deadline.
 const (
 	attemptTimeout = time.Second
+	minAttempt     = 100 * time.Millisecond
 	callTimeout    = 10 * time.Second
 )
 
@@ -202,9 +206,9 @@ const (
 	noResponderRetries = int(attemptTimeout / noResponderWait)
 )
 
-// attempt calls f with a context that ends attemptTimeout from now, or
-// with ctx, and calls it again when that timeout (not ctx) ended it, for
-// at most callTimeout when ctx has no deadline. Every request the driver
+// attempt calls f with a context that ends after one attempt's time (see
+// attemptTimeout), or with ctx, and calls it again when that timeout (not
+// ctx) ended it, for at most callTimeout when ctx has no deadline. Every request the driver
 // makes is a read or a write conditional on the key's last revision, so
 // that a request sent twice is applied at most once.
 func (d *Driver) attempt(ctx context.Context, f func(context.Context) error) error {
@@ -214,7 +218,8 @@ func (d *Driver) attempt(ctx context.Context, f func(context.Context) error) err
 		defer cancel()
 	}
 	for {
-		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		dl, _ := ctx.Deadline()
+		actx, cancel := context.WithTimeout(ctx, min(attemptTimeout, max(minAttempt, time.Until(dl)/3)))
 		err := f(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
