@@ -46,7 +46,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 		}
 		if h, st := parseHold(m); st != held {
 			return 0, nil
-		} else if _, err := d.purge(ctx, subj, h.seq); !wrongRevision(err) {
+		} else if _, err := d.purge(ctx, subj, h.seq, ""); !wrongRevision(err) {
 			if err != nil {
 				return 0, d.opError(ctx, op, key, err)
 			}

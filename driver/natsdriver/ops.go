@@ -116,17 +116,24 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 // Release implements driver.Driver in two round trips: a read of the
 // key's last message, and a purge of the key conditional on its revision.
 // The purge leaves a marker that watchers receive (the waiters' wake-up)
-// and that expires after MarkerTTL, leaving nothing of the key. With
-// l.Token 0 it releases l.Owner's hold whatever its token.
+// and that expires after MarkerTTL, leaving nothing of the key; the
+// marker names the owner, so that a purge applied by a request that was
+// sent again (see attempt) is known as the call's own. With l.Token 0 it
+// releases l.Owner's hold whatever its token.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := d.live(ctx); err != nil {
 		return d.opError(ctx, op, l.Key, err)
 	}
-	err := d.rewrite(ctx, d.subject(l.Key), l, func(subj string, h hold) (seen, error) {
-		seq, err := d.purge(ctx, subj, h.seq)
+	subj, sent := d.subject(l.Key), false
+	err := d.rewrite(ctx, subj, l, func(subj string, h hold) (seen, error) {
+		sent = true
+		seq, err := d.purge(ctx, subj, h.seq, l.Owner)
 		return seen{seq: seq}, err
 	})
+	if errors.Is(err, driver.ErrNotHeld) && sent && d.releasedBy(ctx, subj, l.Owner) {
+		err = nil // a purge this call sent was applied, its reply lost
+	}
 	if err != nil {
 		return d.opError(ctx, op, l.Key, err)
 	}
@@ -232,10 +239,18 @@ func (d *Driver) attempt(ctx context.Context, f func(context.Context) error) err
 }
 
 // purge replaces every message of subj, whose last revision must be seq,
-// with a purge marker that lives MarkerTTL, and returns its revision.
-func (d *Driver) purge(ctx context.Context, subj string, seq uint64) (uint64, error) {
+// with a purge marker that lives MarkerTTL and names owner (empty: an
+// administrator's), and returns its revision.
+func (d *Driver) purge(ctx context.Context, subj string, seq uint64, owner string) (uint64, error) {
 	hdr := nats.Header{hdrOperation: []string{opPurge}, jetstream.MsgRollup: []string{jetstream.MsgRollupSubject}}
-	return d.publish(ctx, subj, nil, seq, MarkerTTL, hdr)
+	return d.publish(ctx, subj, []byte(owner), seq, MarkerTTL, hdr)
+}
+
+// releasedBy reports whether the last message of subj is the marker of a
+// release by owner.
+func (d *Driver) releasedBy(ctx context.Context, subj, owner string) bool {
+	m, err := d.last(ctx, subj)
+	return err == nil && m != nil && m.Header.Get(hdrOperation) == opPurge && string(m.Data) == owner
 }
 
 // last returns the last message of subj, or nil when it has none.
