@@ -22,31 +22,19 @@
 //
 // # How a lock is kept
 //
-// A lock key is one key of the bucket (encoded as below). Every write is
-// a publish to the key's subject conditional on the subject's last
-// revision (the Nats-Expected-Last-Subject-Sequence header), which
-// JetStream checks atomically with the write, on a replicated stream
-// through its Raft log:
-//
-//   - TryAcquire publishes the owner, expecting no message (or the marker
-//     it read), with a per-message TTL of the lease (Nats-TTL). The
-//     revision of that message is the grant's fencing token. A key held
-//     by someone else is refused with the time left of that hold, read
-//     from its message's timestamp and TTL.
-//   - Refresh reads the key's last message and, when it is the lease's
-//     hold, publishes it again (owner and token) with the lease's TTL,
-//     conditional on its revision. Not kv.Update: it would drop the
-//     per-key TTL, and the hold would never expire.
-//   - Release purges the key conditional on its revision: a rollup that
-//     removes the hold and leaves a purge marker with a TTL of
-//     [MarkerTTL].
-//   - A hold that is not renewed expires on the server after its TTL,
-//     which writes a marker in its place (the bucket's LimitMarkerTTL).
-//
-// Markers expire after a second: a released or expired key leaves
-// nothing in the bucket. The owner, and after the first refresh the
-// token, are the only value of a hold; a key whose value the driver did
-// not write is refused with a permanent error, never overwritten.
+// A lock key is one key of the bucket. Every write is a publish to the
+// key's subject conditional on the subject's last revision, which
+// JetStream checks atomically with the write (on a replicated stream,
+// through its Raft log). TryAcquire publishes the owner with a per-key TTL
+// of the lease, and the revision of that message is the grant's fencing
+// token; Refresh publishes the hold again with its TTL (not kv.Update,
+// which would drop the TTL, and the hold would never expire); Release
+// purges the key, leaving a marker that expires after [MarkerTTL]; a hold
+// that is not renewed expires on the server, which writes a marker in its
+// place. A released or expired key leaves nothing in the bucket after a
+// second. A key whose value the driver did not write is refused, never
+// overwritten. docs/natsdriver.md has the messages, the round trips of
+// each call and what is sent again after a broken connection.
 //
 // Holds are exclusive. Shared holds (RWMutex's read side, semaphores)
 // would need one expiry per holder under one key, and JetStream has one
@@ -125,13 +113,10 @@
 //
 // # Contexts, retries and Close
 //
-// Every call returns by its context's deadline. Within a call, a request
-// whose reply does not come within a second, or within a third of the
-// time left to the deadline when that is shorter (one written on a
-// connection just as it broke), is sent again, for at most 10 seconds
-// when the context has no deadline: every request is a read, or a write
-// conditional on the revision it read, so a request applied twice is
-// refused the second time. The driver never closes the connection; Close
+// Every call returns by its context's deadline; a request whose reply a
+// broken connection lost is sent again within the call (at most 10
+// seconds when the context has no deadline), which conditional writes
+// make safe. The driver never closes the connection; Close
 // stops the driver's watchers, and a closed driver, or one whose
 // connection is closed, returns errors wrapping [ErrClosed], marked
 // permanent.
