@@ -27,9 +27,10 @@
 //
 // etcd leases last whole seconds: a TTL must be a whole number of seconds,
 // at least the cluster's minimum (1.5 election timeouts, rounded up: 2s
-// with etcd's defaults), and is never rounded. New asks the cluster for
-// the minimum (Options.MinTTL sets it instead) and the driver's
-// Capabilities report it. Every hold has an etcd lease of its own, so a
+// with etcd's defaults), and is never rounded. New does no I/O: the
+// driver's Capabilities report 1s until a grant shows that etcd raised a
+// TTL (that lock call fails with an error naming the minimum, which the
+// Capabilities report from then on), or Options.MinTTL when set. Every hold has an etcd lease of its own, so a
 // hold whose process dies ends one TTL after its last renewal, and two
 // holds in one process exclude each other.
 //

@@ -272,7 +272,7 @@ func (ks *keyState) drop(owner, why string) {
 	for w := range ks.watches {
 		if w.owner == owner && (w.token == 0 || w.token == h.token) {
 			delete(ks.watches, w)
-			go w.Fire(fmt.Errorf("memdriver: key %s: %s: %w", driver.QuoteKey(ks.key), why, driver.ErrNotHeld))
+			go w.Fire(&driverkit.OpError{Driver: "memdriver", Op: "watch", Key: ks.key, Err: fmt.Errorf("%s: %w", why, driver.ErrNotHeld)})
 		}
 	}
 }
@@ -357,8 +357,8 @@ func (ks *keyState) grant(op string, req driver.Request, enqueue, pinned bool, n
 	// Idempotent re-acquire by a holder.
 	if h, ok := ks.holders[req.Owner]; ok {
 		if ks.mode != req.Mode {
-			return driver.Lease{}, fmt.Errorf("memdriver: %s %s: %w (%v): %w",
-				op, driver.QuoteKey(req.Key), errOtherMode, ks.mode, &driver.LockedError{Remaining: h.expires.Sub(now)})
+			return driver.Lease{}, &driverkit.OpError{Driver: "memdriver", Op: op, Key: req.Key,
+				Err: fmt.Errorf("%w (%v): %w", errOtherMode, ks.mode, &driver.LockedError{Remaining: h.expires.Sub(now)})}
 		}
 		h.ttl = req.TTL
 		h.expires = now.Add(req.TTL)
@@ -575,7 +575,7 @@ func (b *Backend) watch(l driver.Lease, lost func(error)) (stop func()) {
 	ks := b.state(l.Key)
 	ks.sweep(time.Now())
 	if ks.held(l) == nil {
-		go w.Fire(fmt.Errorf("memdriver: key %s: lease not held when the watch began: %w", driver.QuoteKey(l.Key), driver.ErrNotHeld))
+		go w.Fire(&driverkit.OpError{Driver: "memdriver", Op: "watch", Key: l.Key, Err: fmt.Errorf("lease not held when the watch began: %w", driver.ErrNotHeld)})
 	} else {
 		ks.watches[w] = struct{}{}
 	}

@@ -2,17 +2,15 @@
 // drivers, in the manner of Redlock: a key is granted when a majority of
 // the members grant it, so any minority of members may fail, restart or be
 // cut off without dropping a hold. The members are usually redisdriver
-// drivers over N standalone Redis servers, but any drivers that can raise
-// their token floor will do (memdriver backends in tests, or a mix).
+// drivers over N standalone Redis servers ([NewRedis]), but any drivers
+// that can raise their token floor will do ([New]: memdriver backends in
+// tests, or a mix).
 //
-//	members := make([]driver.Driver, len(addrs))
+//	clients := make([]redis.UniversalClient, len(addrs))
 //	for i, addr := range addrs {
-//		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-//		if members[i], err = redisdriver.New(rdb, nil); err != nil {
-//			return err
-//		}
+//		clients[i] = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 //	}
-//	d, err := quorumdriver.New(members, nil)
+//	d, err := quorumdriver.NewRedis(clients, nil)
 //	if err != nil {
 //		return err
 //	}
