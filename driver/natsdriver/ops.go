@@ -49,9 +49,13 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 
 // acquire grants the key of subject subj to owner for ttl and returns the
 // token: the revision of the message that granted it. Every write is
-// conditional on the last revision of the subject, as read.
+// conditional on the last revision of the subject, as read. A grant that
+// fails its condition after a read found the key free lost a race: the
+// key went to someone else since, and acquire reports it held rather than
+// race the other contenders again (on a key handed over faster than a
+// read and a write, it would lose round after round).
 func (d *Driver) acquire(ctx context.Context, subj, owner string, ttl time.Duration) (uint64, error) {
-	expect := d.revs.freeSeq(subj) // the subject's last revision; 0: none
+	expect, readFree := d.revs.freeSeq(subj), false // the subject's last revision; 0: none
 	for range maxRounds {
 		seq, err := d.publish(ctx, subj, encodeHold(owner, 0), expect, ttl, nil)
 		if err == nil {
@@ -66,11 +70,14 @@ func (d *Driver) acquire(ctx context.Context, subj, owner string, ttl time.Durat
 		}
 		h, st := parseHold(m)
 		switch st {
-		case none:
-			expect = 0
-			continue
-		case free:
-			expect = m.Sequence
+		case none, free:
+			if readFree {
+				return 0, &driver.LockedError{}
+			}
+			readFree, expect = true, 0
+			if m != nil {
+				expect = m.Sequence
+			}
 			continue
 		case foreign:
 			return 0, errForeign
