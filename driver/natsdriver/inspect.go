@@ -25,7 +25,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	}
 	return driver.KeyState{
 		Mode:    driver.Exclusive,
-		Holders: []driver.Holder{{Owner: h.owner, Token: h.token, Remaining: h.remaining()}},
+		Holders: []driver.Holder{{Owner: h.owner, Token: h.token, Remaining: h.remaining(), Value: h.value}},
 		Fence:   h.token,
 	}, nil
 }

@@ -190,12 +190,12 @@ func (d *Driver) Close() error {
 }
 
 // Capabilities implements driver.Describer: exclusive holds of whole
-// seconds, from MinTTL up to the bucket's MaxAge when it has one;
-// Notify and Inspect.
+// seconds, from MinTTL up to the bucket's MaxAge when it has one, with
+// values (elections); Notify and Inspect.
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		MinTTL: MinTTL, MaxTTL: d.maxTTL, TTLUnit: time.Second,
-		Notify: true, Inspect: true,
+		Values: true, Notify: true, Inspect: true,
 	}
 }
 

@@ -40,7 +40,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 	if err := d.live(ctx); err != nil {
 		return driver.Lease{}, d.opError(ctx, op, req.Key, err)
 	}
-	tok, err := d.acquire(ctx, d.subject(req.Key), req.Owner, req.TTL)
+	tok, err := d.acquire(ctx, d.subject(req.Key), req.Owner, req.Value, req.TTL)
 	if err != nil {
 		return driver.Lease{}, d.opError(ctx, op, req.Key, err)
 	}
@@ -54,12 +54,12 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // key went to someone else since, and acquire reports it held rather than
 // race the other contenders again (on a key handed over faster than a
 // read and a write, it would lose round after round).
-func (d *Driver) acquire(ctx context.Context, subj, owner string, ttl time.Duration) (uint64, error) {
+func (d *Driver) acquire(ctx context.Context, subj, owner, value string, ttl time.Duration) (uint64, error) {
 	expect, readFree := d.revs.freeSeq(subj), false // the subject's last revision; 0: none
 	for range maxRounds {
-		seq, err := d.publish(ctx, subj, encodeHold(owner, 0), expect, ttl, nil)
+		seq, err := d.publish(ctx, subj, encodeHold(owner, 0, value), expect, ttl, nil)
 		if err == nil {
-			d.revs.put(subj, seen{seq: seq, owner: owner, token: seq})
+			d.revs.put(subj, seen{seq: seq, owner: owner, token: seq, value: value})
 		}
 		if !wrongRevision(err) {
 			return seq, err
@@ -85,10 +85,10 @@ func (d *Driver) acquire(ctx context.Context, subj, owner string, ttl time.Durat
 		if h.owner != owner {
 			return 0, &driver.LockedError{Remaining: h.remaining()}
 		}
-		// owner holds it: extend the lease, keep the token.
-		seq, err = d.publish(ctx, subj, encodeHold(owner, h.token), m.Sequence, ttl, nil)
+		// owner holds it: extend the lease, keep the token and value.
+		seq, err = d.publish(ctx, subj, encodeHold(owner, h.token, h.value), m.Sequence, ttl, nil)
 		if err == nil {
-			d.revs.put(subj, seen{seq: seq, owner: owner, token: h.token})
+			d.revs.put(subj, seen{seq: seq, owner: owner, token: h.token, value: h.value})
 		}
 		if !wrongRevision(err) {
 			return h.token, err
@@ -110,8 +110,8 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
 	}
 	err := d.rewrite(ctx, d.subject(l.Key), l, func(subj string, h hold) (seen, error) {
-		seq, err := d.publish(ctx, subj, encodeHold(l.Owner, h.token), h.seq, l.TTL, nil)
-		return seen{seq: seq, owner: l.Owner, token: h.token}, err
+		seq, err := d.publish(ctx, subj, encodeHold(l.Owner, h.token, h.value), h.seq, l.TTL, nil)
+		return seen{seq: seq, owner: l.Owner, token: h.token, value: h.value}, err
 	})
 	if err != nil {
 		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
@@ -289,19 +289,26 @@ func wrongRevision(err error) bool {
 type hold struct {
 	owner   string
 	token   uint64
+	value   string        // Request.Value of the grant
 	seq     uint64        // the revision of the message read
 	written time.Time     // when the server stored it
 	ttl     time.Duration // its per-message TTL
 }
 
-// encodeHold returns the value of a hold message: the owner, and the
-// token after the first message (whose own revision is the token).
-func encodeHold(owner string, token uint64) []byte {
-	b := make([]byte, 0, len(owner)+21)
+// encodeHold returns the value of a hold message: the owner; then, after
+// a space, the token (0 in the grant's own message, whose revision is the
+// token), omitted in a grant without a value; then, after a space, the
+// grant's Request.Value, if any.
+func encodeHold(owner string, token uint64, value string) []byte {
+	b := make([]byte, 0, len(owner)+22+len(value))
 	b = append(b, owner...)
-	if token != 0 {
+	if token != 0 || value != "" {
 		b = append(b, ' ')
 		b = strconv.AppendUint(b, token, 10)
+	}
+	if value != "" {
+		b = append(b, ' ')
+		b = append(b, value...)
 	}
 	return b
 }
@@ -328,17 +335,21 @@ func parseHold(m *jetstream.RawStreamMsg) (hold, state) {
 	case m.Header.Get(hdrOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "":
 		return hold{}, free
 	}
-	owner, tok, hasTok := strings.Cut(string(m.Data), " ")
+	owner, rest, hasTok := strings.Cut(string(m.Data), " ")
 	if len(owner) != ownerLen {
 		return hold{}, foreign
 	}
 	h := hold{owner: owner, token: m.Sequence, seq: m.Sequence, written: m.Time}
 	if hasTok {
+		tok, value, _ := strings.Cut(rest, " ")
 		t, err := strconv.ParseUint(tok, 10, 64)
-		if err != nil || t == 0 {
+		if err != nil {
 			return hold{}, foreign
 		}
-		h.token = t
+		if t != 0 {
+			h.token = t
+		}
+		h.value = value
 	}
 	h.ttl, _ = time.ParseDuration(m.Header.Get(jetstream.MsgTTLHeader))
 	return h, held

@@ -17,6 +17,7 @@ type seen struct {
 	seq   uint64
 	owner string
 	token uint64
+	value string
 	at    time.Time // when it was written or seen, on the local clock
 }
 
@@ -72,5 +73,5 @@ func (c *revCache) hold(subj string, l driver.Lease) (hold, bool) {
 	if !ok || s.owner != l.Owner || (l.Token != 0 && s.token != l.Token) {
 		return hold{}, false
 	}
-	return hold{owner: s.owner, token: s.token, seq: s.seq}, true
+	return hold{owner: s.owner, token: s.token, value: s.value, seq: s.seq}, true
 }
