@@ -41,8 +41,9 @@
 // TTL per message: either one message listing the holders, whose
 // expiries only the clients' clocks could judge, or one message per
 // holder, with exclusion checked across several subjects at once, which
-// JetStream's conditional publish does not do in one step. Elections
-// need values (Capabilities.Values), which the driver does not keep.
+// JetStream's conditional publish does not do in one step. A grant keeps
+// the value it was asked for (Capabilities.Values), so locker's Election
+// and leader latch run on the driver.
 //
 // # Waiting
 //
