@@ -17,8 +17,9 @@
 //	defer c.Close(ctx)
 //	h, err := c.Mutex("orders/42").Acquire(ctx)
 //
-// It needs nats-server 2.11 or later (per-message TTLs); the tests run
-// against nats-server v2.15.2 with nats.go v1.55.0.
+// It needs nats-server 2.11 or later (per-message TTLs) and nats.go
+// v1.47.0 or later; the tests run against nats-server v2.15.2 with
+// nats.go v1.47.0.
 //
 // # How a lock is kept
 //

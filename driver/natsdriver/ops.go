@@ -282,8 +282,14 @@ func wrongRevision(err error) bool {
 		return false
 	}
 	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+		apiErr.ErrorCode == errCodeWrongLastSequenceReplicated
 }
+
+// errCodeWrongLastSequenceReplicated is the code of a refused conditional
+// publish on a replicated stream (recent nats.go names it
+// JSErrCodeStreamWrongLastSequenceConstant; the oldest nats.go the driver
+// works with does not).
+const errCodeWrongLastSequenceReplicated jetstream.ErrorCode = 10164
 
 // hold is a live hold read from the bucket.
 type hold struct {
