@@ -29,9 +29,10 @@ const (
 )
 
 // TryAcquire implements driver.Driver. A grant of a key that has no
-// message is one round trip (a publish that expects none); a key with a
-// marker left by a release or an expiry, or held, costs a read and, when
-// free, a second publish that expects the marker.
+// message, or whose marker the driver knows (see revCache), is one round
+// trip: a publish that expects it; otherwise a refused publish costs a
+// read and, when the key is free, a second publish that expects what the
+// read found. docs/natsdriver.md lists the round trips of each case.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
 	if err := checkArgs(req.Mode, req.TTL); err != nil {
@@ -97,10 +98,11 @@ func (d *Driver) acquire(ctx context.Context, subj, owner, value string, ttl tim
 	return 0, errBusy
 }
 
-// Refresh implements driver.Driver in two round trips: a read of the
-// key's last message, and a publish of the hold again with the lease's
-// TTL, conditional on that message's revision. It never re-creates a
-// hold: the read finds none, or the publish's condition fails.
+// Refresh implements driver.Driver: a publish of the hold again with the
+// lease's TTL, conditional on the revision of the hold's last message, as
+// the driver wrote it (one round trip) or as it reads it (two). It never
+// re-creates a hold: the read finds none, or the publish's condition
+// fails.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	const op = "refresh"
 	if err := checkArgs(l.Mode, l.TTL); err != nil {
@@ -120,8 +122,9 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	return l, nil
 }
 
-// Release implements driver.Driver in two round trips: a read of the
-// key's last message, and a purge of the key conditional on its revision.
+// Release implements driver.Driver: a purge of the key conditional on the
+// revision of the hold's last message, known (one round trip) or read
+// (two).
 // The purge leaves a marker that watchers receive (the waiters' wake-up)
 // and that expires after MarkerTTL, leaving nothing of the key; the
 // marker names the owner, so that a purge applied by a request that was
