@@ -139,7 +139,7 @@ func refuseNewcomers(t *testing.T, d, other *etcddriver.Driver, key string, limi
 	if _, err := tryQueued(d, ctx, creq(key, qo, limit, 1)); !errors.Is(err, driver.ErrLocked) {
 		t.Fatalf("TryAcquireQueued of 1 unit behind a waiter of 3: %v; want ErrLocked", err)
 	}
-	if err := d.Release(ctx, driver.Lease{Key: key, Owner: qo, Mode: driver.Shared}); !errors.Is(err, driver.ErrNotHeld) {
+	if err := d.Release(ctx, driver.Lease{Key: key, Owner: qo, Mode: driver.Shared, Abandoned: true}); !errors.Is(err, driver.ErrNotHeld) {
 		t.Fatalf("Release of a queued entry: %v", err)
 	}
 	st := inspect(t, d, key)

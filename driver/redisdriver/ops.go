@@ -228,10 +228,10 @@ func refreshResult(l driver.Lease, ms int64, res any, err error) (driver.Lease, 
 	return l, nil
 }
 
-// Release implements driver.Driver in one round trip. When l.Token is not
-// 0 it must be the token of the hold, or Release reports ErrNotHeld and
-// releases nothing; with l.Token 0 it releases l.Owner's hold whatever its
-// token. Either way it removes l.Owner's wait-queue entry.
+// Release implements driver.Driver in one round trip. l.Token must be the
+// token of the hold, or Release reports ErrNotHeld and releases nothing;
+// with l.Abandoned it releases l.Owner's hold whatever its token. Either
+// way it removes l.Owner's wait-queue entry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := ctx.Err(); err != nil {
@@ -244,8 +244,11 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	if d.replicas > 0 {
 		d.limbo.Forget(l.Key, l.Owner) // see giveBack
 	}
+	if l.Token == 0 && !l.Abandoned {
+		return opError(op, l.Key, driver.ErrNotHeld) // no grant has token 0
+	}
 	a := releaseScript.ownerArgs(d.base(l.Key), l.Owner, mode)
-	a.tok = l.Token
+	a.tok = l.Token // 0 (Abandoned): any token, in release.lua
 	a.args[len(a.args)-1] = &a.tok
 	res, err := d.run(ctx, releaseScript, a.args[:])
 	d.queued1(l.Owner, false, time.Time{}, 0)
@@ -418,6 +421,9 @@ func errBadReply(res any) error {
 // when no retry can cure it: an error reply that no retry changes, or a
 // closed client (redis.ErrClosed).
 func opError(op, key string, err error) error {
+	if errors.Is(err, redis.ErrClosed) {
+		err = driverkit.Closed(nil, err, redis.ErrClosed)
+	}
 	var e error = &driverkit.OpError{Driver: "redisdriver", Op: op, Key: key, Err: err}
 	if !driver.IsPermanent(err) && isPermanent(err) {
 		return driver.Permanent(e)
