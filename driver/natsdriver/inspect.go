@@ -12,12 +12,12 @@ import (
 // bucket's, and the next grant's is greater than every one before.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	const op = "inspect"
-	if err := d.live(ctx); err != nil {
-		return driver.KeyState{}, d.opError(ctx, op, key, err)
+	if err := d.errs.Begin(ctx, op, key); err != nil {
+		return driver.KeyState{}, err
 	}
 	m, err := d.last(ctx, d.subject(key))
 	if err != nil {
-		return driver.KeyState{}, d.opError(ctx, op, key, err)
+		return driver.KeyState{}, d.errs.Wrap(ctx, op, key, err)
 	}
 	h, st := parseHold(m)
 	if st != held {
@@ -35,23 +35,23 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 // The holder learns of it at its next renewal.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	const op = "force-release"
-	if err := d.live(ctx); err != nil {
-		return 0, d.opError(ctx, op, key, err)
+	if err := d.errs.Begin(ctx, op, key); err != nil {
+		return 0, err
 	}
 	subj := d.subject(key)
 	for range maxRounds {
 		m, err := d.last(ctx, subj)
 		if err != nil {
-			return 0, d.opError(ctx, op, key, err)
+			return 0, d.errs.Wrap(ctx, op, key, err)
 		}
 		if h, st := parseHold(m); st != held {
 			return 0, nil
 		} else if _, err := d.purge(ctx, subj, h.seq, ""); !wrongRevision(err) {
 			if err != nil {
-				return 0, d.opError(ctx, op, key, err)
+				return 0, d.errs.Wrap(ctx, op, key, err)
 			}
 			return 1, nil
 		}
 	}
-	return 0, d.opError(ctx, op, key, errBusy)
+	return 0, d.errs.Wrap(ctx, op, key, errBusy)
 }

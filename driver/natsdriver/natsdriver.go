@@ -28,9 +28,10 @@ const MarkerTTL = time.Second
 // second too, so that no TTL is rounded.
 const MinTTL = time.Second
 
-// ErrClosed is returned, marked permanent, by every call of a Driver after
-// its Close, and by calls over a closed connection.
-var ErrClosed = errors.New("driver closed")
+// ErrClosed is driver.ErrClosed: every call of a Driver after its Close,
+// or over a closed connection, returns an error wrapping it, marked
+// permanent.
+var ErrClosed = driver.ErrClosed
 
 // ErrBucket is wrapped by the error of New for a bucket that cannot keep
 // the driver's guarantees (see the package documentation).
@@ -64,6 +65,7 @@ type Driver struct {
 
 	watch watchers
 	revs  revCache
+	errs  driverkit.Errors
 }
 
 var (
@@ -112,6 +114,7 @@ func New(ctx context.Context, js jetstream.JetStream, opts *Options) (*Driver, e
 		closed: make(chan struct{}),
 	}
 	d.revs.init()
+	d.errs = driverkit.Errors{Driver: "natsdriver", Closed: func(error) error { return d.closedErr() }}
 	d.watch.init(func(key string, seq uint64) { d.revs.put(d.subject(key), seen{seq: seq}) })
 	return d, nil
 }
@@ -199,36 +202,31 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	}
 }
 
-// live returns the error of a call that must not start: ctx is done, the
-// driver or its connection is closed.
-func (d *Driver) live(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return driver.Permanent(d.closedErr())
-}
+// errDriverClosed and errConnClosed say why a driver is closed.
+var (
+	errDriverClosed = errors.New("Close was called")
+	errConnClosed   = errors.New("the NATS connection is closed")
+)
 
-// closedErr returns an error wrapping ErrClosed once the driver or its
-// connection is closed, and nil before.
+// closedErr returns why the driver or its connection is closed, or nil
+// while both are open (driverkit.Errors.Closed).
 func (d *Driver) closedErr() error {
 	select {
 	case <-d.closed:
-		return ErrClosed
+		return errDriverClosed
 	default:
 	}
 	if d.nc != nil && d.nc.IsClosed() {
-		return fmt.Errorf("%w: connection closed", ErrClosed)
+		return errConnClosed
 	}
 	return nil
 }
 
-// opError wraps err in a *driverkit.OpError with the operation and key,
-// marked permanent when the driver or its connection is closed.
-func (d *Driver) opError(ctx context.Context, op, key string, err error) error {
-	err = driverkit.Closed(ctx, err, d.closedErr())
-	e := &driverkit.OpError{Driver: "natsdriver", Op: op, Key: key, Err: err}
-	if driver.IsPermanent(err) {
-		return driver.Permanent(e)
+// closedNow returns, while the driver is running a call, the error of a
+// closed driver or connection, or nil.
+func (d *Driver) closedNow(ctx context.Context) error {
+	if why := d.closedErr(); why != nil {
+		return driverkit.Closed(ctx, why, why)
 	}
-	return e
+	return nil
 }

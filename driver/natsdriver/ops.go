@@ -35,15 +35,12 @@ const (
 // read found. docs/natsdriver.md lists the round trips of each case.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
-	if err := checkArgs(req.Mode, req.TTL); err != nil {
-		return driver.Lease{}, d.opError(ctx, op, req.Key, err)
-	}
-	if err := d.live(ctx); err != nil {
-		return driver.Lease{}, d.opError(ctx, op, req.Key, err)
+	if err := d.errs.Begin(ctx, op, req.Key); err != nil {
+		return driver.Lease{}, err
 	}
 	tok, err := d.acquire(ctx, d.subject(req.Key), req.Owner, req.Value, req.TTL)
 	if err != nil {
-		return driver.Lease{}, d.opError(ctx, op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
 	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: tok, TTL: req.TTL}, nil
 }
@@ -105,18 +102,15 @@ func (d *Driver) acquire(ctx context.Context, subj, owner, value string, ttl tim
 // fails.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	const op = "refresh"
-	if err := checkArgs(l.Mode, l.TTL); err != nil {
-		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
-	}
-	if err := d.live(ctx); err != nil {
-		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
+	if err := d.errs.Begin(ctx, op, l.Key); err != nil {
+		return driver.Lease{}, err
 	}
 	err := d.rewrite(ctx, d.subject(l.Key), l, func(subj string, h hold) (seen, error) {
 		seq, err := d.publish(ctx, subj, encodeHold(l.Owner, h.token, h.value), h.seq, l.TTL, nil)
 		return seen{seq: seq, owner: l.Owner, token: h.token, value: h.value}, err
 	})
 	if err != nil {
-		return driver.Lease{}, d.opError(ctx, op, l.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, l.Key, err)
 	}
 	l.Start = time.Time{}
 	return l, nil
@@ -128,12 +122,12 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 // The purge leaves a marker that watchers receive (the waiters' wake-up)
 // and that expires after MarkerTTL, leaving nothing of the key; the
 // marker names the owner, so that a purge applied by a request that was
-// sent again (see attempt) is known as the call's own. With l.Token 0 it
-// releases l.Owner's hold whatever its token.
+// sent again (see attempt) is known as the call's own. With l.Abandoned
+// it releases l.Owner's hold whatever its token.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
-	if err := d.live(ctx); err != nil {
-		return d.opError(ctx, op, l.Key, err)
+	if err := d.errs.Begin(ctx, op, l.Key); err != nil {
+		return err
 	}
 	subj, sent := d.subject(l.Key), false
 	err := d.rewrite(ctx, subj, l, func(subj string, h hold) (seen, error) {
@@ -145,7 +139,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		err = nil // a purge this call sent was applied, its reply lost
 	}
 	if err != nil {
-		return d.opError(ctx, op, l.Key, err)
+		return d.errs.Wrap(ctx, op, l.Key, err)
 	}
 	return nil
 }
@@ -173,7 +167,7 @@ func (d *Driver) rewrite(ctx context.Context, subj string, l driver.Lease, write
 			return err
 		}
 		h, st := parseHold(m)
-		if st != held || h.owner != l.Owner || (l.Token != 0 && h.token != l.Token) {
+		if st != held || h.owner != l.Owner || (!l.Abandoned && h.token != l.Token) {
 			return driver.ErrNotHeld
 		}
 		s, err := write(subj, h)
@@ -225,9 +219,14 @@ const (
 
 // attempt calls f with a context that ends after one attempt's time (see
 // attemptTimeout), or with ctx, and calls it again when that timeout (not
-// ctx) ended it, for at most callTimeout when ctx has no deadline. Every request the driver
-// makes is a read or a write conditional on the key's last revision, so
-// that a request sent twice is applied at most once.
+// ctx) ended it, for at most callTimeout when ctx has no deadline. This is
+// the one request the driver repeats without the backend saying it was
+// not applied: nats.go neither fails nor resends a request whose
+// connection broke under it, and waits for its reply until the context
+// ends, which for a renewal is the holder's local deadline. Every request
+// the driver makes is a read or a write conditional on the key's last
+// revision, so that a request sent twice is applied at most once; the
+// repeat happens within the call, never after it returned.
 func (d *Driver) attempt(ctx context.Context, f func(context.Context) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -242,7 +241,7 @@ func (d *Driver) attempt(ctx context.Context, f func(context.Context) error) err
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		if err := d.live(ctx); err != nil {
+		if err := d.closedNow(ctx); err != nil {
 			return err
 		}
 	}
@@ -375,15 +374,4 @@ func (h hold) remaining() time.Duration {
 		return 0
 	}
 	return min(max(time.Until(h.written.Add(h.ttl)), time.Millisecond), h.ttl)
-}
-
-// checkArgs checks the mode and the TTL.
-func checkArgs(m driver.Mode, ttl time.Duration) error {
-	if m != driver.Exclusive {
-		return driver.Permanent(fmt.Errorf("mode %v: %w (the driver grants exclusive holds only)", m, errors.ErrUnsupported))
-	}
-	if ttl < MinTTL || ttl%time.Second != 0 {
-		return driver.Permanent(fmt.Errorf("TTL %v: JetStream's per-key TTLs are whole seconds, of at least %v", ttl, MinTTL))
-	}
-	return nil
 }

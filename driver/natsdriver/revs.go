@@ -70,7 +70,7 @@ func (c *revCache) hold(subj string, l driver.Lease) (hold, bool) {
 	c.mu.Lock()
 	s, ok := c.lru.Get(subj)
 	c.mu.Unlock()
-	if !ok || s.owner != l.Owner || (l.Token != 0 && s.token != l.Token) {
+	if !ok || s.owner != l.Owner || (!l.Abandoned && s.token != l.Token) {
 		return hold{}, false
 	}
 	return hold{owner: s.owner, token: s.token, value: s.value, seq: s.seq}, true

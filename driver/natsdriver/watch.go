@@ -43,14 +43,14 @@ func (ws *watchers) init(freed func(key string, seq uint64)) {
 // listens, so that every release after it is delivered.
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	const op = "subscribe"
-	if err := d.live(ctx); err != nil {
-		return nil, d.opError(ctx, op, key, err)
+	if err := d.errs.Begin(ctx, op, key); err != nil {
+		return nil, err
 	}
 	ws := &d.watch
 	ws.mu.Lock()
 	if ws.closed {
 		ws.mu.Unlock()
-		return nil, d.opError(ctx, op, key, driver.Permanent(ErrClosed))
+		return nil, d.errs.Wrap(ctx, op, key, d.closedNow(ctx))
 	}
 	sub := ws.fan.Subscribe(key)
 	kw := ws.keys[key]
@@ -72,12 +72,12 @@ func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription
 	case <-kw.ready:
 	case <-ctx.Done():
 		_ = sub.Close()
-		return nil, d.opError(ctx, op, key, ctx.Err())
+		return nil, d.errs.Wrap(ctx, op, key, ctx.Err())
 	}
 	if kw.err != nil {
 		err := kw.err
 		_ = sub.Close()
-		return nil, d.opError(ctx, op, key, err)
+		return nil, d.errs.Wrap(ctx, op, key, err)
 	}
 	return sub, nil
 }
