@@ -108,7 +108,7 @@ func parseExtServers(spec string) (map[string]extServer, error) {
 // of e.
 func (e *env) formatExtServers() string {
 	var parts []string
-	for _, name := range []string{"redis", "etcd", "zk"} {
+	for _, name := range []string{"redis", "etcd", "zk", "nats"} {
 		if s := e.srv(name); s != nil {
 			parts = append(parts, fmt.Sprintf("%s=%s@%d", name, s.addr, s.pid()))
 		}
@@ -136,6 +136,8 @@ func (e *env) attachServers(rep *report) error {
 			e.etcd = s
 		case "zk":
 			e.zk = s
+		case "nats":
+			e.nats = s
 		}
 		rep.servers[name] = serverVersion(name, s)
 	}

@@ -59,6 +59,9 @@ type config struct {
 	servers           map[string]bool
 	// jsonOut is the file -json writes the results to, for -compare.
 	jsonOut string
+	// natsSync is JetStream's sync_interval on the nats-server the
+	// bench starts ("": its default).
+	natsSync string
 	// useServers are running servers to use instead of starting them
 	// (-use-servers), by name.
 	useServers map[string]extServer
@@ -126,7 +129,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&cfg.manyTTL, "many-ttl", 3*time.Second, "lease of the many locks (renewed every third)")
 	only := fs.String("only", "", "run only systems whose \"server / name\" matches this regexp")
 	cells := fs.String("cells", "u,p,c,churn,many", "cells to run: u (uncontended), p (parallel), c (contended), churn (new keys), many")
-	servers := fs.String("servers", "redis,etcd,zk,mem", "servers to run")
+	servers := fs.String("servers", "redis,etcd,zk,nats,mem", "servers to run")
+	natsSync := fs.String("nats-sync", "", "JetStream sync_interval of nats-server (\"\" is its default, 2 minutes; \"always\" syncs every write)")
 	quick := fs.Bool("quick", false, "tiny durations, for a smoke test")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results (one record per system, cell and metric) as JSON to this file")
 	useServers := fs.String("use-servers", "", "use these running servers instead of starting them: name=host:port@pid,... (names redis, etcd, zk; the pid is read for the server CPU columns)")
@@ -140,6 +144,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		cmpDefaults(fs, cfg.set)
 	}
 	var err error
+	cfg.natsSync = *natsSync
 	if cfg.useServers, err = parseExtServers(*useServers); err != nil {
 		return cfg, err
 	}
@@ -181,6 +186,7 @@ func allSystems() []*system {
 	ss = append(ss, quorumSystems()...)
 	ss = append(ss, etcdSystems()...)
 	ss = append(ss, zkSystems()...)
+	ss = append(ss, natsSystems()...)
 	ss = append(ss, memSystems()...)
 	return ss
 }
@@ -211,7 +217,7 @@ func run(cfg config, log io.Writer) (*report, error) {
 	}
 	rep.systems = e.selectedSystems()
 	rep.sleep, rep.work = calibrate(cfg.cs)
-	for _, srv := range []string{"redis", "etcd", "zk", "mem"} {
+	for _, srv := range []string{"redis", "etcd", "zk", "nats", "mem"} {
 		group := ofServer(rep.systems, srv)
 		if len(group) == 0 {
 			continue
@@ -260,6 +266,7 @@ func (e *env) startServers(rep *report) error {
 		{"redis", startRedis, &e.redis},
 		{"etcd", startEtcd, &e.etcd},
 		{"zk", startZK, &e.zk},
+		{"nats", func() (*server, error) { return startNats(e.cfg.natsSync) }, &e.nats},
 	}
 	for _, st := range starters {
 		if !e.cfg.servers[st.name] {
@@ -284,6 +291,7 @@ func (e *env) stopServers() {
 	e.redis.stop()
 	e.zk.stop()
 	e.etcd.stop()
+	e.nats.stop()
 }
 
 // stopOnInterrupt makes an interrupt (SIGINT, SIGTERM) stop the servers,
@@ -482,6 +490,8 @@ func serverVersion(name string, s *server) string {
 		return "ZooKeeper " + zkVersion() + " (Debian package, standalone, forceSync=yes)"
 	case "etcd":
 		return "etcd " + etcdVersion + " (embed, own process, fsync on)"
+	case "nats":
+		return natsVersion + s.note
 	}
 	return name
 }

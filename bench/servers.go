@@ -37,6 +37,8 @@ type server struct {
 	// extPID is the process id of a server this process did not start
 	// (-use-servers): cmd is nil, and stop leaves it running.
 	extPID int
+	// note completes the server's version in the report.
+	note string
 }
 
 // pid returns the server's process id.

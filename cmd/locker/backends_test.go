@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-locker/locker/internal/etcdtest"
 	"github.com/go-locker/locker/internal/memcachedtest"
+	"github.com/go-locker/locker/internal/natstest"
 	"github.com/go-locker/locker/internal/sqltest"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/go-locker/locker/internal/zktest"
@@ -275,6 +276,7 @@ func TestBackends(t *testing.T) {
 			return "mysql://root@" + s.Addr + "/lockercli"
 		}, "3s"},
 		{"memcached", func(t *testing.T) string { return "memcached://" + memcachedtest.Memcached(t).Addr }, "3s"},
+		{"nats", func(t *testing.T) string { return "nats://" + natstest.ForTest(t, natstest.Options{}).Addr }, "3s"},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

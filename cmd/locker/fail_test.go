@@ -96,6 +96,7 @@ func backendURLs(addr string) map[string]string {
 		"postgres": "postgres://app:" + secret + "@" + addr + "/db?sslmode=disable",
 		"mysql":    "mysql://app:" + secret + "@" + addr + "/db",
 		"memcache": "memcached://" + addr,
+		"nats":     "nats://app:" + secret + "@" + addr,
 	}
 }
 
@@ -159,7 +160,8 @@ func TestUnreachable(t *testing.T) {
 // by -url or LOCKER_URL, before anything is dialled.
 func TestBadURL(t *testing.T) {
 	for _, u := range []string{"ftp://x:1", "redis://", "redis://h:port", "redis+sentinel://127.0.0.1:1", "mysql://root@127.0.0.1:1",
-		"zk://127.0.0.1:1?session=x", "zk://127.0.0.1:1?session=-1s", "memcached://h:1?locker_prefix=a%20b"} {
+		"zk://127.0.0.1:1?session=x", "zk://127.0.0.1:1?session=-1s", "memcached://h:1?locker_prefix=a%20b",
+		"nats://h:1?replicas=x", "nats://h:1?replicas=0"} {
 		if code, out := lockerCmd(t, "", "status", "-url", u, "k"); code != exitUsage || !strings.Contains(out, "bad backend URL") {
 			t.Errorf("status -url %s: exit %d, want %d; output:\n%s", u, code, exitUsage, out)
 		}

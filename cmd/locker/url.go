@@ -15,12 +15,14 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
 	"github.com/go-locker/locker/driver/memcachedriver"
+	"github.com/go-locker/locker/driver/natsdriver"
 	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/driver/zkdriver"
 	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -37,9 +39,13 @@ const urlHelp = `Backend URLs (-url, or the LOCKER_URL environment variable):
   postgres://user[:password]@host:port/db[?...]    PostgreSQL (pgx connection string)
   mysql://user[:password]@host:port/db             MySQL or MariaDB
   memcached://host:port[,host:port...]             memcached (run it with -M)
+  nats://[user:password@]host:port[,host:port...][?replicas=N]
+                                                   NATS JetStream (a key-value bucket;
+                                                   replicas: of a bucket created)
 
 Every URL takes ?locker_prefix=P (Redis, etcd, memcached: key prefix;
-ZooKeeper: root; SQL: lease table, created if missing). Other query
+ZooKeeper: root; SQL: lease table, created if missing; NATS: bucket,
+created if missing, default locker). Other query
 parameters are the client library's (go-redis, pgx). Passwords never
 appear in locker's output.`
 
@@ -104,6 +110,8 @@ func (d dialer) open(ctx context.Context, rawURL string) (*backend, error) {
 		return sqlBackend(ctx, db, sqldriver.MySQL, prefix)
 	case "memcached", "memcache":
 		return d.memcached(u, prefix)
+	case "nats":
+		return d.nats(ctx, u, prefix)
 	}
 	return nil, fmt.Errorf("%w %q: unknown scheme %q (see locker -h)", errBadURL, redact(u), u.Scheme)
 }
@@ -264,6 +272,39 @@ func (d dialer) memcached(u *url.URL, prefix string) (*backend, error) {
 		return nil, fmt.Errorf("%w %q: %v", errBadURL, redact(u), err)
 	}
 	return &backend{drv: drv, close: func() error { _ = drv.Close(); return mc.Close() }}, nil
+}
+
+// nats opens nats://[user:password@]host:port[,host:port...]: one
+// connection to those servers, and the bucket named by ?locker_prefix
+// (natsdriver's default when empty), created with ?replicas=N replicas
+// when it does not exist.
+func (d dialer) nats(ctx context.Context, u *url.URL, bucket string) (*backend, error) {
+	opts := natsdriver.Options{Bucket: bucket}
+	if s := u.Query().Get("replicas"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w %q: replicas=%s is not a positive number", errBadURL, redact(u), s)
+		}
+		opts.Replicas = n
+	}
+	var urls []string
+	for _, h := range strings.Split(u.Host, ",") {
+		urls = append(urls, (&url.URL{Scheme: "nats", User: u.User, Host: h}).String())
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(d.timeout), nats.Name("locker"))
+	if err != nil {
+		return nil, err
+	}
+	drv, err := natsdriver.NewConn(ctx, nc, &opts)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return &backend{drv: drv, close: func() error {
+		_ = drv.Close()
+		nc.Close()
+		return nil
+	}}, nil
 }
 
 // errBadURL is wrapped by the errors of a URL that names no backend
