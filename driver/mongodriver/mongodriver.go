@@ -1,0 +1,156 @@
+package mongodriver
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+)
+
+const (
+	// DefaultDatabase is the database of the lock collection when
+	// Options.Database is empty.
+	DefaultDatabase = "locker"
+	// DefaultCollection is the lock collection when Options.Collection
+	// is empty.
+	DefaultCollection = "locker_locks"
+	// MinTTL is the shortest TTL the driver accepts: a lease must outlast
+	// the uncertainty of the server's clock (a round trip).
+	MinTTL = 10 * time.Millisecond
+	// MaxTTL is the longest TTL the driver accepts.
+	MaxTTL = 365 * 24 * time.Hour
+)
+
+// ErrClosed is wrapped, marked permanent, by every call of a closed Driver.
+var ErrClosed = errors.New("mongodriver: driver closed")
+
+// Options configures a Driver. The zero value uses DefaultDatabase and
+// DefaultCollection.
+type Options struct {
+	// Database names the database of the lock collection.
+	Database string
+	// Collection names the lock collection. It needs no setup; an index
+	// on {k: 1, v: -1} (CreateIndex) keeps reads of a key cheap when it
+	// holds many keys.
+	Collection string
+}
+
+func (o *Options) names() (db, coll string) {
+	db, coll = DefaultDatabase, DefaultCollection
+	if o != nil && o.Database != "" {
+		db = o.Database
+	}
+	if o != nil && o.Collection != "" {
+		coll = o.Collection
+	}
+	return db, coll
+}
+
+// Driver is a locker driver over a MongoDB collection. It is safe for
+// concurrent use. Close ends it; the client stays open.
+type Driver struct {
+	coll  *mongo.Collection
+	clock *clock
+
+	life  context.Context // ended by Close
+	end   context.CancelFunc
+	calls sync.WaitGroup
+}
+
+var (
+	_ driver.Driver    = (*Driver)(nil)
+	_ driver.Describer = (*Driver)(nil)
+)
+
+// New returns a driver that keeps its locks in a collection of client
+// (see Options), with write concern majority, read concern majority and
+// primary reads, whatever the client's defaults. It makes no request.
+func New(client *mongo.Client, opts *Options) (*Driver, error) {
+	if client == nil {
+		return nil, errors.New("mongodriver: nil client")
+	}
+	dbName, collName := opts.names()
+	db := client.Database(dbName)
+	coll := db.Collection(collName, options.Collection().
+		SetWriteConcern(writeconcern.Majority()).
+		SetReadConcern(readconcern.Majority()).
+		SetReadPreference(readpref.Primary()))
+	life, end := context.WithCancel(context.Background())
+	return &Driver{coll: coll, clock: newClock(db), life: life, end: end}, nil
+}
+
+// CreateIndex creates the index {k: 1, v: -1} on the driver's collection,
+// by which the driver finds a key's current version. It may be called by
+// every process at startup. Without it every read scans the collection.
+func (d *Driver) CreateIndex(ctx context.Context) error {
+	_, err := d.coll.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys: bson.D{{Key: "k", Value: 1}, {Key: "v", Value: -1}},
+	})
+	if err != nil {
+		return errors.Join(errors.New("mongodriver: create index"), err)
+	}
+	return nil
+}
+
+// Capabilities implements driver.Describer: every mode and request
+// (Shared, Counted, Values) and Inspect; no Notify, Queue or Acquire (see
+// Waiting in the package documentation).
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Shared: true, Counted: true, Values: true, Inspect: true,
+		MinTTL: MinTTL, MaxTTL: MaxTTL, TTLUnit: time.Microsecond,
+	}
+}
+
+// Close ends the driver: calls under way return at once and every later
+// call returns a permanent error wrapping ErrClosed. It waits for the
+// calls under way and never closes the client.
+func (d *Driver) Close() error {
+	d.end()
+	d.calls.Wait()
+	return nil
+}
+
+// do runs f with ctx, ended also by Close, and returns its error wrapped
+// as an *driverkit.OpError, marked permanent when the driver or the
+// client is closed.
+func (d *Driver) do(ctx context.Context, op, key string, f func(ctx context.Context) error) error {
+	err := ctx.Err()
+	if err == nil {
+		if d.life.Err() != nil {
+			err = driver.Permanent(ErrClosed)
+		} else {
+			d.calls.Add(1)
+			defer d.calls.Done()
+			err = d.run(ctx, f)
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	return &driverkit.OpError{Driver: "mongodriver", Op: op, Key: key, Err: err}
+}
+
+func (d *Driver) run(ctx context.Context, f func(ctx context.Context) error) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(d.life, cancel)()
+	err := f(cctx)
+	var closed error
+	switch {
+	case d.life.Err() != nil:
+		closed = ErrClosed
+	case errors.Is(err, mongo.ErrClientDisconnected):
+		closed = mongo.ErrClientDisconnected
+	}
+	return driverkit.Closed(ctx, err, closed)
+}
