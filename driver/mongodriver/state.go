@@ -119,15 +119,17 @@ func grant(s *version, req driver.Request, now span) (*version, hold, error) {
 
 // remaining is how long the holds in the way may last, judged at lo: the
 // first to end for a counted request (it may make room), the last
-// otherwise.
+// otherwise. A hold's time is at most its TTL: its end on the server
+// exceeds the holder's own by the clock's uncertainty.
 func remaining(holds []hold, first bool, lo int64) time.Duration {
-	var r int64
+	var r time.Duration
 	for i, h := range holds {
-		if d := h.End - lo; i == 0 || (first && d < r) || (!first && d > r) {
+		d := min(time.Duration(h.End-lo)*time.Microsecond, time.Duration(h.TTL))
+		if i == 0 || (first && d < r) || (!first && d > r) {
 			r = d
 		}
 	}
-	return time.Duration(max(r, 0)) * time.Microsecond
+	return max(r, 0)
 }
 
 // renew computes the version after extending l at now, and the extended
