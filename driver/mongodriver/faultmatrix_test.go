@@ -17,7 +17,7 @@ import (
 // matrixCollection the collection of every client of the matrix, helper
 // children included.
 const (
-	matrixTTL        = time.Second
+	matrixTTL        = mongodriver.MinTTL
 	matrixCollection = "matrix"
 )
 

@@ -55,7 +55,7 @@ func state(cur *version, lo int64) driver.KeyState {
 func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	var n int
 	err := d.do(ctx, "force-release", key, func(ctx context.Context) error {
-		return d.apply(ctx, key, func(cur *version, now span) (*version, func(*version) bool, error) {
+		return d.apply(ctx, key, 0, func(cur *version, now span) (*version, func(*version) bool, error) {
 			gone := cur.live(now.lo)
 			n = len(gone)
 			if len(cur.Holds) == 0 {

@@ -23,9 +23,10 @@ const (
 	// DefaultCollection is the lock collection when Options.Collection
 	// is empty.
 	DefaultCollection = "locker_locks"
-	// MinTTL is the shortest TTL the driver accepts: a lease must outlast
-	// the uncertainty of the server's clock (a round trip).
-	MinTTL = 10 * time.Millisecond
+	// MinTTL is the shortest TTL the driver accepts: a change takes three
+	// round trips, each a write or read of the database, and a lease must
+	// leave room for renewals that take that long.
+	MinTTL = 2 * time.Second
 	// MaxTTL is the longest TTL the driver accepts.
 	MaxTTL = 365 * 24 * time.Hour
 )
@@ -63,7 +64,8 @@ type Driver struct {
 
 	life  context.Context // ended by Close
 	end   context.CancelFunc
-	calls sync.WaitGroup
+	calls sync.WaitGroup // calls under way, and the collector
+	gc    collector
 }
 
 var (
@@ -113,7 +115,8 @@ func (d *Driver) Capabilities() driver.Capabilities {
 
 // Close ends the driver: calls under way return at once and every later
 // call returns a permanent error wrapping ErrClosed. It waits for the
-// calls under way and never closes the client.
+// calls under way and for the deletion of old versions under way (see
+// Growth in the package documentation), and never closes the client.
 func (d *Driver) Close() error {
 	d.end()
 	d.calls.Wait()

@@ -12,12 +12,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// maxAttempts bounds the changes a call tries when other writers keep
-// inserting the version it meant to insert.
+// maxAttempts bounds the changes a TryAcquire tries when other writers
+// keep inserting the version it meant to insert; it then reports the key
+// as locked. Refresh and Release try until their context ends.
 const maxAttempts = 8
 
-// errContended is returned by a Refresh or Release that lost maxAttempts
-// races for the next version; the front-end retries it.
+// errContended is returned by apply after maxAttempts lost races.
 var errContended = errors.New("key contended: another writer took each version tried")
 
 // A change computes, from the key's current version and the server's
@@ -30,38 +30,51 @@ type change func(cur *version, now span) (next *version, inForce func(top *versi
 // it, and checks that the insert is in force, until one is or f refuses.
 // The insert of version v+1 fails with a duplicate key error when another
 // writer inserted it first: the read is stale, and apply reads again.
-func (d *Driver) apply(ctx context.Context, key string, f change) error {
+func (d *Driver) apply(ctx context.Context, key string, attempts int, f change) error {
 	for attempt := 1; ; attempt++ {
 		cur, err := d.top(ctx, key)
 		if err != nil {
 			return err
 		}
-		now, err := d.clock.now(ctx)
-		if err != nil {
+		done, _, err := d.try(ctx, cur, f)
+		if done || err != nil {
 			return err
 		}
-		next, inForce, err := f(cur, now)
-		if err != nil || next == nil {
-			return err
-		}
-		_, err = d.coll.InsertOne(ctx, next)
-		switch {
-		case mongo.IsDuplicateKeyError(err):
-		case err != nil:
-			return err
-		default:
-			top, err := d.settle(ctx, key, next.V)
-			if err != nil || inForce(top) {
-				return err
-			}
-		}
-		if attempt == maxAttempts {
+		if attempt == attempts {
 			return errContended
 		}
 		if err := pause(ctx, attempt); err != nil {
 			return err
 		}
 	}
+}
+
+// try makes the change f computes from cur, a version of the key read
+// earlier: it reports whether the change is made (or refused: f's
+// error), and whether its insert succeeded. An insert that succeeded is
+// not a change made unless the key's current version, read after it,
+// shows the change in force.
+func (d *Driver) try(ctx context.Context, cur *version, f change) (done, inserted bool, err error) {
+	now, err := d.clock.now(ctx)
+	if err != nil {
+		return false, false, err
+	}
+	next, inForce, err := f(cur, now)
+	if err != nil || next == nil {
+		return true, false, err
+	}
+	_, err = d.coll.InsertOne(ctx, next)
+	switch {
+	case mongo.IsDuplicateKeyError(err):
+		return false, false, nil
+	case err != nil:
+		return false, false, err
+	}
+	top, err := d.settle(ctx, cur.Key, next.V)
+	if err != nil {
+		return false, true, err
+	}
+	return inForce(top), true, nil
 }
 
 // top reads key's current version: the one with the highest number, or
@@ -80,28 +93,20 @@ func (d *Driver) top(ctx context.Context, key string) (*version, error) {
 }
 
 // settle follows the insert of version v of key: it reads the key's
-// current version, to check that the insert is in force, and deletes
-// the versions below v, concurrently. A version below one that exists is
-// never read as current again, so deleting it cannot change a decision;
-// an insert that reuses a deleted number (by a writer whose read is older
-// than that version's deletion) is below the current version too, and
-// its writer's check fails. The delete's error is dropped: the next
-// change of the key deletes what it left.
+// current version, to check that the insert is in force, and has the
+// versions below v deleted in the background (see collect).
 func (d *Driver) settle(ctx context.Context, key string, v int64) (*version, error) {
-	gc := make(chan struct{})
-	go func() {
-		defer close(gc)
-		_, _ = d.coll.DeleteMany(ctx, bson.D{{Key: "k", Value: key}, {Key: "v", Value: bson.D{{Key: "$lt", Value: v}}}})
-	}()
 	top, err := d.top(ctx, key)
-	<-gc
+	if err == nil {
+		d.collect(key, v)
+	}
 	return top, err
 }
 
-// pause sleeps before attempt+1: a random time up to 2^attempt ms, so
-// that racing writers spread out.
+// pause sleeps before attempt+1: a random time up to 2^attempt ms (at
+// most 64ms), so that racing writers spread out.
 func pause(ctx context.Context, attempt int) error {
-	t := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond) << attempt)))
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6))))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -116,7 +121,7 @@ func pause(ctx context.Context, attempt int) error {
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	var got hold
 	err := d.do(ctx, "acquire", req.Key, func(ctx context.Context) error {
-		err := d.apply(ctx, req.Key, func(cur *version, now span) (*version, func(*version) bool, error) {
+		err := d.apply(ctx, req.Key, maxAttempts, func(cur *version, now span) (*version, func(*version) bool, error) {
 			next, h, err := grant(cur, req, now)
 			got = h
 			return next, func(top *version) bool { return has(top, h) }, err
@@ -137,7 +142,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	var got hold
 	err := d.do(ctx, "refresh", l.Key, func(ctx context.Context) error {
-		return d.apply(ctx, l.Key, func(cur *version, now span) (*version, func(*version) bool, error) {
+		return d.apply(ctx, l.Key, 0, func(cur *version, now span) (*version, func(*version) bool, error) {
 			next, h, err := renew(cur, l, now)
 			got = h
 			return next, func(top *version) bool { return has(top, h) }, err
@@ -154,7 +159,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 // from the key's version.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	return d.do(ctx, "release", l.Key, func(ctx context.Context) error {
-		return d.apply(ctx, l.Key, func(cur *version, now span) (*version, func(*version) bool, error) {
+		return d.apply(ctx, l.Key, 0, func(cur *version, now span) (*version, func(*version) bool, error) {
 			next, h, err := drop(cur, l, now)
 			return next, func(top *version) bool { return lacks(top, []hold{h}) }, err
 		})

@@ -1,0 +1,24 @@
+package mongodriver
+
+import (
+	"context"
+
+	"github.com/go-locker/locker/driver"
+)
+
+// Version is a version of a key, as a writer reads it.
+type Version = version
+
+// Top reads key's current version.
+func (d *Driver) Top(ctx context.Context, key string) (*Version, error) { return d.top(ctx, key) }
+
+// AcquireFrom makes one attempt of TryAcquire as a writer whose read of
+// the key returned cur, and reports whether its insert succeeded and
+// whether the grant is in force.
+func (d *Driver) AcquireFrom(ctx context.Context, cur *Version, req driver.Request) (inserted, inForce bool, err error) {
+	done, inserted, err := d.try(ctx, cur, func(cur *version, now span) (*version, func(*version) bool, error) {
+		next, h, err := grant(cur, req, now)
+		return next, func(top *version) bool { return has(top, h) }, err
+	})
+	return inserted, done && err == nil, err
+}
