@@ -56,26 +56,35 @@ func (n naiveLock) release(ctx context.Context, key, owner string) error {
 	return err
 }
 
-// expire makes key's document an expired hold of nobody.
-func (n naiveLock) expire(ctx context.Context, key string) error {
-	_, err := n.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: key}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: "gone"}, {Key: "exp", Value: time.Now().Add(-time.Hour)}}}},
-		options.UpdateOne().SetUpsert(true))
-	return err
+// expire makes the document of each key an expired hold of nobody.
+func (n naiveLock) expire(ctx context.Context, keys []string) error {
+	for _, key := range keys {
+		_, err := n.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: key}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "owner", Value: "gone"}, {Key: "exp", Value: time.Now().Add(-time.Hour)}}}},
+			options.UpdateOne().SetUpsert(true))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// takeovers races racers goroutines, each with a client of its own, to
-// take over one expired key per round with take, and returns how many
-// rounds had more than one winner, and the winners in all.
-func takeovers(t *testing.T, rounds, racers int, expire func(ctx context.Context, key string) error,
+// takeovers makes one expired hold per round with expire, then races
+// racers goroutines, each with a client of its own, to take over each
+// round's key with take, and returns how many rounds had more than one
+// winner, and the winners in all.
+func takeovers(t *testing.T, rounds, racers int, expire func(ctx context.Context, keys []string) error,
 	take func(ctx context.Context, i int, key string) (bool, error)) (overlaps, winners int) {
 	t.Helper()
 	ctx := ctxT(t)
-	for r := range rounds {
-		key := "race/" + owner()
-		if err := expire(ctx, key); err != nil {
-			t.Fatal(err)
-		}
+	keys := make([]string, rounds)
+	for r := range keys {
+		keys[r] = "race/" + owner()
+	}
+	if err := expire(ctx, keys); err != nil {
+		t.Fatal(err)
+	}
+	for r, key := range keys {
 		var won atomic.Int32
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -139,11 +148,13 @@ func TestTakeoverExclusive(t *testing.T) {
 	for i := range ds {
 		ds[i] = newDriverOn(t, srv, db)
 	}
-	expire := func(ctx context.Context, key string) error {
-		if _, err := ds[0].TryAcquire(ctx, req(key, owner(), mongodriver.MinTTL)); err != nil {
-			return err
+	expire := func(ctx context.Context, keys []string) error {
+		for _, key := range keys {
+			if _, err := ds[0].TryAcquire(ctx, req(key, owner(), mongodriver.MinTTL)); err != nil {
+				return err
+			}
 		}
-		time.Sleep(3 * mongodriver.MinTTL)
+		time.Sleep(mongodriver.MinTTL + time.Second)
 		return nil
 	}
 	overlaps, winners := takeovers(t, rounds, racers, expire, func(ctx context.Context, i int, key string) (bool, error) {
