@@ -113,7 +113,7 @@ func (c *Client) acquire(ctx context.Context, o lockOp) (h *Hold, err error) {
 	}
 	if !c.wd.add(h) {
 		// Close came first: the hold is over before it began.
-		c.cleanupLater(g, h.lease, h.ttl, o.cfg.reportError)
+		c.cleanupLater(g, h.lease, h.ttl, o.cfg)
 		h.end(stateClosed, ErrClosed)
 		if o.hd != nil {
 			o.hd.untrack(h) // the caller gives back the handle's slot
@@ -276,6 +276,7 @@ func (k *contention) attempt() result {
 // took so long that the lease may already have run out is never returned:
 // the next attempt, by the same owner, extends it and keeps the token.
 func (k *contention) granted(l driver.Lease, sent time.Time) result {
+	k.c.errs.answered()
 	h := newHold(k.c, k.g, k.o, l, sent)
 	if h.received.Before(h.deadline) { // received: now, read by newHold
 		k.o.queuedWait = k.queued && k.waited
@@ -287,7 +288,7 @@ func (k *contention) granted(l driver.Lease, sent time.Time) result {
 
 // retry reports a transient error and backs off.
 func (k *contention) retry(err error) result {
-	k.o.cfg.reportError(opError(k.o.op, k.o.key, fmt.Errorf("retrying: %w", err)))
+	k.c.reportError(k.o.cfg, opError(k.o.op, k.o.key, fmt.Errorf("retrying: %w", err)))
 	return after(k.backoff().Next())
 }
 
@@ -304,6 +305,7 @@ func (k *contention) backoff() *driverkit.Backoff {
 // has waited long enough (driver.Request.Queued), or by polling.
 func (k *contention) refused(err error) result {
 	c := k.c
+	c.errs.answered()
 	k.waited = true
 	switch {
 	case k.o.try:
@@ -329,7 +331,7 @@ func (k *contention) refused(err error) result {
 			return again()
 		}
 		if k.ctx.Err() == nil { // else the call is over: nothing to report
-			k.o.cfg.reportError(opError(k.o.op, k.o.key, fmt.Errorf("subscribe: %w", serr)))
+			k.c.reportError(k.o.cfg, opError(k.o.op, k.o.key, fmt.Errorf("subscribe: %w", serr)))
 		}
 	}
 	if k.joinQueue() {
@@ -351,6 +353,7 @@ func (k *contention) waitInBackendQueue() result {
 	k.o.attempts++
 	h, err := k.o.acquireQueued(k.ctx, k.c, k.g, k.req)
 	if err == nil {
+		k.c.errs.answered()
 		return over(h, nil)
 	}
 	k.dirty = true
@@ -406,7 +409,7 @@ func (k *contention) finish(err error) {
 		k.timer.Stop()
 	}
 	if err != nil && k.dirty {
-		k.c.cleanupLater(k.g, driver.Lease{Key: k.req.Key, Owner: k.req.Owner, Mode: k.req.Mode}, k.o.cfg.ttl, k.o.cfg.reportError)
+		k.c.cleanupLater(k.g, driver.Lease{Key: k.req.Key, Owner: k.req.Owner, Mode: k.req.Mode}, k.o.cfg.ttl, k.o.cfg)
 	}
 }
 

@@ -284,8 +284,8 @@ func TestAcquirer_TTLUnit(t *testing.T) {
 		rw := locker.NewRWMutex(d, "k", locker.WithTTL(1500*time.Millisecond))
 		want("rlock", rw.RLockContext(ctx))
 		r := locker.NewReentrantMutex(d, "k", locker.WithTTL(1500*time.Millisecond))
-		_, err = r.Lock(ctx)
-		want("lock", err)
+		_, err = r.Enter(ctx)
+		want("enter", err)
 		if n := b.Calls(); n != 0 {
 			t.Fatalf("a TTL the driver rejects reached the backend: %d calls", n)
 		}

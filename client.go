@@ -59,10 +59,17 @@ type Client struct {
 	idle   chan struct{} // made by Close; closed when no gate is left
 	gates  map[string]*gate
 	wd     watchdog
+	// kept counts the leases kept for their minimum hold (releaseAt);
+	// keptDone, made by keptIdle, is closed when it falls to 0.
+	kept     int
+	keptDone chan struct{}
 
 	// hedge is the deadline the first Release calls of releases without
 	// one of their own share (see hedgeWindow).
 	hedge atomic.Pointer[hedgeContext]
+
+	// errs is the default error handler of the Client's handles.
+	errs errorLog
 
 	// dflt is set on the default Clients of NewMutex and its kin
 	// (shared.go), nil on the Clients of New.
@@ -165,11 +172,15 @@ func (c *Client) config(opts []Option) config {
 // error, and ends every hold c granted: their Done channels close, their
 // Err reports ErrClosed, and their leases are released on the backend,
 // concurrently. It then waits for c's background work (cleanups, renewals
-// on their way) to end. A hold with a minimum hold (WithMinHold) that has
-// not passed keeps its lease until then, and Close does not wait for it.
+// on their way) to end. A lease kept for a minimum hold (WithMinHold) that
+// has not passed, a hold's that Close ends or one released earlier, is
+// released when the minimum hold ends, and Close waits for that: for the
+// remainder of the minimum hold, not for the TTL, so that a process that
+// exits after Close leaves no key held longer than its minimum hold.
 //
 // Close returns by ctx's deadline: what is not done by then goes on in
-// the background (a lease not released expires after its TTL) and Close
+// the background (a lease not released expires after its TTL, or, if the
+// process lives on, is released at the end of its minimum hold) and Close
 // returns ctx's error. Otherwise it returns the errors of the releases
 // that failed, joined, or nil. Calling Close again waits for the
 // background work again. Handles of a closed Client still need their
@@ -201,7 +212,7 @@ func (c *Client) Close(ctx context.Context) error {
 		c.bg.Wait() // they end with c.ctx, cancelled above
 		close(observers)
 	}()
-	for _, ch := range []<-chan struct{}{idle, flights, observers} {
+	for _, ch := range []<-chan struct{}{idle, flights, observers, c.keptIdle()} {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -223,8 +234,9 @@ func (c *Client) releaseAll(ctx context.Context, holds []*Hold) []error {
 			rctx, cancel := cleanupContext(ctx, h.ttl)
 			defer cancel()
 			if until, ok := h.keepLease(rctx, "close"); ok {
-				// WithMinHold: Close does not shorten it.
-				c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
+				// WithMinHold: Close does not shorten it, and
+				// waits for its release (keptIdle).
+				c.releaseAt(h.lease, h.ttl, until, h.cfg)
 				return
 			}
 			if err := c.releaseHedged(rctx, h.lease, h.ttl); err != nil && !errors.Is(err, driver.ErrNotHeld) {
@@ -278,7 +290,7 @@ func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
 // context bounded by the TTL. Until it is done, lock calls for l.Key
 // through c wait before they take their place in the key's line, and
 // Close waits for it.
-func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report func(error)) {
+func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, cfg *config) {
 	c.pin() // a default Client stays while the cleanup runs
 	c.mu.Lock()
 	g.refs++
@@ -291,8 +303,8 @@ func (c *Client) cleanupLater(g *gate, l driver.Lease, ttl time.Duration, report
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupBound(ttl))
 		err := c.cleanUp(ctx, l)
 		cancel()
-		if err != nil && !errors.Is(err, driver.ErrNotHeld) && !driver.IsPermanent(err) && report != nil {
-			report(opError("cleanup", l.Key, err))
+		if err != nil && !errors.Is(err, driver.ErrNotHeld) && !driver.IsPermanent(err) {
+			c.reportError(cfg, opError("cleanup", l.Key, err))
 		}
 		c.mu.Lock()
 		g.cleanups--

@@ -54,10 +54,10 @@
 // locked panics. The context forms (LockContext, TryLockContext,
 // UnlockContext and the R forms) return errors; Lock retries transient
 // backend errors and panics only on errors no retry can cure. A
-// ReentrantMutex carries its owner in a context: the context Lock returns
-// may lock the key again, N Locks need N Unlocks, and an Unlock with a
-// context that carries no hold panics, so a misplaced context cannot leak
-// a hold.
+// ReentrantMutex carries its owner in a context, and so has methods of
+// other names: the context Enter returns may enter the hold again, N
+// Enters need N Leaves, and a Leave with a context that carries no hold
+// panics, so a misplaced context cannot leak a hold.
 //
 // Unlike sync.Mutex, no type of this package that talks to a backend is
 // usable as a zero value: it needs a driver, which only its constructor
@@ -83,10 +83,10 @@
 // reports it as an error wrapping ErrLocked, since it has no value to
 // return. Semaphore has the hold forms only, with a weight (a grant of
 // permits is released through its Hold); Election has Campaign, its
-// Acquire, and Resign; ReentrantMutex has the context forms with the
-// context in place of the hold: Lock(ctx) (context.Context, error),
-// TryLock(ctx) (context.Context, error), Unlock(ctx) and
-// UnlockContext(ctx). Each type's documentation says why.
+// Acquire, and Resign; ReentrantMutex, whose context is its owner rather
+// than only a deadline, has Enter(ctx) (context.Context, error),
+// TryEnter(ctx) (context.Context, error) and Leave(ctx) error, the context
+// in place of the hold. Each type's documentation says why.
 //
 // # Holds
 //
@@ -148,7 +148,8 @@
 //     cron/<job>/<tick in unix seconds>, with TryAcquire and
 //     WithMinHold(d) (d within the TTL): the key stays held for d after
 //     the grant even when the job ends sooner, and Client.Close does not
-//     shorten it, so a late replica finds it held and skips the tick. d
+//     shorten it (it releases the key at the end of d, and waits for
+//     that), so a late replica finds it held and skips the tick. d
 //     must exceed the clock disagreement plus scheduling jitter (seconds
 //     are plenty: the key is never wanted again). One key per job,
 //     without the tick, works too if d is also shorter than the interval
@@ -285,8 +286,11 @@
 // failed renewals before a loss, transient errors Lock retries, failed
 // background cleanups) go to the WithErrorHandler function; by default
 // they are logged at level Warn to the WithLogger logger, or
-// slog.Default(). WithObserver reports every lock call, failed renewal
-// and end of hold, for metrics and traces.
+// slog.Default(), a run of them at a time: the first at once, then at most
+// one line every 5 seconds, and one line when the backend answers again,
+// so that an outage is a few lines rather than one per retry. WithObserver
+// reports every lock call, failed renewal, error and end of hold, for
+// metrics and traces.
 //
 // # Copying
 //

@@ -162,7 +162,7 @@ func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
 			defer sub.Close()
 			notified = sub.C()
 		} else if ctx.Err() == nil {
-			e.cfg.reportError(opError("observe", e.key, fmt.Errorf("subscribe: %w", err)))
+			e.reportError(opError("observe", e.key, fmt.Errorf("subscribe: %w", err)))
 		}
 	}
 	delay := e.cfg.minBackoff
@@ -184,7 +184,7 @@ func (e *Election) observe(ctx context.Context, ch chan<- Leader) {
 			if ctx.Err() != nil {
 				return
 			}
-			e.cfg.reportError(opError("observe", e.key, err))
+			e.reportError(opError("observe", e.key, err))
 		case first || l != last:
 			select {
 			case ch <- l:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/memdriver"
 )
 
@@ -56,12 +57,42 @@ func TestErrorNamesKeyAndOpOnce(t *testing.T) {
 	if got, want := e.Error(), `locker: lock "k": peer said "k": busy`; got != want {
 		t.Errorf("Error() = %q; want %q", got, want)
 	}
-	// Nested: a driver inside a quorum inside the front-end, each naming
-	// its operation and the key as a driver's OpError does.
-	e = &locker.Error{Op: "lock", Key: "k", Err: fmt.Errorf(`quorumdriver: acquire "k": %w`,
-		errors.Join(fmt.Errorf(`redisdriver: try-acquire "k": %w`, errors.New("refused"))))}
-	if got, want := e.Error(), `locker: lock "k": quorumdriver: redisdriver: refused`; got != want {
+	// Nested: drivers inside a quorum inside the front-end, each error an
+	// OpError of the key, joined and wrapped on the way.
+	e = &locker.Error{Op: "lock", Key: "k", Err: fmt.Errorf("retrying: %w", &driverkit.OpError{Driver: "quorumdriver", Op: "acquire", Key: "k",
+		Err: errors.Join(
+			&driverkit.OpError{Driver: "redisdriver", Op: "try-acquire", Key: "k", Err: errors.New("refused")},
+			&driverkit.OpError{Driver: "redisdriver", Op: "try-acquire", Key: "k", Err: errors.New("timeout")})})}
+	if got, want := e.Error(), "locker: lock \"k\": retrying: quorumdriver: redisdriver: refused\nredisdriver: timeout"; got != want {
 		t.Errorf("Error() = %q; want %q", got, want)
+	}
+}
+
+// TestErrorFormatsFields: an *Error's message is made from the fields of
+// its chain, never by editing the text of a cause: a cause that names
+// the key in its text only keeps it, an OpError of another key keeps its
+// operation and key, and a wrapped *Error of another key keeps them too,
+// without a second "locker:" prefix.
+func TestErrorFormatsFields(t *testing.T) {
+	for _, c := range []struct {
+		err  *locker.Error
+		want string
+	}{
+		{&locker.Error{Op: "lock", Key: "k", Err: errors.New(`redisdriver: try-acquire "k": refused`)},
+			`locker: lock "k": redisdriver: try-acquire "k": refused`},
+		{&locker.Error{Op: "lock", Key: "k", Err: &driverkit.OpError{Driver: "etcddriver", Op: "acquire", Key: "other", Err: errors.New("refused")}},
+			`locker: lock "k": etcddriver: acquire "other": refused`},
+		{&locker.Error{Op: "multilock", Key: "a", Err: &locker.Error{Op: "lock", Key: "b", Err: locker.ErrLost}},
+			`locker: multilock "a": lock "b": hold lost`},
+		{&locker.Error{Op: "unlock", Key: "k", Err: fmt.Errorf("%w: %w", locker.ErrLost, &locker.Error{Op: "hold", Key: "k", Err: errors.New("expired")})},
+			`locker: unlock "k": hold lost: expired`},
+		{&locker.Error{Op: "close", Err: context.DeadlineExceeded}, `locker: close: context deadline exceeded`},
+		{&locker.Error{}, `locker: <nil>`},
+		{&locker.Error{Op: "lock", Key: "k"}, `locker: lock "k": <nil>`},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("Error() = %q; want %q", got, c.want)
+		}
 	}
 }
 

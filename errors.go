@@ -1,10 +1,12 @@
 package locker
 
 import (
+	"cmp"
 	"errors"
 	"strings"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // Errors reported by this package. Every error returned by a lock method is
@@ -59,6 +61,7 @@ var (
 // error that caused it.
 type Error struct {
 	// Op is the operation: "lock", "trylock", "rlock", "tryrlock",
+	// "enter", "tryenter" and "leave" (ReentrantMutex),
 	// "acquire" and "tryacquire" (Semaphore), "campaign", "resign",
 	// "leader" and "observe" (Election), "multilock" and "trymultilock"
 	// (MultiLock), "unlock", "runlock", "refresh", "release", "hold" (the
@@ -75,71 +78,121 @@ type Error struct {
 // most the first driver.MaxQuotedKeyLen (64) bytes of the key.
 //
 // The prefix is the only place the message names the operation and the
-// key. A cause that names them again, as a driver's *driverkit.OpError does
-// (`redisdriver: acquire "s2": limit differs`), or a wrapped *Error of the
-// same key, keeps its words but not that part:
-// `locker: acquire "s2": redisdriver: limit differs (theirs: 3)`. Only
-// the message is shortened: errors.As still finds the driver's error with
-// its Op and Key.
+// key. The cause is formatted from its fields: a wrapped *Error of the same
+// key adds its cause, and a driver's *driverkit.OpError of the same key
+// (`redisdriver: acquire "s2": limit differs`) its driver and cause:
+// `locker: acquire "s2": redisdriver: limit differs (theirs: 3)`. Other
+// errors keep their text; one that wraps such an error, as fmt.Errorf
+// with a final %w or errors.Join do, formats it the same way in its
+// place. Only the message is shortened: errors.As still finds the
+// driver's error with its Op and Key.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("locker: ")
-	b.WriteString(e.Op)
-	if e.Key != "" {
-		if e.Op != "" {
-			b.WriteByte(' ')
+	e.writeTo(&b, "")
+	return b.String()
+}
+
+// writeTo writes e's message without the "locker: " prefix, and without
+// its operation and key when they are outer's, the key of an *Error
+// that wraps e.
+func (e *Error) writeTo(b *strings.Builder, outer string) {
+	if e.Key == "" || e.Key != outer {
+		b.WriteString(e.Op)
+		if e.Key != "" {
+			if e.Op != "" {
+				b.WriteByte(' ')
+			}
+			b.WriteString(driver.QuoteKey(e.Key))
 		}
-		b.WriteString(driver.QuoteKey(e.Key))
+		if e.Op != "" || e.Key != "" { // a zero Error says "locker: <nil>"
+			b.WriteString(": ")
+		}
 	}
-	if e.Op != "" || e.Key != "" { // a zero Error says "locker: <nil>"
+	writeCause(b, e.Err, cmp.Or(e.Key, outer))
+}
+
+// writeCause writes err, the cause of an *Error of key, from its fields:
+// an *Error or a *driverkit.OpError of key does not name key again. An
+// error of another type keeps its text; if it wraps one of those, as
+// fmt.Errorf with a final %w or errors.Join do (its text ends with its
+// cause's, or is its causes' joined by newlines), the cause is written the
+// same way in its place.
+func writeCause(b *strings.Builder, err error, key string) {
+	switch e := err.(type) {
+	case nil:
+		b.WriteString("<nil>")
+		return
+	case *Error:
+		e.writeTo(b, key)
+		return
+	case *driverkit.OpError:
+		b.WriteString(e.Driver)
 		b.WriteString(": ")
+		if key == "" || e.Key != key {
+			b.WriteString(e.Op + " " + driver.QuoteKey(e.Key) + ": ")
+		}
+		writeCause(b, e.Err, key)
+		return
 	}
-	msg := "<nil>"
-	if e.Err != nil {
-		msg = e.Err.Error()
+	msg := err.Error()
+	if key == "" || !namesKey(err, key) {
+		b.WriteString(msg)
+		return
 	}
-	// A wrapped *Error (a loss reported by an unlock, say) keeps its
-	// words but not its prefix.
-	msg = strings.ReplaceAll(strings.TrimPrefix(msg, "locker: "), ": locker: ", ": ")
-	if e.Key != "" {
-		msg = dropOpKey(msg, driver.QuoteKey(e.Key))
+	var causes []error
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		causes = []error{u.Unwrap()}
+	case interface{ Unwrap() []error }:
+		causes = u.Unwrap()
 	}
-	b.WriteString(msg)
-	return b.String()
+	texts := make([]string, len(causes))
+	for i, c := range causes {
+		if c != nil {
+			texts[i] = c.Error()
+		}
+	}
+	switch {
+	case len(causes) > 1 && msg == strings.Join(texts, "\n"): // errors.Join
+		for i, c := range causes {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			writeCause(b, c, key)
+		}
+	case len(causes) > 0 && causes[len(causes)-1] != nil && strings.HasSuffix(msg, texts[len(texts)-1]):
+		b.WriteString(msg[:len(msg)-len(texts[len(texts)-1])])
+		writeCause(b, causes[len(causes)-1], key)
+	default:
+		b.WriteString(msg)
+	}
 }
 
-// dropOpKey removes from msg every "<op> <quoted>: " that begins msg or a
-// part of it (after ": "), where op is one word, such as "acquire" or
-// "force-release": the way a driver's *driverkit.OpError, or a wrapped *Error,
-// names an operation and the key that the message's prefix names already.
-func dropOpKey(msg, quoted string) string {
-	tail := " " + quoted + ": "
-	if !strings.Contains(msg, tail) {
-		return msg
+// namesKey reports whether err's chain holds an *Error or a
+// *driverkit.OpError of key.
+func namesKey(err error, key string) bool {
+	for err != nil {
+		switch e := err.(type) {
+		case *Error:
+			if e.Key == key {
+				return true
+			}
+		case *driverkit.OpError:
+			if e.Key == key {
+				return true
+			}
+		case interface{ Unwrap() []error }:
+			for _, c := range e.Unwrap() {
+				if namesKey(c, key) {
+					return true
+				}
+			}
+			return false
+		}
+		err = errors.Unwrap(err)
 	}
-	var b strings.Builder
-	for {
-		i := strings.Index(msg, tail)
-		if i < 0 {
-			break
-		}
-		j := i
-		for j > 0 && isWordByte(msg[j-1]) {
-			j--
-		}
-		if j < i && (j == 0 || strings.HasSuffix(msg[:j], ": ")) {
-			b.WriteString(msg[:j])
-		} else {
-			b.WriteString(msg[:i+len(tail)])
-		}
-		msg = msg[i+len(tail):]
-	}
-	b.WriteString(msg)
-	return b.String()
-}
-
-func isWordByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+	return false
 }
 
 // Unwrap returns the underlying error.

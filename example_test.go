@@ -187,18 +187,18 @@ func ExampleReentrantMutex() {
 	defer c.Close(context.Background())
 	account := c.ReentrantMutex("account/7")
 
-	transfer := func(ctx context.Context) error {
-		// The caller's context carries the hold: this Lock reenters.
-		ctx, err := account.Lock(ctx)
+	transfer := func(ctx context.Context) (err error) {
+		// The caller's context carries the hold: this Enter reenters.
+		ctx, err = account.Enter(ctx)
 		if err != nil {
 			return err
 		}
-		defer account.Unlock(ctx)
+		defer func() { err = errors.Join(err, account.Leave(ctx)) }()
 		fmt.Println("inner: token", account.Token(ctx), "depth", account.Count(ctx))
 		return nil
 	}
 
-	ctx, err := account.Lock(context.Background())
+	ctx, err := account.Enter(context.Background())
 	if err != nil {
 		panic(err)
 	}
@@ -206,17 +206,19 @@ func ExampleReentrantMutex() {
 	if err := transfer(ctx); err != nil {
 		panic(err)
 	}
-	fmt.Println("after inner unlock: depth", account.Count(ctx))
+	fmt.Println("after inner leave: depth", account.Count(ctx))
 
 	// A context that does not carry the hold is another owner.
-	_, err = account.TryLock(context.Background())
+	_, err = account.TryEnter(context.Background())
 	fmt.Println("unrelated context:", err)
-	account.Unlock(ctx)
+	if err := account.Leave(ctx); err != nil {
+		panic(err)
+	}
 	// Output:
 	// outer: token 1 depth 1
 	// inner: token 1 depth 2
-	// after inner unlock: depth 1
-	// unrelated context: locker: trylock "account/7": held by another owner
+	// after inner leave: depth 1
+	// unrelated context: locker: tryenter "account/7": held by another owner
 }
 
 func ExampleGuard() {

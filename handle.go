@@ -54,6 +54,18 @@ func (hd *handle) initDefault(d driver.Driver, key string, opts []Option) {
 	hd.d, hd.dflt, hd.key, hd.cfg = d, true, key, newConfig(opts)
 }
 
+// client returns hd's Client: for a handle of a default Client, the one
+// in use now, or nil.
+func (hd *handle) client() *Client {
+	if hd.dflt {
+		return peekDefault(hd.d)
+	}
+	return hd.c
+}
+
+// reportError hands err to hd's error handler (Client.reportError).
+func (hd *handle) reportError(err error) { hd.client().reportError(&hd.cfg, err) }
+
 // zeroCheck returns the error of op on a zero handle of kind k, or nil.
 func (hd *handle) zeroCheck(op string, k kind) error {
 	if hd.dflt {
@@ -236,20 +248,20 @@ func (hd *handle) tryLock(k kind, op string, mode driver.Mode) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), hd.cfg.tryTimeout)
 	defer cancel()
 	h, err := hd.lock(ctx, k, op, mode, true)
-	hd.cfg.tryFailed(err)
+	hd.client().tryFailed(&hd.cfg, err)
 	return h != nil
 }
 
 // tryFailed deals with the error of a sync try (TryLock), which returns
 // no error: err panics if only a change of the code cures it, and goes to
 // the error handler otherwise, unless it is the caller's own Close.
-func (c *config) tryFailed(err error) {
+func (c *Client) tryFailed(cfg *config, err error) {
 	switch {
 	case err == nil, isClosed(err):
 	case isInputError(err):
 		panic(err)
 	default:
-		c.reportError(err)
+		c.reportError(cfg, err)
 	}
 }
 
@@ -279,7 +291,7 @@ func (hd *handle) unlock(m driver.Mode, op, misuse string) {
 		panic("locker: " + misuse)
 	}
 	if err := h.release(context.Background(), op); err != nil && !isClosed(err) {
-		hd.cfg.reportError(err)
+		hd.reportError(err)
 	}
 }
 

@@ -105,7 +105,7 @@ func newHold(c *Client, g *gate, o *lockOp, l driver.Lease, sent time.Time) *Hol
 // unique, not secret (whoever can reach the backend can delete a hold
 // anyway): the bits come from math/rand/v2, whose generator the runtime
 // seeds from the operating system's entropy, at a third of crypto/rand's
-// cost on the hot path (BENCHMARKS.md).
+// cost on the hot path (35 ns against 97 ns per owner, hex included).
 func newOwner() string {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
@@ -299,14 +299,14 @@ func (h *Hold) release(ctx context.Context, op string) error {
 	}
 	if until, ok := h.keepLease(ctx, op); ok { // WithMinHold
 		if h.end(stateReleased, nil) { // else Close ended h first, and keeps it
-			c.releaseAt(h.lease, h.ttl, until, h.cfg.reportError)
+			c.releaseAt(h.lease, h.ttl, until, h.cfg)
 		}
 		return nil
 	}
 	if ctx.Err() != nil {
 		// The caller has no time left: release in the background (the
 		// cleanup keeps the key's line alive: it starts before the end).
-		c.cleanupLater(h.g, h.lease, h.ttl, h.cfg.reportError)
+		c.cleanupLater(h.g, h.lease, h.ttl, h.cfg)
 		h.end(stateReleased, nil)
 		return nil
 	}
@@ -326,7 +326,7 @@ func (h *Hold) release(ctx context.Context, op string) error {
 		// the lease would block the key for up to a TTL after the
 		// backend is back. The key's next lock call in this process
 		// waits for the retries.
-		c.cleanupLater(h.g, h.lease, h.ttl, h.cfg.reportError)
+		c.cleanupLater(h.g, h.lease, h.ttl, h.cfg)
 		h.end(stateReleased, nil)
 		return opError(op, h.lease.Key, rerr)
 	default:

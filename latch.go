@@ -236,7 +236,7 @@ func (l *LeaderLatch) run(ctx context.Context) error {
 		case isFinal(err): // closed, a permanent backend error, bad input
 			return err
 		case err != nil:
-			e.cfg.reportError(err)
+			e.reportError(err)
 			if !l.sleep(ctx, delay) {
 				return l.why(ctx)
 			}
@@ -268,7 +268,7 @@ func (l *LeaderLatch) resign(ctx context.Context, h *Hold) {
 	err := l.e.Resign(rctx)
 	cancel()
 	if err != nil && cause == nil && !errors.Is(err, ErrLost) {
-		l.e.cfg.reportError(err)
+		l.e.reportError(err)
 	}
 	if cause == nil && errors.Is(err, ErrLost) {
 		cause = err // lost as it resigned

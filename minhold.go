@@ -14,11 +14,15 @@ import (
 // then ends the hold for the caller at once (Done closes, the handle is
 // unlocked, Release returns nil), but the lease stays on the backend, not
 // renewed, until d after the acquiring request was sent, and is released
-// then in the background. Client.Close does not shorten it, nor wait for
-// it: the holds it ends are kept the same way, and if the process exits
-// before their release, their leases expire on the backend by their TTL,
-// later still. (The driver's backend client must stay open until then
-// for the release to be sent; a failed one is left to the TTL.)
+// then in the background. Client.Close does not shorten it, and waits for
+// it: the holds it ends are kept the same way, and Close returns when
+// every lease kept for a minimum hold has been released at its end (or
+// its context is done), so that a process that stops gracefully, right
+// after a hold, keeps the key for the remainder of the minimum hold, not
+// for the TTL. A process that exits without Close leaves the lease to
+// expire by its TTL. (The driver's backend client must stay open until
+// Close returns for the releases to be sent; a failed one is left to the
+// TTL.)
 //
 // It is ShedLock's lockAtLeastFor, for work that must run once per
 // scheduled time across replicas whose clocks disagree a little: a replica
@@ -100,21 +104,53 @@ func (h *Hold) keepLease(ctx context.Context, op string) (time.Time, bool) {
 	case errors.Is(err, driver.ErrNotHeld):
 		return time.Time{}, false
 	case err != nil:
-		h.cfg.reportError(opError(op, h.lease.Key, fmt.Errorf("extending the lease to the end of its minimum hold: %w", err)))
+		h.c.reportError(h.cfg, opError(op, h.lease.Key, fmt.Errorf("extending the lease to the end of its minimum hold: %w", err)))
 	}
 	return until, true
 }
 
 // releaseAt releases l at until, in the background, for a hold whose
-// minimum hold lasts until then. Nothing waits for it, not even Close: if
-// the process ends first, the lease expires on the backend by its TTL,
-// later than until.
-func (c *Client) releaseAt(l driver.Lease, ttl time.Duration, until time.Time, report func(error)) {
+// minimum hold lasts until then. Client.Close waits for it; if the process
+// ends first, the lease expires on the backend by its TTL, later than
+// until.
+func (c *Client) releaseAt(l driver.Lease, ttl time.Duration, until time.Time, cfg *config) {
+	c.mu.Lock()
+	c.kept++
+	c.mu.Unlock()
 	time.AfterFunc(time.Until(until), func() {
+		defer c.keptReleased()
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupBound(ttl))
 		defer cancel()
 		if err := c.cleanUp(ctx, l); err != nil && !errors.Is(err, driver.ErrNotHeld) && !driver.IsPermanent(err) {
-			report(opError("release", l.Key, fmt.Errorf("after the minimum hold: %w", err)))
+			c.reportError(cfg, opError("release", l.Key, fmt.Errorf("after the minimum hold: %w", err)))
 		}
 	})
+}
+
+// keptReleased counts a lease of releaseAt as released.
+func (c *Client) keptReleased() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kept--
+	if c.kept == 0 && c.keptDone != nil {
+		close(c.keptDone)
+		c.keptDone = nil
+	}
+}
+
+// keptIdle returns a channel closed when no lease kept by releaseAt is
+// left, for Close.
+func (c *Client) keptIdle() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keptDone == nil {
+		c.keptDone = make(chan struct{})
+		if c.kept == 0 {
+			close(c.keptDone)
+			ch := c.keptDone
+			c.keptDone = nil
+			return ch
+		}
+	}
+	return c.keptDone
 }

@@ -96,7 +96,11 @@ func TestMinHold_LateReleaseIsImmediate(t *testing.T) {
 // early, one still held and one without a minimum hold: Close returns at
 // once, frees the plain key at once and the others at the end of their
 // minimum holds.
-func TestMinHold_CloseDoesNotShorten(t *testing.T) {
+// TestMinHold_CloseReleasesAtTheEnd: Close keeps the leases of minimum
+// holds that have not passed, a released hold's and one it ends, and
+// releases each at its end, waiting for them: a process that exits after
+// Close leaves none for its TTL.
+func TestMinHold_CloseReleasesAtTheEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := memdriver.NewBackend()
 		ctx := context.Background()
@@ -133,8 +137,11 @@ func TestMinHold_CloseDoesNotShorten(t *testing.T) {
 		if err := c.Close(ctx); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		if d := time.Since(start); d != 0 {
-			t.Errorf("Close returned after %v; want at once", d)
+		if d := time.Since(start); d != 600*time.Millisecond {
+			t.Errorf("Close returned after %v; want 600ms, when the last minimum hold ended and its lease was released", d)
+		}
+		if held(b, "running") || held(b, "released") {
+			t.Error("a lease kept for a minimum hold is still held when Close returns")
 		}
 		if err := running.Err(); !errors.Is(err, locker.ErrClosed) {
 			t.Errorf("Err of a hold ended by Close = %v; want ErrClosed", err)
@@ -146,6 +153,37 @@ func TestMinHold_CloseDoesNotShorten(t *testing.T) {
 			if d := freed[k]; d < w || d > w+time.Millisecond {
 				t.Errorf("key %q freed %v after the grants; want %v", k, d, w)
 			}
+		}
+	})
+}
+
+// TestMinHold_CloseByItsDeadline: a Close whose context ends before a
+// minimum hold returns the context's error then; the lease is released at
+// the minimum hold's end all the same while the process lives.
+func TestMinHold_CloseByItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memdriver.NewBackend()
+		c := locker.New(b.Driver(), locker.WithTTL(10*time.Second), locker.WithMinHold(time.Second))
+		start := time.Now()
+		if _, err := c.Mutex("k").Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := c.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close with 100ms for a 1s minimum hold: %v; want DeadlineExceeded", err)
+		}
+		if d := time.Since(start); d != 100*time.Millisecond {
+			t.Errorf("Close returned after %v; want by its 100ms deadline", d)
+		}
+		time.Sleep(time.Second - time.Since(start) - time.Nanosecond)
+		if !held(b, "k") {
+			t.Error("key free before the end of its minimum hold")
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if held(b, "k") {
+			t.Error("key held after the end of its minimum hold; want it released then")
 		}
 	})
 }

@@ -97,7 +97,7 @@ func (m *MultiLock) TryLock() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.tryTimeout)
 	defer cancel()
 	ok, err := m.lock(ctx, op, true)
-	m.cfg.tryFailed(err)
+	m.c.tryFailed(&m.cfg, err)
 	return ok
 }
 
@@ -147,7 +147,7 @@ func (m *MultiLock) Unlock() {
 		panic("locker: unlock of unlocked MultiLock")
 	}
 	if err := mh.Release(context.Background()); err != nil && !isClosed(err) {
-		m.cfg.reportError(err)
+		m.c.reportError(&m.cfg, err)
 	}
 }
 

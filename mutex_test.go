@@ -320,8 +320,8 @@ func TestBadInput(t *testing.T) {
 				mustPanic(t, m.Lock)
 				mustPanic(t, func() { m.TryLock() })
 				r := locker.NewReentrantMutex(d, c.key, c.opts...)
-				_, err = r.Lock(ctx)
-				checkErr(t, err, "lock", c.key, c.want)
+				_, err = r.Enter(ctx)
+				checkErr(t, err, "enter", c.key, c.want)
 			}
 			if b.Calls() != 0 {
 				t.Fatalf("bad input reached the backend: %d calls", b.Calls())

@@ -9,7 +9,7 @@ import (
 )
 
 // An Observer receives the events of the locks of a Client (WithObserver):
-// lock calls, renewals that failed, and the end of every hold. It is meant
+// lock calls, renewals that failed, errors, and the end of every hold. It is meant
 // for metrics, traces and logs; package
 // github.com/go-locker/locker/otel builds one for OpenTelemetry.
 //
@@ -35,6 +35,12 @@ type Observer struct {
 	RenewalFailed func(RenewalFailed)
 	// HoldEnd is called once when a hold ends: released, lost or closed.
 	HoldEnd func(HoldEnd)
+	// Error is called with every error that goes to the error handler
+	// (WithErrorHandler), before the handler, whatever it is: the retries
+	// of lock calls, failed renewals, backend errors of Unlock and
+	// TryLock, failed background cleanups. The default handler logs only
+	// some of them during an outage; Error sees them all.
+	Error func(err error)
 }
 
 // WithObserver sets the Observer of the locks: given to New, it observes

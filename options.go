@@ -148,7 +148,16 @@ func WithOnLost(f func(err error)) Option { return func(c *config) { c.onLost = 
 // WithErrorHandler sets the function that receives errors that no call can
 // return: backend errors from Unlock and TryLock, failed renewals (each one,
 // before a loss), transient errors retried by Lock, and failed background
-// cleanups. The default logs them to the logger (WithLogger) at level Warn.
+// cleanups. f receives every one of them, as the Observer's Error does.
+//
+// The default handler logs them to the logger (WithLogger) at level Warn,
+// a run of them at a time: during a backend outage every waiting lock call
+// retries and every hold's renewal fails, so the default handler of a
+// Client logs the first error of a run at once, then at most one line
+// every 5 seconds (the latest error, with the number of those not logged),
+// and, when the backend answers again (a grant, a refusal, a confirmed
+// renewal), one line at level Info with the run's count and length. A
+// run of one error ends without that line.
 func WithErrorHandler(f func(err error)) Option { return func(c *config) { c.onError = f } }
 
 // WithLogger sets the logger of the default error handler (see
@@ -156,16 +165,22 @@ func WithErrorHandler(f func(err error)) Option { return func(c *config) { c.onE
 // report.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-func (c *config) reportError(err error) {
-	if c.onError != nil {
-		c.onError(err)
-		return
+// reportError hands err to the error handler of cfg (WithErrorHandler),
+// after its Observer's Error. Without a handler of its own, err goes to
+// the default handler of c, which logs runs of errors a line at a time
+// (errorLog), or, without a Client (a nil c), to the logger at once.
+func (c *Client) reportError(cfg *config, err error) {
+	if obs := cfg.observer; obs != nil && obs.Error != nil {
+		obs.Error(err)
 	}
-	l := c.logger
-	if l == nil {
-		l = slog.Default()
+	switch {
+	case cfg.onError != nil:
+		cfg.onError(err)
+	case c != nil:
+		c.errs.report(cfg.logger, err)
+	default:
+		logger(cfg.logger).Warn("locker", "err", err)
 	}
-	l.Warn("locker", "err", err)
 }
 
 // margin is the safety margin subtracted from the TTL when computing the

@@ -18,34 +18,30 @@ const MaxReentry = 1 << 20
 var ErrReentryLimit = errors.New("reentry limit reached")
 
 // A ReentrantMutex is an exclusive lock that the same logical operation may
-// lock again while it holds it.
+// enter again while it holds it.
 //
 // Go has no goroutine identity, so the owner is explicit: it travels in the
-// context. Lock returns a context that carries the hold; a Lock with that
+// context. Enter returns a context that carries the hold; an Enter with that
 // context (or one derived from it) through a ReentrantMutex of the same
 // Client and key enters the hold again instead of waiting, returns the
-// same fencing token, and must be matched by one more Unlock. A Lock with a
-// context that does not carry the hold is a new owner and waits, even in
+// same fencing token, and must be matched by one more Leave. An Enter with
+// a context that does not carry the hold is a new owner and waits, even in
 // the same goroutine: two goroutines share a hold only when one was given
 // the other's context. A handle of NewReentrantMutex recognises only its
 // own holds, though it locks through its driver's default Client.
 //
-// The context Lock returns is canceled, with cause an error wrapping
+// The context Enter returns is canceled, with cause an error wrapping
 // ErrLost, when the hold is lost, and with cause ErrNotHeld after the last
-// Unlock, so work done under it stops when the lock is gone.
+// Leave, so work done under it stops when the lock is gone.
 //
-// Unlock with a context that carries no hold of the mutex, or one already
-// unlocked as often as it was locked, is a run-time error, as unlocking an
+// Its methods are not named Lock and Unlock: their context is not only a
+// deadline, as in Mutex.LockContext, but the owner, and Enter returns a
+// new one, so a ReentrantMutex cannot be a sync.Locker nor take the forms
+// of the other lock types (see "Forms" in the package documentation).
+// Leave with a context that carries no hold of the mutex, or one already
+// left as often as it was entered, is a run-time error, as unlocking an
 // unlocked sync.Mutex is: it panics, so that a misplaced context cannot
-// leave a hold renewed for ever. UnlockContext returns ErrNotHeld instead.
-//
-// ReentrantMutex has no sync forms (Lock(), TryLock() bool): Go has no
-// goroutine identity, so a lock call without a context would have no
-// owner to recognise. Its forms are those of the hold forms of Mutex with
-// the context in place of the *Hold: Lock(ctx) (context.Context, error),
-// TryLock(ctx) (context.Context, error) whose error wraps ErrLocked when
-// another owner holds the key, Unlock(ctx), which panics on misuse as
-// sync does, and UnlockContext(ctx) error.
+// leave a hold renewed for ever.
 //
 // Make a ReentrantMutex with Client.ReentrantMutex or NewReentrantMutex:
 // the zero ReentrantMutex fails with an error wrapping ErrZeroValue. A
@@ -110,21 +106,24 @@ func (r *ReentrantMutex) held(ctx context.Context) *reentrantHold {
 	return rh
 }
 
-// Lock locks r for the operation ctx belongs to, waiting if another owner
-// holds the key. It returns the context to pass to nested Lock calls and
-// to Unlock. On error nothing is held and the error is an *Error.
-func (r *ReentrantMutex) Lock(ctx context.Context) (context.Context, error) {
-	return r.lock(ctx, "lock", false)
+// Enter locks r for the operation ctx belongs to: if ctx carries a hold
+// of r it enters it again at once, and otherwise it waits until the key is
+// free, ctx is done or a permanent error occurs, as Mutex.LockContext
+// does. It returns the context that carries the hold, to pass to nested
+// Enter calls and to Leave. On error nothing is held and the error is an
+// *Error.
+func (r *ReentrantMutex) Enter(ctx context.Context) (context.Context, error) {
+	return r.lock(ctx, "enter", false)
 }
 
-// TryLock is Lock without waiting: when another owner holds the key it
+// TryEnter is Enter without waiting: when another owner holds the key it
 // returns a nil context and an *Error wrapping ErrLocked, as
 // Mutex.TryAcquire does. A context that carries the hold enters it again,
-// as with Lock.
-func (r *ReentrantMutex) TryLock(ctx context.Context) (context.Context, error) {
-	lctx, err := r.lock(ctx, "trylock", true)
+// as with Enter.
+func (r *ReentrantMutex) TryEnter(ctx context.Context) (context.Context, error) {
+	lctx, err := r.lock(ctx, "tryenter", true)
 	if lctx == nil && err == nil {
-		err = opError("trylock", r.key, ErrLocked)
+		err = opError("tryenter", r.key, ErrLocked)
 	}
 	return lctx, err
 }
@@ -141,7 +140,7 @@ func (r *ReentrantMutex) lock(ctx context.Context, op string, try bool) (context
 			return nil, opError(op, r.key, err)
 		}
 		if rh.count <= 0 {
-			return nil, opError(op, r.key, fmt.Errorf("context of an unlocked hold: %w", ErrNotHeld))
+			return nil, opError(op, r.key, fmt.Errorf("context of a hold left as often as it was entered: %w", ErrNotHeld))
 		}
 		if rh.count >= MaxReentry {
 			return nil, opError(op, r.key, ErrReentryLimit)
@@ -167,7 +166,7 @@ func (r *ReentrantMutex) lock(ctx context.Context, op string, try bool) (context
 	lctx, cancel := context.WithCancelCause(context.WithValue(ctx, reentryKey{r.owner(), r.key}, rh))
 	h.afterEnd(func(err error) {
 		if err == nil {
-			cancel(opError("unlock", r.key, ErrNotHeld))
+			cancel(opError("leave", r.key, ErrNotHeld))
 			return
 		}
 		cancel(opError("hold", r.key, err))
@@ -175,35 +174,25 @@ func (r *ReentrantMutex) lock(ctx context.Context, op string, try bool) (context
 	return lctx, nil
 }
 
-// Unlock undoes one Lock of the hold ctx carries; the last one releases
-// the key. It panics if ctx carries no hold of r's Client and key, or one
-// unlocked as many times as it was locked. A lost hold is not misuse: its
-// count goes down as usual and the loss goes to the error handler, as
-// backend errors of the release do.
-func (r *ReentrantMutex) Unlock(ctx context.Context) {
-	if err := r.unlock(ctx); err != nil {
-		if errors.Is(err, errMisuse) {
-			panic("locker: unlock of unlocked ReentrantMutex")
-		}
-		if !isClosed(err) {
-			r.cfg.reportError(err)
-		}
+// Leave undoes one Enter of the hold ctx carries; the last one releases
+// the key, within ctx's deadline. It returns an *Error wrapping ErrLost or
+// ErrClosed if the hold ended so, or the backend's error of the release;
+// the count goes down all the same, so the usual deferred calls end the
+// hold. It panics if ctx carries no hold of r's Client and key, or one
+// left as many times as it was entered (see ReentrantMutex). On a zero
+// ReentrantMutex it returns an error wrapping ErrZeroValue.
+func (r *ReentrantMutex) Leave(ctx context.Context) error {
+	if err := r.zeroCheck("leave"); err != nil {
+		return err
 	}
-}
-
-// UnlockContext undoes one Lock of the hold ctx carries, as Unlock does,
-// and returns an *Error wrapping ErrNotHeld where Unlock panics, and
-// wrapping ErrLost or ErrClosed if the hold ended so (the count still goes
-// down, so the usual deferred calls end it).
-func (r *ReentrantMutex) UnlockContext(ctx context.Context) error {
 	err := r.unlock(ctx)
 	if errors.Is(err, errMisuse) {
-		return opError("unlock", r.key, ErrNotHeld)
+		panic("locker: leave of a ReentrantMutex not entered")
 	}
 	return err
 }
 
-// errMisuse marks an unlock that sync would call a run-time error.
+// errMisuse marks a Leave that sync would call a run-time error.
 var errMisuse = errors.New("misuse")
 
 func (r *ReentrantMutex) unlock(ctx context.Context) error {
@@ -221,14 +210,14 @@ func (r *ReentrantMutex) unlock(ctx context.Context) error {
 	rh.mu.Unlock()
 	if !last {
 		if _, err := rh.h.status(); err != nil {
-			return opError("unlock", r.key, err)
+			return opError("leave", r.key, err)
 		}
 		return nil
 	}
 	if !rh.h.claim() {
 		return nil // released through the Hold
 	}
-	return rh.h.release(ctx, "unlock")
+	return rh.h.release(ctx, "leave")
 }
 
 // Hold returns the hold ctx carries for r, or nil.
@@ -247,7 +236,7 @@ func (r *ReentrantMutex) Token(ctx context.Context) Token {
 	return 0
 }
 
-// Count returns how many Unlock calls the hold ctx carries still needs, or
+// Count returns how many Leave calls the hold ctx carries still needs, or
 // 0 if ctx carries no live hold of r's key.
 func (r *ReentrantMutex) Count(ctx context.Context) int {
 	rh := r.held(ctx)

@@ -14,7 +14,9 @@ import (
 // A job scheduled at the same time on several replicas runs once: each
 // replica keys the lock by the job and its scheduled time, and keeps it for
 // a minimum hold, so that a replica whose clock is late finds it still held
-// after the first has finished.
+// after the first has finished. Close releases the key at the end of the
+// minimum hold, and waits for it, so that a replica that stops gracefully
+// leaves the key held for no longer than that.
 func ExampleWithMinHold() {
 	drv := memdriver.New()
 	ctx := context.Background()
@@ -26,7 +28,7 @@ func ExampleWithMinHold() {
 	tick := time.Date(2026, 11, 26, 15, 0, 0, 0, time.UTC)
 	key := "cron/report/" + strconv.FormatInt(tick.Unix(), 10)
 	runOnce := func(c *locker.Client, who string) {
-		h, err := c.Mutex(key, locker.WithTTL(time.Minute), locker.WithMinHold(30*time.Second)).TryAcquire(ctx)
+		h, err := c.Mutex(key, locker.WithTTL(time.Minute), locker.WithMinHold(time.Second)).TryAcquire(ctx)
 		if errors.Is(err, locker.ErrLocked) {
 			fmt.Println(who, "skips tick", tick.Format(time.TimeOnly))
 			return
@@ -34,7 +36,7 @@ func ExampleWithMinHold() {
 		if err != nil {
 			panic(err)
 		}
-		defer h.Release(ctx) // the key stays held until 30s after the grant
+		defer h.Release(ctx) // the key stays held until 1s after the grant
 		fmt.Println(who, "runs tick", tick.Format(time.TimeOnly))
 	}
 	runOnce(early, "early replica")

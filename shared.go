@@ -141,3 +141,22 @@ func defaultClientsInUse() int {
 	}
 	return n
 }
+
+// peekDefault returns the default Client of d if there is one now, without
+// making one or pinning it, or nil: for the default error handler of the
+// handles of d, which logs runs of errors per Client.
+func peekDefault(d driver.Driver) *Client {
+	if d == nil || !reflect.TypeOf(d).Comparable() {
+		return nil
+	}
+	defaults.mu.Lock()
+	defer defaults.mu.Unlock()
+	e, ok := lookupDefault(d)
+	if !ok || e == nil {
+		return nil
+	}
+	if e.strong != nil {
+		return e.strong
+	}
+	return e.weak.Value()
+}

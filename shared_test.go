@@ -255,20 +255,24 @@ func TestNewReentrantMutex_HoldsStayTheHandles(t *testing.T) {
 	d := b.Driver()
 	r1 := locker.NewReentrantMutex(d, "k")
 	r2 := locker.NewReentrantMutex(d, "k")
-	ctx, err := r1.Lock(context.Background())
+	ctx, err := r1.Enter(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r1.Lock(ctx); err != nil {
+	if _, err := r1.Enter(ctx); err != nil {
 		t.Fatalf("reentry through the same handle: %v", err)
 	}
-	if _, err := r2.TryLock(ctx); err == nil {
+	if _, err := r2.TryEnter(ctx); err == nil {
 		t.Fatal("another NewReentrantMutex handle entered the first one's hold")
 	}
-	r1.Unlock(ctx)
-	r1.Unlock(ctx)
+	if err := r1.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r1.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if n := locker.DefaultClients(); n != 0 {
-		t.Errorf("%d default Clients registered after the last Unlock", n)
+		t.Errorf("%d default Clients registered after the last Leave", n)
 	}
 }
 

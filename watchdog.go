@@ -292,6 +292,7 @@ func (w *watchdog) renew(batch []*Hold, flight chan struct{}) {
 	now := time.Now()
 	var lost, failed []*Hold
 	var lostErrs, failErrs []error
+	confirmed := false
 	w.mu.Lock()
 	for i, h := range batch {
 		h.inflight = nil
@@ -301,6 +302,7 @@ func (w *watchdog) renew(batch []*Hold, flight chan struct{}) {
 		err := errs[i]
 		switch {
 		case err == nil:
+			confirmed = true
 			if sent.After(h.sent) {
 				h.sent = sent
 				h.deadline = sent.Add(h.ttl - h.margin)
@@ -326,6 +328,9 @@ func (w *watchdog) renew(batch []*Hold, flight chan struct{}) {
 	}
 	w.armLocked(now)
 	w.flights--
+	if confirmed {
+		defer w.c.errs.answered()
+	}
 	if w.flights == 0 && w.idle != nil {
 		close(w.idle)
 	}
@@ -333,7 +338,7 @@ func (w *watchdog) renew(batch []*Hold, flight chan struct{}) {
 	close(flight)
 
 	for i, h := range failed {
-		h.cfg.reportError(opError("renew", h.lease.Key, failErrs[i]))
+		w.c.reportError(h.cfg, opError("renew", h.lease.Key, failErrs[i]))
 		h.observeRenewalFailed(failErrs[i])
 	}
 	for i, h := range lost {

@@ -130,17 +130,14 @@ func TestZeroReentrantMutex(t *testing.T) {
 	ctx := context.Background()
 	var r locker.ReentrantMutex
 	const typ, ctor = "ReentrantMutex", "NewReentrantMutex or Client.ReentrantMutex"
-	lctx, err := r.Lock(ctx)
-	wantZero(t, "Lock", err, typ, ctor)
+	lctx, err := r.Enter(ctx)
+	wantZero(t, "Enter", err, typ, ctor)
 	if lctx != nil {
-		t.Error("Lock of a zero ReentrantMutex returned a context")
+		t.Error("Enter of a zero ReentrantMutex returned a context")
 	}
-	_, err = r.TryLock(ctx)
-	wantZero(t, "TryLock", err, typ, ctor)
-	if err := r.UnlockContext(ctx); !errors.Is(err, locker.ErrNotHeld) {
-		t.Errorf("UnlockContext of a zero ReentrantMutex: %v; want ErrNotHeld", err)
-	}
-	wantPanic(t, "Unlock", func() { r.Unlock(ctx) }, "locker: unlock of unlocked ReentrantMutex")
+	_, err = r.TryEnter(ctx)
+	wantZero(t, "TryEnter", err, typ, ctor)
+	wantZero(t, "Leave", r.Leave(ctx), typ, ctor)
 	if r.Hold(ctx) != nil || r.Count(ctx) != 0 || r.Token(ctx) != 0 {
 		t.Error("a zero ReentrantMutex reports a hold")
 	}
@@ -155,8 +152,8 @@ func TestZeroClient(t *testing.T) {
 			wantZeroPanic(t, "Mutex.Lock", c.Mutex("k").Lock, typ, ctor)
 			wantZeroPanic(t, "Mutex.TryLock", func() { c.Mutex("k").TryLock() }, typ, ctor)
 			wantZero(t, "RWMutex.RLockContext", c.RWMutex("k").RLockContext(ctx), typ, ctor)
-			_, err := c.ReentrantMutex("k").Lock(ctx)
-			wantZero(t, "ReentrantMutex.Lock", err, typ, ctor)
+			_, err := c.ReentrantMutex("k").Enter(ctx)
+			wantZero(t, "ReentrantMutex.Enter", err, typ, ctor)
 			_, err = c.Semaphore("k", 2).Acquire(ctx, 1)
 			wantZero(t, "Semaphore.Acquire", err, typ, ctor)
 			_, err = c.Election("k").Campaign(ctx, "v")

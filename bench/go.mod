@@ -1,10 +1,14 @@
 module github.com/go-locker/locker/bench
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-locker/locker v0.1.0
+	github.com/go-locker/locker/driver/etcddriver v0.1.0
+	github.com/go-locker/locker/driver/quorumdriver v0.1.0
+	github.com/go-locker/locker/driver/redisdriver v0.1.0
+	github.com/go-locker/locker/driver/zkdriver v0.1.0
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/redis/go-redis/v9 v9.23.0

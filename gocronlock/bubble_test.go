@@ -15,6 +15,18 @@ import (
 )
 
 // tally counts the runs of each tick.
+// offsetClock is the real clock, offset ahead (behind when negative), as
+// the clock of a host that has drifted (integration/gocronreplicas has the
+// same for its processes).
+type offsetClock struct {
+	clockwork.Clock
+	offset time.Duration
+}
+
+func (c offsetClock) Now() time.Time                  { return c.Clock.Now().Add(c.offset) }
+func (c offsetClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c offsetClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
 type tally struct {
 	mu   sync.Mutex
 	runs map[int64]int

@@ -19,6 +19,14 @@
 //     leader is gone, another takes over within one lease (the election's
 //     TTL): the ticks in between do not run anywhere.
 //
+// To stop a replica, call the scheduler's Shutdown, then the Client's
+// Close, before the process exits: Close releases the key of a tick just
+// run when its minimum hold ends, and waits for that (by its context), so
+// that the other replicas run the next tick. A replica that exits without
+// Close leaves the key held until its lease expires (locker.DefaultTTL,
+// 15s, unless locker.WithTTL says otherwise), and the ticks until then run
+// nowhere.
+//
 // Both work with jobs on a wall-clock schedule (gocron.CronJob, DailyJob
 // and the like), whose ticks are the same on every replica. A
 // gocron.DurationJob ticks relative to when each scheduler started; give it

@@ -1,16 +1,14 @@
 package gocronlock_test
 
 import (
-	"os"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/go-locker/locker/internal/goleak"
 )
 
+// The tests with scheduler replicas in processes of their own, over
+// redis-server, are in the integration module (integration/gocronreplicas):
+// Redis is no dependency of this module.
 func TestMain(m *testing.M) {
-	if cfg := os.Getenv(envReplica); cfg != "" {
-		// A child process of TestReplicas: one scheduler replica.
-		os.Exit(replicaMain(cfg))
-	}
 	goleak.VerifyTestMain(m)
 }

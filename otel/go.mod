@@ -1,6 +1,6 @@
 module github.com/go-locker/locker/otel
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/go-locker/locker v0.1.0
@@ -9,7 +9,6 @@ require (
 	go.opentelemetry.io/otel/sdk v1.45.0
 	go.opentelemetry.io/otel/sdk/metric v1.45.0
 	go.opentelemetry.io/otel/trace v1.45.0
-	go.uber.org/goleak v1.3.0
 )
 
 require (

@@ -1,5 +1,5 @@
 // Package lockerotel reports the locks of a locker.Client to OpenTelemetry:
-// metrics of waits, holds, losses and failed renewals, and a span for every
+// metrics of waits, holds, losses, failed renewals and errors, and a span for every
 // lock call. It is a module of its own, so that package locker depends on
 // no OpenTelemetry package.
 //
@@ -20,11 +20,16 @@
 //	locker.waiters.active     updowncounter      lock calls waiting for their key (tries excluded)
 //	locker.losses             counter            holds lost
 //	locker.renewal.failures   counter            renewals that failed without ending the hold
+//	locker.errors             counter            errors given to the error handler, by operation
 //
 // Every metric has the attributes locker.backend (WithBackend) and
 // locker.mode ("exclusive" or "shared"); locker.acquire.duration also has
 // locker.outcome ("granted", "busy", "canceled", "closed", "error") and
-// locker.hold.duration locker.end ("released", "lost", "closed"). Keys are
+// locker.hold.duration locker.end ("released", "lost", "closed").
+// locker.errors has locker.backend and locker.op (the Op of the
+// *locker.Error: "lock" for a retried lock call, "renew", "unlock",
+// "cleanup"…) only: it counts every error, including those the default
+// error handler does not log one by one during an outage. Keys are
 // left out, as they may be many and may carry data: WithKeyAttribute adds
 // locker.key to every metric and span.
 //
@@ -63,6 +68,7 @@ const (
 	AttrTry      = attribute.Key("locker.try")
 	AttrAttempts = attribute.Key("locker.attempts")
 	AttrToken    = attribute.Key("locker.token")
+	AttrOp       = attribute.Key("locker.op")
 )
 
 // An Option configures NewObserver.
@@ -101,6 +107,7 @@ type instruments struct {
 	waiters  metric.Int64UpDownCounter
 	losses   metric.Int64Counter
 	renewals metric.Int64Counter
+	errs     metric.Int64Counter
 }
 
 // NewObserver returns a locker.Observer that records metrics and spans;
@@ -139,6 +146,9 @@ func NewObserver(opts ...Option) (*locker.Observer, error) {
 	in.renewals, e = m.Int64Counter("locker.renewal.failures", metric.WithUnit("{renewal}"),
 		metric.WithDescription("Renewals that failed without ending their hold."))
 	err = errors.Join(err, e)
+	in.errs, e = m.Int64Counter("locker.errors", metric.WithUnit("{error}"),
+		metric.WithDescription("Errors given to the error handler: retries of lock calls, failed renewals, releases and cleanups."))
+	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +156,7 @@ func NewObserver(opts ...Option) (*locker.Observer, error) {
 		AcquireStart:  in.acquireStart,
 		RenewalFailed: in.renewalFailed,
 		HoldEnd:       in.holdEnd,
+		Error:         in.error,
 	}, nil
 }
 
@@ -206,4 +217,16 @@ func (in *instruments) holdEnd(e locker.HoldEnd) {
 	}
 	in.holds.Add(ctx, -1, metric.WithAttributes(base...))
 	in.held.Record(ctx, e.Held.Seconds(), metric.WithAttributes(append(base, AttrEnd.String(end))...))
+}
+
+func (in *instruments) error(err error) {
+	a := []attribute.KeyValue{AttrBackend.String(in.cfg.backend), AttrOp.String("unknown")}
+	var le *locker.Error
+	if errors.As(err, &le) {
+		a[1] = AttrOp.String(le.Op)
+		if in.cfg.keys {
+			a = append(a, AttrKey.String(le.Key))
+		}
+	}
+	in.errs.Add(context.Background(), 1, metric.WithAttributes(a...))
 }

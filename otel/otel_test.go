@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/memdriver"
+	"github.com/go-locker/locker/internal/goleak"
 	lockerotel "github.com/go-locker/locker/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -15,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -184,6 +184,7 @@ func checkMetrics(t *testing.T, m map[string]metricdata.Metrics) {
 		"locker.waiters.active":   "{call}",
 		"locker.losses":           "{hold}",
 		"locker.renewal.failures": "{renewal}",
+		"locker.errors":           "{error}",
 	}
 	for name, unit := range want {
 		got, ok := m[name]
@@ -217,6 +218,9 @@ func checkMetrics(t *testing.T, m map[string]metricdata.Metrics) {
 		if got, ok := sumValue(t, m[name], attrsOf(backend, exclusive)); !ok || got != v {
 			t.Errorf("%s = %d (present %v), want %d", name, got, ok, v)
 		}
+	}
+	if got, ok := sumValue(t, m["locker.errors"], attrsOf(backend, lockerotel.AttrOp.String("renew"))); !ok || got != 1 {
+		t.Errorf("locker.errors{op=renew} = %d (present %v), want 1, the failed renewal", got, ok)
 	}
 	// Keys are not attributes unless asked for.
 	for name, mt := range m {

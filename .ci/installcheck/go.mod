@@ -1,5 +1,5 @@
 module installcheck
 
-go 1.26.8
+go 1.26.0
 
 require golang.org/x/mod v0.43.0

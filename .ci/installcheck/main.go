@@ -3,9 +3,11 @@
 //
 //  1. reads the modules from the repository's go.work (the one list of the
 //     repository's modules; every go.mod in the tree must be in it) and
-//     checks that each published one (all but bench) has a go.mod a user's
-//     go command accepts: no replace or exclude, its path under the root
-//     module's, and the root module required at the release version;
+//     checks that each published one (all but bench and integration) has a
+//     go.mod a user's go command accepts: no replace or exclude, its path
+//     under the root module's, our modules required at the release
+//     version, a go line that names no patch release (the root's at most
+//     1.25.0);
 //  2. packs each published module at that version with golang.org/x/mod/zip,
 //     as the module proxy does, into a file:// proxy (the layout of
 //     GOPROXY's protocol: @v/list, .info, .mod, .zip);
@@ -18,12 +20,16 @@
 //     module, drivers and every published submodule, builds and runs
 //     testdata/user (a program that uses them) and builds every package
 //     of each submodule; it checks that the builds used the packed zips;
-//  4. checks that every module is tidy (go mod tidy -diff with GOWORK=off;
-//     the submodules resolve the root module from the packed proxy, and
-//     the go.sum lines of the untagged root version are left out), and
-//     that the workspace selects, for every module of the root module's
-//     build list, the version the root's go.mod alone selects (so that
-//     tests run in the workspace test what users get).
+//  4. for each driver module, compares the module graph of a fresh user
+//     module at go 1.24 after go get of the root and that driver with the
+//     graph of the client the driver imports alone: only locker's modules
+//     may be added, at no version the client would not select;
+//  5. checks that every module is tidy (go mod tidy -diff with GOWORK=off;
+//     the submodules resolve our modules from the packed proxy, and the
+//     go.sum lines of the untagged versions are left out), and that the
+//     workspace selects, for every direct requirement of each published
+//     module, the version its go.mod alone selects (so that the tests run
+//     in the workspace test the clients users get).
 //
 // It reports every failure and exits 1 if there was one. Run it from its
 // directory (.ci/run does):
@@ -55,7 +61,7 @@ const rootPath = "github.com/go-locker/locker"
 
 // notPublished are the go.work modules that are not for users: not packed,
 // not installed, and free to keep what they need in their go.mod.
-var notPublished = map[string]bool{"bench": true}
+var notPublished = map[string]bool{"bench": true, "integration": true}
 
 type check struct {
 	repo    string // the repository's top directory
@@ -91,13 +97,14 @@ func main() {
 	if len(c.hashes) > 0 {
 		c.step("go install "+rootPath+"/cmd/locker@"+c.version, c.install)
 		c.step("go get and build in a fresh module", c.user)
+		c.step("a driver's users get its client's module graph and locker's modules, nothing else", c.graph)
 		tidy := "go mod tidy -diff of every module"
 		if c.write {
 			tidy = "go mod tidy of every module"
 		}
 		c.step(tidy, c.tidy)
 	}
-	c.step("the workspace selects the root module's versions", c.workspace)
+	c.step("the workspace selects the clients each published module requires", c.workspace)
 	if len(c.failed) > 0 {
 		fmt.Printf("\ninstallcheck: %d failure(s):\n", len(c.failed))
 		for _, f := range c.failed {

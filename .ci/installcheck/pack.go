@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/module"
+	"golang.org/x/mod/semver"
 	"golang.org/x/mod/sumdb/dirhash"
 	modzip "golang.org/x/mod/zip"
 )
@@ -87,7 +88,10 @@ func readModule(repo, dir string) (*repoModule, error) {
 
 // goModDirs lists the directories with a go.mod, as the go command sees
 // them: directories whose names begin with . or _, and testdata, are
-// skipped (so is .ci/installcheck, this tool's own module).
+// skipped (so is .ci/installcheck, this tool's own module), and so is
+// servers/, whose modules build the tests' server programs
+// (internal/proc.GoBinary) and stay out of the workspace so that their
+// dependencies never raise a version the published modules select.
 func (c *check) goModDirs() []string {
 	var dirs []string
 	_ = filepath.WalkDir(c.repo, func(p string, d fs.DirEntry, err error) error {
@@ -96,6 +100,9 @@ func (c *check) goModDirs() []string {
 		}
 		if d.IsDir() && p != c.repo && (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") || d.Name() == "testdata") {
 			return filepath.SkipDir
+		}
+		if d.IsDir() && p == filepath.Join(c.repo, "servers") {
+			return filepath.SkipDir // server programs for the tests: kept out of go.work on purpose
 		}
 		if !d.IsDir() && d.Name() == "go.mod" {
 			rel, _ := filepath.Rel(c.repo, filepath.Dir(p))
@@ -124,16 +131,40 @@ func (c *check) checkGoMod(m *repoModule) {
 	if m.path() != want {
 		c.fail("%s declares module %s; in directory %s of %s's repository it must be %s", name, m.path(), m.dir, rootPath, want)
 	}
+	c.checkGoLine(m)
 	if m.dir == "." {
 		return
 	}
 	for _, r := range m.file.Require {
-		if r.Mod.Path == rootPath {
-			if r.Mod.Version != c.version {
-				c.fail("%s requires %s %s, not the release version %s", name, rootPath, r.Mod.Version, c.version)
-			}
-			return
+		if isOurs(r.Mod.Path) && r.Mod.Version != c.version {
+			c.fail("%s requires %s %s, not the release version %s", name, r.Mod.Path, r.Mod.Version, c.version)
 		}
+	}
+}
+
+// isOurs reports whether path is one of this repository's modules.
+func isOurs(path string) bool { return path == rootPath || strings.HasPrefix(path, rootPath+"/") }
+
+// rootGoMax is the highest go line the root module may have: users of an
+// older Go must not be made to upgrade for the front-end alone.
+const rootGoMax = "1.25.0"
+
+// checkGoLine checks that m's go line names no patch release (a go line
+// is a minimum that every user's module inherits: 1.26.8 would force a
+// toolchain download on anyone with 1.26.0) and that the root's is at
+// most rootGoMax.
+func (c *check) checkGoLine(m *repoModule) {
+	name := path.Join(m.dir, "go.mod")
+	if m.file.Go == nil {
+		c.fail("%s has no go line", name)
+		return
+	}
+	v := m.file.Go.Version
+	if parts := strings.Split(v, "."); len(parts) == 3 && parts[2] != "0" {
+		c.fail("%s says go %s: a go line must name no patch release (go %s.%s.0)", name, v, parts[0], parts[1])
+	}
+	if m.dir == "." && semver.Compare("v"+v, "v"+rootGoMax) > 0 {
+		c.fail("%s says go %s: the root module's go line must be at most %s", name, v, rootGoMax)
 	}
 }
 

@@ -35,8 +35,8 @@ func (c *check) tidy() {
 				continue
 			}
 			f := strings.Fields(line[1:])
-			if len(f) >= 2 && f[0] == rootPath && strings.TrimSuffix(f[1], "/go.mod") == c.version {
-				continue // the untagged root version's hash
+			if len(f) >= 2 && isOurs(f[0]) && strings.TrimSuffix(f[1], "/go.mod") == c.version {
+				continue // an untagged module's hash
 			}
 			diff = append(diff, line)
 		}
@@ -62,7 +62,7 @@ func (c *check) dropRootSums(name string) error {
 	var keep []string
 	for _, line := range strings.SplitAfter(string(data), "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == rootPath && strings.TrimSuffix(f[1], "/go.mod") == c.version {
+		if len(f) >= 2 && isOurs(f[0]) && strings.TrimSuffix(f[1], "/go.mod") == c.version {
 			continue
 		}
 		keep = append(keep, line)
@@ -70,19 +70,55 @@ func (c *check) dropRootSums(name string) error {
 	return os.WriteFile(name, []byte(strings.Join(keep, "")), 0o666)
 }
 
-// workspace checks that go.work selects, for every module in the root
-// module's build list, the version that the root's go.mod alone selects:
-// a workspace module requiring a newer version would otherwise make CI
-// test a build that users of the root module never get.
+// workspace checks that go.work selects, for every direct requirement of
+// each published module (the client a driver is written against), the
+// version that module's go.mod alone selects (with the packed proxy for
+// our untagged modules): a workspace module requiring a newer client
+// (bench's peers, integration's test servers) would otherwise make CI test
+// a driver against a client its users never get. Indirect requirements
+// may differ (the workspace is one build list for every module; otel's
+// module raises OpenTelemetry for all): their count is printed.
 func (c *check) workspace() {
-	env := func(gowork string) []string { return append(os.Environ(), "GOWORK="+gowork, "GOFLAGS=") }
-	alone := c.buildList(c.repo, env("off"))
-	ws := c.buildList(c.repo, env(filepath.Join(c.repo, "go.work")))
-	if alone == nil || ws == nil {
-		return
+	wsEnv := append(os.Environ(), "GOWORK="+filepath.Join(c.repo, "go.work"), "GOFLAGS=")
+	for _, m := range c.mods {
+		if !m.published {
+			continue
+		}
+		dir := filepath.Join(c.repo, filepath.FromSlash(m.dir))
+		alone := c.buildList(dir, c.aloneEnv(m))
+		ws := c.buildList(dir, wsEnv)
+		if alone == nil || ws == nil {
+			continue
+		}
+		direct := map[string]string{}
+		indirect := 0
+		for _, r := range m.file.Require {
+			if !r.Indirect {
+				direct[r.Mod.Path] = alone[r.Mod.Path]
+			}
+		}
+		for p, v := range alone {
+			if _, ok := direct[p]; !ok && ws[p] != v && !isOurs(p) {
+				indirect++
+			}
+		}
+		c.sameVersions("the workspace selects", ws, m.dir+"'s go.mod alone", direct)
+		fmt.Printf("   %s: its %d direct requirements as alone; %d of %d indirect ones raised by the workspace\n",
+			m.dir, len(direct), indirect, len(alone)-len(direct))
 	}
-	c.sameVersions("the workspace selects", ws, "the root module alone", alone)
-	fmt.Printf("   %d modules in the root's build list, %d in the workspace's\n", len(alone), len(ws))
+}
+
+// aloneEnv is a user's environment for m's own go.mod, through a copy
+// of it and its go.sum (-modfile) that the go command may complete with
+// the hashes of our packed, untagged modules.
+func (c *check) aloneEnv(m *repoModule) []string {
+	base := filepath.Join(c.tmp, "alone-"+strings.ReplaceAll(m.dir, "/", "-"))
+	dir := filepath.Join(c.repo, filepath.FromSlash(m.dir))
+	_ = os.WriteFile(base+".mod", m.data, 0o666)
+	if sum, err := os.ReadFile(filepath.Join(dir, "go.sum")); err == nil {
+		_ = os.WriteFile(base+".sum", sum, 0o666)
+	}
+	return c.env("GOFLAGS=-mod=mod -modfile=" + base + ".mod")
 }
 
 // buildList returns go list -m all in dir: each module's path and its

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/testflag"
-	"go.uber.org/goleak"
 )
 
 // bin is the locker command that the command tests run as separate

@@ -183,9 +183,8 @@ func (d dialer) etcd(u *url.URL, prefix string) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	// New asks the cluster for its minimum lease TTL: the backend's
-	// first answer.
-	opts := etcddriver.Options{ProbeTimeout: d.timeout}
+	// New does no I/O: reach's inspection is the backend's first answer.
+	var opts etcddriver.Options
 	if prefix != "" {
 		opts.Prefix = prefix
 	}

@@ -22,8 +22,8 @@ const cleanupTimeout = 10 * time.Second
 
 // Acquire implements driver.Acquirer: it puts req.Owner's entry in the
 // key's queue and waits on the key's watch until it is granted (see
-// Internals: waiting in the package documentation). It returns an error,
-// never the lock, if the entry vanishes, and deletes its entry on error.
+// docs/etcddriver.md). It returns an error, never the lock, if the entry
+// vanishes, and deletes its entry on error.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (_ driver.Lease, err error) {
 	defer func() { err = d.fail(ctx, "acquire", req.Key, err) }()
 	rctx, ttl := d.request(ctx), int64(req.TTL/time.Second)

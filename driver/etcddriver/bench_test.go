@@ -3,7 +3,6 @@ package etcddriver_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,53 +11,21 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/etcddriver"
-	"github.com/go-locker/locker/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
-// The benchmarks run against the package's embedded etcd server (fsync
-// on), in the same process, so that allocations count both the client's
-// and the server's; with LOCKER_ETCD_BENCH_PROCESS=1 they run against an
-// etcd server in a process of its own (the test binary run again, see
-// etcdtest.StartChild), so that they count the client's only. Run them
-// side by side in one run:
+// The benchmarks run against the package's etcd server, a process of its
+// own (fsync on), so that allocations count the client's only:
 //
 //	go test -run XXX -bench . -benchmem ./driver/etcddriver
-//	LOCKER_ETCD_BENCH_PROCESS=1 go test -run XXX -bench . -benchmem ./driver/etcddriver
 
 const benchTTL = 10 * time.Second
 
-var benchChild struct {
-	sync.Mutex
-	c *etcdtest.Child // one for all benchmarks of the run; TestMain closes it
-}
-
-// closeBenchChild stops the benchmarks' child server, if one was started.
-func closeBenchChild() error {
-	benchChild.Lock()
-	defer benchChild.Unlock()
-	if benchChild.c == nil {
-		return nil
-	}
-	return benchChild.c.Close()
-}
-
 // benchURL returns the client URL of the server the benchmarks use.
 func benchURL(b testing.TB) string {
-	if os.Getenv("LOCKER_ETCD_BENCH_PROCESS") != "1" {
-		return server.ClientURL
-	}
-	benchChild.Lock()
-	defer benchChild.Unlock()
-	if benchChild.c == nil {
-		c, err := etcdtest.NewChild()
-		if err != nil {
-			b.Fatalf("etcdtest: %v", err)
-		}
-		benchChild.c = c
-	}
-	return benchChild.c.ClientURL
+	needServer(b)
+	return server.ClientURL
 }
 
 // BenchmarkMutexLockUnlock is one uncontended locker.Mutex Lock+Unlock

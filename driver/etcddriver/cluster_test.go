@@ -50,15 +50,15 @@ func waitEntries(t *testing.T, c *clientv3.Client, key string, n int64) {
 func TestCluster(t *testing.T) {
 	parallelIfShort(t)
 	c := etcdtest.StartCluster(t, 3)
-	admin := c.Client(t)
-	if err := c.WaitReady(ctxT(t), admin); err != nil {
+	admin := clusterClient(t, c)
+	if err := waitReady(ctxT(t), admin); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("Revoke", func(t *testing.T) {
 		// Revoking a holder's lease through another client: the holder
 		// learns of the loss before a waiter on a third client is
 		// granted the key.
-		testLossOnRevoke(t, func(t *testing.T) *clientv3.Client { return c.Client(t) }, 3)
+		testLossOnRevoke(t, func(t *testing.T) *clientv3.Client { return clusterClient(t, c) }, 3)
 	})
 	t.Run("LeaderKill", func(t *testing.T) { testLeaderKill(t, c, admin) })
 }
@@ -76,7 +76,7 @@ func testLeaderKill(t *testing.T, c *etcdtest.Cluster, admin *clientv3.Client) {
 		errsMu.Unlock()
 	})
 	mutex := func(key string) *locker.Mutex {
-		d := newDriverOn(t, c.Client(t), nil)
+		d := newDriverOn(t, clusterClient(t, c), nil)
 		return locker.NewMutex(d, key, locker.WithTTL(clusterTTL), onErr)
 	}
 	key := uniqueKey(t, "k")

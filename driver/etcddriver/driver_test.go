@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +16,6 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
-	"github.com/go-locker/locker/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/namespace"
 	"google.golang.org/grpc"
@@ -27,8 +27,8 @@ func TestNew(t *testing.T) {
 	}
 	c := newClient(t)
 	d := newDriverOn(t, c, nil)
-	// The test server's election timeout is 100 ms: its minimum lease
-	// TTL is 1 s, which New asks the server for.
+	// Without Options.MinTTL, the minimum is etcd's unit, 1s, until a
+	// grant shows a longer one (TestMinTTLLearnt).
 	if c := d.Capabilities(); c.MinTTL != time.Second || c.MaxTTL != etcddriver.MaxTTL || c.TTLUnit != time.Second {
 		t.Errorf("Capabilities() MinTTL, MaxTTL, TTLUnit = %v, %v, %v; want 1s, %v, 1s", c.MinTTL, c.MaxTTL, c.TTLUnit, etcddriver.MaxTTL)
 	}
@@ -572,8 +572,9 @@ func (rc *rpcCounter) reset() map[string]int {
 }
 
 func countingClient(t *testing.T) (*clientv3.Client, *rpcCounter) {
+	needServer(t)
 	rc := &rpcCounter{calls: make(map[string]int)}
-	cfg := etcdtest.ClientConfig(server.ClientURL)
+	cfg := clientConfig(server.ClientURL)
 	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(rc.unary), grpc.WithChainStreamInterceptor(rc.stream)}
 	c, err := clientv3.New(cfg)
 	if err != nil {
@@ -865,5 +866,95 @@ func TestCloseRevokesIdleLeases(t *testing.T) {
 	}
 	if got := ttl(held); got <= 0 {
 		t.Errorf("the held lease is gone after Close (TTL %d); want it kept until it expires", got)
+	}
+}
+
+// TestNewDoesNoIO: New returns at once when etcd is down (a port nobody
+// listens on), and the first call fails by its context's deadline.
+func TestNewDoesNoIO(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := clientConfig("http://" + addr)
+	cfg.DialTimeout = 0 // clientv3.New does not wait for a connection
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	start := time.Now()
+	d, err := etcddriver.New(cli, nil)
+	if err != nil {
+		t.Fatalf("New with etcd down: %v; want a driver (New does no I/O)", err)
+	}
+	defer d.Close()
+	if el := time.Since(start); el > 100*time.Millisecond {
+		t.Errorf("New took %v with etcd down; want no wait", el)
+	}
+	if got := d.Capabilities().MinTTL; got != time.Second {
+		t.Errorf("Capabilities().MinTTL before any grant = %v; want 1s", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := d.TryAcquire(ctx, req("k", owner(), driver.Exclusive, 5*time.Second)); err == nil {
+		t.Fatal("TryAcquire with etcd down succeeded")
+	}
+	if el := time.Since(start); el > 300*time.Millisecond+200*time.Millisecond {
+		t.Errorf("TryAcquire with etcd down returned after %v; want by its 300ms deadline", el)
+	}
+}
+
+// minLease is a clientv3.Lease that raises a TTL below min seconds to
+// min, as a cluster with an election timeout of about min/1.5 seconds
+// does, and counts grants.
+type minLease struct {
+	clientv3.Lease
+	min    int64
+	grants atomic.Int64
+}
+
+func (l *minLease) Grant(ctx context.Context, ttl int64) (*clientv3.LeaseGrantResponse, error) {
+	l.grants.Add(1)
+	return l.Lease.Grant(ctx, max(ttl, l.min))
+}
+
+// TestMinTTLLearnt: without Options.MinTTL, the driver learns the
+// cluster's minimum lease TTL from the first grant that etcd raised: that
+// lock call fails naming the minimum, and later ones are refused by
+// package locker before any I/O.
+func TestMinTTLLearnt(t *testing.T) {
+	c := newClient(t)
+	ml := &minLease{Lease: c.Lease, min: 3}
+	c.Lease = ml
+	d := newDriverOn(t, c, nil)
+	if n := ml.grants.Load(); n != 0 {
+		t.Errorf("New granted %d leases; want none", n)
+	}
+	key := uniqueKey(t, "k")
+	m := locker.NewMutex(d, key, locker.WithTTL(time.Second))
+	err := m.LockContext(ctxT(t))
+	if err == nil || !strings.Contains(err.Error(), "minimum lease TTL is 3s") {
+		t.Fatalf("LockContext with TTL 1s on a cluster whose minimum is 3s: %v; want an error naming 3s", err)
+	}
+	if got := d.Capabilities().MinTTL; got != 3*time.Second {
+		t.Errorf("Capabilities().MinTTL after a raised grant = %v; want 3s", got)
+	}
+	n := ml.grants.Load()
+	if err := m.LockContext(ctxT(t)); !errors.Is(err, locker.ErrInvalidTTL) || !strings.Contains(err.Error(), "minimum of 3s") {
+		t.Errorf("LockContext with TTL 1s again: %v; want ErrInvalidTTL naming the minimum of 3s", err)
+	}
+	if got := ml.grants.Load(); got != n {
+		t.Errorf("the refused lock call granted %d leases; want none", got-n)
+	}
+	m3 := locker.NewMutex(d, key, locker.WithTTL(3*time.Second))
+	if err := m3.LockContext(ctxT(t)); err != nil {
+		t.Fatalf("LockContext with TTL 3s: %v", err)
+	}
+	if err := m3.UnlockContext(ctxT(t)); err != nil {
+		t.Error(err)
 	}
 }

@@ -21,7 +21,7 @@ func Example() {
 		panic(err)
 	}
 	defer srv.Close()
-	cli, err := clientv3.New(etcdtest.ClientConfig(srv.ClientURL))
+	cli, err := clientv3.New(clientConfig(srv.ClientURL))
 	if err != nil {
 		panic(err)
 	}

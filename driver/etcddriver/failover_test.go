@@ -16,16 +16,16 @@ import (
 // key (critical section 300 ms, TTL 5 s), five times: no holds overlap, no
 // fenced update is lost, and the key never goes without a grant after the
 // kill for longer than the new leader's election time plus 2 s, nor than
-// the TTL. SAFETY.md ("Failover") has the figures.
+// the TTL. SAFETY.md has the figures.
 func TestClusterFailover(t *testing.T) {
 	drivertest.Long(t, "starts a 3-member cluster")
 	c := etcdtest.StartCluster(t, 3)
-	if err := c.WaitReady(ctxT(t), c.Client(t)); err != nil {
+	if err := waitReady(ctxT(t), clusterClient(t, c)); err != nil {
 		t.Fatal(err)
 	}
 	errs := locker.WithErrorHandler(func(err error) { t.Logf("error handler: %v", err) })
 	failovertest.Check(t, failovertest.Runs(5), 2*time.Second, true, func(run int) failovertest.Config {
-		clients := failovertest.Clients(t, 2, func() driver.Driver { return newDriverOn(t, c.Client(t), nil) }, errs)
+		clients := failovertest.Clients(t, 2, func() driver.Driver { return newDriverOn(t, clusterClient(t, c), nil) }, errs)
 		cfg := failovertest.Scenario(clients, uniqueKey(t, "failover"))
 		var killed *etcdtest.Member
 		var halted chan struct{}
@@ -64,7 +64,7 @@ func TestClusterFailover(t *testing.T) {
 			if err := killed.Restart(); err != nil {
 				t.Fatalf("restarting %s: %v", killed.Name, err)
 			}
-			if err := c.WaitReady(ctxT(t), c.Client(t)); err != nil {
+			if err := waitReady(ctxT(t), clusterClient(t, c)); err != nil {
 				t.Fatal(err)
 			}
 		}

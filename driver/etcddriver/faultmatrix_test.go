@@ -26,7 +26,7 @@ const faultTTL = time.Second
 // calls fail, where without them a call made with a context that has no
 // deadline, such as Unlock's, could wait for ever.
 func faultDial(addr string) (driver.Driver, func() error, error) {
-	cfg := etcdtest.ClientConfig("http://" + addr)
+	cfg := clientConfig("http://" + addr)
 	cfg.DialKeepAliveTime = 10 * time.Second // gRPC's minimum
 	cfg.DialKeepAliveTimeout = 2 * time.Second
 	c, err := clientv3.New(cfg)
@@ -60,7 +60,7 @@ func TestFaultMatrix(t *testing.T) {
 	tg := faultmatrix.ProcessTarget("etcd", faultTTL, addr, faultDial, srv)
 	tg.Net = faultmatrix.Partition
 	tg.Revoke = func(ctx context.Context, key string) error {
-		_, err := etcdtest.RevokeOldest(ctx, admin, base(key))
+		_, err := revokeOldest(ctx, admin, base(key))
 		return err
 	}
 	tg.Residue = func(ctx context.Context, key string) (int, error) {

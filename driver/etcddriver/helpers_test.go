@@ -8,7 +8,6 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
 	"github.com/go-locker/locker/internal/drivertest"
-	"github.com/go-locker/locker/internal/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -16,14 +15,15 @@ import (
 // cleanup.
 func newClient(t testing.TB) *clientv3.Client {
 	t.Helper()
-	return etcdtest.NewClient(t, server.ClientURL)
+	needServer(t)
+	return newEtcdClient(t, server.ClientURL)
 }
 
 // newClientAt returns a new client of the server at url, closed at t's
 // cleanup.
 func newClientAt(t testing.TB, url string) *clientv3.Client {
 	t.Helper()
-	return etcdtest.NewClient(t, url)
+	return newEtcdClient(t, url)
 }
 
 // newDriver returns a driver over a client of its own, as a separate

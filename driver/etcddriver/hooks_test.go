@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
-	"github.com/go-locker/locker/internal/etcdtest"
 	"github.com/go-locker/locker/internal/faultproxy"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -31,8 +30,9 @@ var proxiedDrivers sync.Map // *etcddriver.Driver -> proxied
 // and proxy are closed at t's cleanup.
 func newProxiedDriver(t testing.TB) *etcddriver.Driver {
 	t.Helper()
+	needServer(t)
 	p := faultproxy.ForTest(t, strings.TrimPrefix(server.ClientURL, "http://"))
-	c := etcdtest.NewClient(t, "http://"+p.Addr())
+	c := newEtcdClient(t, "http://"+p.Addr())
 	d := newDriverOn(t, c, nil)
 	proxiedDrivers.Store(d, proxied{client: c, proxy: p})
 	t.Cleanup(func() { proxiedDrivers.Delete(d) })

@@ -9,9 +9,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// The sub-prefixes of a lock's entries (see Internals: data layout in the
-// package documentation). "s/" sorts between "r/" and "w/", so that the
-// entries an uncounted shared entry must look at are one range.
+// The sub-prefixes of a lock's entries (see docs/etcddriver.md). "s/"
+// sorts between "r/" and "w/", so that the entries an uncounted shared
+// entry must look at are one range.
 const (
 	readers = "r/"
 	counted = "s/"
@@ -72,8 +72,7 @@ func conflictRange(base, dir string) (start, end string) {
 	return base, clientv3.GetPrefixRangeEnd(base)
 }
 
-// valueSep separates the parts of an entry's value (see Internals: data
-// layout in the package documentation).
+// valueSep separates the parts of an entry's value (see docs/etcddriver.md).
 const valueSep = 0
 
 // entryValue returns the value of the entry of req made by the driver.

@@ -15,8 +15,8 @@ import (
 
 // maxPooled bounds the idle leases kept per TTL. The pool is what makes a
 // lock+unlock loop grant one lease, once, rather than a LeaseGrant and a
-// sentinel Put per hold (BENCHMARKS.md, etcd uncontended: one Txn and one
-// DeleteRange per pair, as concurrency.Mutex).
+// sentinel Put per hold: an uncontended pair sends one Txn and one
+// DeleteRange, as concurrency.Mutex does (TestRoundTrips).
 const maxPooled = 64
 
 // kaStuck is how long the oldest keep-alive on the stream may go
@@ -71,6 +71,7 @@ func (d *Driver) grant(ctx context.Context, ttl int64) (clientv3.LeaseID, time.T
 	if resp.TTL != ttl {
 		_, _ = d.leases.Revoke(ctx, resp.ID)
 		if resp.TTL > ttl {
+			d.learnMinTTL(resp.TTL)
 			return 0, time.Time{}, driver.Permanent(fmt.Errorf("etcd granted a lease of %ds for a TTL of %ds: the server's minimum lease TTL is %ds (1.5 election timeouts, rounded up to whole seconds)", resp.TTL, ttl, resp.TTL))
 		}
 		return 0, time.Time{}, fmt.Errorf("etcd granted a lease of %ds for a TTL of %ds", resp.TTL, ttl)
@@ -81,6 +82,17 @@ func (d *Driver) grant(ctx context.Context, ttl int64) (clientv3.LeaseID, time.T
 		return 0, time.Time{}, fmt.Errorf("lease sentinel: %w", err)
 	}
 	return resp.ID, sent.Add(time.Duration(ttl) * time.Second), nil
+}
+
+// learnMinTTL records that the cluster's minimum lease TTL is at least
+// secs seconds, for Capabilities.
+func (d *Driver) learnMinTTL(secs int64) {
+	for {
+		cur := d.minTTL.Load()
+		if secs <= cur || d.minTTL.CompareAndSwap(cur, secs) {
+			return
+		}
+	}
 }
 
 // putLease returns an idle lease, whose keys are known to be gone, to the

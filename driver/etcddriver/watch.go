@@ -14,7 +14,7 @@ import (
 
 // A keyWatch is the driver's watch of deletions (WithFilterPut) in one
 // lock's key range, shared by the driver's waiters and subscriptions of that
-// lock (see Internals: waiting in the package documentation).
+// lock (see docs/etcddriver.md, Waiting).
 type keyWatch struct {
 	d      *Driver
 	base   string

@@ -17,7 +17,7 @@ var _ driver.Inspector = (*Driver)(nil)
 // counter and the hold item. A hold whose grant is still pending (claimed,
 // its token not yet written) is not listed. The holder's remaining time is
 // counted on this client's clock from the end its holder wrote; memcached
-// may keep the item up to 3s longer (see the package documentation).
+// may keep the item up to 3s longer (see docs/memcachedriver.md).
 // memcached has no wait queue: Waiting is 0. An ended ctx or a closed
 // Driver is reported by do before any request.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {

@@ -5,9 +5,9 @@ import (
 
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/memcachedtest"
 	"github.com/go-locker/locker/internal/testflag"
-	"go.uber.org/goleak"
 )
 
 // sharedServer is the memcached shared by the tests of this package, or

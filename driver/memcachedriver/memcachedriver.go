@@ -18,7 +18,7 @@ const DefaultPrefix = "locker:"
 // expirySlack is what the driver adds, in seconds, to a lease's TTL to get
 // the expiration time of its hold item: memcached's clock ticks once a
 // second, and an item stored with expiration time E can expire after
-// little more than E-2 seconds (see the package documentation).
+// little more than E-2 seconds (see docs/memcachedriver.md).
 const expirySlack = 2
 
 // pendingExptime is the expiration time, in seconds, of a hold item that
@@ -34,7 +34,7 @@ const maxRelative = 30 * 24 * 60 * 60
 
 // TTL limits reported by Capabilities. memcached expires items in whole
 // seconds, so the TTLUnit is a second. A hold item outlives
-// its lease by up to 3 seconds (see the package documentation); MinTTL
+// its lease by up to 3 seconds (see docs/memcachedriver.md); MinTTL
 // keeps that overrun no longer than the lease itself, so that a hold that
 // is not renewed is gone within twice its TTL. MaxTTL is 30 days less the
 // driver's slack, so that the hold item's expiration time stays within

@@ -58,8 +58,8 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // turned into the grant by a compare-and-swap that writes the token. The
 // token is thus taken while the key is claimed: every earlier grant of
 // the key took its token before its hold ended, so before the add, and
-// every later one takes its token after the compare-and-swap. See the
-// package documentation.
+// every later one takes its token after the compare-and-swap. See
+// docs/memcachedriver.md.
 func (d *Driver) acquire(ctx context.Context, key, owner string, ttl int64) (uint64, error) {
 	hk, fk := itemKeys(d.prefix, key)
 	for range maxRounds {

@@ -81,7 +81,15 @@ func (w *waiter) until(now time.Time) time.Time {
 	return w.expires
 }
 
-// keyState is everything the backend knows about one key.
+// keyState is everything the backend knows about one key. All state lives
+// under the backend's one mutex, so every operation is atomic. Besides the
+// holds and the fence counter, a key has a wait queue (queued requests of
+// TryAcquire and Acquire), its live subscriptions and the loss watches of
+// its holds. Subscribers are woken when the key is released, when
+// Backend.Expire or Backend.Revoke ends its holds, when an entry leaves
+// its wait queue, and when an operation finds and drops an expired hold or
+// queue entry. Entries of the wait queue that belong to a waiting Acquire
+// do not expire: the call keeps them until it returns.
 type keyState struct {
 	key string
 	// fence is the last token granted for the key; never reset.
@@ -264,7 +272,7 @@ func (ks *keyState) drop(owner, why string) {
 	for w := range ks.watches {
 		if w.owner == owner && (w.token == 0 || w.token == h.token) {
 			delete(ks.watches, w)
-			go w.Fire(fmt.Errorf("memdriver: key %s: %s: %w", driver.QuoteKey(ks.key), why, driver.ErrNotHeld))
+			go w.Fire(&driverkit.OpError{Driver: "memdriver", Op: "watch", Key: ks.key, Err: fmt.Errorf("%s: %w", why, driver.ErrNotHeld)})
 		}
 	}
 }
@@ -349,8 +357,8 @@ func (ks *keyState) grant(op string, req driver.Request, enqueue, pinned bool, n
 	// Idempotent re-acquire by a holder.
 	if h, ok := ks.holders[req.Owner]; ok {
 		if ks.mode != req.Mode {
-			return driver.Lease{}, fmt.Errorf("memdriver: %s %s: %w (%v): %w",
-				op, driver.QuoteKey(req.Key), errOtherMode, ks.mode, &driver.LockedError{Remaining: h.expires.Sub(now)})
+			return driver.Lease{}, &driverkit.OpError{Driver: "memdriver", Op: op, Key: req.Key,
+				Err: fmt.Errorf("%w (%v): %w", errOtherMode, ks.mode, &driver.LockedError{Remaining: h.expires.Sub(now)})}
 		}
 		h.ttl = req.TTL
 		h.expires = now.Add(req.TTL)
@@ -567,7 +575,7 @@ func (b *Backend) watch(l driver.Lease, lost func(error)) (stop func()) {
 	ks := b.state(l.Key)
 	ks.sweep(time.Now())
 	if ks.held(l) == nil {
-		go w.Fire(fmt.Errorf("memdriver: key %s: lease not held when the watch began: %w", driver.QuoteKey(l.Key), driver.ErrNotHeld))
+		go w.Fire(&driverkit.OpError{Driver: "memdriver", Op: "watch", Key: l.Key, Err: fmt.Errorf("lease not held when the watch began: %w", driver.ErrNotHeld)})
 	} else {
 		ks.watches[w] = struct{}{}
 	}

@@ -73,49 +73,29 @@
 // real waiting. Like
 // any value that holds channels, a backend (with its drivers and
 // subscriptions) must then be created and used within one bubble.
-// # Internals
 //
-// All state lives under one mutex in the backend, so every operation is
-// atomic. For each key the backend keeps:
+// # Expiry and ownership
 //
-//   - the holds of the key: one exclusive hold, or any number of shared
-//     holds, each with its owner, fencing token, granted TTL and expiry
-//     time;
-//   - a fence counter that is never reset, not by release, not by expiry:
-//     every grant, shared grants included, takes the next value, starting
-//     at 1, so tokens of a key strictly increase whoever the owner;
-//   - a wait queue (see queued requests in [Driver.TryAcquire] and [Driver.Acquire]);
-//   - the key's live subscriptions (see [Driver.Subscribe]);
-//   - the live loss watches of its holds (see [Driver.WatchLoss]).
-//
-// Because the fence counter must survive, the backend keeps a small record
-// for every key it has ever seen; a backend is meant for tests and
-// short-lived uses, not for an unbounded stream of distinct keys.
-//
-// Expiry is judged with [time.Now] on the backend. Expired holds and
-// expired wait-queue entries are dropped lazily, by the next operation that
+// Expiry is judged with [time.Now] on the backend, and expired holds and
+// wait-queue entries are dropped lazily, by the next operation that
 // touches the key (inspection with [Backend.Holders] and [Backend.Queued]
-// included); nothing runs in the background. Subscribers are woken when a
-// key is released, when [Backend.Expire] or [Backend.Revoke] ends its
-// holds, when an entry leaves its wait queue, and when an operation finds
-// and drops an expired hold or queue entry. A hold that merely runs out,
-// with nobody touching the key, wakes no one at the moment it runs out:
-// waiters rely on the front-end's timer, which is capped by
-// [driver.LockedError.Remaining], and a waiting [Driver.Acquire] on a timer
-// of its own. For the same reason a hold's loss watchers hear of its
-// expiry only when an operation finds it expired; they hear of
-// [Backend.Expire] and [Backend.Revoke] at once. Entries of the wait queue
-// that belong to a waiting Acquire do not expire: the call keeps them
-// until it returns.
+// included); nothing runs in the background. So a hold that merely runs
+// out, with nobody touching the key, wakes no waiter and no loss watcher
+// at that moment: waiters rely on the front-end's timer, capped by
+// [driver.LockedError.Remaining], and a waiting [Driver.Acquire] on a
+// timer of its own. [Backend.Expire] and [Backend.Revoke] are reported at
+// once. Every grant takes the next value of the key's fence counter,
+// which is never reset, so the backend keeps a small record for every key
+// it has ever seen: it is meant for tests and short-lived uses, not for an
+// unbounded stream of distinct keys.
 //
-// Ownership is checked by owner and mode: Refresh and Release act only on
-// a hold of l.Key by l.Owner in l.Mode and, when l.Token is not 0, only if
-// the hold's token is l.Token. An owner that holds a key in one mode and
-// asks for it in the other gets an error wrapping [driver.ErrLocked] (a
-// *[driver.LockedError] giving the remaining time of its own hold); the
-// front-end never does that, since it uses a fresh owner for every hold.
+// Refresh and Release act only on a hold of l.Key by l.Owner in l.Mode
+// and, when l.Token is not 0, only if the hold's token is l.Token. An
+// owner that holds a key in one mode and asks for it in the other gets an
+// error wrapping [driver.ErrLocked]; the front-end never does that, since
+// it uses a fresh owner for every hold.
 //
 // The driver accepts TTLs from [MinTTL] to [MaxTTL] and reports that range
-// through [Driver.TTLRange]; a TTL outside it, or an unknown [driver.Mode],
+// through [Driver.Capabilities]; a TTL outside it, or an unknown [driver.Mode],
 // is refused with an error marked [driver.Permanent].
 package memdriver

@@ -3,7 +3,7 @@ package memdriver_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/go-locker/locker/internal/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

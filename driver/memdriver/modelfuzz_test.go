@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
 	"github.com/go-locker/locker/internal/checker"
+	"github.com/go-locker/locker/internal/porcupine"
 )
 
 // FuzzModel runs random sequences of lock operations by three clients on

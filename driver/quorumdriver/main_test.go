@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/go-locker/locker/internal/drivertest"
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
-	"go.uber.org/goleak"
 )
 
 // poolSize is the number of redis-servers shared by the tests that do not

@@ -9,7 +9,6 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/quorumdriver"
-	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/go-locker/locker/lockertest"
@@ -63,20 +62,16 @@ func memberClient(addr string) *redis.Client {
 func redisQuorum(t *testing.T, addrs []string, opts *quorumdriver.Options) driver.Driver {
 	t.Helper()
 	var m madeRedis
-	members := make([]driver.Driver, len(addrs))
+	clients := make([]redis.UniversalClient, len(addrs))
 	for i, a := range addrs {
 		p := faultproxy.ForTest(t, a)
 		c := memberClient(p.Addr())
 		t.Cleanup(func() { _ = c.Close() })
-		rd, err := redisdriver.New(c, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		members[i] = rd
+		clients[i] = c
 		m.clients = append(m.clients, c)
 		m.proxies = append(m.proxies, p)
 	}
-	d, err := quorumdriver.New(members, opts)
+	d, err := quorumdriver.NewRedis(clients, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 )
 
 // TestConformance runs the lockertest suite against redisdriver on
-// miniredis and on a real redis-server (RESP3 and RESP2), each driver with
+// a real redis-server (RESP3 and RESP2), each driver with
 // a client and connections of its own, as separate processes would have.
 // -short runs it on the real server with RESP3 only.
 func TestConformance(t *testing.T) {

@@ -22,8 +22,8 @@ import (
 // the key is granted again within the TTL of the kill, and reports the
 // recovery against the replica's promotion. Overlapping holds are
 // reported, not failed: without Options.Replicas a failover may lose a
-// grant the replica had not received (see SAFETY.md, "Redis Sentinel and
-// Cluster failover"), which is what fencing tokens are for.
+// grant the replica had not received (TestClusterFailover shows it; see
+// SAFETY.md), which is what fencing tokens are for.
 func TestClusterContentionFailover(t *testing.T) {
 	runs := failovertest.Runs(3)
 	for run := range runs {

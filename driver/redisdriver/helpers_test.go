@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/go-locker/locker/internal/drivertest"
@@ -16,33 +15,24 @@ import (
 // backend makes clients of one kind of server for a test.
 type backend struct {
 	name string
-	// real is true for a real redis-server.
-	real bool
 	// client returns a new client of the test's server; it is closed at
 	// the test's cleanup.
 	client func(t *testing.T) redis.UniversalClient
 }
 
-// forEachBackend runs f as a subtest against miniredis and against a real
-// redis-server (skipped when none is installed, see testserver), over RESP3
-// (go-redis's default) and RESP2.
+// forEachBackend runs f as a subtest against a real redis-server (skipped
+// when none is installed, see testserver), over RESP3 (go-redis's default)
+// and RESP2.
 func forEachBackend(t *testing.T, f func(t *testing.T, b backend)) {
-	t.Run("miniredis", func(t *testing.T) {
-		mr := miniredis.RunT(t)
-		mr.ClockTTL(true) // TTLs run with the clock, coherently with TIME
-		f(t, backend{name: "miniredis", client: func(t *testing.T) redis.UniversalClient {
-			return newClient(t, mr.Addr())
-		}})
-	})
 	t.Run("redis", func(t *testing.T) {
 		srv := realServer(t)
-		f(t, backend{name: "redis", real: true, client: func(t *testing.T) redis.UniversalClient {
+		f(t, backend{name: "redis", client: func(t *testing.T) redis.UniversalClient {
 			return newClient(t, srv.Addr)
 		}})
 	})
 	t.Run("redis-resp2", func(t *testing.T) {
 		srv := realServer(t)
-		f(t, backend{name: "redis-resp2", real: true, client: func(t *testing.T) redis.UniversalClient {
+		f(t, backend{name: "redis-resp2", client: func(t *testing.T) redis.UniversalClient {
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = c.Close() })
 			return c

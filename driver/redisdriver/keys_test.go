@@ -8,7 +8,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -271,9 +270,8 @@ func TestScriptKeys(t *testing.T) {
 			}
 		}
 	}
-	t.Run("miniredis", func(t *testing.T) {
-		mr := miniredis.RunT(t)
-		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Run("redis", func(t *testing.T) {
+		c := redis.NewClient(&redis.Options{Addr: testserver.Redis(t).Addr})
 		t.Cleanup(func() { _ = c.Close() })
 		check(t, c, "")
 		check(t, c, "app1/")

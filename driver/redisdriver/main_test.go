@@ -5,9 +5,9 @@ import (
 
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
-	"go.uber.org/goleak"
 )
 
 // realRedis is the redis-server shared by the tests of this package, or nil

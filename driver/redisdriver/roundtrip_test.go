@@ -159,11 +159,7 @@ func TestRefreshBatch(t *testing.T) {
 		c.AddHook(tc)
 		d := newDriver(t, c)
 
-		// miniredis compiles every script it runs: keep it small there.
-		n := 30
-		if b.real {
-			n = 2500
-		}
+		n := 2500
 		ls := make([]driver.Lease, n)
 		for i := range ls {
 			mode := driver.Mode(i % 2)
@@ -188,12 +184,8 @@ func TestRefreshBatch(t *testing.T) {
 		}
 		var errs []error
 		trips := tc.count(func() { errs = d.RefreshBatch(ctx, ls) })
-		if b.real {
-			// 1000 per pipeline; ls[7] is refused before sending.
-			wantTrips(t, "RefreshBatch", trips, "pipeline(999 evalsha)", "pipeline(1000 evalsha)", "pipeline(500 evalsha)")
-		} else {
-			wantTrips(t, "RefreshBatch", trips, "pipeline(29 evalsha)")
-		}
+		// 1000 per pipeline; ls[7] is refused before sending.
+		wantTrips(t, "RefreshBatch", trips, "pipeline(999 evalsha)", "pipeline(1000 evalsha)", "pipeline(500 evalsha)")
 		if len(errs) != n {
 			t.Fatalf("len(errs) = %d", len(errs))
 		}

@@ -30,8 +30,8 @@ import (
 // promotion. Overlapping holds:
 //
 //   - without Options.Replicas they are reported, not failed: a failover
-//     may lose a grant the promoted replica had not received (SAFETY.md,
-//     "Redis Sentinel and Cluster failover");
+//     may lose a grant the promoted replica had not received (as
+//     TestClusterFailover shows);
 //   - with Options.Replicas = 1 they fail the run when the promoted replica
 //     had every write that either replica had at the kill (their
 //     replication offsets, read right after it), which is the condition

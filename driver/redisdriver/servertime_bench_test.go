@@ -165,8 +165,8 @@ func BenchmarkServerTimeHandoff(b *testing.B) {
 // then one command or expression at a time, the way the fast paths use
 // them. It prices the difference between a script pair that keeps fencing
 // tokens across restarts (a clock read in each script, the existence check
-// of the lock's keys) and one that does not (BENCHMARKS.md, "The
-// front-end against the driver alone, and what a script's pieces cost").
+// of the lock's keys) and one that does not. The prices are in
+// BENCHMARKS.md.
 func BenchmarkScriptParts(b *testing.B) {
 	if realRedis == nil {
 		b.Skip("no redis-server")

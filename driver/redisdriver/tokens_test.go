@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/internal/drivertest"
@@ -342,28 +341,5 @@ func waitDBSize(t *testing.T, c *redis.Client, start int64, n int, ttl time.Dura
 			t.Fatalf("DBSIZE %d %v after the last release, want %d; %d keys, e.g. %q", size, time.Since(released), start, len(keys), keys[:min(5, len(keys))])
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestTokensFrozenClock runs grants and releases that all fall in one
-// microsecond of the server's clock (miniredis, whose clock the test
-// stops): each release keeps its token, so the next grant's is greater.
-func TestTokensFrozenClock(t *testing.T) {
-	mr := miniredis.RunT(t)
-	mr.SetTime(time.Now())
-	c := newClient(t, mr.Addr())
-	d := newDriver(t, c)
-	ctx := ctxT(t)
-	k := uniqueKey(t, "k")
-	var last uint64
-	for i := range 10 {
-		l := mustAcquire(t, d, req(k, owner(), driver.Mode(i%3/2), time.Second))
-		if l.Token <= last {
-			t.Fatalf("grant %d in a stopped clock: token %d after %d", i, l.Token, last)
-		}
-		last = l.Token
-		if err := d.Release(ctx, l); err != nil {
-			t.Fatal(err)
-		}
 	}
 }

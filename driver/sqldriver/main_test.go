@@ -3,7 +3,6 @@ package sqldriver_test
 import (
 	"context"
 	"errors"
-	"go.uber.org/goleak"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/sqltest"
 	"github.com/go-locker/locker/internal/testflag"
 )

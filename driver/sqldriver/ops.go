@@ -377,8 +377,9 @@ func servable(queue []*row, rank int, a attempt, used int64) bool {
 // database's clock reading clock (µs since the Unix epoch, read after the
 // lock's acquires were serialised): the reading, unless a row already has
 // a token as great. A released lock keeps no row, and so no record of its
-// tokens: the clock, which has moved past them, stands for them. See
-// "Fencing tokens" in the package documentation.
+// tokens: the clock, which has moved past them, stands for them, as long
+// as the database's clock does not step back by as much as the time
+// between two grants of the key.
 func nextToken(last, clock int64) int64 { return max(last+1, clock) }
 
 // lockKey serialises tx with the other acquires of key until it ends

@@ -253,7 +253,7 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // CreateTable creates the lease table if it does not exist, with the DDL
 // shown in the package documentation, and upgrades a table created by an
 // older version of the package: it adds the columns lim, weight and val
-// when they are missing (see "Upgrading the table" in the package
+// when they are missing (see The lease table in the package
 // documentation). Call it at startup or from a migration; the driver never
 // creates or alters the table itself.
 //
@@ -460,7 +460,7 @@ func DDL(dialect Dialect, table string) (string, error) {
 
 // UpgradeDDL returns the ALTER TABLE that adds to a table created by an
 // older version of the package the columns of counted holds and values
-// (see "Upgrading the table" in the package documentation), for the
+// (see The lease table in the package documentation), for the
 // user's own migrations. On PostgreSQL it adds each column only if it does
 // not exist; on MySQL, which has no such clause, run it once (CreateTable
 // adds only the missing columns).

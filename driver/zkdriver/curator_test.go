@@ -625,7 +625,7 @@ func TestLockerHolderBlackholed(t *testing.T) {
 // TestCuratorReentrant holds a key through a locker ReentrantMutex entered
 // twice while a Curator process waits for its InterProcessMutex: the hold
 // is one node, as a reentrant InterProcessMutex's is, and Curator gets the
-// key after the second Unlock, not the first.
+// key after the second Leave, not the first.
 func TestCuratorReentrant(t *testing.T) {
 	server(t)
 	cp := curatorClasspath(t)
@@ -634,11 +634,11 @@ func TestCuratorReentrant(t *testing.T) {
 	c := locker.New(d, locker.WithTTL(5*time.Second))
 	defer c.Close(context.Background())
 	m := c.ReentrantMutex(key)
-	ctx1, err := m.Lock(ctxT(t))
+	ctx1, err := m.Enter(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx2, err := m.Lock(ctx1)
+	ctx2, err := m.Enter(ctx1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,20 +653,24 @@ func TestCuratorReentrant(t *testing.T) {
 		java.out.Scan()
 		acquired <- java.out.Text()
 	}()
-	m.Unlock(ctx2)
+	if err := m.Leave(ctx2); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case line := <-acquired:
-		t.Fatalf("Curator acquired after the first of two Unlocks: %q", line)
+		t.Fatalf("Curator acquired after the first of two Leaves: %q", line)
 	case <-time.After(time.Second):
 	}
-	m.Unlock(ctx1)
+	if err := m.Leave(ctx1); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case line := <-acquired:
 		if !strings.HasPrefix(line, "ACQUIRED ") {
 			t.Fatalf("Curator printed %q", line)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("Curator did not acquire after the last Unlock")
+		t.Fatal("Curator did not acquire after the last Leave")
 	}
 }
 

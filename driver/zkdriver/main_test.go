@@ -2,11 +2,11 @@ package zkdriver_test
 
 import (
 	"errors"
-	"go.uber.org/goleak"
 	"testing"
 
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/zktest"
 )

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anishathalye/porcupine"
+	"github.com/go-locker/locker/internal/porcupine"
 )
 
 // Kind is the kind of a lock operation.

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/go-locker/locker/internal/checker"
-	"go.uber.org/goleak"
+	"github.com/go-locker/locker/internal/goleak"
+	"github.com/go-locker/locker/internal/porcupine"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -18,8 +18,8 @@ import (
 	"github.com/go-locker/locker/driver/memdriver"
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultproxy"
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/proc"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -3,10 +3,9 @@ package etcdtest
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/go-locker/locker/internal/goleak"
 )
 
 func TestMain(m *testing.M) {
-	ServeChild()
-	goleak.VerifyTestMain(m, IgnoreGoroutines()...)
+	goleak.VerifyTestMain(m)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/memdriver"
 	"github.com/go-locker/locker/internal/failovertest"
-	"go.uber.org/goleak"
+	"github.com/go-locker/locker/internal/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

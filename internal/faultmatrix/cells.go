@@ -576,8 +576,8 @@ func twoHandles(e *env) {
 	e.contend(actors, 2*e.ttl, nil)
 }
 
-// reentrantL is a ReentrantMutex locked twice per hold, whose second Lock
-// must return the same token.
+// reentrantL is a ReentrantMutex entered twice per hold, whose second
+// Enter must return the same token.
 type reentrantL struct {
 	m    *locker.ReentrantMutex
 	lctx context.Context
@@ -585,20 +585,20 @@ type reentrantL struct {
 }
 
 func (l *reentrantL) lock(ctx context.Context) (uint64, <-chan struct{}, error) {
-	lctx, err := l.m.Lock(ctx)
+	lctx, err := l.m.Enter(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
 	tok := l.m.Token(lctx)
-	inner, err := l.m.Lock(lctx)
+	inner, err := l.m.Enter(lctx)
 	switch {
 	case err != nil && !errors.Is(err, locker.ErrLost):
 		l.e.violation("reentry: %v", err)
 	case err == nil && (l.m.Token(inner) != tok || l.m.Count(inner) != 2):
 		l.e.violation("reentry: token %d count %d, want token %d count 2", l.m.Token(inner), l.m.Count(inner), tok)
 	case err != nil:
-		l.e.r.note("hold lost between the Lock and its reentry")
-		_ = l.m.UnlockContext(lctx) // undo the first level; the loss shows on Done
+		l.e.r.note("hold lost between the Enter and its reentry")
+		_ = l.m.Leave(lctx) // undo the first level; the loss shows on Done
 	}
 	l.lctx = lctx
 	return uint64(tok), lctx.Done(), nil
@@ -607,14 +607,14 @@ func (l *reentrantL) lock(ctx context.Context) (uint64, <-chan struct{}, error) 
 func (l *reentrantL) unlock(ctx context.Context) error {
 	lctx := l.lctx
 	if l.m.Count(lctx) == 2 {
-		if err := l.m.UnlockContext(lctx); err != nil && !errors.Is(err, locker.ErrLost) {
+		if err := l.m.Leave(lctx); err != nil && !errors.Is(err, locker.ErrLost) {
 			return err
 		}
 		if lctx.Err() == nil && l.m.Count(lctx) != 1 {
-			l.e.violation("reentry: count %d after one Unlock of two", l.m.Count(lctx))
+			l.e.violation("reentry: count %d after one Leave of two", l.m.Count(lctx))
 		}
 	}
-	return l.m.UnlockContext(lctx)
+	return l.m.Leave(lctx)
 }
 
 // nemesis returns a nemesis that picks one of nets at random, black-holes

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/internal/checker"
+	"github.com/go-locker/locker/internal/porcupine"
 )
 
 // lockable is one lock handle as the cells use it: a Mutex, either side of

@@ -148,7 +148,8 @@ type result struct {
 
 var reportMu sync.Mutex
 
-// row returns the result as a row of SAFETY.md's table.
+// row returns the result as a markdown table row: target, cell, failure
+// modes, iterations, violations, headroom p50 / p99, notes.
 func (res *result) row() string {
 	if res.skipped != "" {
 		return fmt.Sprintf("| %s | %s | %s | skipped | – | – | %s |", res.target, res.cell, res.modes, res.skipped)

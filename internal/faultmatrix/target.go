@@ -28,10 +28,10 @@
 // for a longer pass, and reports its figures (iterations, violations,
 // loss-detection headroom) as a markdown table row through t.Log, also
 // appended to the file named by [EnvReport] when that is set; SAFETY.md at
-// the repository root holds the table.
+// the repository root summarises the results.
 //
 // Times of events in different processes are compared on CLOCK_MONOTONIC
-// (golang.org/x/sys/unix.ClockGettime on Linux), which all processes of a
+// (clock_gettime on Linux), which all processes of a
 // host share and which no wall-clock step moves.
 package faultmatrix
 

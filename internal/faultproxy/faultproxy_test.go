@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/internal/faultproxy"
-	"go.uber.org/goleak"
+	"github.com/go-locker/locker/internal/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/lag"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

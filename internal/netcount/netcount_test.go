@@ -6,8 +6,8 @@ import (
 	"net"
 	"testing"
 
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/netcount"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -3,7 +3,7 @@ package proc
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/go-locker/locker/internal/goleak"
 )
 
 func TestMain(m *testing.M) {

@@ -44,9 +44,6 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/internal/proc"
-
-	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 )
 
 const (

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/testflag"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {

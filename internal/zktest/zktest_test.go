@@ -1,13 +1,9 @@
 package zktest
 
 import (
-	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 )
 
 func TestStandalone(t *testing.T) {
@@ -82,60 +78,3 @@ func TestEnsembleLeader(t *testing.T) {
 		t.Fatal("Addrs misses a server")
 	}
 }
-
-func TestCloseSession(t *testing.T) {
-	s := Shared(t)
-	t.Cleanup(func() { _ = StopShared() })
-	var sessions Sessions
-	expired := make(chan struct{})
-	var once sync.Once
-	holder, _, err := zk.Connect([]string{s.Addr}, 4*time.Second, zk.WithDialer(sessions.Dial), zk.WithLogInfo(false),
-		zk.WithLogger(zkNop{}), zk.WithEventCallback(func(ev zk.Event) {
-			if ev.State == zk.StateExpired {
-				once.Do(func() { close(expired) })
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	admin, _, err := zk.Connect([]string{s.Addr}, 4*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkNop{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-
-	path := "/zktest-close-session"
-	if _, err := holder.Create(path, nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
-	_, st, err := admin.Get(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.EphemeralOwner != holder.SessionID() {
-		t.Fatalf("node owned by %#x, holder's session is %#x", st.EphemeralOwner, holder.SessionID())
-	}
-	passwd, ok := sessions.Password(st.EphemeralOwner)
-	if !ok {
-		t.Fatal("the holder's session was not recorded")
-	}
-	if err := CloseSession(s.Addr, st.EphemeralOwner, passwd); err != nil {
-		t.Fatal(err)
-	}
-	if ok, _, err := admin.Exists(path); err != nil || ok {
-		t.Fatalf("after CloseSession: node exists %v, %v", ok, err)
-	}
-	select {
-	case <-expired:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the holder never learned that its session expired")
-	}
-	if err := CloseSession(s.Addr, st.EphemeralOwner, passwd); !errors.Is(err, ErrSessionGone) {
-		t.Fatalf("second CloseSession = %v, want ErrSessionGone", err)
-	}
-}
-
-type zkNop struct{}
-
-func (zkNop) Printf(string, ...any) {}

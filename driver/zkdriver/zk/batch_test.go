@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/zktest"
-	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

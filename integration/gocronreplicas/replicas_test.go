@@ -1,4 +1,7 @@
-package gocronlock_test
+// Package gocronreplicas runs gocronlock's tests with scheduler replicas in
+// processes of their own over redis-server: Redis is not a dependency of
+// gocronlock, so they live in this unpublished module.
+package gocronreplicas
 
 import (
 	"bytes"
@@ -9,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
@@ -42,7 +46,10 @@ type replicaConfig struct {
 	Mode   string // "locker" or "elector"
 	ID     string
 	Offset time.Duration // added to the replica's clock
-	Until  time.Time     // the replica stops then (real time)
+	Until  time.Time     // the replica stops then (real time), or at SIGTERM
+	// DefaultTTL makes a Locker's lease locker.DefaultTTL (15s) rather
+	// than lockerTTL.
+	DefaultTTL bool
 }
 
 // offsetClock is the real clock, Offset ahead (behind when negative), as
@@ -116,8 +123,15 @@ func runReplica(cfg replicaConfig) error {
 	if err != nil {
 		return err
 	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM) // a graceful stop, as a deployment does
+	defer signal.Stop(term)
 	s.Start()
-	time.Sleep(time.Until(cfg.Until))
+	select {
+	case <-time.After(time.Until(cfg.Until)):
+	case <-term:
+	}
+	stop := time.Now()
 	if err := s.Shutdown(); err != nil {
 		return err
 	}
@@ -127,6 +141,7 @@ func runReplica(cfg replicaConfig) error {
 	if err := c.Close(cctx); err != nil {
 		return err
 	}
+	fmt.Printf("replica %s: Shutdown and Close took %v\n", cfg.ID, time.Since(stop).Round(time.Millisecond))
 	select {
 	case err := <-runErr:
 		return fmt.Errorf("recording a run: %w", err)
@@ -145,7 +160,11 @@ func runReplica(cfg replicaConfig) error {
 func guardOption(ctx context.Context, cfg replicaConfig, c *locker.Client) (gocron.SchedulerOption, error) {
 	switch cfg.Mode {
 	case "locker":
-		return gocron.WithDistributedLocker(gocronlock.NewLocker(c, lockerMinHold, locker.WithTTL(lockerTTL))), nil
+		ttl := lockerTTL
+		if cfg.DefaultTTL {
+			ttl = locker.DefaultTTL
+		}
+		return gocron.WithDistributedLocker(gocronlock.NewLocker(c, lockerMinHold, locker.WithTTL(ttl))), nil
 	case "elector":
 		el, err := gocronlock.NewElector(ctx, c.Election(gocronlock.KeyPrefix+"leader", locker.WithTTL(electorTTL)), cfg.ID, electorSettle)
 		if err != nil {
@@ -190,6 +209,7 @@ type run struct {
 	first, last time.Time
 	offsets     []time.Duration
 	procs       []*exec.Cmd
+	defaultTTL  bool // replicaConfig.DefaultTTL
 	outs        []*bytes.Buffer
 	exits       []error
 	wg          sync.WaitGroup
@@ -236,7 +256,7 @@ func (r *run) start(addr, mode string) {
 	r.exits = make([]error, len(offsets))
 	for i, off := range offsets {
 		js, _ := json.Marshal(replicaConfig{Addr: addr, Prefix: r.prefix, Mode: mode, ID: strconv.Itoa(i),
-			Offset: off, Until: r.last.Add(1500 * time.Millisecond)})
+			Offset: off, Until: r.last.Add(1500 * time.Millisecond), DefaultTTL: r.defaultTTL})
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envReplica+"="+string(js))
 		out := new(bytes.Buffer)
@@ -286,10 +306,63 @@ func (r *run) count(killed time.Time, grace time.Duration) (lost []int64, byRepl
 			r.t.Errorf("tick %d ran %d times, by replicas %q", tick.Unix(), len(ran), ran)
 		case len(ran) == 0:
 			lost = append(lost, tick.Unix())
-			if tick.Before(killed) || tick.Sub(killed) > grace {
+			if killed.IsZero() {
+				r.t.Errorf("tick %d did not run", tick.Unix())
+			} else if tick.Before(killed) || tick.Sub(killed) > grace {
 				r.t.Errorf("tick %d did not run (%v after the kill; only ticks within %v may be lost)", tick.Unix(), tick.Sub(killed).Round(time.Millisecond), grace)
 			}
 		}
 	}
 	return lost, byReplica
+}
+
+// TestGracefulStops: three Locker replicas on Redis with the default
+// 15s lease and a job every second (minimum hold 500ms); the replica that
+// ran a tick stops gracefully (SIGTERM: gocron's Shutdown, then
+// Client.Close) 150ms after it, twice, so that one replica is left. A
+// graceful stop costs the others no tick: every tick runs exactly once.
+func TestGracefulStops(t *testing.T) {
+	srv := testserver.Redis(t)
+	const ticks = 12
+	stops := []int{3, 7} // the ticks after which their runner stops
+	if testing.Short() {
+		t.Log("-short: the run takes 16s")
+	}
+	var rb [6]byte
+	rand.Read(rb[:])
+	first := time.Now().Truncate(time.Second).Add(3 * time.Second)
+	r := &run{t: t, rdb: redis.NewClient(&redis.Options{Addr: srv.Addr}), prefix: "gocronlock-test-" + hex.EncodeToString(rb[:]) + ":",
+		first: first, last: first.Add((ticks - 1) * time.Second), defaultTTL: true}
+	defer r.cleanUp()
+	r.start(srv.Addr, "locker")
+
+	stopped := map[int]bool{}
+	for _, n := range stops {
+		tick := first.Add(time.Duration(n) * time.Second)
+		time.Sleep(time.Until(tick.Add(150 * time.Millisecond)))
+		v := -1
+		if ran := r.runners(tick); len(ran) > 0 {
+			v, _ = strconv.Atoi(ran[0])
+		} else { // a lost tick, which count reports: stop another
+			for v = 0; stopped[v]; v++ {
+			}
+		}
+		if stopped[v] {
+			t.Fatalf("tick %d ran on replica %d, which was stopped", tick.Unix(), v)
+		}
+		stopped[v] = true
+		if err := r.procs[v].Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("replica %d (clock %v) was stopped 150ms after tick %d", v, offsets[v], tick.Unix())
+	}
+	r.wg.Wait()
+	for i, err := range r.exits {
+		if err != nil {
+			t.Errorf("replica %d (clock %v): %v", i, offsets[i], err)
+		}
+		t.Logf("replica %d output:\n%s", i, r.outs[i])
+	}
+	lost, byReplica := r.count(time.Time{}, 0)
+	t.Logf("%d ticks, %d run, %d lost %v; runs by replica: %v", ticks, ticks-len(lost), len(lost), lost, byReplica)
 }

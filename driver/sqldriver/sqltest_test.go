@@ -1,4 +1,6 @@
-package sqltest
+// The tests of the SQL servers that internal/sqltest starts live here,
+// where the database/sql drivers they open are registered.
+package sqldriver_test
 
 import (
 	"context"
@@ -6,23 +8,25 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/internal/sqltest"
 )
 
 // TestServers starts each server, writes a row, pauses and resumes it,
 // crashes and restarts it, and checks that the committed row survived.
-func TestServers(t *testing.T) {
+func TestSQLServers(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		start func() (*Server, error)
+		start func() (*sqltest.Server, error)
 	}{
-		{"postgres", StartPostgres},
-		{"mariadb", StartMariaDB},
+		{"postgres", sqltest.StartPostgres},
+		{"mariadb", sqltest.StartMariaDB},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // each has a server of its own
 			s, err := tc.start()
 			if err != nil {
-				SkipOrFail(t, err)
+				sqltest.SkipOrFail(t, err)
 			}
 			t.Cleanup(func() {
 				if err := s.Close(); err != nil {
@@ -65,7 +69,7 @@ func TestServers(t *testing.T) {
 
 // checkPause checks that the paused server s answers nothing on db, not
 // even on a connection opened before, and answers again once resumed.
-func checkPause(t *testing.T, s *Server, db *sql.DB) {
+func checkPause(t *testing.T, s *sqltest.Server, db *sql.DB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -100,13 +104,13 @@ func checkPause(t *testing.T, s *Server, db *sql.DB) {
 // another server's start failed ("Error on delete of
 // '/tmp/#sql-temptable-…'"). Each server has a tmpdir of its own.
 func TestMariaDBTmpdir(t *testing.T) {
-	first, err := StartMariaDB()
+	first, err := sqltest.StartMariaDB()
 	if err != nil {
-		SkipOrFail(t, err)
+		sqltest.SkipOrFail(t, err)
 	}
 	defer first.Close()
-	if first.dir == "" {
-		t.Skip("an external server (" + EnvMySQLDSN + "): its tmpdir may be any")
+	if first.External() {
+		t.Skip("an external server (" + sqltest.EnvMySQLDSN + "): its tmpdir may be any")
 	}
 	var tmpdir string
 	if err := first.Open(t).QueryRow("SELECT @@tmpdir").Scan(&tmpdir); err != nil {
@@ -118,7 +122,7 @@ func TestMariaDBTmpdir(t *testing.T) {
 	}
 	f.Close()
 	defer os.Remove(f.Name())
-	second, err := StartMariaDB()
+	second, err := sqltest.StartMariaDB()
 	if err != nil {
 		t.Fatal(err)
 	}

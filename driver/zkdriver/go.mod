@@ -1,0 +1,5 @@
+module github.com/go-locker/locker/driver/zkdriver
+
+go 1.25.0
+
+require github.com/go-locker/locker v0.1.0

@@ -1,0 +1,11 @@
+package redismini
+
+import (
+	"testing"
+
+	"github.com/go-locker/locker/internal/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
