@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/internal/etcdtest"
+	"github.com/go-locker/locker/internal/ferrettest"
 	"github.com/go-locker/locker/internal/memcachedtest"
 	"github.com/go-locker/locker/internal/sqltest"
 	"github.com/go-locker/locker/internal/testserver"
@@ -275,6 +276,7 @@ func TestBackends(t *testing.T) {
 			return "mysql://root@" + s.Addr + "/lockercli"
 		}, "3s"},
 		{"memcached", func(t *testing.T) string { return "memcached://" + memcachedtest.Memcached(t).Addr }, "3s"},
+		{"ferretdb", func(t *testing.T) string { return ferrettest.FerretDB(t).URI + "lockercli" }, "3s"},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

@@ -96,6 +96,7 @@ func backendURLs(addr string) map[string]string {
 		"postgres": "postgres://app:" + secret + "@" + addr + "/db?sslmode=disable",
 		"mysql":    "mysql://app:" + secret + "@" + addr + "/db",
 		"memcache": "memcached://" + addr,
+		"mongodb":  "mongodb://app:" + secret + "@" + addr + "/db",
 	}
 }
 

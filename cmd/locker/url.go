@@ -15,6 +15,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
 	"github.com/go-locker/locker/driver/memcachedriver"
+	"github.com/go-locker/locker/driver/mongodriver"
 	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/driver/zkdriver"
@@ -23,6 +24,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // urlHelp documents the backend URLs, for -h.
@@ -37,10 +40,14 @@ const urlHelp = `Backend URLs (-url, or the LOCKER_URL environment variable):
   postgres://user[:password]@host:port/db[?...]    PostgreSQL (pgx connection string)
   mysql://user[:password]@host:port/db             MySQL or MariaDB
   memcached://host:port[,host:port...]             memcached (run it with -M)
+  mongodb://[user:password@]host:port[,host:port...][/db][?...]
+                                                   MongoDB or FerretDB (database default locker;
+                                                   mongodb+srv:// too)
 
 Every URL takes ?locker_prefix=P (Redis, etcd, memcached: key prefix;
-ZooKeeper: root; SQL: lease table, created if missing). Other query
-parameters are the client library's (go-redis, pgx). Passwords never
+ZooKeeper: root; SQL: lease table, created if missing; MongoDB: lock
+collection, default locker_locks). Other query parameters are the client
+library's (go-redis, pgx, the MongoDB driver). Passwords never
 appear in locker's output.`
 
 // backend is an opened driver and what closes its client.
@@ -104,6 +111,8 @@ func (d dialer) open(ctx context.Context, rawURL string) (*backend, error) {
 		return sqlBackend(ctx, db, sqldriver.MySQL, prefix)
 	case "memcached", "memcache":
 		return d.memcached(u, prefix)
+	case "mongodb", "mongodb+srv":
+		return d.mongo(u, prefix)
 	}
 	return nil, fmt.Errorf("%w %q: unknown scheme %q (see locker -h)", errBadURL, redact(u), u.Scheme)
 }
@@ -264,6 +273,30 @@ func (d dialer) memcached(u *url.URL, prefix string) (*backend, error) {
 		return nil, fmt.Errorf("%w %q: %v", errBadURL, redact(u), err)
 	}
 	return &backend{drv: drv, close: func() error { _ = drv.Close(); return mc.Close() }}, nil
+}
+
+// mongo opens mongodb://[user:password@]host:port[,host:port...][/db][?...]
+// (or mongodb+srv://): the lock collection coll (default locker_locks) of
+// database db (default locker), through the official driver, which parses
+// the rest of the connection string.
+func (d dialer) mongo(u *url.URL, coll string) (*backend, error) {
+	opts := options.Client().ApplyURI(u.String()).SetConnectTimeout(d.timeout).SetServerSelectionTimeout(d.timeout)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("%w %q: %v", errBadURL, redact(u), err)
+	}
+	c, err := mongo.Connect(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %v", errBadURL, redact(u), err)
+	}
+	drv, err := mongodriver.New(c, &mongodriver.Options{Database: strings.TrimPrefix(u.Path, "/"), Collection: coll})
+	if err != nil {
+		_ = c.Disconnect(context.Background())
+		return nil, fmt.Errorf("%w %q: %v", errBadURL, redact(u), err)
+	}
+	return &backend{drv: drv, close: func() error {
+		_ = drv.Close()
+		return c.Disconnect(context.Background())
+	}}, nil
 }
 
 // errBadURL is wrapped by the errors of a URL that names no backend

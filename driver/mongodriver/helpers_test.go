@@ -1,9 +1,9 @@
 package mongodriver_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"testing"
 	"time"
 

@@ -6,9 +6,9 @@ import (
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/ferrettest"
+	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/proc"
 	"github.com/go-locker/locker/internal/testflag"
-	"go.uber.org/goleak"
 )
 
 // sharedServer is the FerretDB shared by the tests of this package, or

@@ -149,4 +149,3 @@ func TestTokensNeverReset(t *testing.T) {
 		}
 	})
 }
-
