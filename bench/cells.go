@@ -58,6 +58,7 @@ func (s *system) label() string { return s.server + " / " + s.name }
 // env is the servers of a run and their round-trip counters.
 type env struct {
 	redis, zk, etcd *server
+	mongo           *server // FerretDB
 	trips           map[string]*counter
 	rpcs            *rpcCounter // etcd's requests
 	zkOps           *opCounter  // ZooKeeper's requests
@@ -72,6 +73,8 @@ func (e *env) srv(name string) *server {
 		return e.zk
 	case "etcd":
 		return e.etcd
+	case "mongo":
+		return e.mongo
 	}
 	return nil
 }

@@ -126,7 +126,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&cfg.manyTTL, "many-ttl", 3*time.Second, "lease of the many locks (renewed every third)")
 	only := fs.String("only", "", "run only systems whose \"server / name\" matches this regexp")
 	cells := fs.String("cells", "u,p,c,churn,many", "cells to run: u (uncontended), p (parallel), c (contended), churn (new keys), many")
-	servers := fs.String("servers", "redis,etcd,zk,mem", "servers to run")
+	servers := fs.String("servers", "redis,etcd,zk,mem", "servers to run (redis, etcd, zk, mem, mongo: FerretDB, built from servers/ferretdb)")
 	quick := fs.Bool("quick", false, "tiny durations, for a smoke test")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results (one record per system, cell and metric) as JSON to this file")
 	useServers := fs.String("use-servers", "", "use these running servers instead of starting them: name=host:port@pid,... (names redis, etcd, zk; the pid is read for the server CPU columns)")
@@ -182,6 +182,7 @@ func allSystems() []*system {
 	ss = append(ss, etcdSystems()...)
 	ss = append(ss, zkSystems()...)
 	ss = append(ss, memSystems()...)
+	ss = append(ss, mongoSystems()...)
 	return ss
 }
 
@@ -260,6 +261,7 @@ func (e *env) startServers(rep *report) error {
 		{"redis", startRedis, &e.redis},
 		{"etcd", startEtcd, &e.etcd},
 		{"zk", startZK, &e.zk},
+		{"mongo", startMongo, &e.mongo},
 	}
 	for _, st := range starters {
 		if !e.cfg.servers[st.name] {
@@ -284,6 +286,7 @@ func (e *env) stopServers() {
 	e.redis.stop()
 	e.zk.stop()
 	e.etcd.stop()
+	e.mongo.stop()
 }
 
 // stopOnInterrupt makes an interrupt (SIGINT, SIGTERM) stop the servers,
@@ -482,6 +485,8 @@ func serverVersion(name string, s *server) string {
 		return "ZooKeeper " + zkVersion() + " (Debian package, standalone, forceSync=yes)"
 	case "etcd":
 		return "etcd " + etcdVersion + " (embed, own process, fsync on)"
+	case "mongo":
+		return "FerretDB v1.24.2 over SQLite (servers/ferretdb, own process)"
 	}
 	return name
 }
