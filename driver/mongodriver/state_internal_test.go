@@ -30,7 +30,7 @@ func TestGrantRules(t *testing.T) {
 	if err != nil || a2.Token != a.Token || a2.End != a.End+10 || v2.Fence != v1.Fence {
 		t.Errorf("re-acquire: %+v %v; want the same token, extended", a2, err)
 	}
-	late := span{lo: a.End, hi: a.End + 500} // a's end has passed by the lower bound
+	late := span{lo: a2.End, hi: a2.End + 500} // a's end has passed by the lower bound
 	v3, b, err := grant(v2, sreq("b", driver.Shared, 3, 2), late)
 	if err != nil || b.Token != late.lo || len(v3.Holds) != 1 {
 		t.Fatalf("after expiry: %+v %+v %v", v3, b, err)
