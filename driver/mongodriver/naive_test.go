@@ -50,9 +50,13 @@ func (n naiveLock) acquire(ctx context.Context, key, owner string, ttl time.Dura
 	return uint64(doc.Token), nil
 }
 
-// release deletes key's document if owner holds it.
+// release deletes key's document if owner holds it, and returns
+// driver.ErrNotHeld when it deleted nothing.
 func (n naiveLock) release(ctx context.Context, key, owner string) error {
-	_, err := n.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "owner", Value: owner}})
+	r, err := n.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "owner", Value: owner}})
+	if err == nil && r.DeletedCount == 0 {
+		err = driver.ErrNotHeld
+	}
 	return err
 }
 
