@@ -21,9 +21,11 @@
 // Every lock type works on it: Mutex, RWMutex (shared holds, each
 // expiring on its own), ReentrantMutex, Semaphore (counted holds),
 // Election (values, read with Inspect) and MultiLock. Waiters poll (see
-// Waiting): there is no notification of releases, no wait queue across
-// processes and no blocking Acquire. TTLs are from [MinTTL] (2 seconds)
-// to [MaxTTL], in microseconds.
+// Waiting): notification of releases, a blocking Acquire and reports of
+// lost leases need the server to push, which FerretDB cannot (no change
+// streams). A wait queue across processes, batched renewals and token
+// floors could be carried by the same versions but are not implemented.
+// TTLs are from [MinTTL] (2 seconds) to [MaxTTL], in microseconds.
 //
 // # Why not findAndModify
 //

@@ -1,6 +1,7 @@
 package mongodriver
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -39,7 +40,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 func state(cur *version, lo int64) driver.KeyState {
 	st := driver.KeyState{Fence: uint64(cur.Fence)}
 	holds := cur.live(lo)
-	slices.SortFunc(holds, func(a, b hold) int { return int(a.Token - b.Token) })
+	slices.SortFunc(holds, func(a, b hold) int { return cmp.Compare(a.Token, b.Token) })
 	for _, h := range holds {
 		st.Mode, st.Limit = driver.Mode(h.Mode), h.Limit
 		st.Holders = append(st.Holders, driver.Holder{

@@ -64,6 +64,7 @@ type Driver struct {
 
 	life  context.Context // ended by Close
 	end   context.CancelFunc
+	mu    sync.RWMutex   // orders calls.Add before Close's Wait
 	calls sync.WaitGroup // calls under way, and the collector
 	gc    collector
 }
@@ -118,7 +119,9 @@ func (d *Driver) Capabilities() driver.Capabilities {
 // calls under way and for the deletion of old versions under way (see
 // Growth in the package documentation), and never closes the client.
 func (d *Driver) Close() error {
+	d.mu.Lock()
 	d.end()
+	d.mu.Unlock()
 	d.calls.Wait()
 	return nil
 }
@@ -129,18 +132,27 @@ func (d *Driver) Close() error {
 func (d *Driver) do(ctx context.Context, op, key string, f func(ctx context.Context) error) error {
 	err := ctx.Err()
 	if err == nil {
-		if d.life.Err() != nil {
-			err = driver.Permanent(ErrClosed)
-		} else {
-			d.calls.Add(1)
-			defer d.calls.Done()
-			err = d.run(ctx, f)
-		}
+		err = d.enter()
+	}
+	if err == nil {
+		defer d.calls.Done()
+		err = d.run(ctx, f)
 	}
 	if err == nil {
 		return nil
 	}
 	return &driverkit.OpError{Driver: "mongodriver", Op: op, Key: key, Err: err}
+}
+
+// enter counts a call under way, or returns the error of a closed driver.
+func (d *Driver) enter() error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.life.Err() != nil {
+		return driver.Permanent(ErrClosed)
+	}
+	d.calls.Add(1)
+	return nil
 }
 
 func (d *Driver) run(ctx context.Context, f func(ctx context.Context) error) error {
