@@ -123,9 +123,12 @@
 //
 // # Contexts and Close
 //
-// Every call returns by its context's deadline; an insert that was sent
-// may still be applied, and the front-end's cleanup Release removes a
-// grant whose reply was lost. [Driver.Close] ends the driver: calls under
+// Every call returns by its context's deadline, and a TryAcquire, Refresh
+// or Release also within its lease's TTL: a request whose reply a network
+// fault swallowed is abandoned (the MongoDB driver closes its connection)
+// and the front-end retries. An insert that was sent may still be
+// applied; the front-end's cleanup Release removes a grant whose reply
+// was lost. [Driver.Close] ends the driver: calls under
 // way return at once, every later call returns a permanent error wrapping
 // [ErrClosed]. Close never disconnects the client; a disconnected
 // client's errors are marked permanent too.

@@ -18,7 +18,7 @@ var _ driver.Inspector = (*Driver)(nil)
 // trip). There is no wait queue: Waiting is 0.
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	var st driver.KeyState
-	err := d.do(ctx, "inspect", key, func(ctx context.Context) error {
+	err := d.do(ctx, "inspect", key, 0, func(ctx context.Context) error {
 		cur, err := d.top(ctx, key)
 		if err != nil {
 			return err
@@ -55,7 +55,7 @@ func state(cur *version, lo int64) driver.KeyState {
 // hold of key, keeping its fence. Waiters poll: none is woken.
 func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	var n int
-	err := d.do(ctx, "force-release", key, func(ctx context.Context) error {
+	err := d.do(ctx, "force-release", key, 0, func(ctx context.Context) error {
 		return d.apply(ctx, key, 0, func(cur *version, now span) (*version, func(*version) bool, error) {
 			gone := cur.live(now.lo)
 			n = len(gone)

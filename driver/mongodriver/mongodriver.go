@@ -3,6 +3,7 @@ package mongodriver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -33,6 +34,10 @@ const (
 
 // ErrClosed is wrapped, marked permanent, by every call of a closed Driver.
 var ErrClosed = errors.New("mongodriver: driver closed")
+
+// errNoReply is wrapped by the error of a call that got no reply within
+// its lease's TTL.
+var errNoReply = errors.New("no reply within the lease's TTL")
 
 // Options configures a Driver. The zero value uses DefaultDatabase and
 // DefaultCollection.
@@ -126,17 +131,21 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// do runs f with ctx, ended also by Close, and returns its error wrapped
-// as an *driverkit.OpError, marked permanent when the driver or the
-// client is closed.
-func (d *Driver) do(ctx context.Context, op, key string, f func(ctx context.Context) error) error {
+// do runs f with ctx, ended also by Close and, when ttl is not 0, after
+// ttl, and returns its error wrapped as an *driverkit.OpError, marked
+// permanent when the driver or the client is closed. A call is useless
+// once the lease it asks for or renews has run out, and a request whose
+// bytes a network fault swallowed would otherwise wait for its reply until
+// ctx ends: the MongoDB driver closes the connection of a request it
+// abandons, and the front-end retries on another.
+func (d *Driver) do(ctx context.Context, op, key string, ttl time.Duration, f func(ctx context.Context) error) error {
 	err := ctx.Err()
 	if err == nil {
 		err = d.enter()
 	}
 	if err == nil {
 		defer d.calls.Done()
-		err = d.run(ctx, f)
+		err = d.run(ctx, ttl, f)
 	}
 	if err == nil {
 		return nil
@@ -155,9 +164,14 @@ func (d *Driver) enter() error {
 	return nil
 }
 
-func (d *Driver) run(ctx context.Context, f func(ctx context.Context) error) error {
+func (d *Driver) run(ctx context.Context, ttl time.Duration, f func(ctx context.Context) error) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if ttl > 0 {
+		var stop context.CancelFunc
+		cctx, stop = context.WithTimeout(cctx, ttl)
+		defer stop()
+	}
 	defer context.AfterFunc(d.life, cancel)()
 	err := f(cctx)
 	var closed error
@@ -166,6 +180,9 @@ func (d *Driver) run(ctx context.Context, f func(ctx context.Context) error) err
 		closed = ErrClosed
 	case errors.Is(err, mongo.ErrClientDisconnected):
 		closed = mongo.ErrClientDisconnected
+	case err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded):
+		// Not the caller's deadline: no context error in the chain.
+		return fmt.Errorf("%w (%v): %v", errNoReply, ttl, err)
 	}
 	return driverkit.Closed(ctx, err, closed)
 }

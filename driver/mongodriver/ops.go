@@ -120,7 +120,7 @@ func pause(ctx context.Context, attempt int) error {
 // to the key's version, or returns the refusal computed from it.
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	var got hold
-	err := d.do(ctx, "acquire", req.Key, func(ctx context.Context) error {
+	err := d.do(ctx, "acquire", req.Key, req.TTL, func(ctx context.Context) error {
 		err := d.apply(ctx, req.Key, maxAttempts, func(cur *version, now span) (*version, func(*version) bool, error) {
 			next, h, err := grant(cur, req, now)
 			got = h
@@ -141,7 +141,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 // the key's version.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	var got hold
-	err := d.do(ctx, "refresh", l.Key, func(ctx context.Context) error {
+	err := d.do(ctx, "refresh", l.Key, l.TTL, func(ctx context.Context) error {
 		return d.apply(ctx, l.Key, 0, func(cur *version, now span) (*version, func(*version) bool, error) {
 			next, h, err := renew(cur, l, now)
 			got = h
@@ -158,7 +158,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 // Release implements driver.Driver: one change that removes l's hold
 // from the key's version.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
-	return d.do(ctx, "release", l.Key, func(ctx context.Context) error {
+	return d.do(ctx, "release", l.Key, l.TTL, func(ctx context.Context) error {
 		return d.apply(ctx, l.Key, 0, func(cur *version, now span) (*version, func(*version) bool, error) {
 			next, h, err := drop(cur, l, now)
 			return next, func(top *version) bool { return lacks(top, []hold{h}) }, err
