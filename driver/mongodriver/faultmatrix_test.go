@@ -61,6 +61,18 @@ func TestFaultMatrix(t *testing.T) {
 		st, err := ad.Inspect(ctx, key)
 		return len(st.Holders), err
 	}
+	// FerretDB restarts in well under a TTL and keeps the hold, whose
+	// holder then renews it: the waiter of the kill-and-restart cell would
+	// wait for as long as the holder runs. The restart keeps the server
+	// down for a TTL first, so that the hold's lease runs out during the
+	// outage (its record survives, and the successor's token must exceed
+	// it); a hold kept across a short restart is what TestTokensNeverReset
+	// and the pause cells show.
+	tg.Server.Restart = func() error {
+		_ = srv.Kill() // the cell killed it already
+		time.Sleep(matrixTTL)
+		return srv.Restart()
+	}
 	tg.DurableTokens = true
 	faultmatrix.Run(t, tg)
 }
