@@ -2,6 +2,7 @@ package mongodriver
 
 import (
 	"context"
+	"time"
 
 	"github.com/go-locker/locker/driver"
 )
@@ -21,4 +22,18 @@ func (d *Driver) AcquireFrom(ctx context.Context, cur *Version, req driver.Reque
 		return next, func(top *version) bool { return has(top, h) }, err
 	})
 	return inserted, done && err == nil, err
+}
+
+// WaitCollected waits until d's collector has deleted every old version
+// it was handed.
+func (d *Driver) WaitCollected() {
+	for {
+		d.gc.mu.Lock()
+		running := d.gc.running
+		d.gc.mu.Unlock()
+		if !running {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -29,6 +29,9 @@ func TestReleasedKeyKeepsOneDocument(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, d := range ds {
+		d.WaitCollected()
+	}
 	n, err := locks(t, srv, db).
 		CountDocuments(ctx, bson.D{{Key: "k", Value: key}})
 	if err != nil {

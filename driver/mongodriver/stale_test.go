@@ -38,6 +38,7 @@ func TestStaleInsertNotInForce(t *testing.T) {
 	if _, err := a.Refresh(ctx, la); err != nil { // stale.V+2, deletes the versions below
 		t.Fatal(err)
 	}
+	a.WaitCollected()
 	rw := req(key, owner(), time.Minute)
 	inserted, inForce, err := w.AcquireFrom(ctx, stale, rw)
 	if err != nil {
