@@ -212,7 +212,7 @@ func run(cfg config, log io.Writer) (*report, error) {
 	}
 	rep.systems = e.selectedSystems()
 	rep.sleep, rep.work = calibrate(cfg.cs)
-	for _, srv := range []string{"redis", "etcd", "zk", "mem"} {
+	for _, srv := range []string{"redis", "etcd", "zk", "mem", "mongo"} {
 		group := ofServer(rep.systems, srv)
 		if len(group) == 0 {
 			continue
@@ -240,7 +240,7 @@ func run(cfg config, log io.Writer) (*report, error) {
 
 // newEnv returns the environment of a run, without servers yet.
 func newEnv(cfg config) *env {
-	e := &env{cfg: cfg, trips: map[string]*counter{"redis": {}, "zk": {}, "etcd": {}}}
+	e := &env{cfg: cfg, trips: map[string]*counter{"redis": {}, "zk": {}, "etcd": {}, "mongo": {}}}
 	e.rpcs = &rpcCounter{opCounter{trips: e.trips["etcd"]}}
 	e.zkOps = &opCounter{trips: e.trips["zk"]}
 	return e

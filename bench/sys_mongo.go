@@ -12,6 +12,7 @@ import (
 	"github.com/go-locker/locker/internal/ferrettest"
 	"github.com/go-locker/locker/internal/proc"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	mevent "go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
@@ -47,11 +48,14 @@ func startMongo() (*server, error) {
 	return &server{name: "mongo", addr: f.Addr, extPID: f.PID(), closer: f}, nil
 }
 
-// mongoClients connects n clients to the bench's FerretDB.
+// mongoClients connects n clients to the bench's FerretDB, each command
+// they send counted as a round trip (heartbeats are not commands).
 func mongoClients(e *env, n int) ([]*mongo.Client, error) {
+	trips := e.trips["mongo"]
+	mon := &mevent.CommandMonitor{Started: func(context.Context, *mevent.CommandStartedEvent) { trips.Add(1) }}
 	cs := make([]*mongo.Client, n)
 	for i := range cs {
-		c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + e.mongo.addr + "/").SetDirect(true))
+		c, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + e.mongo.addr + "/").SetDirect(true).SetMonitor(mon))
 		if err != nil {
 			closeMongo(cs[:i])
 			return nil, err
