@@ -9,10 +9,11 @@ import (
 )
 
 // maxPending bounds the keys whose old versions wait for deletion; beyond
-// it a key's old versions are left to its next change. collectTimeout
-// bounds one deletion.
+// it a key's old versions are left to its next change. collectBatch keys
+// are deleted by one request, which collectTimeout bounds.
 const (
 	maxPending     = 4096
+	collectBatch   = 64
 	collectTimeout = 10 * time.Second
 )
 
@@ -50,27 +51,38 @@ func (d *Driver) collect(key string, v int64) {
 }
 
 // collectAll deletes what collect asked for until nothing is pending or
-// the driver is closed.
+// the driver is closed: one deleteMany for up to collectBatch keys, so
+// that the deletions cost one write however many keys changed meanwhile.
 func (d *Driver) collectAll() {
 	defer d.calls.Done()
-	c := &d.gc
 	for {
-		c.mu.Lock()
-		var key string
-		var v int64
-		for key, v = range c.pending {
-			break
-		}
-		if v == 0 || d.life.Err() != nil {
-			clear(c.pending)
-			c.running = false
-			c.mu.Unlock()
+		batch := d.gc.take(collectBatch, d.life.Err() != nil)
+		if len(batch) == 0 {
 			return
 		}
-		delete(c.pending, key)
-		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(d.life, collectTimeout)
-		_, _ = d.coll.DeleteMany(ctx, bson.D{{Key: "k", Value: key}, {Key: "v", Value: bson.D{{Key: "$lt", Value: v}}}})
+		_, _ = d.coll.DeleteMany(ctx, bson.D{{Key: "$or", Value: batch}})
 		cancel()
 	}
+}
+
+// take removes up to n pending keys and returns the filters that delete
+// their old versions; none, and the collector stops, when nothing is
+// pending or the driver is closed.
+func (c *collector) take(n int, closed bool) bson.A {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var batch bson.A
+	for key, v := range c.pending {
+		if closed || len(batch) == n {
+			break
+		}
+		batch = append(batch, bson.D{{Key: "k", Value: key}, {Key: "v", Value: bson.D{{Key: "$lt", Value: v}}}})
+		delete(c.pending, key)
+	}
+	if len(batch) == 0 {
+		clear(c.pending)
+		c.running = false
+	}
+	return batch
 }
