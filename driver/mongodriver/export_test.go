@@ -17,9 +17,12 @@ func (d *Driver) Top(ctx context.Context, key string) (*Version, error) { return
 // the key returned cur, and reports whether its insert succeeded and
 // whether the grant is in force.
 func (d *Driver) AcquireFrom(ctx context.Context, cur *Version, req driver.Request) (inserted, inForce bool, err error) {
-	done, inserted, err := d.try(ctx, cur, func(cur *version, now span) (*version, func(*version) bool, error) {
+	done, err := d.try(ctx, cur, false, func(cur *version, now span) (*version, func(*version) bool, error) {
 		next, h, err := grant(cur, req, now)
-		return next, func(top *version) bool { return has(top, h) }, err
+		return next, func(top *version) bool {
+			inserted = true // checked only after an insert that succeeded
+			return has(top, h)
+		}, err
 	})
 	return inserted, done && err == nil, err
 }

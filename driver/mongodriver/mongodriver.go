@@ -72,6 +72,7 @@ type Driver struct {
 	mu    sync.RWMutex   // orders calls.Add before Close's Wait
 	calls sync.WaitGroup // calls under way, and the collector
 	gc    collector
+	cache versionCache
 }
 
 var (

@@ -29,16 +29,26 @@ type change func(cur *version, now span) (next *version, inForce func(top *versi
 // apply reads key's current version, inserts the version f computes from
 // it, and checks that the insert is in force, until one is or f refuses.
 // The insert of version v+1 fails with a duplicate key error when another
-// writer inserted it first: the read is stale, and apply reads again.
+// writer inserted it first: the read is stale, and apply reads again. The
+// first attempt starts from the cached version when there is one.
 func (d *Driver) apply(ctx context.Context, key string, attempts int, f change) error {
+	cur := d.cache.get(key)
 	for attempt := 1; ; attempt++ {
-		cur, err := d.top(ctx, key)
-		if err != nil {
-			return err
+		cached := cur != nil
+		if !cached {
+			var err error
+			if cur, err = d.top(ctx, key); err != nil {
+				return err
+			}
 		}
-		done, _, err := d.try(ctx, cur, f)
+		done, err := d.try(ctx, cur, cached, f)
 		if done || err != nil {
 			return err
+		}
+		cur = nil
+		if cached {
+			attempt-- // a stale cache is not a lost race
+			continue
 		}
 		if attempt == attempts {
 			return errContended
@@ -50,31 +60,38 @@ func (d *Driver) apply(ctx context.Context, key string, attempts int, f change) 
 }
 
 // try makes the change f computes from cur, a version of the key read
-// earlier: it reports whether the change is made (or refused: f's
-// error), and whether its insert succeeded. An insert that succeeded is
-// not a change made unless the key's current version, read after it,
-// shows the change in force.
-func (d *Driver) try(ctx context.Context, cur *version, f change) (done, inserted bool, err error) {
+// earlier (or cached): it reports whether the change is made, or refused
+// (f's error) on a version just read. An insert that succeeded is not a
+// change made unless the key's current version, read after it, shows the
+// change in force; that version is cached.
+func (d *Driver) try(ctx context.Context, cur *version, cached bool, f change) (done bool, err error) {
 	now, err := d.clock.now(ctx)
 	if err != nil {
-		return false, false, err
+		return false, err
 	}
 	next, inForce, err := f(cur, now)
-	if err != nil || next == nil {
-		return true, false, err
+	switch {
+	case cached && (err != nil || next == nil):
+		return false, nil // decide on a version just read
+	case err != nil || next == nil:
+		return true, err
 	}
 	_, err = d.coll.InsertOne(ctx, next)
 	switch {
 	case mongo.IsDuplicateKeyError(err):
-		return false, false, nil
+		d.cache.drop(cur.Key)
+		return false, nil
 	case err != nil:
-		return false, false, err
+		d.cache.drop(cur.Key)
+		return false, err
 	}
 	top, err := d.settle(ctx, cur.Key, next.V)
-	if err != nil {
-		return false, true, err
+	if err != nil || !inForce(top) {
+		d.cache.drop(cur.Key)
+		return false, err
 	}
-	return inForce(top), true, nil
+	d.cache.put(cur.Key, top)
+	return true, nil
 }
 
 // top reads key's current version: the one with the highest number, or
