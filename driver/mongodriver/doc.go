@@ -113,8 +113,10 @@
 // released key's document holds its fence. Deleting the documents of keys
 // no longer used is safe while nobody holds or waits for them (tokens then
 // rest on the clock); the driver never does it. A change takes three
-// round trips (read, insert, read); racing writers retry after a random
-// pause, a TryAcquire up to 8 times before it reports the key locked.
+// round trips (read, insert, read), two when the driver made the key's
+// last change (it starts from the version it read then); racing writers
+// retry after a random pause, a TryAcquire up to 8 times before it
+// reports the key locked.
 //
 // On FerretDB over SQLite every read scans the collection (it uses no
 // index for them), and a database is one file that takes one writer at a
