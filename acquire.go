@@ -59,11 +59,11 @@ func (o *lockOp) check(ctx context.Context, c *Client) error {
 func (o *lockOp) checkCapabilities(c *Client) error {
 	switch {
 	case o.mode == driver.Shared && !c.shared:
-		return fmt.Errorf("shared mode: driver %T: %w", c.drv, errors.ErrUnsupported)
+		return fmt.Errorf("shared mode: driver %T: %w", c.drv, c.refusal)
 	case o.limit > 0 && !c.counted:
-		return fmt.Errorf("counted shared mode (driver.Capabilities.Counted): driver %T: %w", c.drv, errors.ErrUnsupported)
+		return fmt.Errorf("counted shared mode (driver.Capabilities.Counted): driver %T: %w", c.drv, c.refusal)
 	case o.value != "" && !c.values:
-		return fmt.Errorf("published values (driver.Capabilities.Values): driver %T: %w", c.drv, errors.ErrUnsupported)
+		return fmt.Errorf("published values (driver.Capabilities.Values): driver %T: %w", c.drv, c.refusal)
 	}
 	return nil
 }
@@ -339,6 +339,10 @@ func (k *contention) refused(err error) result {
 		return again()
 	}
 	wait := k.o.waitTime(err, k.backoff(), k.sub != nil, k.queued)
+	if k.sub == nil && !k.queued && time.Since(k.start) >= 2*k.o.cfg.maxBackoff {
+		// Polling, and waiting long: see starvingPoll.
+		wait = min(wait, k.o.cfg.maxBackoff/starvingPoll)
+	}
 	if c.queue && !k.queued && k.o.cfg.fairAfter >= 0 {
 		// Come back to join the queue when the threshold is reached: a
 		// driver may hand the key over to its queue and wake only the
@@ -409,7 +413,7 @@ func (k *contention) finish(err error) {
 		k.timer.Stop()
 	}
 	if err != nil && k.dirty {
-		k.c.cleanupLater(k.g, driver.Lease{Key: k.req.Key, Owner: k.req.Owner, Mode: k.req.Mode}, k.o.cfg.ttl, k.o.cfg)
+		k.c.cleanupLater(k.g, driver.Lease{Key: k.req.Key, Owner: k.req.Owner, Mode: k.req.Mode, Abandoned: true}, k.o.cfg.ttl, k.o.cfg)
 	}
 }
 
@@ -456,6 +460,16 @@ func (o *lockOp) acquireQueued(ctx context.Context, c *Client, g *gate, req driv
 // attempt again (see contention.refused): a release that came between its
 // refused attempt and its subscription goes unseen for at most this long.
 const catchUp = time.Millisecond
+
+// starvingPoll divides the longest backoff into the delay between the
+// attempts of a waiter that polls (its backend neither notifies nor
+// queues it) and has waited twice the longest backoff: 10ms by default.
+// Without a queue, a key that is contended is free only in the moment
+// between a release and its holder's next lock call, and a waiter's
+// attempt finds it free only when it falls into that moment; a process
+// that releases and locks again at once would otherwise keep the key from
+// waiters polling every 250ms for seconds.
+const starvingPoll = 25
 
 // waitTime is how long to wait after a conflict before the next attempt.
 // With a notification to wait for, the timer is only a safety net for a

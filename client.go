@@ -1,6 +1,7 @@
 package locker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -43,6 +44,7 @@ type Client struct {
 	shared   bool
 	counted  bool
 	values   bool
+	refusal  error    // wrapped by the refusals of what the driver lacks
 	opts     []Option // the client-wide defaults, applied before a handle's own
 
 	// ctx is cancelled by Close: lock calls waiting for a key, renewals
@@ -117,6 +119,7 @@ func (c *Client) discover(d driver.Driver) {
 	c.shared = caps.Shared
 	c.counted = caps.Shared && caps.Counted
 	c.values = caps.Values
+	c.refusal = cmp.Or(caps.Unsupported, errors.ErrUnsupported)
 }
 
 // Driver returns the driver c was made with.
@@ -272,14 +275,7 @@ func (c *Client) cleanUp(ctx context.Context, l driver.Lease) error {
 	}
 	for {
 		err := c.releaseHedged(ctx, l, ttl)
-		if err == nil || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err) {
-			return err
-		}
-		t := time.NewTimer(bo.Next())
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if settles(err) || bo.Wait(ctx) != nil {
 			return err
 		}
 	}

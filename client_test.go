@@ -115,7 +115,7 @@ func TestClient_ClosedDriverIsPermanent(t *testing.T) {
 		var reported []error
 		m := locker.NewMutex(d, "k", locker.WithErrorHandler(func(err error) { reported = append(reported, err) }))
 		err := m.LockContext(context.Background())
-		if !errors.Is(err, memdriver.ErrClosed) || !driver.IsPermanent(err) {
+		if !errors.Is(err, driver.ErrClosed) || !driver.IsPermanent(err) {
 			t.Fatalf("LockContext on a closed client = %v", err)
 		}
 		mustPanic(t, m.Lock)
@@ -126,10 +126,10 @@ func TestClient_ClosedDriverIsPermanent(t *testing.T) {
 		if el := time.Since(start); el != 0 {
 			t.Fatalf("TryLock on a closed client took %v; want no retry", el)
 		}
-		if len(reported) != 1 || !errors.Is(reported[0], memdriver.ErrClosed) || !driver.IsPermanent(reported[0]) {
+		if len(reported) != 1 || !errors.Is(reported[0], driver.ErrClosed) || !driver.IsPermanent(reported[0]) {
 			t.Fatalf("TryLock on a closed client reported %v; want its permanent error once", reported)
 		}
-		if ok, err := m.TryLockContext(context.Background()); ok || !errors.Is(err, memdriver.ErrClosed) {
+		if ok, err := m.TryLockContext(context.Background()); ok || !errors.Is(err, driver.ErrClosed) {
 			t.Fatalf("TryLockContext on a closed client = %v, %v", ok, err)
 		}
 		rw := locker.NewRWMutex(d, "k", locker.WithErrorHandler(func(error) {}))

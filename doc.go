@@ -221,7 +221,10 @@
 // has one (etcd, ZooKeeper); otherwise they are woken by the backend when
 // it can notify (Redis pub/sub, PostgreSQL NOTIFY) and poll with
 // exponential backoff (WithBackoff) capped by the holder's remaining lease
-// when it cannot. As in sync.Mutex's starvation mode, a waiter that has
+// when it cannot. A poller that has waited twice the longest backoff polls
+// every twenty-fifth of it (10ms by default): without a queue, a
+// contended key is free only between a release and its holder's next
+// lock call, and slow polls would rarely see that moment. As in sync.Mutex's starvation mode, a waiter that has
 // waited longer than WithFairnessThreshold joins the backend's wait queue
 // where there is one: newcomers, a releaser that locks again included,
 // cannot overtake it. A handle whose last lock call waited in that queue,

@@ -214,7 +214,10 @@ func (c *config) validate(d driver.Driver) error {
 		return fmt.Errorf("%w: %v is below the driver's minimum of %v", ErrInvalidTTL, c.ttl, caps.MinTTL)
 	}
 	if caps.MaxTTL > 0 && c.ttl > caps.MaxTTL {
-		return fmt.Errorf("%w: %v is above the driver's maximum of %v", ErrInvalidTTL, c.ttl, caps.MaxTTL)
+		if caps.MaxTTLSource != "" {
+			return fmt.Errorf("%w: %v is above the driver's maximum of %v, %s: use a TTL of at most %v (WithTTL), or raise %s to at least %v", ErrInvalidTTL, c.ttl, caps.MaxTTL, caps.MaxTTLSource, caps.MaxTTL, caps.MaxTTLSource, c.ttl)
+		}
+		return fmt.Errorf("%w: %v is above the driver's maximum of %v: use a TTL of at most %v (WithTTL)", ErrInvalidTTL, c.ttl, caps.MaxTTL, caps.MaxTTL)
 	}
 	if u := caps.TTLUnit; u > 0 && c.ttl%u != 0 {
 		return fmt.Errorf("%w: %v is not a whole number of the driver's TTL unit %v: %s", ErrInvalidTTL, c.ttl, u, ttlHint(c.ttl, caps))

@@ -30,6 +30,11 @@ func redisSystems() []*system {
 			open: openLockerRedis,
 		},
 		{
+			name: "locker default client", server: "redis", kind: kindLocker, clients: 4,
+			desc: "as locker, but each go-redis client made with default options (redis.NewClient(&redis.Options{Addr: addr}), no ContextTimeoutEnabled), as most services make theirs",
+			open: openLockerRedisDefault,
+		},
+		{
 			name: "locker 1 driver", server: "redis", kind: kindLocker, clients: 1, contendedOnly: true,
 			desc: "as locker, but all goroutines on one driver (one process): waiters line up in-process and only the head talks to Redis",
 			open: openLockerRedis,
@@ -103,6 +108,16 @@ func redisClients(e *env, n int) []*redis.Client {
 	return cs
 }
 
+// redisClientsDefault makes n go-redis clients with default options (no
+// ContextTimeoutEnabled) whose connections are counted.
+func redisClientsDefault(e *env, n int) []*redis.Client {
+	cs := make([]*redis.Client, n)
+	for i := range cs {
+		cs[i] = redis.NewClient(&redis.Options{Addr: e.redis.addr, Dialer: e.trips["redis"].DialContext})
+	}
+	return cs
+}
+
 func closeRedis(cs []*redis.Client) {
 	for _, c := range cs {
 		_ = c.Close()
@@ -152,6 +167,14 @@ func openLockerRedis(e *env, n int) (*instance, error) { return openLockerRedisA
 
 func openLockerRedisNew(e *env, n int) (*instance, error) { return openLockerRedisAs(e, n, true) }
 
+func openLockerRedisDefault(e *env, n int) (*instance, error) {
+	cs, ds, err := redisDriversOver(redisClientsDefault(e, n))
+	if err != nil {
+		return nil, err
+	}
+	return lockerInstance(ds, false, func() { closeRedis(cs) }), nil
+}
+
 func openLockerRedisAs(e *env, n int, viaNew bool) (*instance, error) {
 	cs, ds, err := redisDrivers(e, n)
 	if err != nil {
@@ -162,8 +185,12 @@ func openLockerRedisAs(e *env, n int, viaNew bool) (*instance, error) {
 
 // redisDrivers makes n go-redis clients and a redisdriver over each.
 func redisDrivers(e *env, n int) ([]*redis.Client, []*redisdriver.Driver, error) {
-	cs := redisClients(e, n)
-	ds := make([]*redisdriver.Driver, n)
+	return redisDriversOver(redisClients(e, n))
+}
+
+// redisDriversOver makes a redisdriver over each of cs.
+func redisDriversOver(cs []*redis.Client) ([]*redis.Client, []*redisdriver.Driver, error) {
+	ds := make([]*redisdriver.Driver, len(cs))
 	for i, c := range cs {
 		d, err := redisdriver.New(c, nil)
 		if err != nil {

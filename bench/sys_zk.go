@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver/zkdriver"
-	lockerzk "github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-zookeeper/zk"
 )
 
@@ -42,16 +41,6 @@ func zkSystems() []*system {
 			open: openZKLock,
 		},
 		{
-			name: "zk.Lock, locker's zk", server: "zk", kind: kindPeer, clients: 4, parallelOnly: true,
-			desc: "as zk.Lock, on locker's copy of go-zookeeper (driver/zkdriver/zk, the client zkdriver runs on): the same recipe (its lock.go is v1.0.4's), the client's sending and receiving as locker gets them",
-			open: openZKLockOurs,
-		},
-		{
-			name: "zk.Lock 1 conn, locker's zk", server: "zk", kind: kindPeer, clients: 1, parallelOnly: true,
-			desc: "as zk.Lock 1 conn, on locker's copy of go-zookeeper",
-			open: openZKLockOurs,
-		},
-		{
 			name: "raw", server: "zk", kind: kindRaw, clients: 4,
 			desc: "Create(path, EPHEMERAL) + Delete (the path's parents are made once per parent); waiters ExistsW the node and all retry on its deletion (a herd)",
 			open: openRawZK,
@@ -80,7 +69,7 @@ func lockerZKDrivers(e *env, n int, timeout time.Duration) ([]*zkdriver.Driver, 
 	}
 	for range n {
 		sess := &zkdriver.Session{Dialer: e.zkOps.dialTimeout}
-		conn, _, err := lockerzk.Connect([]string{e.zk.addr}, timeout, lockerzk.WithLogger(nopLogger{}), sess.ConnOption())
+		conn, _, err := zk.Connect([]string{e.zk.addr}, timeout, zk.WithLogger(nopLogger{}), sess.ConnOption())
 		if err != nil {
 			closeAll()
 			return nil, nil, err
@@ -209,60 +198,6 @@ func openZKLock(e *env, n int) (*instance, error) {
 			return zkLockHandle{zk.NewLock(cs[i], zkPath(key), zk.WorldACL(zk.PermAll))}, nil
 		},
 		close: func() { closeZK(cs) },
-	}, nil
-}
-
-// zkConnsOurs is zkConns on locker's copy of go-zookeeper.
-func zkConnsOurs(e *env, n int, timeout time.Duration) ([]*lockerzk.Conn, error) {
-	cs := make([]*lockerzk.Conn, 0, n)
-	closeAll := func() {
-		for _, c := range cs {
-			c.Close()
-		}
-	}
-	for range n {
-		c, ev, err := lockerzk.Connect([]string{e.zk.addr}, timeout, lockerzk.WithDialer(e.zkOps.dialTimeout), lockerzk.WithLogger(nopLogger{}))
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		cs = append(cs, c)
-		deadline := time.After(10 * time.Second)
-	wait:
-		for {
-			select {
-			case x := <-ev:
-				if x.State == lockerzk.StateHasSession {
-					break wait
-				}
-			case <-deadline:
-				closeAll()
-				return nil, errors.New("zk: no session within 10s")
-			}
-		}
-	}
-	return cs, nil
-}
-
-type zkLockOursHandle struct{ l *lockerzk.Lock }
-
-func (h zkLockOursHandle) Lock(context.Context) error   { return h.l.Lock() }
-func (h zkLockOursHandle) Unlock(context.Context) error { return h.l.Unlock() }
-
-func openZKLockOurs(e *env, n int) (*instance, error) {
-	cs, err := zkConnsOurs(e, n, 10*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	return &instance{
-		newLock: func(i int, key string) (lockHandle, error) {
-			return zkLockOursHandle{lockerzk.NewLock(cs[i], zkPath(key), lockerzk.WorldACL(lockerzk.PermAll))}, nil
-		},
-		close: func() {
-			for _, c := range cs {
-				c.Close()
-			}
-		},
 	}, nil
 }
 

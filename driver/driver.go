@@ -32,8 +32,10 @@
 // [Capabilities]; Limit, Weight and Value are as [Request] documents them,
 // and set only on a driver whose Capabilities report Counted or Values;
 // Queued and MinToken are set only where the Capabilities report Queue
-// and TokenFloor. A driver need not check any of it again; one that wants
-// a defensive check marks what it refuses with [Permanent].
+// and TokenFloor. A driver does not check any of it again: each check is
+// written once, in the front-end, and a driver checks only what the
+// front-end cannot know (a limit of its backend that changes at run time,
+// such as a session timeout), marking what it refuses with [Permanent].
 //
 // # What a driver must do
 //
@@ -54,7 +56,7 @@
 //     anyone else. Both return an error wrapping [ErrNotHeld] in that case.
 //     A lease is refreshed, released and watched only through the Driver
 //     value that granted it, or, for what an abandoned call left, released
-//     by owner with Token 0 through the Driver value that call was made
+//     with [Lease].Abandoned through the Driver value that call was made
 //     on; a driver may refuse, with [ErrNotHeld], a lease that another
 //     Driver value granted, and must leave it held.
 //   - Refuse a conflicting TryAcquire with an error wrapping [ErrLocked],
@@ -69,17 +71,21 @@
 //     answer, with an error wrapping ctx.Err(); never clean up
 //     synchronously after it: the front-end removes what an abandoned
 //     call may have left (a grant whose reply was lost, a queue entry)
-//     with a Release in the background.
-//   - Wrap with [Permanent] the errors of a backend client that was
-//     closed (and any other error no retry can cure), and return them
-//     promptly: the front-end never retries them.
+//     in the background, with a Release whose Lease has Abandoned set.
+//   - Once the driver or the backend client under it is closed, fail
+//     every call promptly with an error wrapping [ErrClosed], marked
+//     [Permanent] (as is any other error no retry can cure): the
+//     front-end never retries them.
 //   - Keep a lease's TTL on refresh: Refresh is called with the Lease that
 //     TryAcquire returned (Lease.TTL as granted).
 //   - Wrap backend errors with %w so callers can reach them with errors.As,
 //     and be safe for concurrent use by multiple goroutines.
 //
-// A driver should not retry operations itself unless it knows the operation
-// was not applied; the front-end retries with the same owner instead.
+// A driver does not retry: the front-end retries a failed TryAcquire with
+// the same owner, and a failed Release until it lands or the lease is
+// gone. A driver repeats a request only when the backend says it was not
+// applied (a transaction rolled back by a deadlock, a compare-and-swap
+// that lost a race), within the call, and never after the call returned.
 //
 // That is a complete driver. With it alone the front-end supplies waiting
 // (TryAcquire again after a backoff capped by [LockedError.Remaining]),
@@ -249,8 +255,9 @@ type Request struct {
 	// grants it to the queue's head (or head run) for as long as their
 	// entries live, without being asked. The new holder's next queued
 	// attempt returns the grant, extended to TTL, like any re-acquire by
-	// a holder; a Release with l.Token 0 by a queued owner that gives up
-	// then releases the grant (and returns nil instead of ErrNotHeld).
+	// a holder; the Release with Lease.Abandoned by which a queued owner
+	// gives up then releases the grant (and returns nil instead of
+	// ErrNotHeld).
 	// Such a driver may notify a handoff only through the Driver whose
 	// queued attempt queued the new holder: nobody else can proceed.
 	Queued bool
@@ -294,6 +301,17 @@ type Lease struct {
 	// lease from Start when it is earlier than its request. Refresh and
 	// RefreshBatch leave it zero.
 	Start time.Time
+
+	// Abandoned is set only on a Release, by the front-end, to remove
+	// what a call it abandoned may have left for Owner on Key: a grant in
+	// Mode whose reply was lost, whatever its token, and Owner's
+	// wait-queue entry (see Request.Queued). Token and TTL are 0 then:
+	// the front-end does not know them. Such a Release returns nil when
+	// it released a grant and an error wrapping ErrNotHeld when there
+	// was none; it removes the queue entry either way. Without Abandoned
+	// a Release releases only the grant whose token is Token, and never
+	// a grant of a Token 0 (no grant has that token).
+	Abandoned bool
 }
 
 // Driver is the minimal lock backend. All methods must be safe for
@@ -308,18 +326,18 @@ type Driver interface {
 	TryAcquire(ctx context.Context, req Request) (Lease, error)
 
 	// Refresh extends l to l.TTL from now if l.Owner still holds l.Key in
-	// l.Mode (with token l.Token, when it is not 0), and returns the lease
-	// with the same token. Otherwise it returns an error wrapping
+	// l.Mode with token l.Token, and returns the lease with the same
+	// token. Otherwise it returns an error wrapping
 	// ErrNotHeld and changes nothing: it never re-creates an expired hold.
 	Refresh(ctx context.Context, l Lease) (Lease, error)
 
-	// Release gives up l if l.Owner still holds l.Key in l.Mode (with token
-	// l.Token, when it is not 0), and wakes the key's waiters where the
-	// driver notifies them. If l.Owner does not hold the key it returns an
-	// error wrapping ErrNotHeld and leaves other owners' holds untouched.
-	// Release also removes any wait-queue entry of l.Owner (see
-	// Request.Queued), whatever it returns; l.Token may be 0 for that
-	// purpose.
+	// Release gives up l if l.Owner still holds l.Key in l.Mode with
+	// token l.Token (with any token when l.Abandoned is set), and wakes
+	// the key's waiters where the driver notifies them. If l.Owner does
+	// not hold the key so it returns an error wrapping ErrNotHeld and
+	// leaves other owners' holds untouched. With l.Abandoned it also
+	// removes l.Owner's wait-queue entry (see Request.Queued), whatever
+	// it returns.
 	Release(ctx context.Context, l Lease) error
 }
 
@@ -390,6 +408,10 @@ type Capabilities struct {
 	MinTTL time.Duration
 	// MaxTTL, when positive, is the longest TTL the driver accepts.
 	MaxTTL time.Duration
+	// MaxTTLSource, if set, names what sets MaxTTL, for the front-end's
+	// refusal of a longer TTL, which then suggests raising it, such as
+	// zkdriver's "the ZooKeeper session timeout".
+	MaxTTLSource string
 	// TTLUnit, when positive, is the granularity of the backend's expiry,
 	// such as a second: the driver accepts only TTLs that are whole
 	// multiples of it.
@@ -411,6 +433,11 @@ type Capabilities struct {
 	WatchLoss bool
 	// RefreshBatch: the driver implements BatchRefresher.
 	RefreshBatch bool
+
+	// Unsupported, if set, is the error the front-end's refusals of the
+	// shared, counted or value requests this driver lacks wrap, saying
+	// why; it wraps errors.ErrUnsupported. Nil: errors.ErrUnsupported.
+	Unsupported error
 	// Inspect: the driver implements Inspector.
 	Inspect bool
 }
@@ -465,7 +492,7 @@ type Acquirer interface {
 	// queued gets an error, never the lock). It returns by ctx's deadline;
 	// on error, what it may have left for req.Owner (its queue entry, a
 	// grant whose reply was lost) is removed by the front-end's Release
-	// with l.Owner = req.Owner and l.Token 0, in the background, so
+	// with l.Owner = req.Owner and l.Abandoned, in the background, so
 	// Acquire need not clean up itself (it may, if that does not delay
 	// its return).
 	Acquire(ctx context.Context, req Request) (Lease, error)
@@ -504,6 +531,11 @@ var (
 	// ErrNotHeld means the owner does not hold the key: it expired, was
 	// released, or was never granted.
 	ErrNotHeld = errors.New("lease not held")
+	// ErrClosed means the driver, or the backend client under it, was
+	// closed: no call of it can succeed any more. A driver's errors wrap
+	// it, marked Permanent, from the moment either is closed (see
+	// driverkit.Errors, which does both).
+	ErrClosed = errors.New("driver or client closed")
 )
 
 // LockedError is the error TryAcquire returns when another owner holds the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/lockertest"
 )
 
@@ -59,7 +60,7 @@ const bugEnv = "LOCKERTEST_BUG"
 // of the test binary applies one bug to memdriver and must fail the subtest
 // that checks the broken rule.
 func TestBrokenDrivers(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Skip("runs the test binary once per bug")
 	}
 	if os.Getenv(bugEnv) != "" {

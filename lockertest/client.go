@@ -280,8 +280,8 @@ func testClosedClient(e *env) {
 		if el := time.Since(start); el > prompt {
 			e.t.Errorf("%s on a closed client took %v; want at most %v", what, el, prompt)
 		}
-		if !driver.IsPermanent(err) {
-			e.t.Errorf("%s on a closed client = %v; want an error that driver.IsPermanent reports", what, err)
+		if !driver.IsPermanent(err) || !errors.Is(err, driver.ErrClosed) {
+			e.t.Errorf("%s on a closed client = %v; want an error wrapping driver.ErrClosed that driver.IsPermanent reports", what, err)
 		}
 	}
 	r := req(e.key("other"), driver.Exclusive, e.long)

@@ -2,7 +2,6 @@ package lockertest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // store is the backend, standing in for a lock server: leases behind a
@@ -35,23 +35,22 @@ func newStore() *store {
 type mapDriver struct {
 	s      *store
 	closed atomic.Bool
+	errs   driverkit.Errors // names errors; permanent once closed
+}
+
+func newMapDriver(s *store) *mapDriver {
+	d := &mapDriver{s: s}
+	d.errs = driverkit.Errors{Driver: "mapdriver", Closed: func(error) error {
+		if d.closed.Load() {
+			return driver.ErrClosed
+		}
+		return nil
+	}}
+	return d
 }
 
 // Close closes the client: every later call fails with a permanent error.
 func (d *mapDriver) Close() { d.closed.Store(true) }
-
-// begin refuses a call of a closed client, or with a done context.
-func (d *mapDriver) begin(ctx context.Context) error {
-	if d.closed.Load() {
-		return driver.Permanent(errors.New("client closed"))
-	}
-	return ctx.Err()
-}
-
-// fail wraps err with the operation and key.
-func fail(op, key string, err error) error {
-	return fmt.Errorf("mapdriver: %s %s: %w", op, driver.QuoteKey(key), err)
-}
 
 // live returns the lease of key unless it has expired (s.mu is held).
 func (s *store) live(key string) (lease, bool) {
@@ -63,17 +62,17 @@ func (s *store) live(key string) (lease, bool) {
 	return cur, ok
 }
 
-// owns reports whether cur is l's (owner, and token unless it is 0).
+// owns reports whether cur is l's (owner, and token unless abandoned).
 func owns(cur lease, l driver.Lease) bool {
-	return cur.owner == l.Owner && (l.Token == 0 || cur.token == l.Token)
+	return cur.owner == l.Owner && (l.Abandoned || cur.token == l.Token)
 }
 
 // TryAcquire grants req.Key to req.Owner with a new token, extends the
 // lease of an owner that already holds it, or refuses with the time the
 // holder's lease has left.
 func (d *mapDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
-	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, fail("acquire", req.Key, err)
+	if err := d.errs.Begin(ctx, "acquire", req.Key); err != nil {
+		return driver.Lease{}, err
 	}
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
@@ -82,7 +81,7 @@ func (d *mapDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.
 	case ok && cur.owner == req.Owner:
 		// An idempotent re-acquire: same token, lease extended.
 	case ok:
-		return driver.Lease{}, fail("acquire", req.Key, &driver.LockedError{Remaining: time.Until(cur.expires)})
+		return driver.Lease{}, d.errs.Wrap(ctx, "acquire", req.Key, &driver.LockedError{Remaining: time.Until(cur.expires)})
 	default:
 		d.s.fence[req.Key]++
 		cur = lease{owner: req.Owner, token: d.s.fence[req.Key]}
@@ -94,14 +93,14 @@ func (d *mapDriver) TryAcquire(ctx context.Context, req driver.Request) (driver.
 
 // Refresh extends l by l.TTL from now if l.Owner still holds l.Key.
 func (d *mapDriver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
-	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, fail("refresh", l.Key, err)
+	if err := d.errs.Begin(ctx, "refresh", l.Key); err != nil {
+		return driver.Lease{}, err
 	}
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
 	cur, ok := d.s.live(l.Key)
 	if !ok || !owns(cur, l) {
-		return driver.Lease{}, fail("refresh", l.Key, driver.ErrNotHeld)
+		return driver.Lease{}, d.errs.Wrap(ctx, "refresh", l.Key, driver.ErrNotHeld)
 	}
 	cur.expires = time.Now().Add(l.TTL)
 	d.s.leases[l.Key] = cur
@@ -109,15 +108,16 @@ func (d *mapDriver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, 
 	return l, nil
 }
 
-// Release deletes l if l.Owner still holds l.Key.
+// Release deletes l if l.Owner still holds l.Key (with any token when
+// l.Abandoned: the front-end cleans up after a call it gave up on).
 func (d *mapDriver) Release(ctx context.Context, l driver.Lease) error {
-	if err := d.begin(ctx); err != nil {
-		return fail("release", l.Key, err)
+	if err := d.errs.Begin(ctx, "release", l.Key); err != nil {
+		return err
 	}
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
 	if cur, ok := d.s.live(l.Key); !ok || !owns(cur, l) {
-		return fail("release", l.Key, driver.ErrNotHeld)
+		return d.errs.Wrap(ctx, "release", l.Key, driver.ErrNotHeld)
 	}
 	delete(d.s.leases, l.Key)
 	return nil
@@ -128,7 +128,7 @@ func (d *mapDriver) Release(ctx context.Context, l driver.Lease) error {
 // TestExampleDriver runs lockertest.TestDriver on it.
 func Example_driver() {
 	s := newStore()
-	c := locker.New(&mapDriver{s: s}, locker.WithTTL(time.Second))
+	c := locker.New(newMapDriver(s), locker.WithTTL(time.Second))
 	defer c.Close(context.Background())
 
 	m := c.Mutex("orders/42")
@@ -137,7 +137,7 @@ func Example_driver() {
 	m.Unlock()
 
 	// Another process, another client of the same store.
-	other := locker.New(&mapDriver{s: s})
+	other := locker.New(newMapDriver(s))
 	defer other.Close(context.Background())
 	m2 := other.Mutex("orders/42")
 	m2.Lock()

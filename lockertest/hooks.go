@@ -108,8 +108,8 @@ func testDriverClosedClient(e *env) {
 	if waiting != nil {
 		select {
 		case err := <-waiting:
-			if !driver.IsPermanent(err) {
-				e.t.Errorf("an Acquire waiting when the client was closed returned %v; want a permanent error", err)
+			if !driver.IsPermanent(err) || !errors.Is(err, driver.ErrClosed) {
+				e.t.Errorf("an Acquire waiting when the client was closed returned %v; want a permanent error wrapping driver.ErrClosed", err)
 			}
 		case <-time.After(closedBound):
 			e.t.Errorf("an Acquire waiting when the client was closed did not return within %v", closedBound)
@@ -122,8 +122,8 @@ func testDriverClosedClient(e *env) {
 		err := c.call(ctx)
 		took := time.Since(start)
 		cancel()
-		if !driver.IsPermanent(err) {
-			e.t.Errorf("%s on a closed client = %v; want an error that driver.IsPermanent reports", c.name, err)
+		if !driver.IsPermanent(err) || !errors.Is(err, driver.ErrClosed) {
+			e.t.Errorf("%s on a closed client = %v; want an error wrapping driver.ErrClosed that driver.IsPermanent reports", c.name, err)
 		}
 		if took > closedBound {
 			e.t.Errorf("%s on a closed client took %v; want at most %v", c.name, took, closedBound)
@@ -157,7 +157,7 @@ func checkStalledResults(e *env, got []stalledResult, deadline, bound time.Durat
 // front-end's Release would remove it.
 func releaseAbandoned(e *env, d driver.Driver, reqs []driver.Request) {
 	for _, r := range reqs {
-		if err := d.Release(e.ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode}); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+		if err := d.Release(e.ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, Abandoned: true}); err != nil && !errors.Is(err, driver.ErrNotHeld) {
 			e.t.Errorf("Release of an abandoned call's owner once the backend answers: %v", err)
 		}
 	}

@@ -150,7 +150,7 @@ func testInspectQueued(e *env, in driver.Inspector, ds []driver.Driver) {
 	}
 	e.release(ds[1], l)
 	// The queued owner leaves the queue (or gives up a handoff).
-	if err := ds[2].Release(e.ctx, driver.Lease{Key: key, Owner: rq.Owner, Mode: rq.Mode}); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+	if err := ds[2].Release(e.ctx, driver.Lease{Key: key, Owner: rq.Owner, Mode: rq.Mode, Abandoned: true}); err != nil && !errors.Is(err, driver.ErrNotHeld) {
 		e.t.Errorf("Release of the queued owner: %v", err)
 	}
 }

@@ -170,6 +170,34 @@ func testReleaseNotHeld(e *env) {
 	e.release(b, lb)
 }
 
+// testAbandonedRelease checks driver.Lease.Abandoned: a Release with it
+// releases the owner's grant whatever its token (the reply of the grant
+// was lost), and reports ErrNotHeld when the owner holds nothing; a
+// Release without it and with Token 0 releases nothing, for no grant has
+// token 0.
+func testAbandonedRelease(e *env) {
+	ds := e.drivers(2)
+	a, b := ds[0], ds[1]
+	key := e.key("k")
+	r := req(key, driver.Exclusive, e.long)
+	l, sent := e.acquire(a, r)
+	unknown := driver.Lease{Key: key, Owner: r.Owner, Mode: r.Mode}
+	e.releaseNotHeld("Release with Token 0, not Abandoned, of a held key", a, unknown)
+	e.expectLocked(b, key, driver.Exclusive, sent, l.TTL)
+	unknown.Abandoned = true
+	if err := a.Release(e.ctx, unknown); err != nil {
+		e.t.Errorf("Release with Abandoned of a grant whose token the caller does not know: %v; want nil", err)
+	}
+	e.expectFree(b, key, driver.Exclusive, "after a Release with Abandoned")
+	e.releaseNotHeld("Release with Abandoned by an owner that holds nothing", a, unknown)
+
+	// An abandoned release leaves another owner's hold alone.
+	lb, sentB := e.acquire(b, req(key, driver.Exclusive, e.long))
+	e.releaseNotHeld("Release with Abandoned while another owner holds the key", a, unknown)
+	e.expectLocked(a, key, driver.Exclusive, sentB, lb.TTL)
+	e.release(b, lb)
+}
+
 // testExpiry checks that a lease that is not refreshed expires, not
 // before its TTL and not long after, and that its holder then cannot
 // release or refresh it.
@@ -552,7 +580,7 @@ func (e *env) concurrentHotKey(c *concurrent, d driver.Driver) {
 		// Leave the queue, if we joined it. A driver that hands the
 		// key over to its queue's head may have granted it to us
 		// meanwhile: then the release succeeds.
-		err := d.Release(ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, TTL: r.TTL})
+		err := d.Release(ctx, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, Abandoned: true})
 		if !errors.Is(err, driver.ErrNotHeld) && (err != nil || !e.caps.Queue) {
 			e.errorf("Release by an owner that does not hold %q: %v; want ErrNotHeld", c.hot, err)
 		}

@@ -30,9 +30,10 @@
 // in the driver's [driver.Capabilities] (implement [driver.Describer]),
 // and each has the subtests named below:
 //
-//  1. The hooks: [WithCloseClient] (a closed client is a permanent error)
-//     and [WithStall] (calls return by their deadline while the backend
-//     does not answer) turn on ClosedClient, Stalled and Deadlines.
+//  1. The hooks: [WithCloseClient] (a closed client is a permanent error
+//     wrapping [driver.ErrClosed]; driverkit.Errors makes it so) and
+//     [WithStall] (calls return by their deadline while the backend does
+//     not answer) turn on ClosedClient, Stalled and Deadlines.
 //  2. TTL limits: MinTTL, MaxTTL and TTLUnit when the backend cannot
 //     honour every TTL. The suite picks its TTLs within them (see below);
 //     TTLUnit checks that the front-end refuses the others.
@@ -66,6 +67,10 @@
 //     created for the caller.
 //   - ReleaseNotHeld: Release and Refresh of keys never acquired, released
 //     or re-acquired by someone else fail with ErrNotHeld.
+//   - AbandonedRelease: a Release with [driver.Lease].Abandoned frees the
+//     owner's grant whatever its token, and fails with ErrNotHeld when the
+//     owner holds nothing, leaving another owner's hold alone; one without
+//     it and with Token 0 fails with ErrNotHeld and releases nothing.
 //   - Expiry: a lease is held until its TTL runs out, then another owner
 //     gets the key; the old holder can no longer refresh or release it.
 //   - RefreshAfterExpiry: refreshing an expired lease fails and does not
@@ -127,8 +132,9 @@
 //     the hold.
 //   - ClosedClient ([WithCloseClient]): once the backend client under a
 //     driver is closed, every call of the driver (optional interfaces
-//     included) fails within a second with an error that
-//     driver.IsPermanent reports, and so does an Acquire that was waiting.
+//     included) fails within a second with an error that wraps
+//     [driver.ErrClosed] and that driver.IsPermanent reports, and so does
+//     an Acquire that was waiting.
 //   - Stalled ([WithStall]): while the backend does not answer a driver,
 //     every call of it, and an Acquire queued before, returns by its
 //     600ms deadline (within 650ms) with the context's error; once the
@@ -166,7 +172,8 @@
 //     anything left behind could have expired.
 //   - ClosedClient ([WithCloseClient]): after the backend client is
 //     closed, LockContext returns within a second with an error that
-//     driver.IsPermanent reports, Lock panics with it, and the hold ends.
+//     wraps driver.ErrClosed and that driver.IsPermanent reports, Lock
+//     panics with it, and the hold ends.
 //   - MinHold: a hold with locker.WithMinHold that is released at once,
 //     or ended by Client.Close, keeps the key from other Clients until
 //     its minimum hold has passed, and is then granted to a waiter.
@@ -255,6 +262,7 @@ func TestDriver(t *testing.T, mk MakeDriver, opts ...Option) {
 		parallel(t, st, "ReleaseWrongOwner", testReleaseWrongOwner)
 		parallel(t, st, "RefreshWrongOwner", testRefreshWrongOwner)
 		parallel(t, st, "ReleaseNotHeld", testReleaseNotHeld)
+		parallel(t, st, "AbandonedRelease", testAbandonedRelease)
 		parallel(t, st, "Expiry", testExpiry)
 		parallel(t, st, "RefreshAfterExpiry", testRefreshAfterExpiry)
 		parallel(t, st, "RefreshExtends", testRefreshExtends)
@@ -307,9 +315,10 @@ type options struct {
 
 // WithCloseClient gives the suite a way to close the backend client under
 // a driver made by MakeDriver (redis.Client.Close, clientv3.Client.Close,
-// zk.Conn.Close, sql.DB.Close…). Subtest Locker/ClosedClient then checks
-// that a closed client is a permanent error: every call of the driver
-// returns promptly with an error that driver.IsPermanent reports, and
+// zk.Conn.Close, sql.DB.Close…). Subtests Driver/ClosedClient and
+// Locker/ClosedClient then check that a closed client is a permanent
+// error: every call of the driver returns promptly with an error that
+// wraps driver.ErrClosed and that driver.IsPermanent reports, and
 // locker's Lock panics with it at once instead of retrying for ever.
 // Without it the subtest is skipped.
 func WithCloseClient(f func(t *testing.T, d driver.Driver)) Option {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/lockertest"
 )
 
@@ -27,7 +28,7 @@ func TestMemDriver(t *testing.T) {
 // not modelled (Driver/Stalled and Locker/Deadlines skip).
 func TestExampleDriver(t *testing.T) {
 	s := newStore()
-	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return &mapDriver{s: s} },
+	lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return newMapDriver(s) },
 		lockertest.WithCloseClient(func(t *testing.T, d driver.Driver) { d.(*mapDriver).Close() }))
 }
 
@@ -35,7 +36,7 @@ func TestExampleDriver(t *testing.T) {
 // as on etcd: the suite must round its TTLs up to whole numbers of the
 // driver's TTLUnit, and TTLUnit finds TTLs the front-end rejects.
 func TestWholeSecondTTLs(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Skip("runs the whole suite with second-long leases")
 	}
 	t.Parallel()
@@ -49,7 +50,7 @@ func TestWholeSecondTTLs(t *testing.T) {
 // driver's leases last as long as a session: its MinTTL and MaxTTL are
 // equal, and the suite uses that TTL everywhere.
 func TestFixedTTL(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Skip("runs the whole suite with second-long leases")
 	}
 	t.Parallel()

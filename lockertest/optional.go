@@ -202,7 +202,7 @@ func (e *env) expectTryLocked(d driver.Driver, r driver.Request, why string) {
 // its key, checking that the Release reports ErrNotHeld.
 func (e *env) leaveQueue(d driver.Driver, r driver.Request) {
 	e.t.Helper()
-	e.releaseNotHeld("Release by a queued owner that does not hold the key", d, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, TTL: r.TTL})
+	e.releaseNotHeld("Release by a queued owner that does not hold the key", d, driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, Abandoned: true})
 }
 
 // testQueue checks Capabilities.Queue (Request.Queued): queued owners are served in order, before

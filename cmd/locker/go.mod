@@ -12,6 +12,7 @@ require (
 	github.com/go-locker/locker/driver/sqldriver v0.1.0
 	github.com/go-locker/locker/driver/zkdriver v0.1.0
 	github.com/go-sql-driver/mysql v1.10.1
+	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.7.3

@@ -41,10 +41,10 @@ type Backoff struct {
 	cur time.Duration // the next delay before jitter; 0: Min
 }
 
-// Default bounds of a zero Backoff.
+// The bounds of a zero Backoff.
 const (
-	DefaultBackoffMin = 10 * time.Millisecond
-	DefaultBackoffMax = time.Second
+	defaultMin = 10 * time.Millisecond
+	defaultMax = time.Second
 )
 
 // Next returns the next delay and grows the following one.
@@ -77,10 +77,10 @@ func (b *Backoff) Next() time.Duration {
 func (b *Backoff) bounds() (lo, hi time.Duration) {
 	lo, hi = b.Min, b.Max
 	if lo <= 0 {
-		lo = DefaultBackoffMin
+		lo = defaultMin
 	}
 	if hi <= 0 {
-		hi = DefaultBackoffMax
+		hi = defaultMax
 	}
 	return lo, max(lo, hi)
 }

@@ -8,8 +8,8 @@ import (
 
 // CheckCount checks the fields of req that counted requests and values
 // add (Limit, Weight, Value). The front-end validates every request, and
-// a driver may rely on it (see the package documentation); CheckCount is
-// for a driver that wants a defensive check before any I/O anyway. A
+// a driver does not check them again (see package driver): CheckCount is
+// kept only until the drivers that still call it stop, and then goes. A
 // failure is a bug in the caller, and the error is marked Permanent. It accepts Limit and
 // Weight both 0 (an uncounted request), or a Shared request with
 // 1 ≤ Weight ≤ Limit, and a Value of at most MaxValueLen bytes.

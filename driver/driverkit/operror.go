@@ -7,9 +7,8 @@ import "github.com/go-locker/locker/driver"
 // key (quoted and cut by QuoteKey), and it wraps the cause, so that
 // errors.Is and errors.As see through it (a *LockedError, ErrNotHeld,
 // context.DeadlineExceeded). A driver returns one from each exported
-// method, and marks it with Permanent when no retry can cure the cause:
-//
-//	return driver.Permanent(&driverkit.OpError{Driver: "mydriver", Op: "acquire", Key: req.Key, Err: err})
+// method, made by [Errors.Wrap], which also marks it permanent when no
+// retry can cure the cause.
 //
 // The front-end and tools may read Op and Key with errors.As.
 type OpError struct {

@@ -25,7 +25,7 @@ const cleanupTimeout = 10 * time.Second
 // docs/etcddriver.md). It returns an error, never the lock, if the entry
 // vanishes, and deletes its entry on error.
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (_ driver.Lease, err error) {
-	defer func() { err = d.fail(ctx, "acquire", req.Key, err) }()
+	defer func() { err = d.errs.Wrap(ctx, "acquire", req.Key, err) }()
 	rctx, ttl := d.request(ctx), int64(req.TTL/time.Second)
 	if err := d.begin(rctx); err != nil {
 		return driver.Lease{}, err

@@ -62,6 +62,7 @@ type Options struct {
 // Driver is a locker driver over an etcd client. It is safe for
 // concurrent use. Create it with New; Close stops its background work.
 type Driver struct {
+	errs      driverkit.Errors // names the driver's errors, permanent once closed
 	client    *clientv3.Client
 	kv        clientv3.KV
 	watcher   clientv3.Watcher
@@ -162,6 +163,7 @@ func New(client *clientv3.Client, opts *Options) (*Driver, error) {
 	d.fan.OnClose = d.unsubscribed
 	d.minTTL.Store(max(int64(o.MinTTL/time.Second), 1))
 	d.ctx, d.cancel = context.WithCancel(client.Ctx())
+	d.errs = driverkit.Errors{Driver: "etcddriver", Closed: func(error) error { return d.closedErr() }}
 	return d, nil
 }
 
@@ -234,21 +236,6 @@ func (d *Driver) closedErr() error {
 		return errClosed
 	}
 	return nil
-}
-
-// opError names the operation and key of err.
-func opError(op, key string, err error) error {
-	return &driverkit.OpError{Driver: "etcddriver", Op: op, Key: key, Err: err}
-}
-
-// fail returns err, the error of op on key made with ctx, named by opError
-// and, unless it is ctx's own error, permanent once the driver or its
-// client is closed: a closed client fails every request at once.
-func (d *Driver) fail(ctx context.Context, op, key string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return opError(op, key, driverkit.Closed(ctx, err, d.closedErr()))
 }
 
 // request returns the context of a call: ctx, which also reports itself
@@ -373,7 +360,7 @@ func (d *Driver) Cmp(key string, token uint64) (clientv3.Cmp, error) {
 	}
 	d.mu.Unlock()
 	if k == "" {
-		return clientv3.Cmp{}, opError("cmp", key, fmt.Errorf("no hold with token %d granted by this driver: %w", token, driver.ErrNotHeld))
+		return clientv3.Cmp{}, d.errs.Wrap(nil, "cmp", key, fmt.Errorf("no hold with token %d granted by this driver: %w", token, driver.ErrNotHeld))
 	}
 	return clientv3.Compare(clientv3.CreateRevision(k), "=", int64(token)), nil
 }

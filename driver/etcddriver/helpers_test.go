@@ -8,6 +8,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
 	"github.com/go-locker/locker/internal/drivertest"
+	"github.com/go-locker/locker/internal/testflag"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -65,7 +66,7 @@ func mustAcquire(t testing.TB, d driver.Driver, r driver.Request) driver.Lease {
 // conformance suite beside the cluster's own servers); the full run keeps
 // them apart, so that their timing is judged on a quieter machine.
 func parallelIfShort(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Parallel()
 	}
 }

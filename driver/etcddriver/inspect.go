@@ -19,7 +19,7 @@ import (
 func (d *Driver) Inspect(ctx context.Context, key string) (st driver.KeyState, err error) {
 	holders, waiters, err := d.entries(ctx, key)
 	if err != nil {
-		return st, d.fail(ctx, "inspect", key, err)
+		return st, d.errs.Wrap(ctx, "inspect", key, err)
 	}
 	st.Waiting = len(waiters)
 	for _, kv := range holders {
@@ -28,7 +28,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (st driver.KeyState, e
 		if kv.Lease != 0 {
 			ttl, err := d.leases.TimeToLive(d.request(ctx), clientv3.LeaseID(kv.Lease))
 			if err != nil {
-				return driver.KeyState{}, d.fail(ctx, "inspect", key, err)
+				return driver.KeyState{}, d.errs.Wrap(ctx, "inspect", key, err)
 			}
 			h.Remaining = time.Duration(max(ttl.TTL, 0)) * time.Second
 		}
@@ -83,5 +83,5 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (n int, err error
 			n++
 		}
 	}
-	return n, d.fail(ctx, "force-release", key, err)
+	return n, d.errs.Wrap(ctx, "force-release", key, err)
 }

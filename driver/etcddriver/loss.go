@@ -49,7 +49,7 @@ type leaseLoss struct {
 
 // fire reports the loss, unless it was reported or the registration
 // stopped.
-func (ll *leaseLoss) fire(err error) { ll.lost.Fire(opError("watch", ll.key, err)) }
+func (ll *leaseLoss) fire(err error) { ll.lost.Fire(ll.d.errs.Wrap(nil, "watch", ll.key, err)) }
 
 // WatchLoss implements driver.LossWatcher: lost is called, at most once
 // and on a goroutine of the driver's, when the lease of l's entry ends, as

@@ -18,7 +18,7 @@ var server *etcdtest.Member
 
 func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(faultDial) // serves and exits when run as a helper child of the fault matrix
-	testflag.Parallel(8, true)        // -short: the conformance suite's waiting subtests together
+	testflag.Parallel(8, true)        // quick run: the conformance suite's waiting subtests together
 	goleak.VerifyTestMain(drivertest.Servers(m, "etcddriver", func() (err error) {
 		server, err = etcdtest.StartServer()
 		return err

@@ -33,7 +33,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 		err = d.closedErr() // closed while the request was under way
 	}
 	if err != nil {
-		return driver.Lease{}, d.fail(ctx, "acquire", req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, "acquire", req.Key, err)
 	}
 	return l, nil
 }
@@ -215,7 +215,7 @@ func (d *Driver) settle(ctx context.Context, req driver.Request, e entry, ka *ka
 	if !a.granted {
 		return driver.Lease{}, a.refusal
 	}
-	d.confirm(req.Owner, k, time.Time{}, a.token) // the token, for Cmp and a Release with Token 0
+	d.confirm(req.Owner, k, time.Time{}, a.token) // the token, for Cmp and a Release with Abandoned
 	l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: uint64(a.token), TTL: time.Duration(ttl) * time.Second}
 	if proved {
 		l.Start = e.deadline.Add(-l.TTL)
@@ -272,7 +272,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		err = d.closedErr()
 	}
 	if err != nil {
-		return driver.Lease{}, d.fail(ctx, "refresh", l.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, "refresh", l.Key, err)
 	}
 	return l, nil
 }
@@ -298,13 +298,10 @@ func (d *Driver) refresh(ctx context.Context, l driver.Lease) error {
 }
 
 // checkHeld completes a refresh of l, whose entry e was read as own: it
-// fails with ErrNotHeld unless own is l.Owner's with l's token (or, when
-// l.Token is 0, the one this driver granted), and waits for ka.
+// fails with ErrNotHeld unless own is l.Owner's with l's token, and waits
+// for ka.
 func (d *Driver) checkHeld(ctx context.Context, l driver.Lease, e entry, own *mvccpb.KeyValue, ka *kaCall) error {
 	token := int64(l.Token)
-	if token == 0 {
-		token = e.token
-	}
 	if own == nil || !isOwner(own.Value, l.Owner) {
 		d.forget(l.Owner, e.key)
 		return fmt.Errorf("no entry of the owner: %w", driver.ErrNotHeld)
@@ -333,7 +330,7 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	bctx := d.request(ctx)
 	errs := d.refreshBatch(bctx, ls)
 	for i, err := range errs {
-		errs[i] = d.fail(ctx, "refresh", ls[i].Key, err)
+		errs[i] = d.errs.Wrap(ctx, "refresh", ls[i].Key, err)
 	}
 	return errs
 }
@@ -390,18 +387,23 @@ func (d *Driver) refreshBatch(ctx context.Context, ls []driver.Lease) []error {
 
 // Release implements driver.Driver: one Delete of l's entry. It returns an
 // error wrapping driver.ErrNotHeld when the entry was not there or had
-// another create revision than l.Token, or, with l.Token 0 (the removal of
-// a queue entry), when this driver had not granted it; the entry is gone
-// either way, and its lease goes back to the pool. Until the Delete
+// another create revision than l.Token, or, with l.Abandoned (the removal
+// of a queue entry, or of a grant whose reply was lost), when this driver
+// had not granted it; the entry is gone either way, and its lease goes
+// back to the pool. Without l.Abandoned, a Token 0 is no grant's: the
+// Release fails with ErrNotHeld and removes nothing. Until the Delete
 // succeeds the driver keeps its record of the entry, for a retry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	bctx := d.request(ctx)
-	return d.fail(ctx, "release", l.Key, d.release(bctx, l))
+	return d.errs.Wrap(ctx, "release", l.Key, d.release(bctx, l))
 }
 
 func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 	if err := d.begin(ctx); err != nil {
 		return err
+	}
+	if l.Token == 0 && !l.Abandoned {
+		return fmt.Errorf("token 0: %w", driver.ErrNotHeld)
 	}
 	e, known := d.entryOf(l.Owner, d.base(l.Key), l.Mode)
 	if !known {
@@ -424,9 +426,9 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		d.putLease(e.lease, e.ttl, e.deadline)
 	}
 	switch prev := resp.PrevKvs[0]; {
-	case l.Token != 0 && prev.CreateRevision != int64(l.Token):
+	case !l.Abandoned && prev.CreateRevision != int64(l.Token):
 		return fmt.Errorf("the entry has token %d, not %d (removed anyway): %w", prev.CreateRevision, l.Token, driver.ErrNotHeld)
-	case l.Token == 0 && e.token != prev.CreateRevision:
+	case l.Abandoned && e.token != prev.CreateRevision:
 		return fmt.Errorf("the entry was not granted (removed): %w", driver.ErrNotHeld)
 	}
 	return nil

@@ -190,14 +190,14 @@ func (w *keyWatch) dispatch(key string, rev int64) {
 // the key's watch was re-created, or the driver or its client is closed.
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if err := d.begin(ctx); err != nil {
-		return nil, d.fail(ctx, "subscribe", key, err)
+		return nil, d.errs.Wrap(ctx, "subscribe", key, err)
 	}
 	base := d.base(key)
 	w := d.watch(base)
 	s := d.fan.Subscribe(base)
 	if err := w.waitReady(ctx); err != nil {
 		s.Close()
-		return nil, d.fail(ctx, "subscribe", key, err)
+		return nil, d.errs.Wrap(ctx, "subscribe", key, err)
 	}
 	return s, nil
 }

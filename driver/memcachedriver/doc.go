@@ -77,9 +77,9 @@
 // returns as soon as its context ends, with the context's error; the
 // request under way ends within the client's Timeout, and may still be
 // applied: an abandoned acquire may leave a pending hold (gone within a
-// second) or a grant (gone when it expires), which the front-end's
-// cleanup Release removes. A Release that cannot finish keeps trying in
-// the background, every 50ms, for the lease's TTL plus 3 seconds.
+// second) or a grant, which the driver gives back once the request
+// returns, and the front-end's cleanup Release removes too. The driver
+// does not retry a failed call: package locker does.
 //
 // Set the client's Timeout well below the TTL (the default suits TTLs of
 // 3 seconds and more), so that a renewal that gets no answer fails early
@@ -90,15 +90,15 @@
 // The driver never closes the client: whoever created it owns it, and
 // gomemcache's Client.Close only drops idle connections, leaving the
 // client usable. [Driver.Close] ends the driver instead: calls under way
-// and every later call return a permanent error wrapping [ErrClosed] at
+// and every later call return a permanent error wrapping
+// [driver.ErrClosed] at
 // once, and Close waits for the requests under way (each bounded by the
 // client's Timeout).
 //
 // # Shared mode
 //
-// The driver grants exclusive holds only; Mode Shared returns a permanent
-// error wrapping errors.ErrUnsupported, and locker.RWMutex's read side
-// with it. Readers that each expire on their own cannot share one item,
+// The driver grants exclusive holds only: locker.RWMutex's read side
+// returns an error wrapping errors.ErrUnsupported on it. Readers that each expire on their own cannot share one item,
 // which has one expiration time, and judging their expiries by the
 // clients' clocks would let a client whose clock runs ahead drop a live
 // reader and let a writer in.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/bradfitz/gomemcache/memcache"
+	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-locker/locker/driver/memcachedriver"
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/memcachedtest"
@@ -19,20 +19,24 @@ import (
 
 const ttl = memcachedriver.MinTTL
 
-// TestTTL checks the TTLs the driver accepts: whole seconds from MinTTL
-// to MaxTTL, never rounded; a call with another TTL fails, permanently,
-// without a request.
+// TestTTL checks the TTLs the driver's Capabilities report: whole seconds
+// from MinTTL to MaxTTL, never rounded; package locker refuses another
+// TTL, and a read lock, without a request.
 func TestTTL(t *testing.T) {
 	d, err := memcachedriver.New(memcache.New("127.0.0.1:1"), nil) // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	c := d.Capabilities()
-	if c.MinTTL != 3*time.Second || c.MaxTTL != (30*24*3600-2)*time.Second || c.TTLUnit != time.Second {
-		t.Fatalf("Capabilities() MinTTL, MaxTTL, TTLUnit = %v, %v, %v", c.MinTTL, c.MaxTTL, c.TTLUnit)
+	c := locker.New(d)
+	defer c.Close(context.Background())
+	caps := d.Capabilities()
+	if caps.MinTTL != 3*time.Second || caps.MaxTTL != (30*24*3600-2)*time.Second || caps.TTLUnit != time.Second {
+		t.Fatalf("Capabilities() MinTTL, MaxTTL, TTLUnit = %v, %v, %v", caps.MinTTL, caps.MaxTTL, caps.TTLUnit)
 	}
-	accepts := func(ttl time.Duration) bool { return ttl >= c.MinTTL && ttl <= c.MaxTTL && ttl%c.TTLUnit == 0 }
+	accepts := func(ttl time.Duration) bool {
+		return ttl >= caps.MinTTL && ttl <= caps.MaxTTL && ttl%caps.TTLUnit == 0
+	}
 	for _, ok := range []time.Duration{3 * time.Second, time.Minute, memcachedriver.MaxTTL} {
 		if !accepts(ok) {
 			t.Errorf("Capabilities() refuse TTL %v", ok)
@@ -42,23 +46,16 @@ func TestTTL(t *testing.T) {
 		if accepts(bad) {
 			t.Errorf("Capabilities() accept TTL %v; want it refused", bad)
 		}
+		// The front-end refuses it before any request (nothing listens).
 		start := time.Now()
-		_, err := d.TryAcquire(context.Background(), req("k", owner(), bad))
-		if err == nil || !driver.IsPermanent(err) || time.Since(start) > 100*time.Millisecond {
-			t.Errorf("TryAcquire with TTL %v = %v after %v; want a permanent error at once", bad, err, time.Since(start))
-		}
-		var oe *driverkit.OpError
-		if !errors.As(err, &oe) || oe.Driver != "memcachedriver" || oe.Op != "acquire" || oe.Key != "k" {
-			t.Errorf("TryAcquire with TTL %v = %v; want a *driverkit.OpError of acquire \"k\" (got %+v)", bad, err, oe)
-		}
-		_, err = d.Refresh(context.Background(), driver.Lease{Key: "k", Owner: owner(), Token: 1, TTL: bad})
-		if err == nil || !driver.IsPermanent(err) {
-			t.Errorf("Refresh with TTL %v = %v; want a permanent error", bad, err)
+		_, err := c.Mutex("k", locker.WithTTL(bad)).TryLockContext(context.Background())
+		if !errors.Is(err, locker.ErrInvalidTTL) || time.Since(start) > 100*time.Millisecond {
+			t.Errorf("TryLockContext with TTL %v = %v after %v; want an error wrapping locker.ErrInvalidTTL at once", bad, err, time.Since(start))
 		}
 	}
-	_, err = d.TryAcquire(context.Background(), driver.Request{Key: "k", Owner: owner(), Mode: driver.Shared, TTL: ttl})
-	if !errors.Is(err, errors.ErrUnsupported) || !driver.IsPermanent(err) {
-		t.Errorf("TryAcquire(Shared) = %v; want a permanent error wrapping errors.ErrUnsupported", err)
+	_, err = c.RWMutex("k").TryRLockContext(context.Background())
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("TryRLockContext = %v; want an error wrapping errors.ErrUnsupported", err)
 	}
 }
 
@@ -328,7 +325,7 @@ func TestNoCAS(t *testing.T) {
 }
 
 // TestClosed checks the close hook: after closeClient every call returns,
-// within 100ms, an error marked permanent that wraps ErrClosed; a call
+// within 100ms, an error marked permanent that wraps driver.ErrClosed; a call
 // under way when the driver is closed returns as promptly.
 func TestClosed(t *testing.T) {
 	srv := server(t)
@@ -352,8 +349,8 @@ func TestClosed(t *testing.T) {
 	}()
 	select {
 	case err := <-errc:
-		if !driver.IsPermanent(err) || !errors.Is(err, memcachedriver.ErrClosed) {
-			t.Errorf("call under way at Close = %v; want a permanent ErrClosed", err)
+		if !driver.IsPermanent(err) || !errors.Is(err, driver.ErrClosed) {
+			t.Errorf("call under way at Close = %v; want a permanent driver.ErrClosed", err)
 		}
 		if e := time.Since(start); e > 100*time.Millisecond {
 			t.Errorf("call under way returned %v after Close", e)
@@ -365,8 +362,8 @@ func TestClosed(t *testing.T) {
 	<-closed
 
 	calls := callsOn(t, d, l)
-	drivertest.CheckClosed(context.Background(), t, "after Close (no deadline)", calls, memcachedriver.ErrClosed)
-	drivertest.CheckClosed(ctxT(t), t, "after Close", calls, memcachedriver.ErrClosed)
+	drivertest.CheckClosed(context.Background(), t, "after Close (no deadline)", calls, driver.ErrClosed)
+	drivertest.CheckClosed(ctxT(t), t, "after Close", calls, driver.ErrClosed)
 	if err := d.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
 	}

@@ -1,6 +1,7 @@
 package memcachedriver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -44,10 +45,6 @@ const (
 	MaxTTL = (maxRelative - expirySlack) * time.Second
 )
 
-// ErrClosed is returned, marked permanent, by every call of a Driver after
-// its Close.
-var ErrClosed = errors.New("driver closed")
-
 // Options configures a Driver. The zero value, like a nil *Options, selects
 // the defaults.
 type Options struct {
@@ -64,23 +61,13 @@ type Driver struct {
 	client *memcache.Client
 	prefix string
 
-	closed chan struct{} // closed by Close
+	errs driverkit.Errors // names the errors of the driver's calls
 
-	mu       sync.Mutex
-	isClosed bool
-	running  sync.WaitGroup // calls under way, abandoned ones included
-	// abandoned counts, per owner, the calls whose caller has returned
-	// (its context ended) while they still run: a Release by that owner
-	// waits for them to end before it looks at the key, so that it sees
-	// what they did.
-	abandoned map[string]*abandonedCalls
-}
+	closed context.Context // done once Close is called
+	close  context.CancelFunc
 
-// abandonedCalls are the calls of one owner that run on after their caller
-// has returned.
-type abandonedCalls struct {
-	n    int
-	done chan struct{} // closed when n drops to 0
+	mu      sync.Mutex     // orders Close and the start of a call
+	running sync.WaitGroup // calls under way, abandoned ones included
 }
 
 var (
@@ -101,16 +88,14 @@ func New(client *memcache.Client, opts *Options) (*Driver, error) {
 	if err := checkPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("memcachedriver: %w", err)
 	}
-	return &Driver{
-		client:    client,
-		prefix:    prefix,
-		closed:    make(chan struct{}),
-		abandoned: make(map[string]*abandonedCalls),
-	}, nil
+	d := &Driver{client: client, prefix: prefix}
+	d.closed, d.close = context.WithCancel(context.Background())
+	d.errs = driverkit.Errors{Driver: "memcachedriver", Closed: d.closedErr, Permanent: isPermanent}
+	return d, nil
 }
 
 // Close ends the driver: every later call returns at once an error
-// wrapping ErrClosed, marked with driver.Permanent, and so do calls under
+// wrapping driver.ErrClosed, marked with driver.Permanent, and so do calls under
 // way, without waiting for their request. Close then waits for those
 // requests to end, which gomemcache bounds by the client's Timeout per
 // request, and returns. It does not close the client, which the caller
@@ -118,10 +103,7 @@ func New(client *memcache.Client, opts *Options) (*Driver, error) {
 // usable). Close is idempotent.
 func (d *Driver) Close() error {
 	d.mu.Lock()
-	if !d.isClosed {
-		d.isClosed = true
-		close(d.closed)
-	}
+	d.close()
 	d.mu.Unlock()
 	d.running.Wait()
 	return nil
@@ -134,28 +116,6 @@ func (d *Driver) Close() error {
 // documentation).
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{MinTTL: MinTTL, MaxTTL: MaxTTL, TTLUnit: time.Second, Inspect: true}
-}
-
-// ttlSeconds returns ttl in seconds, or an error when the driver cannot
-// honour it.
-func ttlSeconds(ttl time.Duration) (int64, error) {
-	if ttl < MinTTL || ttl > MaxTTL {
-		return 0, fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL)
-	}
-	if ttl%time.Second != 0 {
-		return 0, fmt.Errorf("TTL %v is not a whole number of seconds, as memcached's expiration times are", ttl)
-	}
-	return int64(ttl / time.Second), nil
-}
-
-// opError wraps err in a *driverkit.OpError with the operation and key, and
-// marks it Permanent when no retry can cure it.
-func opError(op, key string, err error) error {
-	e := &driverkit.OpError{Driver: "memcachedriver", Op: op, Key: key, Err: err}
-	if !driver.IsPermanent(err) && isPermanent(err) {
-		return driver.Permanent(e)
-	}
-	return e
 }
 
 // isPermanent reports whether err, from gomemcache, is one that no retry

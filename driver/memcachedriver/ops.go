@@ -31,23 +31,25 @@ var errNoCAS = driver.Permanent(errors.New("memcached returned CAS id 0: it runs
 // and an idempotent re-acquire three (add, gets, cas).
 func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
-	if err := ctx.Err(); err != nil {
-		return driver.Lease{}, opError(op, req.Key, err)
-	}
-	ttl, err := checkArgs(req.Mode, req.TTL)
-	if err != nil {
-		return driver.Lease{}, opError(op, req.Key, err)
-	}
-	var tok uint64
-	err = d.do(ctx, req.Owner, func(ctx context.Context) (err error) {
-		tok, err = d.acquire(ctx, req.Key, req.Owner, ttl)
-		return err
+	ttl := seconds(req.TTL)
+	tok, err := call(ctx, d, func(ctx context.Context) (uint64, error) {
+		return d.acquire(ctx, req.Key, req.Owner, ttl)
+	}, func(tok uint64, err error) {
+		if err == nil {
+			// The caller gave up before the grant: give it back.
+			l := driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: tok}
+			_ = d.releaseOnce(context.Background(), l)
+		}
 	})
 	if err != nil {
-		return driver.Lease{}, opError(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
 	return driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Token: tok, TTL: req.TTL}, nil
 }
+
+// seconds returns ttl in seconds: the front-end passes only TTLs that
+// are whole numbers of the driver's TTLUnit, a second.
+func seconds(ttl time.Duration) int64 { return int64(ttl / time.Second) }
 
 // acquire grants key to owner for ttl seconds and returns the token.
 //
@@ -215,120 +217,45 @@ func (d *Driver) nextToken(fk string) (uint64, error) {
 	return tok, nil
 }
 
-// Refresh implements driver.Driver in two round trips (gets, cas). When
-// l.Token is not 0 it must be the token of the hold, or Refresh reports
-// ErrNotHeld. It never re-creates a hold: the compare-and-swap fails on an
-// item that has expired or been deleted.
+// Refresh implements driver.Driver in two round trips (gets, cas). It
+// never re-creates a hold: the compare-and-swap fails on an item that has
+// expired or been deleted.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	const op = "refresh"
-	if err := ctx.Err(); err != nil {
-		return driver.Lease{}, opError(op, l.Key, err)
-	}
-	ttl, err := checkArgs(l.Mode, l.TTL)
-	if err != nil {
-		return driver.Lease{}, opError(op, l.Key, err)
-	}
+	ttl := seconds(l.TTL)
 	hk, _ := itemKeys(d.prefix, l.Key)
-	err = d.do(ctx, l.Owner, func(ctx context.Context) error {
-		return d.rewrite(ctx, hk, func(r record) bool { return r.held(l) }, func(it *memcache.Item, r record) error {
+	_, err := call(ctx, d, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.rewrite(ctx, hk, func(r record) bool { return r.held(l) }, func(it *memcache.Item, r record) error {
 			return d.cas(it, newRecord(r.token, r.nonce, ttl, l.Owner), ttl+expirySlack)
 		})
-	})
+	}, nil)
 	if err != nil {
-		return driver.Lease{}, opError(op, l.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, l.Key, err)
 	}
 	l.Start = time.Time{}
 	return l, nil
 }
 
-// Release implements driver.Driver in two round trips (gets, cas). When
-// l.Token is not 0 it must be the token of the hold, or Release reports
-// ErrNotHeld and releases nothing; with l.Token 0 it releases l.Owner's
-// hold whatever its token, pending or granted. The hold item is replaced,
-// by a compare-and-swap, with one that has already expired (expiration
-// time -1), which deletes it: memcached's delete takes no CAS id.
-//
-// A Release first waits for calls of l.Owner that their callers gave up
-// on (see Driver.do) to end, so that it removes a hold such a call was
-// still writing. When ctx ends before the release is done, or a request
-// fails in a way a retry may cure (a timeout, a broken connection),
-// Release returns, and keeps trying on a goroutine of the driver's, every
-// 50ms, for as long as the hold could live (l.TTL plus 3s from the call,
-// or 5s when l.TTL is 0), or until Close: a release needs two requests,
-// and the reply of the first one lost would otherwise leave the hold in
-// place until it expires.
+// Release implements driver.Driver in two round trips (gets, cas). With
+// l.Abandoned it releases l.Owner's hold whatever its token, pending or
+// granted. The hold item is replaced, by a compare-and-swap, with one that
+// has already expired (expiration time -1), which deletes it: memcached's
+// delete takes no CAS id. A Release that fails is not tried again by the
+// driver: the front-end does that.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
-	if err := ctx.Err(); err != nil {
-		return opError(op, l.Key, err)
-	}
-	if err := d.settle(ctx, l.Owner); err != nil {
-		return opError(op, l.Key, err)
-	}
-	d.mu.Lock()
-	if d.isClosed {
-		d.mu.Unlock()
-		return opError(op, l.Key, errClosed)
-	}
-	d.running.Add(1)
-	d.mu.Unlock()
+	_, err := call(ctx, d, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.releaseOnce(ctx, l)
+	}, nil)
+	return d.errs.Wrap(ctx, op, l.Key, err)
+}
+
+// releaseOnce is one release of l; it stops when ctx ends or the driver
+// is closed. The compare-and-swap stores an item that has already
+// expired.
+func (d *Driver) releaseOnce(ctx context.Context, l driver.Lease) error {
 	hk, _ := itemKeys(d.prefix, l.Key)
-	bound := backgroundRelease
-	if l.TTL > 0 {
-		bound = l.TTL + (expirySlack+1)*time.Second
-	}
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-	first := make(chan error, 1)
-	go func() {
-		defer d.running.Done()
-		defer cancel()
-		err := d.releaseOnce(bg, hk, l)
-		first <- err
-		for retryRelease(err) {
-			select {
-			case <-time.After(releaseRetry):
-			case <-bg.Done():
-				return
-			case <-d.closed:
-				return
-			}
-			err = d.releaseOnce(bg, hk, l)
-		}
-	}()
-	var err error
-	select {
-	case err = <-first:
-	case <-ctx.Done():
-		err = ctx.Err()
-	case <-d.closed:
-		err = errClosed
-	}
-	if err != nil {
-		return opError(op, l.Key, err)
-	}
-	return nil
-}
-
-// backgroundRelease bounds the retries of a Release of a lease without a
-// TTL (the front-end's cleanup after a failed acquire); releaseRetry is
-// the pause between them.
-const (
-	backgroundRelease = 5 * time.Second
-	releaseRetry      = 50 * time.Millisecond
-)
-
-// retryRelease reports whether a release that failed with err is tried
-// again in the background.
-func retryRelease(err error) bool {
-	return err != nil && !errors.Is(err, driver.ErrNotHeld) && !errors.Is(err, ErrClosed) &&
-		!errors.Is(err, context.DeadlineExceeded) && !driver.IsPermanent(err) && !isPermanent(err)
-}
-
-// releaseOnce is one release of l, whose hold item is hk; it stops when
-// ctx ends or the driver is closed. The compare-and-swap stores an item
-// that has already expired.
-func (d *Driver) releaseOnce(ctx context.Context, hk string, l driver.Lease) error {
-	mine := func(r record) bool { return r.owner == l.Owner && (l.Token == 0 || r.token == l.Token) }
+	mine := func(r record) bool { return r.owner == l.Owner && (l.Abandoned || r.token == l.Token) }
 	return d.rewrite(ctx, hk, mine, func(it *memcache.Item, _ record) error {
 		return casResult(d.client.CompareAndSwap(&memcache.Item{Key: hk, Value: nil, Expiration: -1, CasID: it.CasID}))
 	})
@@ -364,7 +291,7 @@ func (d *Driver) rewrite(ctx context.Context, hk string, mine func(record) bool,
 
 // held reports whether r is the granted hold of l.
 func (r record) held(l driver.Lease) bool {
-	return r.owner == l.Owner && r.token != 0 && (l.Token == 0 || r.token == l.Token)
+	return r.owner == l.Owner && r.token != 0 && r.token == l.Token
 }
 
 // gets reads the hold item hk with its CAS id and decodes it.
@@ -421,16 +348,4 @@ func notHeldIfMissing(err error) error {
 		return driver.ErrNotHeld
 	}
 	return err
-}
-
-// checkArgs checks the mode and returns the TTL in seconds.
-func checkArgs(m driver.Mode, ttl time.Duration) (int64, error) {
-	if m != driver.Exclusive {
-		return 0, driver.Permanent(fmt.Errorf("mode %v: %w (the driver grants exclusive holds only)", m, errors.ErrUnsupported))
-	}
-	s, err := ttlSeconds(ttl)
-	if err != nil {
-		return 0, driver.Permanent(err)
-	}
-	return s, nil
 }

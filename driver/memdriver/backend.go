@@ -122,6 +122,7 @@ func NewBackend() *Backend {
 func (b *Backend) Driver() *Driver {
 	d := &Driver{b: b}
 	d.closed, d.close = context.WithCancel(context.Background())
+	d.errs = driverkit.Errors{Driver: "memdriver", Closed: d.closedErr}
 	return d
 }
 
@@ -334,9 +335,6 @@ func (b *Backend) acquire(op string, req driver.Request, queued bool) (driver.Le
 	} else {
 		b.stats.TryAcquire++
 	}
-	if err := validateRequest(req); err != nil {
-		return driver.Lease{}, wrap(op, req.Key, err)
-	}
 	now := time.Now()
 	ks := b.state(req.Key)
 	ks.sweep(now)
@@ -368,7 +366,7 @@ func (ks *keyState) grant(op string, req driver.Request, enqueue, pinned bool, n
 	}
 
 	if err := ks.checkLimit(req); err != nil {
-		return driver.Lease{}, wrap(op, req.Key, err)
+		return driver.Lease{}, errs.Wrap(nil, op, req.Key, err)
 	}
 
 	// What stands in the way: conflicting holds, then queue entries ahead.
@@ -391,7 +389,7 @@ func (ks *keyState) grant(op string, req driver.Request, enqueue, pinned bool, n
 			ks.queue = append(ks.queue, w)
 		}
 	}
-	return driver.Lease{}, wrap(op, req.Key, &driver.LockedError{Remaining: max(until.Sub(now), 0)})
+	return driver.Lease{}, errs.Wrap(nil, op, req.Key, &driver.LockedError{Remaining: max(until.Sub(now), 0)})
 }
 
 // checkLimit refuses a Shared request whose limit differs from that of
@@ -470,17 +468,14 @@ func (ks *keyState) servable(pos int, req driver.Request, held int64) bool {
 
 // refresh implements Refresh for one lease. b.mu must be held.
 func (b *Backend) refresh(op string, l driver.Lease, now time.Time) (driver.Lease, error) {
-	if err := validate(l.Mode, l.TTL); err != nil {
-		return driver.Lease{}, wrap(op, l.Key, err)
-	}
 	ks := b.keys[l.Key]
 	if ks == nil {
-		return driver.Lease{}, wrap(op, l.Key, driver.ErrNotHeld)
+		return driver.Lease{}, errs.Wrap(nil, op, l.Key, driver.ErrNotHeld)
 	}
 	ks.sweep(now)
 	h := ks.held(l)
 	if h == nil {
-		return driver.Lease{}, wrap(op, l.Key, driver.ErrNotHeld)
+		return driver.Lease{}, errs.Wrap(nil, op, l.Key, driver.ErrNotHeld)
 	}
 	h.ttl = l.TTL
 	h.expires = now.Add(l.TTL)
@@ -495,12 +490,12 @@ func (b *Backend) release(op string, l driver.Lease) error {
 	b.stats.Release++
 	ks := b.keys[l.Key]
 	if ks == nil {
-		return wrap(op, l.Key, driver.ErrNotHeld)
+		return errs.Wrap(nil, op, l.Key, driver.ErrNotHeld)
 	}
 	ks.sweep(time.Now())
 	ks.dequeue(l.Owner)
 	if ks.held(l) == nil {
-		return wrap(op, l.Key, driver.ErrNotHeld)
+		return errs.Wrap(nil, op, l.Key, driver.ErrNotHeld)
 	}
 	delete(ks.holders, l.Owner)
 	ks.unwatch(l.Owner)
@@ -516,10 +511,6 @@ func (b *Backend) release(op string, l driver.Lease) error {
 func (b *Backend) wait(ctx context.Context, op string, req driver.Request) (driver.Lease, error) {
 	b.mu.Lock()
 	b.stats.Acquire++
-	if err := validateRequest(req); err != nil {
-		b.mu.Unlock()
-		return driver.Lease{}, wrap(op, req.Key, err)
-	}
 	ks := b.state(req.Key)
 	s := b.fan.Subscribe(req.Key)
 	var timer *time.Timer
@@ -561,7 +552,7 @@ func (b *Backend) wait(ctx context.Context, op string, req driver.Request) (driv
 			s.Close()
 			ks.dequeue(req.Owner)
 			b.mu.Unlock()
-			return driver.Lease{}, wrap(op, req.Key, err)
+			return driver.Lease{}, errs.Wrap(nil, op, req.Key, err)
 		}
 	}
 }
@@ -598,7 +589,7 @@ type lossWatch struct {
 // with token l.Token unless that is 0. It returns nil if there is none.
 func (ks *keyState) held(l driver.Lease) *hold {
 	h := ks.holders[l.Owner]
-	if h == nil || ks.mode != l.Mode || (l.Token != 0 && l.Token != h.token) {
+	if h == nil || ks.mode != l.Mode || (!l.Abandoned && l.Token != h.token) {
 		return nil
 	}
 	return h

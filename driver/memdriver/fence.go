@@ -11,11 +11,11 @@ import (
 func (d *Driver) raiseTokenFloor(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "raise-token-floor"
 	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, wrap(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
 	l, err := d.b.raiseFloor(op, req)
 	if d.replyLost() {
-		return driver.Lease{}, wrap(op, req.Key, ErrReplyLost)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, ErrReplyLost)
 	}
 	return l, err
 }
@@ -28,7 +28,7 @@ func (b *Backend) raiseFloor(op string, req driver.Request) (driver.Lease, error
 	ks.sweep(time.Now())
 	h, ok := ks.holders[req.Owner]
 	if !ok || ks.mode != req.Mode {
-		return driver.Lease{}, wrap(op, req.Key, driver.ErrNotHeld)
+		return driver.Lease{}, errs.Wrap(nil, op, req.Key, driver.ErrNotHeld)
 	}
 	ks.fence = max(ks.fence, req.MinToken)
 	h.token = max(h.token, req.MinToken)

@@ -16,7 +16,7 @@ import (
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	const op = "inspect"
 	if err := d.begin(ctx); err != nil {
-		return driver.KeyState{}, wrap(op, key, err)
+		return driver.KeyState{}, d.errs.Wrap(ctx, op, key, err)
 	}
 	b := d.b
 	b.mu.Lock()
@@ -47,7 +47,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	const op = "force-release"
 	if err := d.begin(ctx); err != nil {
-		return 0, wrap(op, key, err)
+		return 0, d.errs.Wrap(ctx, op, key, err)
 	}
 	b := d.b
 	b.mu.Lock()

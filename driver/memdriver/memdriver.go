@@ -3,7 +3,6 @@ package memdriver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -27,9 +26,6 @@ var (
 	// [Driver.LoseReplies] dropped: the call was applied to the backend,
 	// but its caller cannot know it.
 	ErrReplyLost = errors.New("reply lost (the operation was applied)")
-	// ErrClosed is wrapped, as a permanent error ([driver.Permanent]), by
-	// the errors of calls of a Driver after [Driver.Close].
-	ErrClosed = errors.New("client closed")
 )
 
 var (
@@ -58,6 +54,7 @@ type Driver struct {
 	// closed is done once Close is called.
 	closed context.Context
 	close  context.CancelFunc
+	errs   driverkit.Errors // names the errors of d's calls
 }
 
 // New returns a client of a new, empty backend: it is short for
@@ -69,7 +66,7 @@ func New() *Driver {
 
 // Close closes d, as closing the network client of a real backend would:
 // every later call of d (but WatchLoss, Subscription.Close and
-// Capabilities) fails at once with an error wrapping [ErrClosed] that
+// Capabilities) fails at once with an error wrapping [driver.ErrClosed] that
 // [driver.IsPermanent] reports as permanent, and the calls under way that
 // wait (Block, Acquire in the queue) end with it. The backend and its
 // other clients are not affected; the holds of d expire on their own.
@@ -153,7 +150,7 @@ func (d *Driver) begin(ctx context.Context) error {
 		return err
 	}
 	if d.isClosed() {
-		return errClosed
+		return driver.ErrClosed
 	}
 	d.mu.Lock()
 	ch := d.unblock
@@ -164,7 +161,7 @@ func (d *Driver) begin(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-d.closed.Done():
-			return errClosed
+			return driver.ErrClosed
 		}
 	}
 	d.mu.Lock()
@@ -175,8 +172,6 @@ func (d *Driver) begin(ctx context.Context) error {
 	}
 	return nil
 }
-
-var errClosed = driver.Permanent(ErrClosed)
 
 func (d *Driver) isClosed() bool { return d.closed.Err() != nil }
 
@@ -240,11 +235,11 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 
 func (d *Driver) acquire(ctx context.Context, op string, req driver.Request) (driver.Lease, error) {
 	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, wrap(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
 	l, err := d.b.acquire(op, req, req.Queued)
 	if d.replyLost() {
-		return driver.Lease{}, wrap(op, req.Key, ErrReplyLost)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, ErrReplyLost)
 	}
 	return l, err
 }
@@ -278,7 +273,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request) (dr
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
 	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, wrap(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -286,17 +281,17 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 	defer stop()
 	l, err := d.b.wait(ctx, op, req)
 	if err != nil && d.isClosed() {
-		return driver.Lease{}, wrap(op, req.Key, errClosed)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, driver.ErrClosed)
 	}
 	if d.replyLost() {
-		return driver.Lease{}, wrap(op, req.Key, ErrReplyLost)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, ErrReplyLost)
 	}
 	return l, err
 }
 
 // WatchLoss implements [driver.LossWatcher]. It arranges for lost to be
 // called, at most once, when the backend drops the hold l designates (by
-// owner, mode and, unless l.Token is 0, token) other than by its owner's
+// owner, mode and token) other than by its owner's
 // Release: when [Backend.Expire] or [Backend.Revoke] ends it, or when an
 // operation on the key finds that its TTL has run out. As the backend has
 // no timers, an expiry is noticed only when something touches the key
@@ -316,21 +311,21 @@ func (d *Driver) WatchLoss(l driver.Lease, lost func(err error)) (stop func()) {
 }
 
 // Refresh implements [driver.Driver]. If l.Owner holds l.Key in l.Mode
-// (with token l.Token, unless l.Token is 0) and the hold has not expired,
+// with token l.Token and the hold has not expired,
 // it extends the hold to l.TTL from now and returns l with the hold's
 // token. Otherwise it returns an error wrapping [driver.ErrNotHeld] and
 // changes nothing: an expired or released hold is never re-created.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	const op = "refresh"
 	if err := d.begin(ctx); err != nil {
-		return driver.Lease{}, wrap(op, l.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, l.Key, err)
 	}
 	d.b.mu.Lock()
 	d.b.stats.Refresh++
 	nl, err := d.b.refresh(op, l, time.Now())
 	d.b.mu.Unlock()
 	if d.replyLost() {
-		return driver.Lease{}, wrap(op, l.Key, ErrReplyLost)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, l.Key, ErrReplyLost)
 	}
 	return nl, err
 }
@@ -345,7 +340,7 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	errs := make([]error, len(ls))
 	fail := func(err error) []error {
 		for i, l := range ls {
-			errs[i] = wrap(op, l.Key, err)
+			errs[i] = d.errs.Wrap(ctx, op, l.Key, err)
 		}
 		return errs
 	}
@@ -367,17 +362,18 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 
 // Release implements [driver.Driver]. It first removes l.Owner's entry from
 // the wait queue of l.Key, if any. Then, if l.Owner holds l.Key in l.Mode
-// (with token l.Token, unless l.Token is 0) and the hold has not expired,
+// with token l.Token (any token, when l.Abandoned) and the hold has not
+// expired,
 // it deletes the hold and wakes the key's subscribers; otherwise it returns
 // an error wrapping [driver.ErrNotHeld] and leaves every hold untouched.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := d.begin(ctx); err != nil {
-		return wrap(op, l.Key, err)
+		return d.errs.Wrap(ctx, op, l.Key, err)
 	}
 	err := d.b.release(op, l)
 	if d.replyLost() {
-		return wrap(op, l.Key, ErrReplyLost)
+		return d.errs.Wrap(ctx, op, l.Key, ErrReplyLost)
 	}
 	return err
 }
@@ -393,7 +389,7 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	const op = "subscribe"
 	if err := d.begin(ctx); err != nil {
-		return nil, wrap(op, key, err)
+		return nil, d.errs.Wrap(ctx, op, key, err)
 	}
 	return d.b.subscribe(key), nil
 }
@@ -409,31 +405,14 @@ func (d *Driver) Capabilities() driver.Capabilities {
 	}
 }
 
-// validate checks what the front-end should already have checked.
-func validate(mode driver.Mode, ttl time.Duration) error {
-	if mode != driver.Exclusive && mode != driver.Shared {
-		return driver.Permanent(fmt.Errorf("unknown mode %v", mode))
-	}
-	return validateTTL(ttl)
-}
+// errs names the errors of the backend's operations; those of a Driver's
+// calls are named by its own Errors, which also say when it is closed.
+var errs = driverkit.Errors{Driver: "memdriver"}
 
-// validateRequest checks what validate checks, and a request's count and
-// value.
-func validateRequest(req driver.Request) error {
-	if err := validate(req.Mode, req.TTL); err != nil {
-		return err
-	}
-	return driverkit.CheckCount(req)
-}
-
-func validateTTL(ttl time.Duration) error {
-	if ttl < MinTTL || ttl > MaxTTL {
-		return driver.Permanent(fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL))
+// closedErr is the Closed of a Driver's Errors.
+func (d *Driver) closedErr(error) error {
+	if d.isClosed() {
+		return driver.ErrClosed
 	}
 	return nil
-}
-
-// wrap adds the package, the operation and the key to err.
-func wrap(op, key string, err error) error {
-	return &driverkit.OpError{Driver: "memdriver", Op: op, Key: key, Err: err}
 }

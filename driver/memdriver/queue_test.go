@@ -100,7 +100,7 @@ func TestQueueSharedRun(t *testing.T) {
 		if err := d.Release(ctx, ls1); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Release(ctx, driver.Lease{Key: "k", Owner: "s2", Mode: sh}); err != nil {
+		if err := d.Release(ctx, driver.Lease{Key: "k", Owner: "s2", Mode: sh, Abandoned: true}); err != nil {
 			t.Fatal(err)
 		}
 		lx := mustAcquireQueued(t, d, rq("k", "x", ex, time.Minute))
@@ -183,7 +183,7 @@ func TestQueueReleaseRemovesEntry(t *testing.T) {
 	}
 	defer sub.Close()
 	// b never got the key: Release says so, but b leaves the queue.
-	wantNotHeld(t, d.Release(ctx, driver.Lease{Key: "k", Owner: "b", Mode: ex}))
+	wantNotHeld(t, d.Release(ctx, driver.Lease{Key: "k", Owner: "b", Mode: ex, Abandoned: true}))
 	wantQueue(t, b, "k", "a", "c")
 	if !woken(sub) {
 		t.Error("leaving the queue did not wake the subscriber")
@@ -214,7 +214,7 @@ func TestQueueGrantedViaLostReply(t *testing.T) {
 	if _, err := tryQueued(d, ctx, rq("k", "a", ex, time.Minute)); err == nil {
 		t.Fatal("reply not lost")
 	}
-	if err := d.Release(ctx, driver.Lease{Key: "k", Owner: "a", Mode: ex}); err != nil {
+	if err := d.Release(ctx, driver.Lease{Key: "k", Owner: "a", Mode: ex, Abandoned: true}); err != nil {
 		t.Fatal(err)
 	}
 	mustAcquireQueued(t, other, rq("k", "b", ex, time.Minute))

@@ -67,7 +67,7 @@ var (
 // quorum's stopped early and left the other members' queue entries to
 // block the key until they expired.
 func TestMemberErrorsDoNotDecide(t *testing.T) {
-	lease := driver.Lease{Key: "k", Owner: "o", Mode: driver.Exclusive, TTL: time.Second}
+	lease := driver.Lease{Key: "k", Owner: "o", Mode: driver.Exclusive, TTL: time.Second, Token: 1}
 	req := driver.Request{Key: "k", Owner: "o", Mode: driver.Exclusive, TTL: time.Second}
 	calls := map[string]func(driver.Driver) error{
 		"Release": func(d driver.Driver) error { return d.Release(t.Context(), lease) },
@@ -137,7 +137,7 @@ func countNil(errs []error) int {
 // hold the lease any more, one of them through this call, and fewer than
 // a majority answering that they no longer held it.
 func TestReleaseTally(t *testing.T) {
-	lease := driver.Lease{Key: "k", Owner: "o", Mode: driver.Exclusive, TTL: time.Second}
+	lease := driver.Lease{Key: "k", Owner: "o", Mode: driver.Exclusive, TTL: time.Second, Token: 1}
 	for _, tt := range []struct {
 		answers []error
 		want    error // nil, driver.ErrNotHeld or quorumdriver.ErrTooFewMembers

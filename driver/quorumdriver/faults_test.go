@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
 )
 
@@ -202,10 +203,10 @@ func TestMembersRestartedEmpty(t *testing.T) {
 	grant("after restarting all members")
 }
 
-// parallelIfShort runs t beside the package's other tests under -short:
+// parallelIfShort runs t beside the package's other tests in the quick run:
 // its servers and proxies are its own.
 func parallelIfShort(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Parallel()
 	}
 }

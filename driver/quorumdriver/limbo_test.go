@@ -82,7 +82,7 @@ func TestLateGiveBack(t *testing.T) {
 	}
 	free := func(i int, owner string) {
 		t.Helper()
-		if err := bs[i].Driver().Release(t.Context(), driver.Lease{Key: key, Owner: owner, Mode: driver.Exclusive}); err != nil {
+		if err := bs[i].Driver().Release(t.Context(), driver.Lease{Key: key, Owner: owner, Mode: driver.Exclusive, Abandoned: true}); err != nil {
 			t.Fatalf("member %d: Release(%s): %v", i, owner, err)
 		}
 	}
@@ -142,7 +142,7 @@ func TestLateGiveBackRefresh(t *testing.T) {
 		t.Fatalf("first attempt: %v; want ErrLocked", err)
 	}
 	for _, i := range []int{0, 1} {
-		if err := bs[i].Driver().Release(t.Context(), driver.Lease{Key: key, Owner: "x", Mode: driver.Exclusive}); err != nil {
+		if err := bs[i].Driver().Release(t.Context(), driver.Lease{Key: key, Owner: "x", Mode: driver.Exclusive, Abandoned: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -21,7 +21,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	testflag.Parallel(8, true) // -short: the conformance suites' waiting subtests together
+	testflag.Parallel(8, true) // quick run: the conformance suites' waiting subtests together
 	goleak.VerifyTestMain(drivertest.Servers(m, "quorumdriver", startPool, testserver.ErrNotInstalled, closePool))
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
 	"github.com/go-locker/locker/driver/quorumdriver"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/lockertest"
 )
 
@@ -77,7 +78,7 @@ func memStall(t *testing.T, d driver.Driver) (resume func()) {
 // quorumSizes returns the quorum sizes the conformance tests run: three
 // and five members, only three with -short.
 func quorumSizes() []int {
-	if testing.Short() {
+	if !testflag.Long() {
 		return []int{3}
 	}
 	return []int{3, 5}

@@ -20,10 +20,10 @@ import (
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	const op = "subscribe"
 	if !d.caps.Notify {
-		return nil, wrapErr(op, key, driver.Permanent(fmt.Errorf("a member does not notify: %w", errors.ErrUnsupported)))
+		return nil, errs.Wrap(ctx, op, key, driver.Permanent(fmt.Errorf("a member does not notify: %w", errors.ErrUnsupported)))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, wrapErr(op, key, err)
+		return nil, errs.Wrap(ctx, op, key, err)
 	}
 	rs := fanOut(ctx, d.memberTimeout(0), d.all, func(ctx context.Context, i int) (driver.Subscription, error) {
 		n, ok := d.members[i].(driver.Notifier)

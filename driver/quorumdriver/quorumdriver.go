@@ -223,6 +223,7 @@ type tally struct {
 	notHeld   int
 	locked    int
 	permanent int
+	closed    int           // of the permanent ones, those wrapping driver.ErrClosed
 	remaining time.Duration // the longest LockedError.Remaining
 	errs      MemberErrors
 }
@@ -252,6 +253,9 @@ func (t *tally) add(i int, err error) {
 		}
 	case driver.IsPermanent(err):
 		t.permanent++
+		if errors.Is(err, driver.ErrClosed) {
+			t.closed++
+		}
 	}
 	t.errs = append(t.errs, MemberError{Member: i, Err: err})
 }
@@ -306,7 +310,10 @@ func (d *Driver) failure(ctx context.Context, op, key string, t *tally, what err
 	if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w: %w", cerr, err)
 	}
-	err = wrapErr(op, key, err)
+	if t.closed > len(d.members)-d.quorum {
+		err = fmt.Errorf("%w: %w", driver.ErrClosed, err) // no majority is open
+	}
+	err = errs.Wrap(ctx, op, key, err)
 	if t.permanent > len(d.members)-d.quorum {
 		return driver.Permanent(err)
 	}
@@ -326,9 +333,9 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
-func wrapErr(op, key string, err error) error {
-	return &driverkit.OpError{Driver: "quorumdriver", Op: op, Key: key, Err: err}
-}
+// errs names the driver's errors: the members' errors are already
+// permanent when no retry cures them.
+var errs = driverkit.Errors{Driver: "quorumdriver"}
 
 // TryAcquire implements driver.Driver: it asks every member, in parallel,
 // and grants the key when a majority granted it within the lease's
@@ -351,7 +358,7 @@ func (d *Driver) TryAcquire(ctx context.Context, req driver.Request) (driver.Lea
 
 func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f func(context.Context, int) (driver.Lease, error)) (driver.Lease, error) {
 	if err := ctx.Err(); err != nil {
-		return driver.Lease{}, wrapErr(op, req.Key, err)
+		return driver.Lease{}, errs.Wrap(ctx, op, req.Key, err)
 	}
 	timeout := d.memberTimeout(req.TTL)
 	drift := Drift(req.TTL)
@@ -387,7 +394,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 		d.giveBack(ctx, timeout, req, rs, back)
 	}
 	if why == nil && t.locked > 0 {
-		return driver.Lease{}, wrapErr(op, req.Key, &driver.LockedError{Remaining: t.remaining})
+		return driver.Lease{}, errs.Wrap(ctx, op, req.Key, &driver.LockedError{Remaining: t.remaining})
 	}
 	if why == nil {
 		why = fmt.Errorf("%w: %d of %d members granted%s", ErrTooFewMembers, len(granted), len(d.members), inDoubt(doubted))
@@ -397,8 +404,10 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 
 // writeBack writes token back to the members of granted that granted a
 // lower one, as a token floor (Request.MinToken), and returns the members
-// that hold the grant with token. A majority must hold it: it writes to as
-// few members as that takes, then, if some failed, to the others. A member
+// that hold the grant with token. A majority must hold it; it writes to
+// all of them at once, so that every member that holds the grant holds it
+// with token, which Refresh names (a member refreshes only the grant with
+// the token it is given). A member
 // whose hold took the token has it in rs, so that a give-back names it
 // (see giveBack); a failed write-back is added to t.
 func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req driver.Request, token uint64, rs []result[driver.Lease], granted []int, t *tally) (confirmed []int) {
@@ -411,20 +420,19 @@ func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req drive
 		}
 	}
 	floor := driver.Request{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, MinToken: token}
-	for len(low) > 0 && len(confirmed) < d.quorum && ctx.Err() == nil {
-		batch := low[:min(d.quorum-len(confirmed), len(low))]
-		low = low[len(batch):]
-		wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
-			_, err := d.members[i].TryAcquire(ctx, floor)
-			return struct{}{}, err
-		})
-		for j, r := range wb {
-			if r.err == nil {
-				rs[batch[j]].v.Token = token
-				confirmed = append(confirmed, batch[j])
-			} else {
-				t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
-			}
+	if len(low) == 0 || ctx.Err() != nil {
+		return confirmed
+	}
+	wb := fanOut(ctx, timeout, low, func(ctx context.Context, i int) (struct{}, error) {
+		_, err := d.members[i].TryAcquire(ctx, floor)
+		return struct{}{}, err
+	})
+	for j, r := range wb {
+		if r.err == nil {
+			rs[low[j]].v.Token = token
+			confirmed = append(confirmed, low[j])
+		} else {
+			t.add(low[j], fmt.Errorf("raise token floor: %w", r.err))
 		}
 	}
 	return confirmed
@@ -481,11 +489,11 @@ func inDoubt(doubted []int) string {
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	const op = "refresh"
 	if err := ctx.Err(); err != nil {
-		return driver.Lease{}, wrapErr(op, l.Key, err)
+		return driver.Lease{}, errs.Wrap(ctx, op, l.Key, err)
 	}
 	start := time.Now()
-	ml := l
-	ml.Token, ml.Start = 0, time.Time{} // members' tokens differ; the owner is unique per hold
+	ml := l // the members that hold it took l.Token as their floor: it is their token
+	ml.Start = time.Time{}
 	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (driver.Lease, error) {
 		return d.members[i].Refresh(ctx, ml)
 	})
@@ -516,10 +524,13 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := ctx.Err(); err != nil {
-		return wrapErr(op, l.Key, err)
+		return errs.Wrap(ctx, op, l.Key, err)
 	}
-	ml := l
-	ml.Token, ml.Start = 0, time.Time{}
+	if l.Token == 0 && !l.Abandoned {
+		return errs.Wrap(ctx, op, l.Key, driver.ErrNotHeld) // no grant has token 0
+	}
+	ml := l // each member's own token is not known: release it abandoned
+	ml.Token, ml.Start, ml.Abandoned = 0, time.Time{}, true
 	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (struct{}, error) {
 		return struct{}{}, d.members[i].Release(ctx, ml)
 	})

@@ -39,7 +39,7 @@ func TestWriteBackOrdersMajorities(t *testing.T) {
 	if err := raiseFloor(ms[0], ctx, l0, 1000); err != nil {
 		t.Fatal(err)
 	}
-	if err := ms[0].Release(ctx, driver.Lease{Key: key, Owner: r0.Owner, Mode: driver.Exclusive}); err != nil {
+	if err := ms[0].Release(ctx, driver.Lease{Key: key, Owner: r0.Owner, Mode: driver.Exclusive, Abandoned: true}); err != nil {
 		t.Fatal(err)
 	}
 	var last uint64

@@ -28,26 +28,38 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	}
 	for start, end := range driverkit.Chunks(len(ls), batchChunk, nil) {
 		chunk, cerrs := ls[start:end], errs[start:end]
-		if d.ctxBound || ctx.Done() == nil {
-			d.refreshChunk(ctx, chunk, cerrs)
+		if err := d.admit(ctx); err != nil {
+			for i, l := range chunk {
+				cerrs[i] = opError("refresh", l.Key, err)
+			}
 			continue
 		}
-		// The client ignores ctx's deadline: wait for the chunk in a
-		// goroutine that writes errors of its own.
-		got, err := bounded(ctx, func() ([]error, error) {
-			e := make([]error, len(chunk))
-			d.refreshChunk(ctx, chunk, e)
-			return e, nil
-		})
-		for i, l := range chunk {
-			if err != nil {
-				cerrs[i] = opError("refresh", l.Key, err)
-			} else {
-				cerrs[i] = got[i]
-			}
+		if d.ctxBound || ctx.Done() == nil {
+			d.refreshChunk(ctx, chunk, cerrs)
+		} else {
+			d.refreshBounded(ctx, chunk, cerrs)
 		}
+		d.leave()
 	}
 	return errs
+}
+
+// refreshBounded is refreshChunk for a client that ignores ctx's
+// deadline: it waits for the chunk in a goroutine that writes errors of
+// its own.
+func (d *Driver) refreshBounded(ctx context.Context, chunk []driver.Lease, errs []error) {
+	got, err := bounded(ctx, func() ([]error, error) {
+		e := make([]error, len(chunk))
+		d.refreshChunk(ctx, chunk, e)
+		return e, nil
+	})
+	for i, l := range chunk {
+		if err != nil {
+			errs[i] = opError("refresh", l.Key, err)
+		} else {
+			errs[i] = got[i]
+		}
+	}
 }
 
 type batchItem struct {
@@ -60,11 +72,7 @@ type batchItem struct {
 func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []error) {
 	items := make([]batchItem, 0, len(ls))
 	for i, l := range ls {
-		args, ms, err := d.refreshArgs(l)
-		if err != nil {
-			errs[i] = opError("refresh", l.Key, err)
-			continue
-		}
+		args, ms := d.refreshArgs(l)
 		items = append(items, batchItem{i: i, args: args, ms: ms})
 	}
 	if len(items) == 0 {
@@ -148,6 +156,7 @@ func (d *Driver) refreshItems(ctx context.Context, c redis.UniversalClient, item
 			ackErr = d.ackError(ctx, w2, timeout)
 		}
 	}
+	d.suspect(ctx, items[0].cmd.Err())
 	for _, it := range items {
 		res, err := it.cmd.Result()
 		d.failed(err)

@@ -80,7 +80,6 @@ func TestCounted(t *testing.T) {
 			t.Fatalf("Inspect after the releases = %+v", st)
 		}
 		checkNewLimitWhenFree(t, ctx, d, k, c)
-		checkRefusedForGood(t, ctx, d, k, c)
 	})
 }
 
@@ -147,23 +146,6 @@ func checkNewLimitWhenFree(t *testing.T, ctx context.Context, d *redisdriver.Dri
 	l7 := mustAcquire(t, d, counted(k, c, 7, 7, time.Second))
 	if err := d.Release(ctx, l7); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// checkRefusedForGood checks that requests the front-end never sends are
-// refused with a permanent error.
-func checkRefusedForGood(t *testing.T, ctx context.Context, d *redisdriver.Driver, k, c string) {
-	t.Helper()
-	for _, r := range []driver.Request{
-		{Key: k, Owner: c, Mode: driver.Exclusive, TTL: time.Second, Limit: 2, Weight: 1},
-		counted(k, c, 2, 3, time.Second),
-		counted(k, c, 2, 0, time.Second),
-		counted(k, c, -1, 0, time.Second),
-		{Key: k, Owner: c, Mode: driver.Shared, TTL: time.Second, Value: strings.Repeat("v", driver.MaxValueLen+1)},
-	} {
-		if _, err := d.TryAcquire(ctx, r); !driver.IsPermanent(err) {
-			t.Errorf("TryAcquire(limit %d, weight %d, %d-byte value, %v) = %v, want a permanent error", r.Limit, r.Weight, len(r.Value), r.Mode, err)
-		}
 	}
 }
 
@@ -284,7 +266,7 @@ func checkCountedQueueBehindExclusive(t *testing.T, ctx context.Context, d1, d2,
 		t.Fatalf("Inspect after the handoff = %+v, want q1 (2) and q2 (1), q3 waiting", st)
 	}
 	for _, o := range []string{q1, q2, q3} {
-		if err := d2.Release(ctx, driver.Lease{Key: k, Owner: o, Mode: driver.Shared}); err != nil && o != q3 {
+		if err := d2.Release(ctx, driver.Lease{Key: k, Owner: o, Mode: driver.Shared, Abandoned: true}); err != nil && o != q3 {
 			t.Fatal(err)
 		}
 	}

@@ -103,13 +103,19 @@
 // client is closed, every call fails at once with a permanent error
 // wrapping redis.ErrClosed.
 //
-// Create the client with ContextTimeoutEnabled: true, so that the
-// deadlines of the contexts passed to the driver bound its network calls.
-// Without it go-redis applies only its own timeouts (3s each by default,
-// and retries): the driver then runs each call that has a deadline in a
-// goroutine of its own and returns at the deadline, leaving the abandoned
-// request to finish in the background. Either way a call that its
-// deadline ended fails with an error wrapping the context's error.
+// A *redis.Client made with default options needs nothing more: the
+// driver sends its commands, on the caller's goroutine, through a clone of
+// it (Client.WithTimeout: the same pool and timeouts) that ends each call
+// at its context's deadline, reached through a hook the driver adds to the
+// client once, so that hooks added to the client before New still see the
+// driver's commands (hooks added later do not). A ClusterClient or Ring
+// cannot be cloned so: create it with ContextTimeoutEnabled: true, or the
+// driver waits for each call that has a deadline on a goroutine of its
+// own. A call that its deadline ended fails with an error wrapping the
+// context's error; one whose context is already done fails at once. Over
+// a *redis.Client the driver has at most PoolSize calls under way, and
+// after a call timed out its calls wait for the answer to one PING, so a
+// server that stopped answering costs a dial per PING, not per call.
 //
 // The subscriptions of one Driver's waiters share one [redis.PubSub]
 // connection and one goroutine, ended 200 ms after the last subscription

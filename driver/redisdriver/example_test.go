@@ -16,11 +16,9 @@ import (
 // A lock on Redis: one Client per process, shared by every handle, and
 // holds from it.
 func Example() {
-	rdb := redis.NewClient(&redis.Options{
-		Addr: "localhost:6379",
-		// Let context deadlines bound every network call.
-		ContextTimeoutEnabled: true,
-	})
+	// A client made with go-redis's defaults: the driver ends each of its
+	// calls at its context's deadline.
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close() // the driver never closes the client
 
 	d, err := redisdriver.New(rdb, nil)
@@ -46,11 +44,9 @@ func Example() {
 // Applications use the driver through package locker; this example calls
 // it directly to show what a driver does.
 func Example_driver() {
-	rdb := redis.NewClient(&redis.Options{
-		Addr: "localhost:6379",
-		// Let context deadlines bound every network call.
-		ContextTimeoutEnabled: true,
-	})
+	// A client made with go-redis's defaults: the driver ends each of its
+	// calls at its context's deadline.
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close() // the driver never closes the client
 
 	d, err := redisdriver.New(rdb, nil)

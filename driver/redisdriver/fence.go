@@ -21,10 +21,7 @@ func (d *Driver) raiseTokenFloor(ctx context.Context, req driver.Request) (drive
 	if err := ctx.Err(); err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
-	mode, err := modeArg(req.Mode)
-	if err != nil {
-		return driver.Lease{}, opError(op, req.Key, err)
-	}
+	mode := modeArg(req.Mode)
 	floor := req.MinToken
 	if floor >= 1<<53 {
 		return driver.Lease{}, opError(op, req.Key, driver.Permanent(fmt.Errorf("floor %d outside (0, 2^53)", floor)))

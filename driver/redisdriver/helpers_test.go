@@ -8,6 +8,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/go-locker/locker/internal/drivertest"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -123,11 +124,11 @@ func eventually(t *testing.T, what string, max time.Duration, f func() error) {
 	}
 }
 
-// parallelIfShort runs t beside the other such tests under -short: each
+// parallelIfShort runs t beside the other such tests in the quick run: each
 // starts a Redis Cluster of its own, which takes seconds. The full run
 // keeps them apart.
 func parallelIfShort(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Parallel()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -215,7 +216,7 @@ func TestNew(t *testing.T) {
 // TestKeySlotsAgainstRedis checks slot and the key layout against a real
 // cluster node's CLUSTER KEYSLOT.
 func TestKeySlotsAgainstRedis(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Parallel() // beside the other tests that start a Redis Cluster of their own
 	}
 	srv := testserver.RedisCluster(t)
@@ -248,7 +249,7 @@ func TestKeySlotsAgainstRedis(t *testing.T) {
 // that a Redis Cluster node lets a script use them although they are not
 // declared: they are in the slot of the declared base.
 func TestScriptKeys(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Parallel() // beside the other tests that start a Redis Cluster of their own
 	}
 	const names = "\nredis.call('EXISTS', LOCK, FENCE, READERS, TOKENS, QUEUE, QEXP, QDATA, QNOTE)" +

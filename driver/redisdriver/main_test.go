@@ -19,7 +19,7 @@ var (
 
 func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
-	testflag.Parallel(8, true)         // -short: the conformance suite's waiting subtests together
+	testflag.Parallel(8, true)         // quick run: the conformance suite's waiting subtests together
 	goleak.VerifyTestMain(drivertest.Servers(m, "redisdriver", func() error {
 		realRedis, realRedisErr = testserver.StartRedis()
 		return realRedisErr

@@ -193,8 +193,14 @@ func (d *Driver) subscribeChan(ctx context.Context, h *hub, key string) *chanEnt
 // the dispatcher ignores) so that dialling happens here, bounded by ctx,
 // rather than in the first SUBSCRIBE, which is written under d.mu.
 func (d *Driver) dialPubSub(ctx context.Context) (*redis.PubSub, error) {
+	// While the stall guard's PING is out, wait for it rather than dial.
+	if p := d.stall.Load(); p != nil {
+		if err := d.await(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	// Without channels, Subscribe creates the PubSub without connecting.
-	ps := d.client.Subscribe(context.WithoutCancel(ctx))
+	ps := d.direct.Subscribe(context.WithoutCancel(ctx))
 	ping := func() (struct{}, error) { return struct{}{}, withCtx(ctx, ps.Ping(ctx, "locker-dial")) }
 	var err error
 	if d.ctxBound || ctx.Done() == nil {
@@ -203,6 +209,7 @@ func (d *Driver) dialPubSub(ctx context.Context) (*redis.PubSub, error) {
 		_, err = bounded(ctx, ping)
 	}
 	if err != nil {
+		d.suspect(ctx, err)
 		// Close waits for an abandoned PING to end.
 		go func() { _ = ps.Close() }()
 		return nil, err

@@ -381,7 +381,7 @@ func TestHandoff(t *testing.T) {
 		}
 		wantWake(t, "the next head's driver", sB)
 		// A queued owner that gives up releases what it was handed.
-		if err := dB.Release(ctx, driver.Lease{Key: k, Owner: wB.Owner, Mode: driver.Exclusive}); err != nil {
+		if err := dB.Release(ctx, driver.Lease{Key: k, Owner: wB.Owner, Mode: driver.Exclusive, Abandoned: true}); err != nil {
 			t.Fatalf("release of a handed-over key by its owner: %v", err)
 		}
 		mustAcquire(t, holder, req(k, owner(), driver.Exclusive, time.Second))

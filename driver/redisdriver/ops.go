@@ -38,10 +38,7 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	if err := ctx.Err(); err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
 	}
-	mode, ms, err := checkArgs(req.Mode, req.TTL)
-	if err != nil {
-		return driver.Lease{}, opError(op, req.Key, err)
-	}
+	mode, ms := modeArg(req.Mode), req.TTL.Milliseconds()
 	data, err := dataArg(req)
 	if err != nil {
 		return driver.Lease{}, opError(op, req.Key, err)
@@ -181,10 +178,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	if err := ctx.Err(); err != nil {
 		return driver.Lease{}, opError(op, l.Key, err)
 	}
-	args, ms, err := d.refreshArgs(l)
-	if err != nil {
-		return driver.Lease{}, opError(op, l.Key, err)
-	}
+	args, ms := d.refreshArgs(l)
 	if d.replicas == 0 {
 		res, err := d.run(ctx, refreshScript, args)
 		return refreshResult(l, ms, res, err)
@@ -198,12 +192,9 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 
 // refreshArgs returns the arguments of the EVALSHA of refreshScript that
 // refreshes l, and l's TTL in milliseconds.
-func (d *Driver) refreshArgs(l driver.Lease) (args []any, ms int64, err error) {
-	mode, ms, err := checkArgs(l.Mode, l.TTL)
-	if err != nil {
-		return nil, 0, err
-	}
-	return refreshScript.args(d.base(l.Key), l.Owner, mode, ms, l.Token), ms, nil
+func (d *Driver) refreshArgs(l driver.Lease) (args []any, ms int64) {
+	ms = l.TTL.Milliseconds()
+	return refreshScript.args(d.base(l.Key), l.Owner, modeArg(l.Mode), ms, l.Token), ms
 }
 
 // refreshResult returns the outcome of the refresh script for l, given its
@@ -228,24 +219,33 @@ func refreshResult(l driver.Lease, ms int64, res any, err error) (driver.Lease, 
 	return l, nil
 }
 
-// Release implements driver.Driver in one round trip. When l.Token is not
-// 0 it must be the token of the hold, or Release reports ErrNotHeld and
-// releases nothing; with l.Token 0 it releases l.Owner's hold whatever its
-// token. Either way it removes l.Owner's wait-queue entry.
+// noToken is a token no grant has (tokens stay below 2^53), for the
+// release of a lease with Token 0 that is not Abandoned: it releases no
+// hold, and still removes the owner's queue entry.
+const noToken = 1<<64 - 1
+
+// Release implements driver.Driver in one round trip. l.Token must be the
+// token of the hold, or Release reports ErrNotHeld and releases nothing;
+// with l.Abandoned it releases l.Owner's hold whatever its token. Either
+// way it removes l.Owner's wait-queue entry.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := ctx.Err(); err != nil {
 		return opError(op, l.Key, err)
 	}
-	mode, err := modeArg(l.Mode)
-	if err != nil {
-		return opError(op, l.Key, err)
-	}
+	mode := modeArg(l.Mode)
 	if d.replicas > 0 {
 		d.limbo.Forget(l.Key, l.Owner) // see giveBack
 	}
 	a := releaseScript.ownerArgs(d.base(l.Key), l.Owner, mode)
-	a.tok = l.Token
+	switch {
+	case l.Abandoned:
+		a.tok = 0 // any token, in release.lua
+	case l.Token == 0:
+		a.tok = noToken // no grant has it: the script only leaves the queue
+	default:
+		a.tok = l.Token
+	}
 	a.args[len(a.args)-1] = &a.tok
 	res, err := d.run(ctx, releaseScript, a.args[:])
 	d.queued1(l.Owner, false, time.Time{}, 0)
@@ -330,14 +330,11 @@ func (d *Driver) takeGrant(req driver.Request, ms int64) (driver.Lease, bool) {
 
 // modeArg encodes m for the scripts. The values are constants, which
 // need no allocation to box.
-func modeArg(m driver.Mode) (any, error) {
-	switch m {
-	case driver.Exclusive:
-		return "x", nil
-	case driver.Shared:
-		return "s", nil
+func modeArg(m driver.Mode) any {
+	if m == driver.Shared {
+		return "s"
 	}
-	return nil, driver.Permanent(fmt.Errorf("unknown mode %v", m))
+	return "x"
 }
 
 // queuedArg encodes m, which modeArg accepts, for the acquire script of
@@ -357,9 +354,6 @@ const maxLimit = 1 << 53
 // the scripts keep with the grant (see common.lua): "" for an uncounted
 // request without a value, else ":<weight>:<limit>:<value>".
 func dataArg(req driver.Request) (string, error) {
-	if err := driverkit.CheckCount(req); err != nil {
-		return "", err
-	}
 	switch {
 	case req.Limit > maxLimit:
 		return "", driver.Permanent(fmt.Errorf("limit %d over %d, the largest Lua counts exactly", req.Limit, int64(maxLimit)))
@@ -384,18 +378,6 @@ func dataMode(mode any) any {
 	return "sqd"
 }
 
-// checkArgs encodes m and checks ttl, truncating it to milliseconds.
-func checkArgs(m driver.Mode, ttl time.Duration) (mode any, ms int64, err error) {
-	mode, err = modeArg(m)
-	if err != nil {
-		return nil, 0, err
-	}
-	if ttl < MinTTL || ttl > MaxTTL {
-		return nil, 0, driver.Permanent(fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL))
-	}
-	return mode, ttl.Milliseconds(), nil
-}
-
 // tokenReply decodes the integer reply of the acquire and refresh scripts:
 // a token (> 0), or -1 - remaining (< 0) when not granted, remaining the
 // milliseconds the conflicting holds and queue entries last (0: unknown).
@@ -414,16 +396,22 @@ func errBadReply(res any) error {
 	return driver.Permanent(fmt.Errorf("unexpected script reply %v", res))
 }
 
-// opError wraps err with the operation and key, and marks it Permanent
-// when no retry can cure it: an error reply that no retry changes, or a
-// closed client (redis.ErrClosed).
-func opError(op, key string, err error) error {
-	var e error = &driverkit.OpError{Driver: "redisdriver", Op: op, Key: key, Err: err}
-	if !driver.IsPermanent(err) && isPermanent(err) {
-		return driver.Permanent(e)
-	}
-	return e
+// errs names the driver's errors: a Redis error reply that no retry
+// cures is permanent, and so is the error of a closed client, which wraps
+// driver.ErrClosed.
+var errs = driverkit.Errors{
+	Driver:    "redisdriver",
+	Permanent: isPermanent,
+	Closed: func(err error) error {
+		if errors.Is(err, redis.ErrClosed) {
+			return redis.ErrClosed
+		}
+		return nil
+	},
 }
+
+// opError names err, the error of op on key, by errs.
+func opError(op, key string, err error) error { return errs.Wrap(nil, op, key, err) }
 
 // permanentPrefixes start the Redis error replies that a retry of the same
 // request cannot cure: the data has the wrong type, the server lacks a
@@ -449,11 +437,8 @@ var permanentPrefixes = []string{
 }
 
 // isPermanent reports whether err is a Redis error reply that no retry can
-// cure, or the error of a closed client.
+// cure.
 func isPermanent(err error) bool {
-	if errors.Is(err, redis.ErrClosed) {
-		return true
-	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		return false

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -60,10 +61,25 @@ type Options struct {
 // use. Create it with New.
 type Driver struct {
 	client redis.UniversalClient
-	prefix string
+	// direct is client, or its clone bounded by the calls' contexts (see
+	// bind): it opens the driver's pub/sub connections and sends the
+	// stall guard's PINGs (see admit).
+	direct redis.UniversalClient
+	// guarded is true for a *redis.Client: its calls take one of slots
+	// and wait while a PING of the stall guard is out (see admit). stall
+	// is the PING out, or the last one if it went unanswered, or nil.
+	// cut counts the calls in a row cut short by their deadlines (see
+	// suspect).
+	guarded bool
+	slots   chan struct{}
+	stall   atomic.Pointer[probe]
+	cut     atomic.Int32
+	prefix  string
 	// ctxBound is true when the client bounds its calls by their
-	// context's deadline (ContextTimeoutEnabled); otherwise the driver
-	// waits for each call in a goroutine of its own (see bounded).
+	// context's deadline (ContextTimeoutEnabled, or a *redis.Client, see
+	// bind); otherwise (a ClusterClient or Ring made without it)
+	// the driver waits for each call in a goroutine of its own (see
+	// bounded).
 	ctxBound bool
 	// replicas and replicaTimeout are Options.Replicas and
 	// Options.ReplicaTimeout (defaulted).
@@ -146,7 +162,13 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	if o.ReplicaTimeout == 0 {
 		o.ReplicaTimeout = DefaultReplicaTimeout
 	}
-	d := &Driver{client: client, prefix: prefix, ctxBound: contextBound(client),
+	direct, ctxBound := client, contextBound(client)
+	c, guarded := client.(*redis.Client)
+	if guarded && !ctxBound {
+		b := bind(c)
+		client, direct, ctxBound, guarded = b.client, b.pubsub, b.bounded, b.bounded
+	}
+	d := &Driver{client: client, direct: direct, guarded: guarded, prefix: prefix, ctxBound: ctxBound,
 		replicas: o.Replicas, replicaTimeout: o.ReplicaTimeout,
 		queued: make(map[string]*queuedOwner)}
 	var id [8]byte
@@ -154,6 +176,9 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 		return nil, fmt.Errorf("redisdriver: %w", err)
 	}
 	d.note = prefix + "notify:" + hex.EncodeToString(id[:])
+	if guarded {
+		d.slots = make(chan struct{}, max(c.Options().PoolSize, 1))
+	}
 	d.fan.OnClose = d.subClosed
 	if d.replicas > 0 {
 		switch client.(type) {

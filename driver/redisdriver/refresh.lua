@@ -1,5 +1,5 @@
 -- refresh: Refresh and RefreshBatch.
--- ARGV: 1 owner, 2 mode ('x' or 's'), 3 ttl ms, 4 token ('0': any).
+-- ARGV: 1 owner, 2 mode ('x' or 's'), 3 ttl ms, 4 token (the hold's; Refresh has no any-token form).
 -- Reply: token (> 0) extended; -1 not held (nothing changed).
 
 local owner, shared, ttl_ms, want = ARGV[1], ARGV[2] == 's', ARGV[3], ARGV[4]
@@ -10,7 +10,7 @@ if not shared then
 		return -1
 	end
 	local tok, o = parse_hold(v)
-	if o ~= owner or (want ~= '0' and tok ~= want) then
+	if o ~= owner or tok ~= want then
 		return -1
 	end
 	redis.call('PEXPIRE', LOCK, ttl_ms)
@@ -26,7 +26,7 @@ local now = now_ms()
 purge_readers(now)
 local t = redis.call('HGET', TOKENS, owner)
 local tok = split_token(t or '')
-if not t or not redis.call('ZSCORE', READERS, owner) or (want ~= '0' and tok ~= want) then
+if not t or not redis.call('ZSCORE', READERS, owner) or tok ~= want then
 	return -1
 end
 redis.call('ZADD', READERS, int(now + tonumber(ttl_ms)), owner)

@@ -48,6 +48,10 @@ func (d *Driver) waitTimeout(ctx context.Context) int64 {
 // trip and on the same connection. ackErr is nil when enough replicas
 // acknowledged the script's writes, and otherwise wraps ErrNotReplicated.
 func (d *Driver) runAck(ctx context.Context, s *script, args []any) (res any, ackErr, err error) {
+	if err := d.admit(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer d.leave()
 	if d.ctxBound || ctx.Done() == nil {
 		return d.runAck1(ctx, s, args)
 	}
@@ -77,6 +81,7 @@ func (d *Driver) runAck1(ctx context.Context, s *script, args []any) (res any, a
 		// A node client does not follow redirections: the cluster client
 		// learns where the slot went.
 		d.failed(err)
+		d.suspect(ctx, err)
 		return nil, nil, withCtx(ctx, err)
 	}
 	return res, d.ackError(ctx, wait, timeout), nil

@@ -47,7 +47,9 @@ type script struct {
 func newScript(fast, body string) *script {
 	src := fast + "\n" + commonLua + "\n" + body
 	sum := sha1.Sum([]byte(src))
-	return &script{src: src, sha: hex.EncodeToString(sum[:])}
+	sha := hex.EncodeToString(sum[:])
+	scriptBodies[src], scriptBodies[sha] = true, true
+	return &script{src: src, sha: sha}
 }
 
 // Positions in the arguments of a script command, which are those of
@@ -114,6 +116,10 @@ func newCmd(ctx context.Context, args []any) *redis.Cmd {
 // the script (NOSCRIPT). It returns by ctx's deadline (see bounded), with
 // an error that wraps ctx's error when ctx ended the call.
 func (d *Driver) run(ctx context.Context, s *script, args []any) (any, error) {
+	if err := d.admit(ctx); err != nil {
+		return nil, err
+	}
+	defer d.leave()
 	if d.ctxBound || ctx.Done() == nil {
 		return d.run1(ctx, s, args)
 	}
@@ -129,6 +135,7 @@ func (d *Driver) run1(ctx context.Context, s *script, args []any) (any, error) {
 	}
 	res, err := cmd.Result()
 	d.failed(err)
+	d.suspect(ctx, err)
 	return res, withCtx(ctx, err)
 }
 

@@ -35,17 +35,13 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		chunk, cerrs := ls[start:end], errs[start:end]
 		if err := ctx.Err(); err != nil {
 			for i, l := range chunk {
-				cerrs[i] = d.opError(op, l.Key, err)
+				cerrs[i] = d.errs.Wrap(ctx, op, l.Key, err)
 			}
 			continue
 		}
 		var args batchArgs
 		for i, l := range chunk {
-			mode, us, err := checkArgs(l.Mode, l.TTL)
-			if err != nil {
-				cerrs[i] = d.opError(op, l.Key, err)
-				continue
-			}
+			mode, us := holdArgs(l.Mode, l.TTL)
 			args.add(i, l, mode, us)
 		}
 		if len(args.idx) == 0 {
@@ -75,10 +71,10 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 			l := chunk[i]
 			switch {
 			case err != nil:
-				cerrs[i] = d.opError(op, l.Key, err)
+				cerrs[i] = d.errs.Wrap(ctx, op, l.Key, err)
 			case !extended[leaseID{args.names[j], args.owners[j]}]:
 				d.renewed(ctx, l, 0, driver.ErrNotHeld)
-				cerrs[i] = d.opError(op, l.Key, driver.ErrNotHeld)
+				cerrs[i] = d.errs.Wrap(ctx, op, l.Key, driver.ErrNotHeld)
 			default:
 				d.renewed(ctx, l, time.Duration(args.ttls[j])*time.Microsecond, nil)
 			}

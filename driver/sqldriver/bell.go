@@ -95,23 +95,20 @@ func (d *Driver) bellName(ctx context.Context, key, owner string) (string, error
 func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease, error) {
 	const op = "acquire"
 	if d.bells == nil {
-		return driver.Lease{}, driver.Permanent(d.opError(op, req.Key,
-			fmt.Errorf("waiting by GET_LOCK (MySQL, without Options.NoNotify): %w", errors.ErrUnsupported)))
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key,
+			driver.Permanent(fmt.Errorf("waiting by GET_LOCK (MySQL, without Options.NoNotify): %w", errors.ErrUnsupported)))
 	}
 	if err := ctx.Err(); err != nil {
-		return driver.Lease{}, d.opError(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
-	a, err := checkRequest(req, true)
-	if err != nil {
-		return driver.Lease{}, d.opError(op, req.Key, err)
-	}
+	a := attemptOf(req, true)
 	name, err := d.bellName(ctx, req.Key, req.Owner)
 	if err != nil {
-		return driver.Lease{}, d.opError(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
-		return driver.Lease{}, d.opError(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
 	// Closing the *sql.DB does not end a connection in use: the wait
 	// checks, as a listener does, and ends when it is closed.
@@ -134,7 +131,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 			// owner, and a late Release would take its grant.
 			go d.leave(req)
 		}
-		return driver.Lease{}, d.opError(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
 	return l, nil
 }
@@ -144,7 +141,7 @@ func (d *Driver) Acquire(ctx context.Context, req driver.Request) (driver.Lease,
 func (d *Driver) leave(req driver.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), ringTimeout)
 	defer cancel()
-	_ = d.Release(ctx, driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode})
+	_ = d.Release(ctx, driver.Lease{Key: req.Key, Owner: req.Owner, Mode: req.Mode, Abandoned: true})
 }
 
 // waiter is one Acquire call: its connection, and whether that

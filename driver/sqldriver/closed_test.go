@@ -32,9 +32,9 @@ func calls(d driver.Driver, key string, l driver.Lease) []drivertest.Call {
 			return errors.Join(d.(driver.BatchRefresher).RefreshBatch(ctx, []driver.Lease{l, l})...)
 		}},
 		{Name: "Release", F: func(ctx context.Context) error { return d.Release(ctx, l) }},
-		{Name: "Release token 0", F: func(ctx context.Context) error {
+		{Name: "Release abandoned", F: func(ctx context.Context) error {
 			l0 := l
-			l0.Token = 0
+			l0.Token, l0.Abandoned = 0, true
 			return d.Release(ctx, l0)
 		}},
 	}
@@ -52,7 +52,7 @@ func calls(d driver.Driver, key string, l driver.Lease) []drivertest.Call {
 
 // TestClosedClient closes the *sql.DB under a driver (closeClient): every
 // call must then fail at once with a permanent error wrapping
-// sqldriver.ErrClosed. On PostgreSQL the LISTEN connection, which closing
+// driver.ErrClosed. On PostgreSQL the LISTEN connection, which closing
 // the pool does not end, goes within a second, and a waiter subscribed
 // before is woken.
 func TestClosedClient(t *testing.T) {
@@ -82,7 +82,7 @@ func TestClosedClient(t *testing.T) {
 		}
 		closeClient(t, d)
 		closed := time.Now()
-		drivertest.CheckClosed(ctxT(t), t, "after Close of the *sql.DB", calls(d, key, l), sqldriver.ErrClosed)
+		drivertest.CheckClosed(ctxT(t), t, "after Close of the *sql.DB", calls(d, key, l), driver.ErrClosed)
 		if woken == nil {
 			return
 		}

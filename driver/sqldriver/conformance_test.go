@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/lockertest"
 )
 
@@ -16,8 +17,8 @@ import (
 // package's other tests, which run against both dialects.
 func TestConformance(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
-		if testing.Short() && b.name != "postgres" {
-			t.Skip("-short: the suite runs against PostgreSQL only; TestLockerQuick covers this dialect")
+		if !testflag.Long() && b.name != "postgres" {
+			t.Skip("quick run (LOCKER_LONG=1 for the long one): the suite runs against PostgreSQL only; TestLockerQuick covers this dialect")
 		}
 		lockertest.TestDriver(t, func(t *testing.T) driver.Driver { return b.driver(t, nil) },
 			lockertest.WithCloseClient(closeClient), lockertest.WithStall(stall))
@@ -30,8 +31,8 @@ func TestConformance(t *testing.T) {
 // poll, as with lib/pq. With -short it is skipped: MariaDB's tests take
 // the same transaction and polling code with the other dialect's SQL.
 func TestConformancePortable(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the portable path runs in the full run (MariaDB's tests take its transaction and polling code)")
+	if !testflag.Long() {
+		t.Skip("quick run (LOCKER_LONG=1 for the long one): the portable path runs in the long run (MariaDB's tests take its transaction and polling code)")
 	}
 	b := plainPostgres(t)
 	lockertest.TestDriver(t, func(t *testing.T) driver.Driver {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-sql-driver/mysql"
 )
 
@@ -193,7 +194,7 @@ func connectedPools(t *testing.T, b backend, dsn string, n int) []*sql.DB {
 // must then work.
 func TestCreateTableConcurrent(t *testing.T) {
 	rounds := 20
-	if testing.Short() {
+	if !testflag.Long() {
 		rounds = 5
 	}
 	forEachBackend(t, func(t *testing.T, b backend) {

@@ -129,7 +129,7 @@
 // parameter. Errors wrap the database driver's error (*pgconn.PgError,
 // *mysql.MySQLError) and name the operation and key. [ErrNoTable],
 // [ErrOldTable], errors no retry can cure (syntax, privileges) and every
-// call after the *sql.DB was closed ([ErrClosed]) are marked
+// call after the *sql.DB was closed ([driver.ErrClosed]) are marked
 // [driver.Permanent]; connection failures are retried by package locker,
 // deadlocks and serialisation failures by the driver (three tries).
 //

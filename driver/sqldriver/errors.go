@@ -23,48 +23,47 @@ var ErrNoTable = errors.New("lease table does not exist")
 // documentation.
 var ErrOldTable = errors.New("lease table lacks the columns of this version")
 
-// opError wraps err with the operation and key, and marks it Permanent
-// when no retry can cure it: among others when the *sql.DB is closed.
-func (d *Driver) opError(op, key string, err error) error {
-	wrap := func(err error) error { return &driverkit.OpError{Driver: "sqldriver", Op: op, Key: key, Err: err} }
-	switch {
-	case missingTable(err):
-		return driver.Permanent(wrap(fmt.Errorf("table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",
-			d.table, ErrNoTable, err)))
-	case missingColumn(err):
-		return driver.Permanent(wrap(fmt.Errorf("table %s: %w (upgrade it with sqldriver.CreateTable or the ALTER TABLE in the package documentation): %w",
-			d.table, ErrOldTable, err)))
-	case answer(err) || driver.IsPermanent(err):
-		return wrap(err)
-	case permanent(err):
-		return driver.Permanent(wrap(err))
-	case dbClosed(d.db):
-		return driver.Permanent(wrap(fmt.Errorf("%w: %w", ErrClosed, err)))
-	}
-	return wrap(err)
+// newErrors returns the Errors that name d's errors: permanent when no
+// retry cures them, or once the *sql.DB is closed (see closedErr), and
+// saying what to do about a missing table or column.
+func (d *Driver) newErrors() driverkit.Errors {
+	return driverkit.Errors{Driver: "sqldriver", Closed: d.closedErr, Permanent: permanent, Explain: d.explain}
 }
 
-// ErrClosed is wrapped, with the database/sql error, by the errors of a
-// driver whose *sql.DB has been closed; they are marked
-// [driver.Permanent], so that package locker gives up at once.
+// explain says what to do about a missing table or column.
+func (d *Driver) explain(err error) error {
+	switch {
+	case missingTable(err):
+		return driver.Permanent(fmt.Errorf("table %s: %w (create it with sqldriver.CreateTable or the DDL in the package documentation): %w",
+			d.table, ErrNoTable, err))
+	case missingColumn(err):
+		return driver.Permanent(fmt.Errorf("table %s: %w (upgrade it with sqldriver.CreateTable or the ALTER TABLE in the package documentation): %w",
+			d.table, ErrOldTable, err))
+	}
+	return err
+}
+
+// closedErr is the Closed of d's Errors: errPoolClosed once d's *sql.DB
+// is closed.
 //
 // database/sql reports a closed pool with an unexported error ("sql:
-// database is closed"). The driver does not match its text: after any
+// database is closed"). The driver does not match its text: after a
 // failure it asks the pool itself, with DB.Conn and a context that is
 // already done, which answers without a connection: the closed pool's
 // error, or the context's.
-var ErrClosed = errors.New("the *sql.DB is closed")
+func (d *Driver) closedErr(error) error {
+	if dbClosed(d.db) {
+		return errPoolClosed
+	}
+	return nil
+}
+
+// errPoolClosed is why a driver whose *sql.DB is closed fails.
+var errPoolClosed = errors.New("the *sql.DB is closed")
 
 // errDBClosed stands for database/sql's error when the driver learns that
 // the pool is closed without a call that returned it.
 var errDBClosed = errors.New("sql: database is closed")
-
-// answer reports an error that is the backend's answer, not a failure:
-// the key is held, the lease is not, or the key's holders have another
-// limit.
-func answer(err error) bool {
-	return errors.Is(err, driver.ErrLocked) || errors.Is(err, driver.ErrNotHeld) || errors.Is(err, driver.ErrLimitMismatch)
-}
 
 // done is a context that has ended: with it, DB.Conn checks whether the
 // pool is closed, and then gives up before it takes a connection.

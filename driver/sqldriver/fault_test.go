@@ -12,6 +12,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/internal/sqltest"
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 // retry calls f until it returns nil or an error wrapping driver.ErrNotHeld
@@ -176,7 +177,7 @@ func checkMutexAfterRestart(t *testing.T, m *locker.Mutex, mtok locker.Token) {
 // three times, a third of the TTL apart; once with -short.
 func TestFault_KillWhileHolding(t *testing.T) {
 	kills := 3
-	if testing.Short() {
+	if !testflag.Long() {
 		kills = 1
 	}
 	forEachBackendParallel(t, func(t *testing.T, b backend) {
@@ -370,7 +371,9 @@ func TestFault_CancelDuringCommit(t *testing.T) {
 			// at once (before the fix, finding nothing) or waits for the
 			// acquire's transaction; let the COMMIT go once it is either.
 			released := make(chan error, 1)
-			go func() { released <- d.Release(ctxT(t), driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode}) }()
+			go func() {
+				released <- d.Release(ctxT(t), driver.Lease{Key: r.Key, Owner: r.Owner, Mode: r.Mode, Abandoned: true})
+			}()
 			rerr, returned := awaitCleanup(t, admin, released)
 			if _, err := gateConn.ExecContext(ctxT(t), "SELECT pg_advisory_unlock($1)", gate); err != nil {
 				t.Fatal(err)

@@ -20,7 +20,7 @@ var _ driver.Inspector = (*Driver)(nil)
 func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, error) {
 	const op = "inspect"
 	if err := ctx.Err(); err != nil {
-		return driver.KeyState{}, d.opError(op, key, err)
+		return driver.KeyState{}, d.errs.Wrap(ctx, op, key, err)
 	}
 	var st driver.KeyState
 	err := retryRolledBack(func() error {
@@ -58,7 +58,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 		return rows.Err()
 	})
 	if err != nil {
-		return driver.KeyState{}, d.opError(op, key, err)
+		return driver.KeyState{}, d.errs.Wrap(ctx, op, key, err)
 	}
 	slices.SortFunc(st.Holders, func(a, b driver.Holder) int { return cmp.Compare(a.Token, b.Token) })
 	return st, nil
@@ -71,7 +71,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	const op = "force-release"
 	if err := ctx.Err(); err != nil {
-		return 0, d.opError(op, key, err)
+		return 0, d.errs.Wrap(ctx, op, key, err)
 	}
 	del := "DELETE FROM " + d.q.table + " WHERE name = ? AND mode IN (1, 2) AND expires > " + d.q.now
 	if d.dialect == PostgreSQL {
@@ -87,11 +87,11 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 		return err
 	})
 	if err != nil {
-		return 0, d.opError(op, key, err)
+		return 0, d.errs.Wrap(ctx, op, key, err)
 	}
 	if n > 0 && d.dialect == PostgreSQL {
 		if _, err := d.db.ExecContext(ctx, d.q.notify, d.channel(), key); err != nil {
-			return int(n), d.opError(op, key, err)
+			return int(n), d.errs.Wrap(ctx, op, key, err)
 		}
 	}
 	return int(n), nil

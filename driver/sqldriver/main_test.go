@@ -57,7 +57,7 @@ func createTable(s *sqltest.Server) error {
 func TestMain(m *testing.M) {
 	faultmatrix.ServeChild(dialMatrix) // returns unless this is a helper child of the fault matrix
 	serveCreateChild()                 // returns unless this is a helper child of TestCreateTableConcurrent
-	testflag.Parallel(8, true)         // -short: the conformance suites' waiting subtests together
+	testflag.Parallel(8, true)         // quick run: the conformance suites' waiting subtests together
 	goleak.VerifyTestMain(drivertest.Servers(m, "sqldriver", startServers, sqltest.ErrNotInstalled,
 		func() error { return drivertest.CloseAll(pgServer, myServer) }))
 }

@@ -31,7 +31,7 @@ import (
 // again. When the *sql.DB is closed (which does not close a connection in
 // use), the driver notices within a quarter of a second, closes its LISTEN
 // connection, ends its goroutine and wakes every subscriber; Subscribe
-// then fails at once with a permanent error wrapping ErrClosed.
+// then fails at once with a permanent error wrapping driver.ErrClosed.
 type listener struct {
 	*Driver
 
@@ -157,10 +157,10 @@ func (h *hub) stop() {
 // heard.
 func (d *listener) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, d.opError("subscribe", key, err)
+		return nil, d.errs.Wrap(ctx, "subscribe", key, err)
 	}
 	if dbClosed(d.db) {
-		return nil, d.opError("subscribe", key, errDBClosed)
+		return nil, d.errs.Wrap(ctx, "subscribe", key, errDBClosed)
 	}
 	d.mu.Lock()
 	if d.hub == nil {
@@ -191,13 +191,13 @@ func (d *listener) Subscribe(ctx context.Context, key string) (driver.Subscripti
 	case <-h.done:
 		// The *sql.DB was closed.
 		_ = s.Close()
-		return nil, d.opError("subscribe", key, errDBClosed)
+		return nil, d.errs.Wrap(ctx, "subscribe", key, errDBClosed)
 	case <-t.C:
 		_ = s.Close()
-		return nil, d.opError("subscribe", key, errors.New("no LISTEN connection within "+subscribeTimeout.String()))
+		return nil, d.errs.Wrap(ctx, "subscribe", key, errors.New("no LISTEN connection within "+subscribeTimeout.String()))
 	case <-ctx.Done():
 		_ = s.Close()
-		return nil, d.opError("subscribe", key, fmt.Errorf("waiting for LISTEN: %w", ctx.Err()))
+		return nil, d.errs.Wrap(ctx, "subscribe", key, fmt.Errorf("waiting for LISTEN: %w", ctx.Err()))
 	}
 }
 
@@ -218,11 +218,7 @@ func (h *hub) run(ctx context.Context) {
 		if listened {
 			bo.Reset()
 		}
-		t := time.NewTimer(bo.Next())
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if bo.Wait(ctx) != nil {
 			return
 		}
 	}

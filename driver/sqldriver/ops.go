@@ -4,12 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/driverkit"
 )
 
 // TryAcquire implements driver.Driver in one short transaction: two round
@@ -69,13 +67,11 @@ type verdict struct {
 func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (driver.Lease, error) {
 	const op = "acquire"
 	if err := ctx.Err(); err != nil {
-		return driver.Lease{}, d.opError(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	}
-	a, err := checkRequest(req, queued)
-	if err != nil {
-		return driver.Lease{}, d.opError(op, req.Key, err)
-	}
+	a := attemptOf(req, queued)
 	var v verdict
+	var err error
 	if d.pipeline {
 		err = retryRolledBack(func() (err error) {
 			v, err = d.acquirePipelined(ctx, a)
@@ -91,11 +87,11 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	}
 	switch {
 	case err != nil:
-		return driver.Lease{}, d.opError(op, req.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, err)
 	case v.limit != nil:
-		return driver.Lease{}, d.opError(op, req.Key, v.limit)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key, v.limit)
 	case v.locked:
-		return driver.Lease{}, d.opError(op, req.Key,
+		return driver.Lease{}, d.errs.Wrap(ctx, op, req.Key,
 			&driver.LockedError{Remaining: time.Duration(max(v.left, 0)) * time.Microsecond})
 	}
 	return driver.Lease{
@@ -107,21 +103,14 @@ func (d *Driver) acquire(ctx context.Context, req driver.Request, queued bool) (
 	}, nil
 }
 
-// checkRequest checks what the front-end should already have checked,
-// and returns the attempt of req.
-func checkRequest(req driver.Request, queued bool) (attempt, error) {
-	mode, us, err := checkArgs(req.Mode, req.TTL)
-	if err != nil {
-		return attempt{}, err
-	}
-	if err := driverkit.CheckCount(req); err != nil {
-		return attempt{}, err
-	}
+// attemptOf returns the attempt of req.
+func attemptOf(req driver.Request, queued bool) attempt {
+	mode, us := holdArgs(req.Mode, req.TTL)
 	a := attempt{key: req.Key, owner: req.Owner, mode: mode, us: us, queued: queued, limit: req.Limit, weight: req.Weight}
 	if req.Value != "" {
 		a.value = []byte(req.Value) // bytea, varbinary: stored byte for byte
 	}
-	return a, nil
+	return a
 }
 
 // acquireTx is the transaction of acquire: it serialises with the other
@@ -458,34 +447,30 @@ type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// Refresh implements driver.Driver in one statement (two on MySQL when
-// l.Token is 0). When l.Token is not 0 it must be the hold's token, or
-// Refresh reports ErrNotHeld.
+// Refresh implements driver.Driver in one statement.
 func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, error) {
 	const op = "refresh"
 	if err := ctx.Err(); err != nil {
-		return driver.Lease{}, d.opError(op, l.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, l.Key, err)
 	}
-	mode, us, err := checkArgs(l.Mode, l.TTL)
-	if err != nil {
-		return driver.Lease{}, d.opError(op, l.Key, err)
+	if l.Token == 0 { // no grant's token; 0 would match any in the statement
+		return driver.Lease{}, d.errs.Wrap(ctx, op, l.Key, driver.ErrNotHeld)
 	}
+	mode, us := holdArgs(l.Mode, l.TTL)
 	tok := int64(l.Token)
+	var err error
 	args := []any{us, l.Key, l.Owner, mode, tok, tok}
 	if d.dialect == PostgreSQL {
 		err = retryRolledBack(func() error { return d.db.QueryRowContext(ctx, d.q.refresh, args...).Scan(&tok) })
 	} else {
 		err = retryRolledBack(func() error { return d.execOne(ctx, d.q.refresh, args...) })
-		if err == nil && tok == 0 {
-			err = d.db.QueryRowContext(ctx, d.q.token, l.Key, l.Owner, mode).Scan(&tok)
-		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		err = driver.ErrNotHeld
 	}
 	d.renewed(ctx, l, time.Duration(us)*time.Microsecond, err)
 	if err != nil {
-		return driver.Lease{}, d.opError(op, l.Key, err)
+		return driver.Lease{}, d.errs.Wrap(ctx, op, l.Key, err)
 	}
 	l.Token = uint64(tok)
 	l.TTL = time.Duration(us) * time.Microsecond
@@ -519,24 +504,26 @@ func (d *Driver) execOne(ctx context.Context, query string, args ...any) error {
 }
 
 // Release implements driver.Driver in one statement (two on MySQL when
-// the owner holds nothing). When l.Token is not 0 it must be the hold's
-// token, or Release reports ErrNotHeld and releases nothing; with l.Token 0
-// it releases l.Owner's hold in l.Mode whatever its token. Either way it
-// removes l.Owner's wait-queue entry. On PostgreSQL it notifies the key's
-// waiters when it deleted a hold or a queue entry, and with l.Token 0 it
-// first waits for an acquire of the key in progress (see
+// the owner holds nothing). With l.Abandoned it releases l.Owner's hold in
+// l.Mode whatever its token; either way it removes l.Owner's wait-queue
+// entry. On PostgreSQL it notifies the key's waiters when it deleted a
+// hold or a queue entry, and with l.Abandoned it first waits for an acquire of the key in progress (see
 // releaseSerialised), so that it also removes what an acquire whose
 // context ended during its COMMIT leaves behind.
 func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 	const op = "release"
 	if err := ctx.Err(); err != nil {
-		return d.opError(op, l.Key, err)
+		return d.errs.Wrap(ctx, op, l.Key, err)
 	}
-	mode, err := modeArg(l.Mode)
-	if err != nil {
-		return d.opError(op, l.Key, err)
+	tok := int64(l.Token) // 0, any token, in the statements
+	switch {
+	case l.Abandoned:
+		tok = 0
+	case tok == 0: // no grant's token
+		return d.errs.Wrap(ctx, op, l.Key, driver.ErrNotHeld)
 	}
-	tok := int64(l.Token)
+	mode := modeArg(l.Mode)
+	var err error
 	if d.dialect == PostgreSQL {
 		var released bool
 		var notified int64
@@ -584,31 +571,21 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 		}
 	}
 	if err != nil {
-		return d.opError(op, l.Key, err)
+		return d.errs.Wrap(ctx, op, l.Key, err)
 	}
 	return nil
 }
 
 // modeArg returns the mode column's value of a hold in m.
-func modeArg(m driver.Mode) (int, error) {
-	switch m {
-	case driver.Exclusive:
-		return modeExclusive, nil
-	case driver.Shared:
-		return modeShared, nil
+func modeArg(m driver.Mode) int {
+	if m == driver.Shared {
+		return modeShared
 	}
-	return 0, driver.Permanent(fmt.Errorf("unknown mode %v", m))
+	return modeExclusive
 }
 
-// checkArgs returns the mode column's value of a hold in m and ttl in
-// whole microseconds.
-func checkArgs(m driver.Mode, ttl time.Duration) (mode int, us int64, err error) {
-	mode, err = modeArg(m)
-	if err != nil {
-		return 0, 0, err
-	}
-	if ttl < MinTTL || ttl > MaxTTL {
-		return 0, 0, driver.Permanent(fmt.Errorf("TTL %v outside [%v, %v]", ttl, MinTTL, MaxTTL))
-	}
-	return mode, ttl.Microseconds(), nil
+// holdArgs returns the mode column's value of a hold in m and ttl in whole
+// microseconds.
+func holdArgs(m driver.Mode, ttl time.Duration) (mode int, us int64) {
+	return modeArg(m), ttl.Microseconds()
 }

@@ -118,8 +118,8 @@ func scanRows(br pgx.BatchResults) ([]row, error) {
 // lock (queries.lock), so that it waits for an acquire of the key still in
 // progress, whose grant or queue entry it would otherwise not see (a row
 // inserted by a transaction not yet committed is invisible to the DELETE,
-// which does not wait for it). Token 0 is the release that cleans up after
-// an acquire that failed without a verdict, typically because its context
+// which does not wait for it). A Release with Lease.Abandoned is the one
+// that cleans up after an acquire that failed without a verdict, typically because its context
 // ended while its COMMIT was on its way: that COMMIT may still apply, and
 // must apply before the cleanup, not after. Through pgx the four
 // statements are pipelined in one round trip.

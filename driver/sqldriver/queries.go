@@ -58,9 +58,6 @@ type queries struct {
 	// refresh extends a live hold (ttl µs, name, owner, mode, token,
 	// token); PostgreSQL returns its token, MySQL reports rows affected.
 	refresh string
-	// token reads a live hold's token (name, owner, mode): MySQL's
-	// Refresh of a lease with token 0.
-	token string
 	// release deletes a live hold. PostgreSQL: (name, owner, mode, token,
 	// token, channel, name) → released, notified; it also deletes the
 	// owner's queue entry or expired row and notifies when it deleted
@@ -181,7 +178,6 @@ func newQueries(d Dialect, table string) queries {
 		extend:   "UPDATE " + table + " SET mode = ?, expires = " + after + " WHERE name = ? AND owner = ?",
 		purge:    "DELETE FROM " + table + " WHERE name = ? AND owner <> '' AND expires <= " + now,
 		refresh:  "UPDATE " + table + " SET expires = " + after + " WHERE name = ? AND owner = ? AND " + live,
-		token:    "SELECT token FROM " + table + " WHERE name = ? AND owner = ? AND mode = ? AND expires > " + now,
 		leave:    "DELETE FROM " + table + " WHERE name = ? AND owner = ? AND (mode IN (3, 4) OR expires <= " + now + ")",
 		release:  "DELETE FROM " + table + " WHERE name = ? AND owner = ? AND " + live,
 		unanchor: "DELETE FROM " + table + " WHERE name = ? AND owner = ''",
@@ -206,7 +202,7 @@ func newQueries(d Dialect, table string) queries {
 			" AS b(name, owner, mode, token, ttl)" +
 			" WHERE t.name = b.name AND t.owner = b.owner AND t.mode = b.mode AND (b.token = 0 OR t.token = b.token)" +
 			" AND t.expires > " + now + " RETURNING t.name, t.owner"
-		for _, s := range []*string{&q.lock, &q.rows, &q.state, &q.grant, &q.extend, &q.purge, &q.refresh, &q.token,
+		for _, s := range []*string{&q.lock, &q.rows, &q.state, &q.grant, &q.extend, &q.purge, &q.refresh,
 			&q.leave, &q.release, &q.notify, &q.batch} {
 			*s = numbered(*s)
 		}

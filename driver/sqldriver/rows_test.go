@@ -13,6 +13,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/sqldriver"
 	"github.com/go-locker/locker/internal/sqltest"
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 // tableOf creates a lease table of the test's own, so that row counts do
@@ -58,7 +59,7 @@ func placeholder(b backend, n int) string {
 // live row).
 func TestReleasedKeysLeaveNoRows(t *testing.T) {
 	n := 10000
-	if testing.Short() {
+	if !testflag.Long() {
 		n = 400
 	}
 	forEachBackend(t, func(t *testing.T, b backend) {
@@ -240,7 +241,7 @@ func (ct *contention) client(t *testing.T, c int, d driver.Driver, br driver.Bat
 			pending = nil
 		} else if pending != nil && r.IntN(10) == 0 {
 			// Give up waiting: leave the queue.
-			check("leave", d.Release(ctx, driver.Lease{Key: rq.Key, Owner: rq.Owner, Mode: rq.Mode}))
+			check("leave", d.Release(ctx, driver.Lease{Key: rq.Key, Owner: rq.Owner, Mode: rq.Mode, Abandoned: true}))
 			pending = nil
 		}
 		if len(held) > 0 && r.IntN(3) == 0 {
@@ -259,7 +260,7 @@ func (ct *contention) client(t *testing.T, c int, d driver.Driver, br driver.Bat
 		}
 	}
 	if pending != nil {
-		check("leave", d.Release(ctx, driver.Lease{Key: pending.Key, Owner: pending.Owner, Mode: pending.Mode}))
+		check("leave", d.Release(ctx, driver.Lease{Key: pending.Key, Owner: pending.Owner, Mode: pending.Mode, Abandoned: true}))
 	}
 	for _, l := range held {
 		check("release", d.Release(ctx, l))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
+	"github.com/go-locker/locker/driver/driverkit"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -101,6 +102,7 @@ type Driver struct {
 	ln *listener
 	// bells wake MySQL waiters (Acquire); nil elsewhere.
 	bells *bells
+	errs  driverkit.Errors // names the driver's errors
 }
 
 var (
@@ -146,7 +148,7 @@ func New(db *sql.DB, opts *Options) (*Driver, error) {
 // release after it returns is heard.
 func (d *Driver) Subscribe(ctx context.Context, key string) (driver.Subscription, error) {
 	if d.ln == nil {
-		return nil, driver.Permanent(d.opError("subscribe", key, fmt.Errorf("LISTEN/NOTIFY (PostgreSQL through pgx, without Options.NoNotify): %w", errors.ErrUnsupported)))
+		return nil, d.errs.Wrap(ctx, "subscribe", key, driver.Permanent(fmt.Errorf("LISTEN/NOTIFY (PostgreSQL through pgx, without Options.NoNotify): %w", errors.ErrUnsupported)))
 	}
 	return d.ln.Subscribe(ctx, key)
 }
@@ -184,8 +186,10 @@ func NewPolling(db *sql.DB, opts *Options) (*Driver, error) {
 		return nil, err
 	}
 	_, pgx := db.Driver().(*stdlib.Driver)
-	return &Driver{db: db, dialect: dialect, table: o.Table, q: newQueries(dialect, quoted),
-		pipeline: dialect == PostgreSQL && pgx}, nil
+	d := &Driver{db: db, dialect: dialect, table: o.Table, q: newQueries(dialect, quoted),
+		pipeline: dialect == PostgreSQL && pgx}
+	d.errs = d.newErrors()
+	return d, nil
 }
 
 // detect returns d, or the dialect of db's driver when d is Detect.

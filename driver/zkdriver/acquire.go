@@ -8,7 +8,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // Acquire implements driver.Acquirer: it creates the owner's lock node at
@@ -78,7 +78,7 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 		list: true, wantKids: req.Limit > 0,
 		keepAlive: time.NewTimer(max(time.Until(written.Add(ttl/3)), 0)),
 		expiry:    time.NewTimer(time.Hour),
-		reconn:    d.conn.NextSession(),
+		reconn:    d.sess.nextSession(),
 	}
 	w.expiry.Stop()
 	defer w.keepAlive.Stop()
@@ -98,7 +98,7 @@ func (d *Driver) wait(ctx context.Context, n *node, req driver.Request) (driver.
 // watches the node it waits for (pred) and the blocking node before that
 // one (pprev), and lists the queue again when pprev goes, so that when
 // pred goes it knows whether n is granted without a round trip: the
-// handoff BENCHMARKS.md measures. Meanwhile it rewrites n every third of
+// fast handoff. Meanwhile it rewrites n every third of
 // its TTL (keepAlive), deletes pred when its lease expires (expiry), and
 // looks again after a reconnection, whose watches may have been lost.
 type queueWait struct {
@@ -106,7 +106,7 @@ type queueWait struct {
 	ctx context.Context
 	n   *node
 	req driver.Request
-	st  *zk.Session // n's session
+	st  *zkSession // n's session
 
 	parent, path, name string        // n's key node, path and name
 	ttl                time.Duration // n's lease
@@ -169,9 +169,9 @@ func (w *queueWait) relist() (waitResult, error) {
 	var kids <-chan zk.Event
 	var err error
 	if w.req.Limit > 0 && w.wantKids {
-		names, _, kids, err = w.d.conn.ChildrenWContext(w.ctx, w.parent)
+		names, kids, err = w.d.childrenW(w.ctx, w.parent)
 	} else {
-		names, _, err = w.d.conn.ChildrenContext(w.ctx, w.parent)
+		names, err = w.d.children(w.ctx, w.parent)
 	}
 	if errors.Is(err, zk.ErrNoNode) {
 		return 0, errNodeGone
@@ -181,6 +181,9 @@ func (w *queueWait) relist() (waitResult, error) {
 	}
 	w.ok()
 	q := parseQueue(names)
+	if err := w.d.checkForeignLayout(w.parent, q); err != nil {
+		return 0, err
+	}
 	w.list = false
 	i := q.index(w.name)
 	if i < 0 {
@@ -256,7 +259,7 @@ func (w *queueWait) setPred(name string) {
 // readPred reads and watches pred, timing its lease from the moment its
 // current version was first seen.
 func (w *queueWait) readPred() (waitResult, error) {
-	data, st, ch, err := w.d.conn.GetWContext(w.ctx, w.pred)
+	data, st, ch, err := w.d.getW(w.ctx, w.pred)
 	recv := time.Now()
 	if errors.Is(err, zk.ErrNoNode) {
 		if w.only {
@@ -283,7 +286,7 @@ func (w *queueWait) readPred() (waitResult, error) {
 
 // readPprev watches pprev.
 func (w *queueWait) readPprev() (waitResult, error) {
-	_, _, ch, err := w.d.conn.GetWContext(w.ctx, w.pprev)
+	_, _, ch, err := w.d.getW(w.ctx, w.pprev)
 	if errors.Is(err, zk.ErrNoNode) {
 		w.list = true
 		return waitAgain, nil
@@ -328,7 +331,7 @@ func (w *queueWait) await() (waitResult, error) {
 // may have been lost with the old connection, and what they watched
 // changed meanwhile.
 func (w *queueWait) reconnected() {
-	w.reconn = w.d.conn.NextSession()
+	w.reconn = w.d.sess.nextSession()
 	w.list = true
 	w.predCh, w.pprevCh, w.kidsCh = nil, nil, nil
 }
@@ -365,7 +368,7 @@ func (w *queueWait) predEvent(ev zk.Event) (waitResult, error) {
 // version was seen; the delete names the version, so a refresh wins.
 func (w *queueWait) reclaimPred() (waitResult, error) {
 	pred, ver := w.pred, w.predVer
-	err := w.d.conn.DeleteContext(w.ctx, pred, ver)
+	err := w.d.del(w.ctx, pred, ver)
 	w.predCh = nil // read it again
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
@@ -414,8 +417,8 @@ func (w *queueWait) pause(cause error) error {
 	}
 	if w.failingSince.IsZero() {
 		w.failingSince = time.Now()
-	} else if time.Since(w.failingSince) > w.st.Timeout() {
-		return fmt.Errorf("zkdriver: no answer from ZooKeeper for longer than the session timeout %v: %w", w.st.Timeout(), cause)
+	} else if time.Since(w.failingSince) > w.d.timeout(w.st) {
+		return fmt.Errorf("zkdriver: no answer from ZooKeeper for longer than the session timeout %v: %w", w.d.timeout(w.st), cause)
 	}
 	t := time.NewTimer(w.retry.Next())
 	defer t.Stop()

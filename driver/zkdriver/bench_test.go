@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // Benchmarks: locker.Mutex over zkdriver side by side with go-zookeeper's

@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // cpuTime returns the process's user and system CPU time.

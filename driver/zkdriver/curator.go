@@ -44,8 +44,45 @@ func (l Layout) String() string {
 
 // ErrCuratorLayout is wrapped, with errors.ErrUnsupported, by the
 // permanent errors of requests a Curator layout cannot express: counted
-// ones, and shared ones in LayoutCuratorMutex. Nothing is left held.
+// ones (a Semaphore's), and shared ones in LayoutCuratorMutex. In
+// LayoutLocker it is wrapped by the permanent error of a request that
+// finds a Curator client's lock node in its key's queue (see the package
+// documentation). Nothing is left held.
 var ErrCuratorLayout = errors.New("zkdriver: the request has no form in the Curator layout")
+
+// checkForeignLayout returns an error when q, the queue under parent of a
+// driver in LayoutLocker, holds a node of a Curator lock recipe: Curator
+// orders the nodes it does not name itself after its own, so its client
+// and this one could hold the key together.
+func (d *Driver) checkForeignLayout(parent string, q queue) error {
+	if d.layout != LayoutLocker {
+		return nil
+	}
+	for _, c := range q {
+		if c.curator {
+			return driver.Permanent(fmt.Errorf("%w: %s holds the Apache Curator lock node %s; Curator does not order this driver's nodes, so both could hold the key: use the Curator layout (Options.Layout LayoutCuratorMutex for an InterProcessMutex, LayoutCuratorReadWrite for an InterProcessReadWriteLock) on every locker client of this key", ErrCuratorLayout, parent, c.name))
+		}
+	}
+	return nil
+}
+
+// unsupported is Capabilities' Unsupported: in a Curator layout, the
+// requests it cannot express fail with ErrCuratorLayout. The values are
+// fixed, so that Capabilities compare equal.
+func (l Layout) unsupported() error {
+	switch l {
+	case LayoutCuratorMutex:
+		return errCuratorMutex
+	case LayoutCuratorReadWrite:
+		return errCuratorReadWrite
+	}
+	return nil
+}
+
+var (
+	errCuratorMutex     = fmt.Errorf("%w (%v): Curator's InterProcessMutex has neither shared nor counted holds: %w", ErrCuratorLayout, LayoutCuratorMutex, errors.ErrUnsupported)
+	errCuratorReadWrite = fmt.Errorf("%w (%v): counted holds (semaphores) do not interoperate with Curator's InterProcessSemaphoreV2: %w", ErrCuratorLayout, LayoutCuratorReadWrite, errors.ErrUnsupported)
+)
 
 // Curator's markers: the text before the sequence number by which its
 // recipes find and order their nodes.
@@ -60,10 +97,8 @@ func (d *Driver) checkLayout(req driver.Request) error {
 	switch {
 	case d.layout == LayoutLocker:
 		return nil
-	case req.Limit > 0:
-		return fmt.Errorf("%w (%v): counted holds (semaphores) do not interoperate with Curator's InterProcessSemaphoreV2: %w", ErrCuratorLayout, d.layout, errors.ErrUnsupported)
-	case req.Mode == driver.Shared && d.layout == LayoutCuratorMutex:
-		return fmt.Errorf("%w (%v): Curator's InterProcessMutex has no shared holds; use LayoutCuratorReadWrite for an InterProcessReadWriteLock's path: %w", ErrCuratorLayout, d.layout, errors.ErrUnsupported)
+	case req.Limit > 0, req.Mode == driver.Shared && d.layout == LayoutCuratorMutex:
+		return d.layout.unsupported()
 	}
 	return nil
 }
@@ -114,7 +149,7 @@ func parseNode(name string) child {
 			ok = prot && checkOwner(id) == nil
 		}
 		if ok || k >= 2 {
-			c.foreign = !ok
+			c.foreign, c.curator = !ok, !ok
 			return c
 		}
 		break

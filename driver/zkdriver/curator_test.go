@@ -20,8 +20,8 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // The Curator interop tests run Apache Curator itself (Debian's
@@ -475,6 +475,9 @@ func TestForeignNodesBlock(t *testing.T) {
 	const uuid = "0b9a3c2e-6f1d-4e8a-9c7b-2d5e8f1a3b4c"
 	for _, layout := range []zkdriver.Layout{zkdriver.LayoutLocker, zkdriver.LayoutCuratorMutex, zkdriver.LayoutCuratorReadWrite} {
 		for _, name := range []string{"_c_" + uuid + "-lock-", "member-"} {
+			if layout == zkdriver.LayoutLocker && name != "member-" {
+				continue // refused: TestCuratorDefaultLayoutRefused
+			}
 			t.Run(layout.String()+"/"+name, func(t *testing.T) {
 				d := connect(t, []string{server(t).Addr}, 10*time.Second, &zkdriver.Options{Layout: layout})
 				other := newDriver(t).Conn()
@@ -526,6 +529,53 @@ func TestForeignNodesBlock(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestCuratorDefaultLayoutRefused runs a real Curator holder of a key's
+// path (InterProcessMutex, and the read and write locks of an
+// InterProcessReadWriteLock) next to a driver in the default layout, which
+// Curator does not order (see the package documentation): every request of
+// the driver, direct or through the front-end, fails with a permanent
+// error wrapping ErrCuratorLayout that names the layouts to use, and leaves
+// no node; once Curator released the key, the driver takes it.
+func TestCuratorDefaultLayoutRefused(t *testing.T) {
+	server(t)
+	cp := curatorClasspath(t)
+	d := newDriver(t)
+	c := locker.New(d, locker.WithTTL(5*time.Second))
+	defer c.Close(context.Background())
+	for _, mode := range []string{"hold", "rhold", "whold"} {
+		key := "curator-default-" + mode + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		java := startJava(t, cp, "HELD", server(t).Addr, "/locker/"+key, mode, "1", t.TempDir(), "curator", "10000")
+		check := func(what string, err error) {
+			t.Helper()
+			if !errors.Is(err, zkdriver.ErrCuratorLayout) || !driver.IsPermanent(err) || !strings.Contains(err.Error(), "LayoutCuratorReadWrite") {
+				t.Errorf("%s: %s: %v; want a permanent error wrapping ErrCuratorLayout naming the Curator layouts", mode, what, err)
+			}
+		}
+		for _, m := range []driver.Mode{driver.Exclusive, driver.Shared} {
+			r := req(key, owner(), m, 5*time.Second)
+			_, err := d.TryAcquire(ctxT(t), r)
+			check("TryAcquire "+m.String(), err)
+			_, err = d.Acquire(ctxT(t), r)
+			check("Acquire "+m.String(), err)
+		}
+		_, err := c.Mutex(key).TryAcquire(ctxT(t))
+		check("Mutex.TryAcquire", err)
+		_, err = c.RWMutex(key).RAcquire(ctxT(t))
+		check("RWMutex.RAcquire", err)
+		names, _, err := d.Conn().Children(zkdriver.ParentPath(zkdriver.DefaultRoot, key))
+		if err != nil || len(names) != 1 {
+			t.Errorf("%s: children %q (%v); want Curator's node alone", mode, names, err)
+		}
+		_ = java.stdin.Close()
+		java.finish(t)
+		h, err := c.Mutex(key).Acquire(ctxT(t))
+		if err != nil {
+			t.Fatalf("%s: Acquire after Curator's release: %v", mode, err)
+		}
+		_ = h.Release(ctxT(t))
 	}
 }
 
@@ -678,7 +728,8 @@ func TestCuratorReentrant(t *testing.T) {
 // express: counted ones in both, shared ones in LayoutCuratorMutex. Each
 // fails with a permanent error wrapping ErrCuratorLayout and
 // errors.ErrUnsupported that names the key, and leaves no node; through
-// the front-end a Semaphore fails with errors.ErrUnsupported.
+// the front-end a Semaphore fails with ErrCuratorLayout and
+// errors.ErrUnsupported before any request.
 func TestCuratorLayoutRejects(t *testing.T) {
 	server(t)
 	for _, tc := range []struct {
@@ -706,8 +757,13 @@ func TestCuratorLayoutRejects(t *testing.T) {
 			t.Errorf("%v: Capabilities report counted holds", tc.layout)
 		}
 		c := locker.New(d, locker.WithTTL(5*time.Second))
-		if _, err := c.Semaphore(r.Key, 3).TryAcquire(ctxT(t), 1); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("%v: Semaphore.TryAcquire: %v, want errors.ErrUnsupported", tc.layout, err)
+		for _, try := range []func() error{
+			func() error { _, err := c.Semaphore(r.Key, 3).TryAcquire(ctxT(t), 1); return err },
+			func() error { _, err := c.Semaphore(r.Key, 3).Acquire(ctxT(t), 1); return err },
+		} {
+			if err := try(); !errors.Is(err, zkdriver.ErrCuratorLayout) || !errors.Is(err, errors.ErrUnsupported) {
+				t.Errorf("%v: Semaphore: %v, want ErrCuratorLayout and errors.ErrUnsupported", tc.layout, err)
+			}
 		}
 		_ = c.Close(context.Background())
 	}

@@ -3,7 +3,11 @@
 // InterProcessReadWriteLock: ephemeral sequential nodes in a per-key
 // queue, served in order, each waiter watching only the node it waits
 // for. With a Curator layout (Options.Layout) they share keys with
-// Curator's own locks.
+// Curator's own locks; use it on every path a Curator client locks.
+// Without it, a request that finds a Curator node in the queue fails with
+// [ErrCuratorLayout], but a Curator client that arrives while this
+// driver's node holds the key takes it too: Curator orders the nodes it
+// did not name after its own, and nothing on the Go side can stop that.
 //
 //	d, err := zkdriver.Connect(ctx, []string{"zk1:2181", "zk2:2181", "zk3:2181"}, 20*time.Second, nil)
 //	if err != nil {
@@ -29,18 +33,18 @@
 // that connection ([Driver.Close] closes it, [Driver.Conn] returns it).
 // To make the connection yourself:
 //
-//	conn, _, err := zk.Connect(servers, 20*time.Second, zk.WithLogger(l))
-//	d, err := zkdriver.New(conn, nil, &zkdriver.Options{Root: "/myapp/locks"})
-//	err = d.Session().Wait(ctx) // the first session
+//	sess := new(zkdriver.Session)
+//	conn, _, err := zk.Connect(servers, 20*time.Second, zk.WithLogger(l), sess.ConnOption())
+//	d, err := zkdriver.New(conn, sess, &zkdriver.Options{Root: "/myapp/locks"})
+//	err = sess.Wait(ctx) // the first session
 //
-// The driver never closes a connection it did not make, and starts no
-// long-lived goroutine. It takes a [zk.Conn] of package
-// github.com/go-locker/locker/driver/zkdriver/zk, a copy of go-zookeeper
-// v1.0.4 with its API and a few additions (its README.md says which),
-// among them the session tracking the driver reads: the negotiated
-// timeout and when each session ends, which go-zookeeper tells only the
-// code that made the connection. A program that already uses go-zookeeper
-// switches that import line, or lets [Connect] make the connection.
+// The driver never closes a connection it did not make. It takes a
+// [zk.Conn] of go-zookeeper (github.com/go-zookeeper/zk), whose options
+// and ACLs it takes too. go-zookeeper tells the negotiated session timeout
+// only to the code that made the connection: the [Session]'s ConnOption
+// reads it; for a connection made without it (a discovery library's),
+// set Options.SessionTimeout, and the driver learns of an expiry from a
+// watch it keeps.
 //
 // A disconnection is not a loss: the session, and the holds with it, may
 // survive it, and meanwhile the front-end's local deadline decides; a

@@ -9,10 +9,10 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // ensemble returns a 3-server ensemble started for the tests that need one

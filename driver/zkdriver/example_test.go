@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // Connect makes a connection for the driver and waits for its session.

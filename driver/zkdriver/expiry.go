@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // observation is a node of another owner watched for expiry by TryAcquire.
@@ -39,7 +39,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 	if o.mzxid == 0 && now.Sub(o.seen) < pollGap {
 		return false, 0, nil
 	}
-	data, st, err := d.conn.GetContext(ctx, path)
+	data, st, err := d.get(ctx, path)
 	recv := time.Now()
 	if errors.Is(err, zk.ErrNoNode) {
 		d.unobserve(parent, path)
@@ -57,7 +57,7 @@ func (d *Driver) reclaim(ctx context.Context, parent string, c child) (gone bool
 		return false, ttl, nil
 	}
 	// Unchanged for o.ttl since o.seen: expired.
-	err = d.conn.DeleteContext(ctx, path, st.Version)
+	err = d.del(ctx, path, st.Version)
 	switch {
 	case err == nil, errors.Is(err, zk.ErrNoNode):
 		d.unobserve(parent, path)

@@ -28,3 +28,13 @@ func HolderNodes(children []string) []string {
 	}
 	return names
 }
+
+// SessionClosed reports whether s knows its connection closed.
+func SessionClosed(s *Session) bool {
+	select {
+	case <-s.done():
+		return true
+	default:
+		return false
+	}
+}

@@ -15,7 +15,7 @@ import (
 // 5 s, session timeout = TTL), five times: no holds overlap, no fenced
 // update is lost, and the key never goes without a grant after the kill
 // for longer than the new leader's election time plus 2 s, nor than the
-// TTL. SAFETY.md ("Failover") has the figures.
+// TTL.
 func TestEnsembleFailover(t *testing.T) {
 	e := ensemble(t)
 	addrs := e.Addrs()

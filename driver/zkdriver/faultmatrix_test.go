@@ -9,10 +9,10 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-locker/locker/internal/faultmatrix"
 	"github.com/go-locker/locker/internal/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // The fault matrix's leases last faultTTL on connections whose sessions

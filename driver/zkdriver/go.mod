@@ -2,4 +2,7 @@ module github.com/go-locker/locker/driver/zkdriver
 
 go 1.25.0
 
-require github.com/go-locker/locker v0.1.0
+require (
+	github.com/go-locker/locker v0.1.0
+	github.com/go-zookeeper/zk v1.0.4
+)

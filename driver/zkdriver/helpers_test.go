@@ -9,9 +9,10 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/drivertest"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // server returns the package's shared ZooKeeper server or skips t.
@@ -152,7 +153,7 @@ func (w *waiters) next() grant {
 // own; the full run keeps them apart, so that their timing is judged on a
 // quieter machine.
 func parallelIfShort(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Parallel()
 	}
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/faultproxy"
+	"github.com/go-zookeeper/zk"
 )
 
 // proxies maps the drivers made by newProxiedDriver to their fault proxy.

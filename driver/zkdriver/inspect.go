@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // Inspect implements driver.Inspector: it lists the key's queue and reads
@@ -25,7 +25,7 @@ func (d *Driver) Inspect(ctx context.Context, key string) (driver.KeyState, erro
 	}
 	st := driver.KeyState{Waiting: waiting}
 	for _, c := range holders {
-		data, zst, err := d.conn.GetContext(ctx, parent+"/"+c.name)
+		data, zst, err := d.get(ctx, parent+"/"+c.name)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue // released meanwhile
 		}
@@ -73,7 +73,7 @@ func (d *Driver) ForceRelease(ctx context.Context, key string) (int, error) {
 	}
 	n := 0
 	for _, c := range holders {
-		switch err := d.conn.DeleteContext(ctx, parent+"/"+c.name, -1); {
+		switch err := d.del(ctx, parent+"/"+c.name, -1); {
 		case err == nil:
 			n++
 		case errors.Is(err, zk.ErrNoNode):

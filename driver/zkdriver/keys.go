@@ -102,6 +102,8 @@ type child struct {
 	// foreign marks a node this driver did not write (see parseNode):
 	// held for as long as its session lives, never judged by a lease.
 	foreign bool
+	// curator marks a foreign node named by a Curator lock recipe.
+	curator bool
 }
 
 // parseCounted reads a counted node's id, "<owner>.<limit>.<weight>",

@@ -21,7 +21,7 @@ var (
 func TestMain(m *testing.M) {
 	serveCuratorChild()               // serves and exits when run as a locker process of the Curator interop tests
 	faultmatrix.ServeChild(faultDial) // serves and exits when run as a helper child of the fault matrix
-	testflag.Parallel(8, true)        // -short: the conformance suite's waiting subtests together
+	testflag.Parallel(8, true)        // quick run: the conformance suite's waiting subtests together
 	goleak.VerifyTestMain(drivertest.Servers(m, "zkdriver", func() error {
 		zkServer, zkErr = zktest.Start()
 		return zkErr

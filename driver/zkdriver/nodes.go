@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // queue is a parsed, ordered list of a lock's nodes.
@@ -130,12 +130,11 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 	if r.session == 0 {
 		return nil, createResult{}, errorf(op, req.Key, errSessionEnded)
 	}
-	var timeout time.Duration // r.session's, 0 when unknown
-	if st := d.state(r.session); st != nil {
+	st := d.state(r.session)
+	if st != nil {
 		d.follow(st)
-		timeout = st.Timeout()
 	}
-	if err := checkTTL(req.TTL, timeout); err != nil {
+	if err := checkTTL(req.TTL, d.timeout(st)); err != nil {
 		d.dropNode(ctx, n)
 		return nil, createResult{}, errorf(op, req.Key, err)
 	}
@@ -143,7 +142,7 @@ func (d *Driver) create(ctx context.Context, op string, req driver.Request, pare
 }
 
 // sendCreate sends n's create multi, making the key's node first when it
-// is not known to exist (BENCHMARKS.md, new keys), and again when the
+// is not known to exist, and again when the
 // multi finds it missing. mayExist: a multi of unknown outcome was sent.
 func (d *Driver) sendCreate(ctx context.Context, n *node, known bool) (r createResult, mayExist bool, err error) {
 	for attempt := 0; ; attempt++ {
@@ -305,7 +304,7 @@ func (d *Driver) dropNode(ctx context.Context, n *node) error {
 		}
 		return err
 	}
-	if err := d.conn.DeleteContext(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	if err := d.del(ctx, path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return err
 	}
 	d.forget(n)
@@ -332,7 +331,7 @@ func (d *Driver) rewrite(ctx context.Context, n *node, ttl time.Duration) error 
 	d.mu.Unlock()
 	sent := time.Now()
 	data := encodeData(ttl, n.value)
-	st, err := d.conn.SetContext(ctx, path, data, -1)
+	st, err := d.set(ctx, path, data, -1)
 	switch {
 	case errors.Is(err, zk.ErrNoNode), err == nil && (st.EphemeralOwner == 0 || st.EphemeralOwner != d.conn.SessionID() || czxid != 0 && st.Czxid != czxid):
 		d.forget(n)
@@ -351,7 +350,7 @@ func (d *Driver) rewrite(ctx context.Context, n *node, ttl time.Duration) error 
 
 // list lists and parses the queue under parent.
 func (d *Driver) list(ctx context.Context, parent string) (queue, error) {
-	names, _, err := d.conn.ChildrenContext(ctx, parent)
+	names, err := d.children(ctx, parent)
 	if err != nil {
 		return nil, err
 	}

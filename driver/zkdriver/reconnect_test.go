@@ -9,9 +9,9 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/zkdriver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 // TestReconnectAtOnce resets a connection three times: each time the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // Refresh implements driver.Driver: it rewrites the node (one round trip).
@@ -82,7 +82,7 @@ func (n *node) mismatch(l driver.Lease) error {
 		return errors.New("queued, not granted")
 	case n.mode != l.Mode:
 		return fmt.Errorf("held in %v mode", n.mode)
-	case l.Token != 0 && uint64(n.czxid) != l.Token:
+	case !l.Abandoned && uint64(n.czxid) != l.Token:
 		return fmt.Errorf("held with token %d", n.czxid)
 	}
 	return n.lost
@@ -149,7 +149,7 @@ func (d *Driver) refreshMulti(ctx context.Context, ls []driver.Lease, errs []err
 		ops[j] = &zk.SetDataRequest{Path: it.path, Data: encodeData(it.ttl, it.n.value), Version: -1}
 	}
 	sent := time.Now()
-	res, err := d.conn.MultiContext(ctx, ops...)
+	res, err := d.multi(ctx, ops...)
 	session := d.conn.SessionID()
 	if err != nil && len(res) == len(chunk) {
 		failed := slices.IndexFunc(res, func(r zk.MultiResponse) bool { return r.Error != nil })

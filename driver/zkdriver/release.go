@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // Release implements driver.Driver: it deletes l's node (one round trip),
@@ -45,7 +45,7 @@ func (d *Driver) release(ctx context.Context, l driver.Lease) error {
 		d.forget(n)
 		return errorf(op, l.Key, fmt.Errorf("%w: %w", driver.ErrNotHeld, errSessionEnded))
 	}
-	err := d.conn.DeleteContext(ctx, path, -1)
+	err := d.del(ctx, path, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return callFailed(ctx, op, l.Key, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/driver"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // TryAcquire implements driver.Driver. It creates the owner's lock node
@@ -61,6 +61,9 @@ func (d *Driver) peek(ctx context.Context, op string, req driver.Request, parent
 		}
 		return nil // a missing key node, or a failure the create reports
 	}
+	if err := d.checkForeignLayout(parent, q); err != nil {
+		return errorf(op, req.Key, err)
+	}
 	granted, remaining, lerr, err := d.admits(ctx, parent, q, len(q), req.Mode, req.Limit, req.Weight)
 	switch {
 	case lerr != nil:
@@ -95,6 +98,10 @@ func (d *Driver) settle(ctx context.Context, op string, n *node, req driver.Requ
 	if err != nil {
 		d.dropNode(ctx, n)
 		return driver.Lease{}, callFailed(ctx, op, req.Key, err)
+	}
+	if err := d.checkForeignLayout(n.parent, q); err != nil {
+		d.dropNode(ctx, n)
+		return driver.Lease{}, errorf(op, req.Key, err)
 	}
 	name := n.path[len(n.parent)+1:]
 	i := q.index(name)
@@ -194,7 +201,7 @@ func (d *Driver) findLost(ctx context.Context, op string, n *node, req driver.Re
 		return "", nil
 	}
 	for _, c := range mine[1:] {
-		_ = d.conn.DeleteContext(ctx, n.parent+"/"+c.name, -1)
+		_ = d.del(ctx, n.parent+"/"+c.name, -1)
 	}
 	path := n.parent + "/" + mine[0].name
 	d.mu.Lock()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
-	"github.com/go-locker/locker/driver/zkdriver/zk"
+	"github.com/go-zookeeper/zk"
 )
 
 // DefaultRoot is the parent of all lock nodes when Options.Root is empty.
@@ -41,6 +41,13 @@ type Options struct {
 	// Layout names the lock nodes: LayoutLocker (the zero value) or a
 	// Curator layout (see the package documentation, "Apache Curator").
 	Layout Layout
+	// SessionTimeout is the session timeout the server negotiated for a
+	// connection made without a Session's ConnOption, which therefore
+	// cannot be read (go-zookeeper keeps it to itself). New requires it
+	// then; TTLs above it are refused. The server grants the timeout
+	// asked for in zk.Connect within its minSessionTimeout and
+	// maxSessionTimeout: set no more than the timeout granted.
+	SessionTimeout time.Duration
 }
 
 // Driver is a locker driver over a go-zookeeper connection. It is safe for
@@ -51,7 +58,10 @@ type Driver struct {
 	root   string
 	acl    []zk.ACL
 	layout Layout
-	owned  bool // made by Connect: Close closes conn
+	owned  bool          // made by Connect: Close closes conn
+	quit   chan struct{} // closed by Close
+
+	declared time.Duration // Options.SessionTimeout
 
 	mu      sync.Mutex
 	nodes   map[nodeKey]*node
@@ -60,7 +70,7 @@ type Driver struct {
 	parents *driverkit.LRU[string, struct{}]    // key nodes known to exist
 	closed  bool
 
-	followed *zk.Session // the last session follow was called with
+	followed *zkSession  // the last session follow was called with
 	unfollow func() bool // stops the call of sessionEnded for followed
 }
 
@@ -99,9 +109,10 @@ type node struct {
 	loss0Set bool
 }
 
-// New returns a Driver that uses conn, a connection made by zk.Connect
-// (with sess.ConnOption() among its options when sess is not nil). sess
-// and opts may be nil. The driver does not close conn.
+// New returns a Driver that uses conn, a connection made by go-zookeeper's
+// zk.Connect, with sess.ConnOption() among its options when sess is not
+// nil. Without a Session, opts must set SessionTimeout (see Session). The
+// driver does not close conn.
 func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 	if conn == nil {
 		return nil, errors.New("zkdriver: nil *zk.Conn")
@@ -115,6 +126,7 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 	d := &Driver{
 		conn:    conn,
 		sess:    sess,
+		quit:    make(chan struct{}),
 		root:    DefaultRoot,
 		acl:     zk.WorldACL(zk.PermAll),
 		nodes:   make(map[nodeKey]*node),
@@ -136,9 +148,16 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 			return nil, fmt.Errorf("zkdriver: unknown %v", opts.Layout)
 		}
 		d.layout = opts.Layout
+		d.declared = opts.SessionTimeout
 	}
 	if err := checkRoot(d.root); err != nil {
 		return nil, err
+	}
+	sess.mu.Lock()
+	sniffed := sess.sniffed
+	sess.mu.Unlock()
+	if !sniffed && d.declared <= 0 {
+		return nil, errors.New("zkdriver: the connection's session timeout is unknown: pass a Session whose ConnOption was among zk.Connect's options, or set Options.SessionTimeout")
 	}
 	return d, nil
 }
@@ -146,19 +165,22 @@ func New(conn *zk.Conn, sess *Session, opts *Options) (*Driver, error) {
 // Connect connects to the ZooKeeper servers like zk.Connect, waits until
 // the first session is established or ctx is done, and returns a Driver
 // that owns the new connection. zkOpts are go-zookeeper's connection
-// options; the connection uses ReconnectAtOnce unless they set another
-// host provider.
+// options (not zk.WithDialer or zk.WithEventCallback: the Session made for
+// the connection sets both; see Session); the connection uses
+// ReconnectAtOnce unless they set another host provider.
 func Connect(ctx context.Context, servers []string, sessionTimeout time.Duration, opts *Options, zkOpts ...func(*zk.Conn)) (*Driver, error) {
+	sess := new(Session)
 	conn, _, err := zk.Connect(servers, sessionTimeout, func(c *zk.Conn) {
 		ReconnectAtOnce()(c)
 		for _, o := range zkOpts {
 			o(c)
 		}
+		sess.ConnOption()(c)
 	})
 	if err != nil {
 		return nil, err
 	}
-	d, err := New(conn, nil, opts)
+	d, err := New(conn, sess, opts)
 	if err != nil {
 		conn.Close()
 		return nil, err
@@ -179,7 +201,7 @@ func (d *Driver) Session() *Session { return d.sess }
 
 // ErrClosed is wrapped by the errors of a closed Driver's methods, which
 // driver.IsPermanent reports.
-var ErrClosed = errors.New("zkdriver: driver closed")
+var ErrClosed = fmt.Errorf("zkdriver: %w", driver.ErrClosed)
 
 // Close ends the driver: its holds are reported lost to WatchLoss, and
 // later calls fail with a permanent error wrapping ErrClosed. A driver made
@@ -198,6 +220,7 @@ func (d *Driver) Close() error {
 	if again {
 		return nil // the first Close found every watch
 	}
+	close(d.quit)
 	if unfollow != nil {
 		unfollow()
 	}
@@ -211,20 +234,32 @@ func (d *Driver) Close() error {
 // Capabilities implements driver.Describer: shared and counted holds
 // (not in the Curator layouts; see Layout), values, Acquire, WatchLoss,
 // RefreshBatch and Inspect. MaxTTL is the negotiated session timeout
-// (before the first session, the one asked for).
+// (Options.SessionTimeout without a Session that reads it; before the
+// first session, the one asked for).
 func (d *Driver) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Shared: d.layout != LayoutCuratorMutex, Counted: d.layout == LayoutLocker, Values: true,
-		MinTTL: MinTTL, MaxTTL: d.conn.SessionTimeout(),
-		Acquire: true, WatchLoss: true, RefreshBatch: true, Inspect: true,
+		MinTTL: MinTTL, MaxTTL: d.maxTTL(), MaxTTLSource: "the ZooKeeper session timeout",
+		Unsupported: d.layout.unsupported(),
+		Acquire:     true, WatchLoss: true, RefreshBatch: true, Inspect: true,
 	}
+}
+
+// maxTTL is Capabilities' MaxTTL: the session timeout, or before the first
+// session the one asked for (0 before the connect request: no limit yet;
+// the first call checks the TTL).
+func (d *Driver) maxTTL() time.Duration {
+	if t := d.timeout(d.sess.current()); t > 0 {
+		return t
+	}
+	return time.Duration(d.sess.requested.Load())
 }
 
 // checkTTL rejects a TTL longer than the session timeout limit (0: not
 // known yet): the front-end checked it against an earlier session's.
 func checkTTL(ttl, limit time.Duration) error {
 	if limit > 0 && ttl > limit {
-		return driver.Permanent(fmt.Errorf("zkdriver: TTL %v exceeds the ZooKeeper session timeout %v negotiated for the connection: a lease must not outlive the session that keeps its node", ttl, limit))
+		return driver.Permanent(fmt.Errorf("zkdriver: TTL %v exceeds the ZooKeeper session timeout %v: a lease must not outlive the session that keeps its node; connect with a session timeout of at least %v (within the servers' maxSessionTimeout), or use a TTL of at most %v (locker.WithTTL)", ttl, limit, ttl, limit))
 	}
 	return nil
 }
@@ -271,7 +306,7 @@ func (d *Driver) beginRequest(ctx context.Context, op string, req driver.Request
 	if err := d.begin(ctx, op, req.Key); err != nil {
 		return err
 	}
-	if err := checkTTL(req.TTL, d.sess.Timeout()); err != nil {
+	if err := checkTTL(req.TTL, d.timeout(d.sess.current())); err != nil {
 		return errorf(op, req.Key, err)
 	}
 	if err := cmp.Or(d.checkLayout(req), driverkit.CheckCount(req)); err != nil {
@@ -295,7 +330,7 @@ func (d *Driver) closedErr() error {
 		return ErrClosed
 	}
 	select {
-	case <-d.conn.Done():
+	case <-d.sess.done():
 		return errConnClosed
 	default:
 		return nil
@@ -307,6 +342,9 @@ func (d *Driver) closedErr() error {
 func (d *Driver) final(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
+	}
+	if ctx.Err() == nil {
+		d.connGone(err) // the close of a connection made without a Session
 	}
 	return driverkit.Closed(ctx, err, d.closedErr())
 }

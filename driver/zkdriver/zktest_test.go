@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-locker/locker/driver/zkdriver/zk"
 	"github.com/go-locker/locker/internal/zktest"
+	"github.com/go-zookeeper/zk"
 )
 
 func TestZKTestCloseSession(t *testing.T) {

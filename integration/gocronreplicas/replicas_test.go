@@ -23,6 +23,7 @@ import (
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/go-locker/locker/gocronlock"
+	"github.com/go-locker/locker/internal/testflag"
 	"github.com/go-locker/locker/internal/testserver"
 	"github.com/jonboulle/clockwork"
 	"github.com/redis/go-redis/v9"
@@ -184,7 +185,7 @@ func guardOption(ctx context.Context, cfg replicaConfig, c *locker.Client) (gocr
 func TestReplicas(t *testing.T) {
 	srv := testserver.Redis(t)
 	ticks := 20
-	if testing.Short() {
+	if !testflag.Long() {
 		ticks = 8
 	}
 	for _, tc := range []struct {
@@ -325,8 +326,8 @@ func TestGracefulStops(t *testing.T) {
 	srv := testserver.Redis(t)
 	const ticks = 12
 	stops := []int{3, 7} // the ticks after which their runner stops
-	if testing.Short() {
-		t.Log("-short: the run takes 16s")
+	if !testflag.Long() {
+		t.Log("quick run: the run takes 16s")
 	}
 	var rb [6]byte
 	rand.Read(rb[:])

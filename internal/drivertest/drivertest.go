@@ -16,6 +16,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/lag"
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 // Owner returns a fresh owner string of 32 hex digits.
@@ -42,12 +43,13 @@ func Context(tb testing.TB, timeout time.Duration) context.Context {
 	return ctx
 }
 
-// Long skips tb under -short, saying why it is long ("the fault matrix
-// runs for minutes").
+// Long skips tb in the quick configuration (see package testflag),
+// saying why it is long ("the fault matrix runs for minutes"): it runs
+// with LOCKER_LONG=1, as CI does.
 func Long(tb testing.TB, why string) {
 	tb.Helper()
-	if testing.Short() {
-		tb.Skip(why + "; skipped with -short")
+	if !testflag.Long() {
+		tb.Skip(why + "; runs with " + testflag.EnvLong + "=1")
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/go-locker/locker/internal/faultproxy"
 	"github.com/go-locker/locker/internal/goleak"
 	"github.com/go-locker/locker/internal/proc"
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -213,10 +214,21 @@ func TestBacklog(t *testing.T) {
 	}
 }
 
-// TestLong checks that Long skips under -short only.
+// TestLong checks that Long runs with LOCKER_LONG=1 and without -short
+// only.
 func TestLong(t *testing.T) {
 	short := flag.Lookup("test.short").Value.String()
 	t.Cleanup(func() { _ = flag.Set("test.short", short) })
+	t.Setenv(testflag.EnvLong, "")
+	ranQuick := false
+	t.Run("quick", func(t *testing.T) {
+		drivertest.Long(t, "takes long")
+		ranQuick = true
+	})
+	if ranQuick {
+		t.Error("Long went on without " + testflag.EnvLong)
+	}
+	t.Setenv(testflag.EnvLong, "1")
 	for _, on := range []bool{false, true} {
 		if err := flag.Set("test.short", fmt.Sprint(on)); err != nil {
 			t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 // kvPut writes key=value through m's HTTP gateway.
@@ -67,8 +69,8 @@ func TestStart(t *testing.T) {
 }
 
 func TestClusterLeaderKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: etcddriver's TestCluster kills a leader under -short too (LeaderKill)")
+	if !testflag.Long() {
+		t.Skip("quick run (LOCKER_LONG=1 for the long one): etcddriver's TestCluster kills a leader in the quick run too (LeaderKill)")
 	}
 	c := StartCluster(t, 3)
 	l, err := c.Leader(10 * time.Second)

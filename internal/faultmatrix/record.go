@@ -378,7 +378,7 @@ func (p *probeL) lock(ctx context.Context) (uint64, <-chan struct{}, error) {
 		case <-ctx.Done():
 			// An attempt may have been applied with its reply lost.
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_ = p.d.Release(cctx, driver.Lease{Key: p.req.Key, Owner: p.req.Owner, Mode: p.req.Mode})
+			_ = p.d.Release(cctx, driver.Lease{Key: p.req.Key, Owner: p.req.Owner, Mode: p.req.Mode, Abandoned: true})
 			cancel()
 			return 0, nil, ctx.Err()
 		case <-time.After(probeEvery):

@@ -12,11 +12,19 @@ import (
 
 // A Counter counts the writes on every connection it dialed. Its value
 // (Load) is the count so far. The zero value is ready to use.
-type Counter struct{ atomic.Int64 }
+type Counter struct {
+	atomic.Int64
+	dials atomic.Int64
+}
+
+// Dials returns the number of connections c was asked to dial so far,
+// whether or not they were made.
+func (c *Counter) Dials() int64 { return c.dials.Load() }
 
 // DialContext dials a connection whose writes c counts; it fits
 // redis.Options.Dialer.
 func (c *Counter) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c.dials.Add(1)
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, network, addr)
 	if err != nil {

@@ -40,6 +40,9 @@ func TestCounter(t *testing.T) {
 		}
 	}
 	conn.Close()
+	if got := c.Dials(); got != 1 {
+		t.Errorf("Dials() = %d; want 1", got)
+	}
 	if got := <-done; got != 22 {
 		t.Errorf("the server read %d bytes; want 22", got)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/internal/proc"
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 func TestRedisPing(t *testing.T) {
@@ -100,7 +101,7 @@ func TestExternalUnsupported(t *testing.T) {
 }
 
 func TestSentinelFailover(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Skip("failover takes seconds")
 	}
 	master := PrivateRedis(t)
@@ -137,7 +138,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestRedisClusterHA starts a cluster of three masters with a replica
 // each, and fails a master over to its replica by killing it.
 func TestRedisClusterHA(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Skip("a failover takes seconds")
 	}
 	c := RedisClusterHA(t, 3)

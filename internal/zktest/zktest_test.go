@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-locker/locker/internal/testflag"
 )
 
 func TestStandalone(t *testing.T) {
@@ -37,7 +39,7 @@ func TestStandalone(t *testing.T) {
 }
 
 func TestEnsembleLeader(t *testing.T) {
-	if testing.Short() {
+	if !testflag.Long() {
 		t.Skip("starts three JVMs")
 	}
 	start := time.Now()

@@ -8,7 +8,7 @@
 // (writes and reads in turn), "hold" takes an InterProcessMutex once,
 // prints "HELD" and keeps it until its standard input ends, "acquire" prints "READY", takes
 // an InterProcessMutex, prints "ACQUIRED <Unix ms>", releases it and exits;
-// "rhold", "racquire" and "wacquire" do the same with the read or write
+// "rhold", "whold", "racquire" and "wacquire" do the same with the read or write
 // lock of an InterProcessReadWriteLock; "lead" runs a LeaderSelector that
 // prints "LEADING" when it takes leadership and gives it up when its
 // standard input ends.
@@ -62,8 +62,9 @@ public class CuratorContender {
             Thread.sleep(Long.MAX_VALUE);
         }
         InterProcessReadWriteLock once = new InterProcessReadWriteLock(c, path);
-        if (mode.equals("hold") || mode.equals("rhold")) {
-            InterProcessLock l = mode.equals("hold") ? new InterProcessMutex(c, path) : once.readLock();
+        if (mode.equals("hold") || mode.equals("rhold") || mode.equals("whold")) {
+            InterProcessLock l = mode.equals("hold") ? new InterProcessMutex(c, path)
+                    : mode.equals("rhold") ? once.readLock() : once.writeLock();
             l.acquire();
             System.out.println("HELD");
             System.out.flush();

@@ -1,0 +1,143 @@
+package redisdriver
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"weak"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A *redis.Client made without ContextTimeoutEnabled ignores the deadlines
+// of its calls' contexts. The driver does not wait for such calls on a
+// goroutine of its own (twice the client CPU of a bounded call): it sends
+// its commands through a clone of the client (Client.WithTimeout) that
+// shares the client's connection pool, with the client's timeouts, and
+// with ContextTimeoutEnabled set on the clone's own copy of the options.
+// go-redis clones do not carry the hooks of their parent (in v9.23 the
+// hooks live in the part of a client that a clone does not copy), so the
+// driver adds one
+// hook of its own to the client, once per client: it passes every command
+// and pipeline of the driver's scripts, after the hooks added before it,
+// to the clone, and every other command to the next hook. The client's
+// hooks added before the driver's still see the driver's commands; hooks
+// added later do not. Where clones do carry their parent's hooks, the
+// driver calls the clone itself.
+
+// bind returns the binding of c, a *redis.Client made without
+// ContextTimeoutEnabled: the clients the driver calls.
+func bind(c *redis.Client) *binding {
+	e, _ := bound.LoadOrStore(weak.Make(c), new(binding))
+	b := e.(*binding)
+	b.once.Do(func() { b.init(c) })
+	return b
+}
+
+// bound maps each *redis.Client (weakly: a binding does not keep its
+// client alive) to its binding.
+var bound sync.Map // weak.Pointer[redis.Client] -> *binding
+
+type binding struct {
+	once sync.Once
+	// client runs the driver's commands, pubsub its pub/sub connections
+	// (whose handshake a command hook does not see), both bounded by
+	// their contexts unless bounded is false (no clone could be made).
+	client, pubsub redis.UniversalClient
+	bounded        bool
+}
+
+func (b *binding) init(c *redis.Client) {
+	b.client, b.pubsub = c, c
+	o := c.Options()
+	clone := c.WithTimeout(o.ReadTimeout)
+	co := clone.Options()
+	if co == o { // a go-redis whose clones share their parent's options
+		return
+	}
+	co.WriteTimeout = o.WriteTimeout
+	co.ContextTimeoutEnabled = true
+	b.pubsub, b.bounded = clone, true
+	if clonesKeepHooks() {
+		b.client = clone
+	} else {
+		c.AddHook(divert{clone})
+	}
+	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { bound.Delete(k) }, weak.Make(c))
+}
+
+// divert is the hook that passes the driver's commands to the bounded
+// clone.
+type divert struct{ to *redis.Client }
+
+func (divert) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h divert) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if ours(cmd) {
+			return h.to.Process(ctx, cmd)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h divert) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 0 || !ours(cmds[0]) {
+			return next(ctx, cmds)
+		}
+		p := h.to.Pipeline()
+		for _, cmd := range cmds {
+			_ = p.Process(ctx, cmd)
+		}
+		_, err := p.Exec(ctx)
+		return err
+	}
+}
+
+// ours reports whether cmd runs one of the driver's scripts.
+func ours(cmd redis.Cmder) bool {
+	a := cmd.Args()
+	if len(a) <= argBody || (a[argName] != "evalsha" && a[argName] != "eval") {
+		return false
+	}
+	body, ok := a[argBody].(string)
+	return ok && scriptBodies[body]
+}
+
+// scriptBodies holds the SHA-1 and the source of every script (see
+// newScript).
+var scriptBodies = map[string]bool{}
+
+// clonesKeepHooks reports whether a clone made by Client.WithTimeout runs
+// the hooks of its parent: it asks a client that never connects (its
+// Limiter refuses every command that passes its hooks).
+var clonesKeepHooks = sync.OnceValue(func() bool {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", Limiter: refuse{}, MaxRetries: -1})
+	defer c.Close()
+	var h seen
+	c.AddHook(&h)
+	ctx := context.Background()
+	_ = c.WithTimeout(0).Process(ctx, redis.NewCmd(ctx, "ping"))
+	return h.seen
+})
+
+// seen is a hook that notes that a command came and answers it itself.
+type seen struct{ seen bool }
+
+func (*seen) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *seen) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(context.Context, redis.Cmder) error { h.seen = true; return nil }
+}
+
+func (*seen) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// refuse is a redis.Limiter that allows nothing.
+type refuse struct{}
+
+func (refuse) Allow() error       { return errors.New("redisdriver: not sent") }
+func (refuse) ReportResult(error) {}
