@@ -32,7 +32,8 @@ const (
 	MaxTTL = 365 * 24 * time.Hour
 )
 
-// ErrClosed is wrapped, marked permanent, by every call of a closed Driver.
+// ErrClosed is why every call of a closed Driver fails: its errors wrap
+// it and driver.ErrClosed, marked permanent.
 var ErrClosed = errors.New("mongodriver: driver closed")
 
 // errNoReply is wrapped by the error of a call that got no reply within
@@ -73,6 +74,7 @@ type Driver struct {
 	calls sync.WaitGroup // calls under way, and the collector
 	gc    collector
 	cache versionCache
+	errs  driverkit.Errors
 }
 
 var (
@@ -94,7 +96,9 @@ func New(client *mongo.Client, opts *Options) (*Driver, error) {
 		SetReadConcern(readconcern.Majority()).
 		SetReadPreference(readpref.Primary()))
 	life, end := context.WithCancel(context.Background())
-	return &Driver{coll: coll, clock: newClock(db), life: life, end: end}, nil
+	d := &Driver{coll: coll, clock: newClock(db), life: life, end: end}
+	d.errs = driverkit.Errors{Driver: "mongodriver", Closed: d.closedErr}
+	return d, nil
 }
 
 // CreateIndex creates the index {k: 1, v: -1} on the driver's collection,
@@ -132,37 +136,43 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// do runs f with ctx, ended also by Close and, when ttl is not 0, after
-// ttl, and returns its error wrapped as an *driverkit.OpError, marked
-// permanent when the driver or the client is closed. A call is useless
-// once the lease it asks for or renews has run out, and a request whose
-// bytes a network fault swallowed would otherwise wait for its reply until
-// ctx ends: the MongoDB driver closes the connection of a request it
-// abandons, and the front-end retries on another.
-func (d *Driver) do(ctx context.Context, op, key string, ttl time.Duration, f func(ctx context.Context) error) error {
-	err := ctx.Err()
-	if err == nil {
-		err = d.enter()
+// closedErr says why the driver or its client is closed, or nil.
+func (d *Driver) closedErr(err error) error {
+	switch {
+	case d.life.Err() != nil:
+		return ErrClosed
+	case errors.Is(err, mongo.ErrClientDisconnected):
+		return mongo.ErrClientDisconnected
 	}
-	if err == nil {
-		defer d.calls.Done()
-		err = d.run(ctx, ttl, f)
-	}
-	if err == nil {
-		return nil
-	}
-	return &driverkit.OpError{Driver: "mongodriver", Op: op, Key: key, Err: err}
+	return nil
 }
 
-// enter counts a call under way, or returns the error of a closed driver.
-func (d *Driver) enter() error {
+// do runs f with ctx, ended also by Close and, when ttl is not 0, after
+// ttl, and returns its error named by d.errs. A call is useless once the
+// lease it asks for or renews has run out, and a request whose bytes a
+// network fault swallowed would otherwise wait for its reply until ctx
+// ends: the MongoDB driver closes the connection of a request it
+// abandons, and the front-end retries on another.
+func (d *Driver) do(ctx context.Context, op, key string, ttl time.Duration, f func(ctx context.Context) error) error {
+	if err := d.errs.Begin(ctx, op, key); err != nil {
+		return err
+	}
+	if !d.enter() {
+		return d.errs.Begin(ctx, op, key) // closed meanwhile
+	}
+	defer d.calls.Done()
+	return d.errs.Wrap(ctx, op, key, d.run(ctx, ttl, f))
+}
+
+// enter counts a call under way, unless the driver is closed.
+func (d *Driver) enter() bool {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	if d.life.Err() != nil {
-		return driver.Permanent(ErrClosed)
+		return false
 	}
 	d.calls.Add(1)
-	return nil
+	return true
 }
 
 func (d *Driver) run(ctx context.Context, ttl time.Duration, f func(ctx context.Context) error) error {
@@ -175,15 +185,9 @@ func (d *Driver) run(ctx context.Context, ttl time.Duration, f func(ctx context.
 	}
 	defer context.AfterFunc(d.life, cancel)()
 	err := f(cctx)
-	var closed error
-	switch {
-	case d.life.Err() != nil:
-		closed = ErrClosed
-	case errors.Is(err, mongo.ErrClientDisconnected):
-		closed = mongo.ErrClientDisconnected
-	case err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded):
+	if err != nil && ctx.Err() == nil && d.life.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		// Not the caller's deadline: no context error in the chain.
 		return fmt.Errorf("%w (%v): %v", errNoReply, ttl, err)
 	}
-	return driverkit.Closed(ctx, err, closed)
+	return err
 }

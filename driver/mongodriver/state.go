@@ -70,11 +70,11 @@ func end(now span, ttl time.Duration) int64 {
 	return now.hi + int64((ttl+time.Microsecond-1)/time.Microsecond)
 }
 
-// find returns the index of owner's hold in holds (in mode, with token
-// when it is not 0), or -1.
-func find(holds []hold, owner string, mode driver.Mode, token uint64) int {
+// find returns the index of l's hold in holds: l.Owner's, in l.Mode, with
+// l.Token (any token when l.Abandoned), or -1.
+func find(holds []hold, l driver.Lease) int {
 	return slices.IndexFunc(holds, func(h hold) bool {
-		return h.Owner == owner && h.Mode == int32(mode) && (token == 0 || uint64(h.Token) == token)
+		return h.Owner == l.Owner && h.Mode == int32(l.Mode) && (l.Abandoned || uint64(h.Token) == l.Token)
 	})
 }
 
@@ -136,7 +136,7 @@ func remaining(holds []hold, first bool, lo int64) time.Duration {
 // hold; an error wrapping driver.ErrNotHeld when l is not live in s.
 func renew(s *version, l driver.Lease, now span) (*version, hold, error) {
 	holds := s.live(now.lo)
-	i := find(holds, l.Owner, l.Mode, l.Token)
+	i := find(holds, l)
 	if i < 0 {
 		return nil, hold{}, driver.ErrNotHeld
 	}
@@ -148,7 +148,7 @@ func renew(s *version, l driver.Lease, now span) (*version, hold, error) {
 // removes; an error wrapping driver.ErrNotHeld when l is not live in s.
 func drop(s *version, l driver.Lease, now span) (*version, hold, error) {
 	holds := s.live(now.lo)
-	i := find(holds, l.Owner, l.Mode, l.Token)
+	i := find(holds, l)
 	if i < 0 {
 		return nil, hold{}, driver.ErrNotHeld
 	}

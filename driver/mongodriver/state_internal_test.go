@@ -49,7 +49,7 @@ func TestGrantRules(t *testing.T) {
 	if _, _, err := renew(v4, driver.Lease{Owner: "c", Mode: driver.Shared, Token: uint64(b.Token)}, late); !errors.Is(err, driver.ErrNotHeld) {
 		t.Errorf("renew with another's token: %v; want ErrNotHeld", err)
 	}
-	v5, gone, err := drop(v4, driver.Lease{Owner: "b", Mode: driver.Shared}, late)
+	v5, gone, err := drop(v4, driver.Lease{Owner: "b", Mode: driver.Shared, Abandoned: true}, late)
 	if err != nil || gone.Owner != "b" || !lacks(v5, []hold{gone}) || lacks(v4, []hold{gone}) {
 		t.Errorf("drop: %+v %v", v5, err)
 	}
