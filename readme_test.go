@@ -47,10 +47,12 @@ var readmeImports = map[string]string{
 	"zkdriver":       "github.com/go-locker/locker/driver/zkdriver",
 	"sqldriver":      "github.com/go-locker/locker/driver/sqldriver",
 	"memcachedriver": "github.com/go-locker/locker/driver/memcachedriver",
+	"mongodriver":    "github.com/go-locker/locker/driver/mongodriver",
 	"quorumdriver":   "github.com/go-locker/locker/driver/quorumdriver",
 	"redis":          "github.com/redis/go-redis/v9",
 	"clientv3":       "go.etcd.io/etcd/client/v3",
 	"memcache":       "github.com/bradfitz/gomemcache/memcache",
+	"mongo":          "go.mongodb.org/mongo-driver/v2/mongo",
 }
 
 // readmeBlock is a ```go block of README.md and the line it starts on.

@@ -59,6 +59,7 @@ func (s *system) label() string { return s.server + " / " + s.name }
 type env struct {
 	redis, zk, etcd *server
 	nats            *server
+	mongo           *server // FerretDB
 	trips           map[string]*counter
 	rpcs            *rpcCounter // etcd's requests
 	zkOps           *opCounter  // ZooKeeper's requests
@@ -75,6 +76,8 @@ func (e *env) srv(name string) *server {
 		return e.etcd
 	case "nats":
 		return e.nats
+	case "mongo":
+		return e.mongo
 	}
 	return nil
 }

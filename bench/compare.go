@@ -523,7 +523,7 @@ func cmpBuilds(c compareConfig) (bins, names [2]string, err error) {
 // the order the runs take them.
 func (e *env) cmpCells() []cmpCell {
 	var cells []cmpCell
-	for _, srv := range []string{"redis", "etcd", "zk", "mem"} {
+	for _, srv := range []string{"redis", "etcd", "zk", "mem", "mongo"} {
 		if !e.available(srv) {
 			continue
 		}

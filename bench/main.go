@@ -129,7 +129,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&cfg.manyTTL, "many-ttl", 3*time.Second, "lease of the many locks (renewed every third)")
 	only := fs.String("only", "", "run only systems whose \"server / name\" matches this regexp")
 	cells := fs.String("cells", "u,p,c,churn,many", "cells to run: u (uncontended), p (parallel), c (contended), churn (new keys), many")
-	servers := fs.String("servers", "redis,etcd,zk,nats,mem", "servers to run")
+	servers := fs.String("servers", "redis,etcd,zk,nats,mem", "servers to run (redis, etcd, zk, nats, mem, mongo: FerretDB, built from servers/ferretdb)")
 	natsSync := fs.String("nats-sync", "", "JetStream sync_interval of nats-server (\"\" is its default, 2 minutes; \"always\" syncs every write)")
 	quick := fs.Bool("quick", false, "tiny durations, for a smoke test")
 	fs.StringVar(&cfg.jsonOut, "json", "", "also write the results (one record per system, cell and metric) as JSON to this file")
@@ -188,6 +188,7 @@ func allSystems() []*system {
 	ss = append(ss, zkSystems()...)
 	ss = append(ss, natsSystems()...)
 	ss = append(ss, memSystems()...)
+	ss = append(ss, mongoSystems()...)
 	return ss
 }
 
@@ -217,7 +218,7 @@ func run(cfg config, log io.Writer) (*report, error) {
 	}
 	rep.systems = e.selectedSystems()
 	rep.sleep, rep.work = calibrate(cfg.cs)
-	for _, srv := range []string{"redis", "etcd", "zk", "nats", "mem"} {
+	for _, srv := range []string{"redis", "etcd", "zk", "nats", "mem", "mongo"} {
 		group := ofServer(rep.systems, srv)
 		if len(group) == 0 {
 			continue
@@ -245,7 +246,7 @@ func run(cfg config, log io.Writer) (*report, error) {
 
 // newEnv returns the environment of a run, without servers yet.
 func newEnv(cfg config) *env {
-	e := &env{cfg: cfg, trips: map[string]*counter{"redis": {}, "zk": {}, "etcd": {}}}
+	e := &env{cfg: cfg, trips: map[string]*counter{"redis": {}, "zk": {}, "etcd": {}, "mongo": {}}}
 	e.rpcs = &rpcCounter{opCounter{trips: e.trips["etcd"]}}
 	e.zkOps = &opCounter{trips: e.trips["zk"]}
 	return e
@@ -267,6 +268,7 @@ func (e *env) startServers(rep *report) error {
 		{"etcd", startEtcd, &e.etcd},
 		{"zk", startZK, &e.zk},
 		{"nats", func() (*server, error) { return startNats(e.cfg.natsSync) }, &e.nats},
+		{"mongo", startMongo, &e.mongo},
 	}
 	for _, st := range starters {
 		if !e.cfg.servers[st.name] {
@@ -292,6 +294,7 @@ func (e *env) stopServers() {
 	e.zk.stop()
 	e.etcd.stop()
 	e.nats.stop()
+	e.mongo.stop()
 }
 
 // stopOnInterrupt makes an interrupt (SIGINT, SIGTERM) stop the servers,
@@ -492,6 +495,8 @@ func serverVersion(name string, s *server) string {
 		return "etcd " + etcdVersion + " (embed, own process, fsync on)"
 	case "nats":
 		return natsVersion + s.note
+	case "mongo":
+		return "FerretDB v1.24.2 over SQLite (servers/ferretdb, own process)"
 	}
 	return name
 }

@@ -196,7 +196,7 @@ func machine() string {
 func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "Machine: %s. %s.\n\n", machine(), r.goVersion)
 	var srv []string
-	for _, k := range []string{"redis", "etcd", "zk"} {
+	for _, k := range []string{"redis", "etcd", "zk", "mongo"} {
 		if v := r.servers[k]; v != "" {
 			srv = append(srv, v)
 		}

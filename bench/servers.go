@@ -35,10 +35,14 @@ type server struct {
 	done chan struct{} // closed when the process has exited
 	log  string        // file with the process's output
 	// extPID is the process id of a server this process did not start
-	// (-use-servers): cmd is nil, and stop leaves it running.
+	// (-use-servers), or that a helper started (closer): cmd is nil.
 	extPID int
 	// note completes the server's version in the report.
 	note string
+	// closer, when not nil, stops a server a helper started (FerretDB,
+	// through internal/ferrettest); without it, stop leaves a server
+	// without cmd running.
+	closer io.Closer
 }
 
 // pid returns the server's process id.
@@ -52,6 +56,10 @@ func (s *server) pid() int {
 // stop kills the server and removes its directory, unless another process
 // started it.
 func (s *server) stop() {
+	if s != nil && s.closer != nil {
+		_ = s.closer.Close()
+		return
+	}
 	if s == nil || s.cmd == nil {
 		return
 	}

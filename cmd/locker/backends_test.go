@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-locker/locker/internal/etcdtest"
+	"github.com/go-locker/locker/internal/ferrettest"
 	"github.com/go-locker/locker/internal/memcachedtest"
 	"github.com/go-locker/locker/internal/natstest"
 	"github.com/go-locker/locker/internal/sqltest"
@@ -277,6 +278,7 @@ func TestBackends(t *testing.T) {
 		}, "3s"},
 		{"memcached", func(t *testing.T) string { return "memcached://" + memcachedtest.Memcached(t).Addr }, "3s"},
 		{"nats", func(t *testing.T) string { return "nats://" + natstest.ForTest(t, natstest.Options{}).Addr }, "3s"},
+		{"ferretdb", func(t *testing.T) string { return ferrettest.FerretDB(t).URI + "lockercli" }, "3s"},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

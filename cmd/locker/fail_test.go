@@ -97,6 +97,7 @@ func backendURLs(addr string) map[string]string {
 		"mysql":    "mysql://app:" + secret + "@" + addr + "/db",
 		"memcache": "memcached://" + addr,
 		"nats":     "nats://app:" + secret + "@" + addr,
+		"mongodb":  "mongodb://app:" + secret + "@" + addr + "/db",
 	}
 }
 

@@ -26,11 +26,14 @@
 //	postgres://user[:password]@host:port/db[?...]     PostgreSQL (pgx connection string)
 //	mysql://user[:password]@host:port/db              MySQL or MariaDB
 //	memcached://host:port[,host:port...]              memcached (run it with -M)
+//	mongodb://[user:password@]host:port[,host:port...][/db][?...]
+//	                                                  MongoDB or FerretDB (database default locker)
 //
 // Every URL takes ?locker_prefix=P: the key prefix (Redis, etcd,
-// memcached), the root node (ZooKeeper) or the lease table (SQL, created
-// if missing). Other query parameters are the client library's (go-redis,
-// pgx).
+// memcached), the root node (ZooKeeper), the lease table (SQL, created
+// if missing) or the lock collection (MongoDB, default locker_locks).
+// Other query parameters are the client library's (go-redis, pgx, the
+// MongoDB driver).
 //
 // # Failing fast
 //

@@ -128,7 +128,7 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("locker -h: exit %d", code)
 	}
 	for _, want := range []string{"locker run", "locker status", "release", "--force", "LOCKER_TOKEN", "69", "75", "76", "-connect-timeout",
-		"redis://", "redis+sentinel://", "etcd://", "zk://", "postgres://", "mysql://", "memcached://", "nats://"} {
+		"redis://", "redis+sentinel://", "etcd://", "zk://", "postgres://", "mysql://", "memcached://", "nats://", "mongodb://"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/etcddriver"
 	"github.com/go-locker/locker/driver/memcachedriver"
+	"github.com/go-locker/locker/driver/mongodriver"
 	"github.com/go-locker/locker/driver/natsdriver"
 	"github.com/go-locker/locker/driver/redisdriver"
 	"github.com/go-locker/locker/driver/sqldriver"
@@ -25,6 +26,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // urlHelp documents the backend URLs, for -h.
@@ -42,11 +45,15 @@ const urlHelp = `Backend URLs (-url, or the LOCKER_URL environment variable):
   nats://[user:password@]host:port[,host:port...][?replicas=N]
                                                    NATS JetStream (a key-value bucket;
                                                    replicas: of a bucket created)
+  mongodb://[user:password@]host:port[,host:port...][/db][?...]
+                                                   MongoDB or FerretDB (database default locker;
+                                                   mongodb+srv:// too)
 
 Every URL takes ?locker_prefix=P (Redis, etcd, memcached: key prefix;
 ZooKeeper: root; SQL: lease table, created if missing; NATS: bucket,
-created if missing, default locker). Other query
-parameters are the client library's (go-redis, pgx). Passwords never
+created if missing, default locker; MongoDB: lock collection, default
+locker_locks). Other query parameters are the client library's
+(go-redis, pgx, the MongoDB driver). Passwords never
 appear in locker's output.`
 
 // backend is an opened driver and what closes its client.
@@ -112,6 +119,8 @@ func (d dialer) open(ctx context.Context, rawURL string) (*backend, error) {
 		return d.memcached(u, prefix)
 	case "nats":
 		return d.nats(ctx, u, prefix)
+	case "mongodb", "mongodb+srv":
+		return d.mongo(u, prefix)
 	}
 	return nil, fmt.Errorf("%w %q: unknown scheme %q (see locker -h)", errBadURL, redact(u), u.Scheme)
 }
@@ -304,6 +313,30 @@ func (d dialer) nats(ctx context.Context, u *url.URL, bucket string) (*backend, 
 		_ = drv.Close()
 		nc.Close()
 		return nil
+	}}, nil
+}
+
+// mongo opens mongodb://[user:password@]host:port[,host:port...][/db][?...]
+// (or mongodb+srv://): the lock collection coll (default locker_locks) of
+// database db (default locker), through the official driver, which parses
+// the rest of the connection string.
+func (d dialer) mongo(u *url.URL, coll string) (*backend, error) {
+	opts := options.Client().ApplyURI(u.String()).SetConnectTimeout(d.timeout).SetServerSelectionTimeout(d.timeout)
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("%w %q: %v", errBadURL, redact(u), err)
+	}
+	c, err := mongo.Connect(opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %v", errBadURL, redact(u), err)
+	}
+	drv, err := mongodriver.New(c, &mongodriver.Options{Database: strings.TrimPrefix(u.Path, "/"), Collection: coll})
+	if err != nil {
+		_ = c.Disconnect(context.Background())
+		return nil, fmt.Errorf("%w %q: %v", errBadURL, redact(u), err)
+	}
+	return &backend{drv: drv, close: func() error {
+		_ = drv.Close()
+		return c.Disconnect(context.Background())
 	}}, nil
 }
 
