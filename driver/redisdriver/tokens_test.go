@@ -270,7 +270,7 @@ func TestNoKeysLeft(t *testing.T) {
 					if _, err := tryQueued(d, ctx, w); !errors.Is(err, driver.ErrLocked) {
 						t.Errorf("counted waiter on full %q: %v", k, err)
 					}
-					waiter = &driver.Lease{Key: k, Owner: w.Owner, Mode: driver.Shared}
+					waiter = &driver.Lease{Key: k, Owner: w.Owner, Mode: driver.Shared, Abandoned: true} // its token is the handoff's
 				}
 				if i%10 == 0 {
 					o := owner()
