@@ -8,7 +8,7 @@ import (
 )
 
 // TestConformance runs the lockertest suite against etcddriver on an
-// embedded etcd server, each driver with a client and connection of its
+// etcd server process (internal/etcdtest), each driver with a client and connection of its
 // own, as separate processes would have, through a fault proxy of its own
 // (see closeClient and stall).
 func TestConformance(t *testing.T) {
