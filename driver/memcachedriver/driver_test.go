@@ -269,9 +269,10 @@ func TestOutOfMemory(t *testing.T) {
 	srv := memcachedtest.Private(t, "-M", "-m", "1", "-I", "512k")
 	d := newDriver(t, srv.Addr)
 	c := newClient(t, srv.Addr)
-	// A hold already granted, and one key used before, whose fence
-	// counter exists.
-	held := mustAcquire(t, d, req(uniqueKey(t), owner(), ttl))
+	// A hold already granted (for a minute: the filling below takes
+	// seconds under the race detector, and the hold must outlast it), and
+	// one key used before, whose fence counter exists.
+	held := mustAcquire(t, d, req(uniqueKey(t), owner(), time.Minute))
 	used := uniqueKey(t)
 	if err := d.Release(ctxT(t), mustAcquire(t, d, req(used, owner(), ttl))); err != nil {
 		t.Fatal(err)
