@@ -17,7 +17,10 @@
 #
 # -src here (the default) builds both binaries from the bench sources next
 # to this script, so that the two builds differ only in locker; -src own
-# builds each from its revision's bench/ (both must have -compare).
+# builds each from its revision's bench/ (both must have -compare). Across
+# the module layout (a build from before the driver modules against one
+# after), use -src own: the newer bench/ imports drivers the older tree
+# does not have. Each side builds in its revision's go.work.
 #
 # The temporary worktrees and binaries are removed at the end; nothing is
 # written into the repository but git's worktree bookkeeping, which is
@@ -81,25 +84,30 @@ build() {
 		rm -f "$wt"/bench/*.go
 		cp "$here"/*.go "$wt/bench/"
 	fi
-	# A workspace of the revision's root module and its bench module: the
-	# bench uses that revision's locker whether its go.mod replaces the
-	# root module with ../ or requires a published version that a go.work
-	# links. The revision's own go.work (with modules bench does not need)
-	# is left out; its go.work.sum is kept.
-	# The version bench/go.mod requires is replaced too, so that the module
-	# graph does not ask the proxy for a locker release.
-	ver=$(awk '$1 == "github.com/go-locker/locker" { print $2 } $1 == "require" && $2 == "github.com/go-locker/locker" { print $3 }' "$wt/bench/go.mod")
-	{
-		printf 'go %s\n\nuse (\n\t./%s\n\t./%s/bench\n)\n' "$goversion" "$side" "$side"
-		if [ -n "$ver" ]; then
-			printf '\nreplace github.com/go-locker/locker %s => ./%s\n' "$ver" "$side"
+	# The revision's own go.work when it has one: it names every module of
+	# that revision (the root, a module per driver, bench) and replaces
+	# their published versions with its directories, so the bench builds
+	# against that revision's locker on either side of the module layout.
+	# Without one, a workspace of the revision's root module and its bench
+	# module, replacing the version bench/go.mod requires so that the
+	# module graph does not ask the proxy for a locker release.
+	if [ -f "$wt/go.work" ]; then
+		work=$wt/go.work
+	else
+		work=$tmp/$side.work
+		ver=$(awk '$1 == "github.com/go-locker/locker" { print $2 } $1 == "require" && $2 == "github.com/go-locker/locker" { print $3 }' "$wt/bench/go.mod")
+		{
+			printf 'go %s\n\nuse (\n\t./%s\n\t./%s/bench\n)\n' "$goversion" "$side" "$side"
+			if [ -n "$ver" ]; then
+				printf '\nreplace github.com/go-locker/locker %s => ./%s\n' "$ver" "$side"
+			fi
+		} >"$work"
+		if [ -f "$wt/go.work.sum" ]; then
+			cp "$wt/go.work.sum" "$tmp/$side.work.sum"
 		fi
-	} >"$tmp/$side.work"
-	if [ -f "$wt/go.work.sum" ]; then
-		cp "$wt/go.work.sum" "$tmp/$side.work.sum"
 	fi
 	echo "compare.sh: building $side ($2) ..." >&2
-	if ! (cd "$wt/bench" && GOWORK="$tmp/$side.work" go build -o "$tmp/$side.bin" .); then
+	if ! (cd "$wt/bench" && GOWORK="$work" go build -o "$tmp/$side.bin" .); then
 		if [ "$src" = here ]; then
 			echo "compare.sh: the bench sources in $here do not build against $side's locker ($2):" >&2
 			echo "compare.sh: its API differs from theirs; if both revisions' bench/ have -compare, use -src own" >&2
