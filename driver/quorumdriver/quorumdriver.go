@@ -404,12 +404,12 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 
 // writeBack writes token back to the members of granted that granted a
 // lower one, as a token floor (Request.MinToken), and returns the members
-// that hold the grant with token. A majority must hold it; it writes to
-// all of them at once, so that every member that holds the grant holds it
-// with token, which Refresh names (a member refreshes only the grant with
-// the token it is given). A member
-// whose hold took the token has it in rs, so that a give-back names it
-// (see giveBack); a failed write-back is added to t.
+// that hold the grant with token. A majority must hold it: it writes to as
+// few members as that takes, then, if some failed, to the others. A
+// member left with its own lower token takes the quorum's at the lease's
+// first renewal (see renew). A member whose hold took the token has it in
+// rs, so that a give-back names it (see giveBack); a failed write-back is
+// added to t.
 func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req driver.Request, token uint64, rs []result[driver.Lease], granted []int, t *tally) (confirmed []int) {
 	var low []int
 	for _, i := range granted {
@@ -420,19 +420,20 @@ func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req drive
 		}
 	}
 	floor := driver.Request{Key: req.Key, Owner: req.Owner, Mode: req.Mode, TTL: req.TTL, MinToken: token}
-	if len(low) == 0 || ctx.Err() != nil {
-		return confirmed
-	}
-	wb := fanOut(ctx, timeout, low, func(ctx context.Context, i int) (struct{}, error) {
-		_, err := d.members[i].TryAcquire(ctx, floor)
-		return struct{}{}, err
-	})
-	for j, r := range wb {
-		if r.err == nil {
-			rs[low[j]].v.Token = token
-			confirmed = append(confirmed, low[j])
-		} else {
-			t.add(low[j], fmt.Errorf("raise token floor: %w", r.err))
+	for len(low) > 0 && len(confirmed) < d.quorum && ctx.Err() == nil {
+		batch := low[:min(d.quorum-len(confirmed), len(low))]
+		low = low[len(batch):]
+		wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
+			_, err := d.members[i].TryAcquire(ctx, floor)
+			return struct{}{}, err
+		})
+		for j, r := range wb {
+			if r.err == nil {
+				rs[batch[j]].v.Token = token
+				confirmed = append(confirmed, batch[j])
+			} else {
+				t.add(batch[j], fmt.Errorf("raise token floor: %w", r.err))
+			}
 		}
 	}
 	return confirmed
@@ -492,10 +493,10 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		return driver.Lease{}, errs.Wrap(ctx, op, l.Key, err)
 	}
 	start := time.Now()
-	ml := l // the members that hold it took l.Token as their floor: it is their token
+	ml := l
 	ml.Start = time.Time{}
 	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (driver.Lease, error) {
-		return d.members[i].Refresh(ctx, ml)
+		return d.renew(ctx, d.members[i], ml)
 	})
 	t, renewed := tallyOf(rs)
 	renewed, doubted := d.sift(l.Key, l.Owner, rs, renewed)
@@ -510,6 +511,24 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 		return driver.Lease{}, d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members no longer hold it", driver.ErrNotHeld, t.notHeld, len(d.members)))
 	}
 	return driver.Lease{}, d.failure(ctx, op, l.Key, &t, fmt.Errorf("%w: %d of %d members renewed%s", ErrTooFewMembers, ok, len(d.members), inDoubt(doubted)))
+}
+
+// renew refreshes l on member m. A member that granted l's hold with a
+// token lower than the quorum's, and was not needed for the write-back's
+// majority (see writeBack), answers that it does not hold l: it is then
+// given l.Token as its floor, which succeeds only while l's owner holds
+// the key there, and refreshed with it. Only a hold's first renewal finds
+// such a member; a hold released before it costs no write-back to it.
+func (d *Driver) renew(ctx context.Context, m driver.Driver, l driver.Lease) (driver.Lease, error) {
+	r, err := m.Refresh(ctx, l)
+	if !errors.Is(err, driver.ErrNotHeld) {
+		return r, err
+	}
+	floor := driver.Request{Key: l.Key, Owner: l.Owner, Mode: l.Mode, TTL: l.TTL, MinToken: l.Token}
+	if _, ferr := m.TryAcquire(ctx, floor); ferr != nil {
+		return r, err
+	}
+	return m.Refresh(ctx, l)
 }
 
 // Release implements driver.Driver: it releases the lease on every member,

@@ -216,3 +216,52 @@ func TestGiveBackAfterWriteBack(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewalRaisesLowMember: the write-back goes to as few members as a
+// majority takes; a member left holding the grant with its own lower
+// token takes the quorum's at the first renewal, so that after it every
+// member holds the grant with the quorum's token, and a member lost
+// later does not cost the hold.
+func TestRenewalRaisesLowMember(t *testing.T) {
+	ctx := ctxT(t)
+	bs := newBackends(3)
+	d := memQuorum(bs)(t)
+	ms := memOf(t, d)
+	key := "k"
+	// Members 0 and 1 have granted the key before: member 2's counter is
+	// behind theirs.
+	for _, m := range ms[:2] {
+		r := req(key, time.Second)
+		if _, err := m.TryAcquire(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Release(ctx, driver.Lease{Key: key, Owner: r.Owner, Mode: driver.Exclusive, Abandoned: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := bs[2].Stats().TryAcquire
+	l, err := d.TryAcquire(ctx, req(key, 10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bs[2].Stats().TryAcquire - before; got != 1 {
+		t.Fatalf("member 2 got %d TryAcquire calls for the grant; want 1 (no write-back: members 0 and 1 hold the token)", got)
+	}
+	if h := bs[2].Holders(key); len(h) != 1 || h[0].Token >= l.Token {
+		t.Fatalf("member 2 holds %+v; want the grant with a token below %d", h, l.Token)
+	}
+	if _, err := d.Refresh(ctx, l); err != nil {
+		t.Fatalf("first renewal: %v", err)
+	}
+	for i, b := range bs {
+		if h := b.Holders(key); len(h) != 1 || h[0].Owner != l.Owner || h[0].Token != l.Token {
+			t.Fatalf("after the first renewal member %d holds %+v; want the grant with token %d", i, h, l.Token)
+		}
+	}
+	// Member 0 cut off: members 1 and 2 renew.
+	ms[0].Block()
+	defer ms[0].Unblock()
+	if _, err := d.Refresh(ctx, l); err != nil {
+		t.Fatalf("renewal without member 0: %v", err)
+	}
+}
