@@ -518,15 +518,17 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 // majority (see writeBack), answers that it does not hold l: it is then
 // given l.Token as its floor, which succeeds only while l's owner holds
 // the key there, and refreshed with it. Only a hold's first renewal finds
-// such a member; a hold released before it costs no write-back to it.
+// such a member; a hold released before it costs no write-back to it. A
+// member that holds the grant with a higher token (granted again after
+// its first grant was lost there) keeps it and does not count.
 func (d *Driver) renew(ctx context.Context, m driver.Driver, l driver.Lease) (driver.Lease, error) {
 	r, err := m.Refresh(ctx, l)
 	if !errors.Is(err, driver.ErrNotHeld) {
 		return r, err
 	}
 	floor := driver.Request{Key: l.Key, Owner: l.Owner, Mode: l.Mode, TTL: l.TTL, MinToken: l.Token}
-	if _, ferr := m.TryAcquire(ctx, floor); ferr != nil {
-		return r, err
+	if fl, ferr := m.TryAcquire(ctx, floor); ferr != nil || fl.Token != l.Token {
+		return r, err // not held there, or held with a higher token
 	}
 	return m.Refresh(ctx, l)
 }
