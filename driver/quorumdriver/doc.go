@@ -35,8 +35,9 @@
 // go to the members one lease at a time. The TTLs accepted are those every
 // member accepts, and at least [MinTTL].
 //
-// A grant's token is the highest its majority granted, written back to a
-// majority before the grant is reported. Any later majority shares a
+// A grant's token is the highest its majority granted (for a re-acquire
+// by the holder, the token a majority of those answering still hold),
+// written back to a majority before the grant is reported. Any later majority shares a
 // member with it, so a successor whose requests were sent after the grant
 // was reported gets a larger token, without any assumption about clocks,
 // as long as that member kept its floor (a Redis member keeps it until its

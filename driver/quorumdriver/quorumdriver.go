@@ -369,10 +369,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 
 	t, granted := tallyOf(rs)
 	granted, doubted := d.sift(req.Key, req.Owner, rs, granted)
-	var token uint64
-	for _, i := range granted {
-		token = max(token, rs[i].v.Token)
-	}
+	token := d.token(rs, granted)
 	var why error
 	if len(granted) >= d.quorum {
 		confirmed := d.writeBack(ctx, timeout, req, token, rs, granted, &t)
@@ -402,20 +399,59 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	return driver.Lease{}, d.failure(ctx, op, req.Key, &t, why)
 }
 
+// token returns the token of the grants in rs of the members in granted:
+// of the tokens that a majority of them can hold (their own, or a lower
+// one that writeBack raises to it), the one that most of them hold
+// already, the highest on a tie. A new grant's members each grant a token
+// of their own, so it is the highest. A re-acquire by the holder finds
+// the holder's token on the members that kept its grant, while a member
+// whose grant came too late to count (its answer timed out), or that a
+// failed attempt gave its part back to, grants another, higher one:
+// taking that one would change the token of a lease the holder has, and
+// the members that hold the holder's token would no longer renew it.
+// With fewer than a majority granted it is the highest.
+func (d *Driver) token(rs []result[driver.Lease], granted []int) uint64 {
+	var best uint64
+	bestSame := 0
+	for _, i := range granted {
+		tok := rs[i].v.Token
+		same, upTo := 0, 0
+		for _, j := range granted {
+			switch u := rs[j].v.Token; {
+			case u == tok:
+				same++
+				upTo++
+			case u < tok:
+				upTo++
+			}
+		}
+		if upTo < min(d.quorum, len(granted)) {
+			continue
+		}
+		if same > bestSame || same == bestSame && tok > best {
+			best, bestSame = tok, same
+		}
+	}
+	return best
+}
+
 // writeBack writes token back to the members of granted that granted a
 // lower one, as a token floor (Request.MinToken), and returns the members
 // that hold the grant with token. A majority must hold it; it writes to
 // all of them at once, so that every member that holds the grant holds it
 // with token, which Refresh names (a member refreshes only the grant with
-// the token it is given). A member
+// the token it is given). A member that granted a higher token (see
+// token) does not count: it keeps that grant, which Refresh does not
+// renew, until it expires or the lease is released. A member
 // whose hold took the token has it in rs, so that a give-back names it
 // (see giveBack); a failed write-back is added to t.
 func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req driver.Request, token uint64, rs []result[driver.Lease], granted []int, t *tally) (confirmed []int) {
 	var low []int
 	for _, i := range granted {
-		if rs[i].v.Token < token {
+		switch tok := rs[i].v.Token; {
+		case tok < token:
 			low = append(low, i)
-		} else {
+		case tok == token:
 			confirmed = append(confirmed, i)
 		}
 	}
