@@ -24,7 +24,9 @@
 // call goes to every member at once and waits for each at most a member
 // timeout ([Options.MemberTimeout]; by default TTL/10, at least 25ms, at
 // most TTL/3), so a member that is down or black-holed costs a call that
-// timeout, not the TTL.
+// timeout, not the TTL. When fewer than a majority answer within it (a
+// stalled process or network rather than one member down), the members
+// that did not are asked once more, until TTL/3 after the first requests.
 //
 // What the locks can do depends on the members: read locks (RWMutex) when
 // every member offers them; waiters woken by a release, and a fair wait

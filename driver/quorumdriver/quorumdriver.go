@@ -56,7 +56,11 @@ type Options struct {
 	// DefaultMemberTimeoutFloor and at most TTL/3; DefaultUntimedTimeout
 	// for calls without a TTL. A positive value applies to every call;
 	// it should stay well below the TTL, since a grant must be confirmed
-	// within the lease's validity.
+	// within the lease's validity. When fewer than a majority answered a
+	// grant, a renewal or a token write-back within it (as when the
+	// calling process stalls), the members that did not are asked once
+	// more, until TTL/3 (or the member timeout, if longer) after the
+	// first requests.
 	MemberTimeout time.Duration
 }
 
@@ -217,6 +221,53 @@ func fanOut[T any](ctx context.Context, timeout time.Duration, idx []int, f func
 	return rs
 }
 
+// limit returns how long the requests of one call may take in all for a
+// lease of ttl, when fewer than a majority answered within the member
+// timeout (see fanOutMajority): TTL/3, or the member timeout if longer.
+func (d *Driver) limit(ttl time.Duration) time.Duration {
+	return max(d.memberTimeout(ttl), ttl/3)
+}
+
+// fanOutMajority is fanOut, which gives each member timeout, followed,
+// when fewer than need members answered (a grant, a refusal, ErrNotHeld or
+// a permanent error), by one more request to each member that did not,
+// for what is left of limit, counted from the first requests. The member
+// timeout keeps a member that is down from slowing every call once a
+// majority answered; when a majority did not, as when the calling process
+// or the network stalled for longer than the member timeout, the call
+// would fail anyway, and waiting longer for an answer is all it can do.
+// The requests it repeats must be idempotent for the same owner.
+func fanOutMajority[T any](ctx context.Context, timeout, limit time.Duration, need int, idx []int, f func(ctx context.Context, i int) (T, error)) []result[T] {
+	start := time.Now()
+	rs := fanOut(ctx, timeout, idx, f)
+	var again []int
+	for j, r := range rs {
+		if answered(r.err) {
+			need--
+		} else {
+			again = append(again, j)
+		}
+	}
+	left := limit - time.Since(start)
+	if need <= 0 || len(again) == 0 || left <= 0 || ctx.Err() != nil {
+		return rs
+	}
+	sub := make([]int, len(again))
+	for k, j := range again {
+		sub[k] = idx[j]
+	}
+	for k, r := range fanOut(ctx, left, sub, f) {
+		rs[again[k]] = r
+	}
+	return rs
+}
+
+// answered reports whether err, a member's reply, is an answer to the
+// request: nil, a refusal, ErrNotHeld, or a permanent error.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, driver.ErrLocked) || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err)
+}
+
 // tally sorts member errors: how many were ErrNotHeld or ErrLocked, how
 // many permanent, and the joined error of the failed members.
 type tally struct {
@@ -363,7 +414,7 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	timeout := d.memberTimeout(req.TTL)
 	drift := Drift(req.TTL)
 	start := time.Now()
-	rs := fanOut(ctx, timeout, d.all, f)
+	rs := fanOutMajority(ctx, timeout, d.limit(req.TTL), d.quorum, d.all, f)
 
 	rs = d.settleSplit(ctx, req, start, timeout, rs, f)
 
@@ -459,7 +510,7 @@ func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req drive
 	if len(low) == 0 || ctx.Err() != nil {
 		return confirmed
 	}
-	wb := fanOut(ctx, timeout, low, func(ctx context.Context, i int) (struct{}, error) {
+	wb := fanOutMajority(ctx, timeout, d.limit(req.TTL), d.quorum-len(confirmed), low, func(ctx context.Context, i int) (struct{}, error) {
 		_, err := d.members[i].TryAcquire(ctx, floor)
 		return struct{}{}, err
 	})
@@ -530,7 +581,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	start := time.Now()
 	ml := l // the members that hold it took l.Token as their floor: it is their token
 	ml.Start = time.Time{}
-	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (driver.Lease, error) {
+	rs := fanOutMajority(ctx, d.memberTimeout(l.TTL), d.limit(l.TTL), d.quorum, d.all, func(ctx context.Context, i int) (driver.Lease, error) {
 		return d.members[i].Refresh(ctx, ml)
 	})
 	t, renewed := tallyOf(rs)

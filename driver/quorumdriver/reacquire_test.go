@@ -100,9 +100,10 @@ func TestReacquireAfterGiveBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("first acquire: %v", err)
 	}
-	// Members 1 and 2 lose their answers to the next attempt.
-	ms[1].lose.Store(1)
-	ms[2].lose.Store(1)
+	// Members 1 and 2 lose their answers to the next attempt and to its
+	// second round (the one member answering is not a majority).
+	ms[1].lose.Store(2)
+	ms[2].lose.Store(2)
 	if _, err := d.TryAcquire(t.Context(), r); err == nil {
 		t.Fatal("re-acquire granted with one member of three answering")
 	}
