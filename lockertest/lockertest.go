@@ -681,10 +681,26 @@ func (e *env) refresh(d driver.Driver, l driver.Lease) (driver.Lease, time.Time)
 // call: ErrNotHeld then counts as success.
 func (e *env) release(d driver.Driver, l driver.Lease) {
 	e.t.Helper()
+	e.releaseOrGone(d, l, func() bool { return false })
+}
+
+// releaseAfterChecks is release for a lease whose checks are done, valid
+// from validFrom for ttl: once it may have run out, ErrNotHeld counts as
+// success too, since the backend let it go on its own (a loaded machine
+// can take that long over the checks before it).
+func (e *env) releaseAfterChecks(d driver.Driver, l driver.Lease, validFrom time.Time, ttl time.Duration) {
+	e.t.Helper()
+	e.releaseOrGone(d, l, func() bool { return !withinLease(validFrom, ttl) })
+}
+
+// releaseOrGone is release, where ErrNotHeld also counts as success when
+// gone reports true.
+func (e *env) releaseOrGone(d driver.Driver, l driver.Lease, gone func() bool) {
+	e.t.Helper()
 	retried := false
 	_, err := retryOnce(e, "Release("+fmtLease(l)+")", func() (struct{}, error) {
 		err := d.Release(e.ctx, l)
-		if retried && errors.Is(err, driver.ErrNotHeld) {
+		if (retried || gone()) && errors.Is(err, driver.ErrNotHeld) {
 			err = nil
 		}
 		retried = true

@@ -374,8 +374,10 @@ func testBatchRefresh(e *env) {
 			return
 		}
 	}
-	e.release(ds[0], held)
-	e.release(ds[0], held2)
+	// The batch extended them only to sentBatch + TTL: on a loaded
+	// machine the checks above can take until then.
+	e.releaseAfterChecks(ds[0], held, sentBatch, validTTL(rHeld, held))
+	e.releaseAfterChecks(ds[0], held2, sentBatch, validTTL(rHeld2, held2))
 }
 
 // testCapabilities checks that the driver's Capabilities are consistent:

@@ -320,8 +320,8 @@ func TestWaiterLeaseRevoked(t *testing.T) {
 }
 
 // TestLossOnRevoke: revoking a holder's lease from another client ends the
-// hold, and the holder knows before a waiter on another client is granted
-// the key.
+// hold, and the holder knows before a waiter on another client, queued
+// when the lease ended, is granted the key (Options.LockDelay).
 func TestLossOnRevoke(t *testing.T) {
 	testLossOnRevoke(t, func(t *testing.T) *clientv3.Client { return newClient(t) }, 3)
 }
@@ -352,7 +352,12 @@ func testLossOnRevoke(t *testing.T, client func(*testing.T) *clientv3.Client, ro
 			}
 			got <- r
 		}()
-		time.Sleep(100 * time.Millisecond) // the waiter queues
+		// The waiter queues: the lock delay covers a waiter whose
+		// predecessor's lease ends while it waits. A newcomer that
+		// finds the key free once the lease has ended is granted it at
+		// once, as a TryAcquire is, and may be told before the holder
+		// (a fixed sleep here let a loaded machine revoke first).
+		waitEntries(t, admin, key, 2)
 		if _, err := admin.Revoke(ctxT(t), entryLease(t, admin, key)); err != nil {
 			t.Fatal(err)
 		}

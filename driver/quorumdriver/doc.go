@@ -24,7 +24,9 @@
 // call goes to every member at once and waits for each at most a member
 // timeout ([Options.MemberTimeout]; by default TTL/10, at least 25ms, at
 // most TTL/3), so a member that is down or black-holed costs a call that
-// timeout, not the TTL.
+// timeout, not the TTL. When fewer than a majority answer within it (a
+// stalled process or network rather than one member down), the members
+// that did not are asked once more, until TTL/3 after the first requests.
 //
 // What the locks can do depends on the members: read locks (RWMutex) when
 // every member offers them; waiters woken by a release, and a fair wait
@@ -35,8 +37,9 @@
 // go to the members one lease at a time. The TTLs accepted are those every
 // member accepts, and at least [MinTTL].
 //
-// A grant's token is the highest its majority granted, written back to a
-// majority before the grant is reported. Any later majority shares a
+// A grant's token is the highest its majority granted (for a re-acquire
+// by the holder, the token a majority of those answering still hold),
+// written back to a majority before the grant is reported. Any later majority shares a
 // member with it, so a successor whose requests were sent after the grant
 // was reported gets a larger token, without any assumption about clocks,
 // as long as that member kept its floor (a Redis member keeps it until its

@@ -56,7 +56,11 @@ type Options struct {
 	// DefaultMemberTimeoutFloor and at most TTL/3; DefaultUntimedTimeout
 	// for calls without a TTL. A positive value applies to every call;
 	// it should stay well below the TTL, since a grant must be confirmed
-	// within the lease's validity.
+	// within the lease's validity. When fewer than a majority answered a
+	// grant, a renewal or a token write-back within it (as when the
+	// calling process stalls), the members that did not are asked once
+	// more, until TTL/3 (or the member timeout, if longer) after the
+	// first requests.
 	MemberTimeout time.Duration
 }
 
@@ -217,6 +221,53 @@ func fanOut[T any](ctx context.Context, timeout time.Duration, idx []int, f func
 	return rs
 }
 
+// limit returns how long the requests of one call may take in all for a
+// lease of ttl, when fewer than a majority answered within the member
+// timeout (see fanOutMajority): TTL/3, or the member timeout if longer.
+func (d *Driver) limit(ttl time.Duration) time.Duration {
+	return max(d.memberTimeout(ttl), ttl/3)
+}
+
+// fanOutMajority is fanOut, which gives each member timeout, followed,
+// when fewer than need members answered (a grant, a refusal, ErrNotHeld or
+// a permanent error), by one more request to each member that did not,
+// for what is left of limit, counted from the first requests. The member
+// timeout keeps a member that is down from slowing every call once a
+// majority answered; when a majority did not, as when the calling process
+// or the network stalled for longer than the member timeout, the call
+// would fail anyway, and waiting longer for an answer is all it can do.
+// The requests it repeats must be idempotent for the same owner.
+func fanOutMajority[T any](ctx context.Context, timeout, limit time.Duration, need int, idx []int, f func(ctx context.Context, i int) (T, error)) []result[T] {
+	start := time.Now()
+	rs := fanOut(ctx, timeout, idx, f)
+	var again []int
+	for j, r := range rs {
+		if answered(r.err) {
+			need--
+		} else {
+			again = append(again, j)
+		}
+	}
+	left := limit - time.Since(start)
+	if need <= 0 || len(again) == 0 || left <= 0 || ctx.Err() != nil {
+		return rs
+	}
+	sub := make([]int, len(again))
+	for k, j := range again {
+		sub[k] = idx[j]
+	}
+	for k, r := range fanOut(ctx, left, sub, f) {
+		rs[again[k]] = r
+	}
+	return rs
+}
+
+// answered reports whether err, a member's reply, is an answer to the
+// request: nil, a refusal, ErrNotHeld, or a permanent error.
+func answered(err error) bool {
+	return err == nil || errors.Is(err, driver.ErrLocked) || errors.Is(err, driver.ErrNotHeld) || driver.IsPermanent(err)
+}
+
 // tally sorts member errors: how many were ErrNotHeld or ErrLocked, how
 // many permanent, and the joined error of the failed members.
 type tally struct {
@@ -363,16 +414,13 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	timeout := d.memberTimeout(req.TTL)
 	drift := Drift(req.TTL)
 	start := time.Now()
-	rs := fanOut(ctx, timeout, d.all, f)
+	rs := fanOutMajority(ctx, timeout, d.limit(req.TTL), d.quorum, d.all, f)
 
 	rs = d.settleSplit(ctx, req, start, timeout, rs, f)
 
 	t, granted := tallyOf(rs)
 	granted, doubted := d.sift(req.Key, req.Owner, rs, granted)
-	var token uint64
-	for _, i := range granted {
-		token = max(token, rs[i].v.Token)
-	}
+	token := d.token(rs, granted)
 	var why error
 	if len(granted) >= d.quorum {
 		confirmed := d.writeBack(ctx, timeout, req, token, rs, granted, &t)
@@ -402,20 +450,59 @@ func (d *Driver) acquire(ctx context.Context, op string, req driver.Request, f f
 	return driver.Lease{}, d.failure(ctx, op, req.Key, &t, why)
 }
 
+// token returns the token of the grants in rs of the members in granted:
+// of the tokens that a majority of them can hold (their own, or a lower
+// one that writeBack raises to it), the one that most of them hold
+// already, the highest on a tie. A new grant's members each grant a token
+// of their own, so it is the highest. A re-acquire by the holder finds
+// the holder's token on the members that kept its grant, while a member
+// whose grant came too late to count (its answer timed out), or that a
+// failed attempt gave its part back to, grants another, higher one:
+// taking that one would change the token of a lease the holder has, and
+// the members that hold the holder's token would no longer renew it.
+// With fewer than a majority granted it is the highest.
+func (d *Driver) token(rs []result[driver.Lease], granted []int) uint64 {
+	var best uint64
+	bestSame := 0
+	for _, i := range granted {
+		tok := rs[i].v.Token
+		same, upTo := 0, 0
+		for _, j := range granted {
+			switch u := rs[j].v.Token; {
+			case u == tok:
+				same++
+				upTo++
+			case u < tok:
+				upTo++
+			}
+		}
+		if upTo < min(d.quorum, len(granted)) {
+			continue
+		}
+		if same > bestSame || same == bestSame && tok > best {
+			best, bestSame = tok, same
+		}
+	}
+	return best
+}
+
 // writeBack writes token back to the members of granted that granted a
 // lower one, as a token floor (Request.MinToken), and returns the members
 // that hold the grant with token. A majority must hold it: it writes to as
 // few members as that takes, then, if some failed, to the others. A
 // member left with its own lower token takes the quorum's at the lease's
-// first renewal (see renew). A member whose hold took the token has it in
-// rs, so that a give-back names it (see giveBack); a failed write-back is
-// added to t.
+// first renewal (see renew). A member that granted a higher token (see
+// token) does not count: it keeps that grant, which Refresh does not
+// renew, until it expires or the lease is released. A member whose hold
+// took the token has it in rs, so that a give-back names it (see
+// giveBack); a failed write-back is added to t.
 func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req driver.Request, token uint64, rs []result[driver.Lease], granted []int, t *tally) (confirmed []int) {
 	var low []int
 	for _, i := range granted {
-		if rs[i].v.Token < token {
+		switch tok := rs[i].v.Token; {
+		case tok < token:
 			low = append(low, i)
-		} else {
+		case tok == token:
 			confirmed = append(confirmed, i)
 		}
 	}
@@ -423,7 +510,7 @@ func (d *Driver) writeBack(ctx context.Context, timeout time.Duration, req drive
 	for len(low) > 0 && len(confirmed) < d.quorum && ctx.Err() == nil {
 		batch := low[:min(d.quorum-len(confirmed), len(low))]
 		low = low[len(batch):]
-		wb := fanOut(ctx, timeout, batch, func(ctx context.Context, i int) (struct{}, error) {
+		wb := fanOutMajority(ctx, timeout, d.limit(req.TTL), len(batch), batch, func(ctx context.Context, i int) (struct{}, error) {
 			_, err := d.members[i].TryAcquire(ctx, floor)
 			return struct{}{}, err
 		})
@@ -495,7 +582,7 @@ func (d *Driver) Refresh(ctx context.Context, l driver.Lease) (driver.Lease, err
 	start := time.Now()
 	ml := l
 	ml.Start = time.Time{}
-	rs := fanOut(ctx, d.memberTimeout(l.TTL), d.all, func(ctx context.Context, i int) (driver.Lease, error) {
+	rs := fanOutMajority(ctx, d.memberTimeout(l.TTL), d.limit(l.TTL), d.quorum, d.all, func(ctx context.Context, i int) (driver.Lease, error) {
 		return d.renew(ctx, d.members[i], ml)
 	})
 	t, renewed := tallyOf(rs)

@@ -44,10 +44,19 @@ func run(listen, dir string) error {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
 	}
+	// _txlock=immediate: FerretDB's writes run in transactions, which
+	// SQLite begins DEFERRED by default: one that has read before it
+	// writes must take the write lock from inside a read transaction,
+	// and SQLite then answers SQLITE_BUSY, or SQLITE_BUSY_SNAPSHOT (517)
+	// when another write committed meanwhile, at once, without the busy
+	// timeout (FerretDB sets 10s) that would have waited. A burst of
+	// writes, as when the server continues after a SIGSTOP, returned
+	// "database is locked" to inserts, which MongoDB never does. BEGIN
+	// IMMEDIATE takes the write lock first, through the busy timeout.
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: listen},
 		Handler:   "sqlite",
-		SQLiteURL: "file:" + abs + "/",
+		SQLiteURL: "file:" + abs + "/?_txlock=immediate",
 	})
 	if err != nil {
 		return fmt.Errorf("ferretdb: %w", err)
