@@ -83,9 +83,14 @@
 //
 // A driver does not retry: the front-end retries a failed TryAcquire with
 // the same owner, and a failed Release until it lands or the lease is
-// gone. A driver repeats a request only when the backend says it was not
-// applied (a transaction rolled back by a deadlock, a compare-and-swap
-// that lost a race), within the call, and never after the call returned.
+// gone. A driver repeats a request only within the call, never after it
+// returned, and only when the backend says it was not applied (a
+// transaction rolled back by a deadlock, a compare-and-swap that lost a
+// race), or when a request that is idempotent for the owner (an acquire
+// by the owner, a renewal, a token floor; not a release) got no answer
+// within a part of the call's time that the driver gave it (a quorum
+// member's timeout, one attempt on a connection that may have broken
+// under it).
 //
 // That is a complete driver. With it alone the front-end supplies waiting
 // (TryAcquire again after a backoff capped by [LockedError.Remaining]),
