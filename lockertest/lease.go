@@ -358,16 +358,14 @@ func testContextCanceled(e *env) {
 func testWeirdKeys(e *env) {
 	ds := e.drivers(2)
 	keys := weirdKeys(e.prefix)
-	type hold struct {
-		d driver.Driver
-		l driver.Lease
-	}
-	holds := make([]hold, len(keys))
+	hs := &weirdHolds{e: e, keys: keys, holds: make([]weirdHold, len(keys))}
 	// All keys are held at once, each by its own owner: if two keys
 	// map to the same backend object, the second acquire fails.
 	for i, k := range keys {
+		hs.keep()
 		d := ds[i%len(ds)]
-		r := req(k, driver.Exclusive, e.long)
+		r := req(k, driver.Exclusive, e.outlast)
+		sent := time.Now()
 		l, err := d.TryAcquire(e.ctx, r)
 		if err != nil {
 			if errors.Is(err, driver.ErrLocked) {
@@ -378,10 +376,11 @@ func testWeirdKeys(e *env) {
 			continue
 		}
 		e.checkLease("TryAcquire", r, l)
-		holds[i] = hold{d, l}
+		hs.holds[i] = weirdHold{d: d, l: l, sent: sent}
 	}
 	for i, k := range keys {
-		if holds[i].d == nil {
+		hs.keep()
+		if hs.holds[i].d == nil {
 			continue
 		}
 		r := req(k, driver.Exclusive, e.long)
@@ -391,29 +390,73 @@ func testWeirdKeys(e *env) {
 			ds[(i+1)%len(ds)].Release(e.ctx, l)
 			continue
 		}
-		e.checkLocked(r, err, max(e.long, holds[i].l.TTL))
-		if _, err := holds[i].d.Refresh(e.ctx, holds[i].l); err != nil {
-			e.t.Errorf("Refresh(%q): %v", k, err)
+		e.checkLocked(r, err, max(e.outlast, hs.holds[i].l.TTL))
+		hs.renew(i)
+	}
+	hs.releaseAndRetake(ds)
+}
+
+// weirdHolds are testWeirdKeys' holds, one per key (d nil where the
+// grant failed).
+type weirdHolds struct {
+	e     *env
+	keys  []string
+	holds []weirdHold
+}
+
+type weirdHold struct {
+	d        driver.Driver
+	l        driver.Lease
+	sent     time.Time // of the last confirmed grant or renewal
+	released bool
+}
+
+// keep renews the holds granted or renewed half a TTL ago: the checks
+// need every hold alive. Their TTL outlasts the subtest unless the
+// driver's MaxTTL is shorter: going through all the keys takes 17s on
+// FerretDB, and up to a minute on a loaded machine, whose 20s leases
+// (the suite's long TTL there) then ran out before the second owner's
+// attempts, which the test reported as grants while the key was held.
+func (hs *weirdHolds) keep() {
+	for i, h := range hs.holds {
+		if h.d != nil && !h.released && time.Since(h.sent) >= hs.e.outlast/2 {
+			hs.renew(i)
 		}
 	}
-	// Release in reverse order, then take every key again, also in
-	// reverse order: tokens still grow per key.
-	for i := len(keys) - 1; i >= 0; i-- {
-		if h := holds[i]; h.d != nil {
+}
+
+// renew refreshes the hold of key i.
+func (hs *weirdHolds) renew(i int) {
+	h := &hs.holds[i]
+	sent := time.Now()
+	if _, err := h.d.Refresh(hs.e.ctx, h.l); err != nil {
+		hs.e.t.Errorf("Refresh(%q): %v", hs.keys[i], err)
+	}
+	h.sent = sent
+}
+
+// releaseAndRetake releases the holds in reverse order, then takes every
+// key again, also in reverse order: tokens still grow per key.
+func (hs *weirdHolds) releaseAndRetake(ds []driver.Driver) {
+	e := hs.e
+	for i := len(hs.keys) - 1; i >= 0; i-- {
+		hs.keep()
+		if h := hs.holds[i]; h.d != nil {
 			if err := h.d.Release(e.ctx, h.l); err != nil {
-				e.t.Errorf("Release(%q): %v", keys[i], err)
+				e.t.Errorf("Release(%q): %v", hs.keys[i], err)
 			}
+			hs.holds[i].released = true
 		}
 	}
-	for i := len(keys) - 1; i >= 0; i-- {
-		k := keys[i]
+	for i := len(hs.keys) - 1; i >= 0; i-- {
+		k := hs.keys[i]
 		d := ds[(i+1)%len(ds)]
 		l, err := d.TryAcquire(e.ctx, req(k, driver.Exclusive, e.long))
 		if err != nil {
 			e.t.Errorf("TryAcquire(%q) after its holder released it: %v", k, err)
 			continue
 		}
-		if h := holds[i]; h.d != nil && l.Token <= h.l.Token {
+		if h := hs.holds[i]; h.d != nil && l.Token <= h.l.Token {
 			e.t.Errorf("TryAcquire(%q) after a release returned token %d; want more than the earlier %d", k, l.Token, h.l.Token)
 		}
 		if err := d.Release(e.ctx, l); err != nil {

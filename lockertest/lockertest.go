@@ -392,6 +392,10 @@ type env struct {
 	short  time.Duration
 	medium time.Duration
 	long   time.Duration
+	// budget is how long the subtest may take before the watchdog
+	// cancels it; outlast, a TTL at least that long (unless the
+	// driver's MaxTTL is shorter).
+	budget, outlast time.Duration
 }
 
 func newEnv(t *testing.T, st suite) *env {
@@ -405,7 +409,10 @@ func newEnv(t *testing.T, st suite) *env {
 	e.medium = e.pickTTL(mediumFloor, lo, hi)
 	e.long = e.pickTTL(max(longFloor, 10*lo), lo, hi)
 	e.prefix = keyPrefix(t.Name())
-	setBudget(budget + 4*e.medium + 2*e.short + expiryGrace)
+	e.budget = budget + 4*e.medium + 2*e.short + expiryGrace
+	// Leases that outlast the subtest: the watchdog ends it first.
+	e.outlast = e.pickTTL(max(e.long, e.budget+hangGrace), lo, hi)
+	setBudget(e.budget)
 	return e
 }
 
