@@ -44,17 +44,25 @@ func (m *lagging) land(t *testing.T) {
 func laggingQuorum(t *testing.T) (driver.Driver, []*memdriver.Backend, []*lagging) {
 	t.Helper()
 	bs := newBackends(3)
-	ms := make([]*lagging, len(bs))
+	d, ms := wrappedQuorum(t, bs, func(m *memdriver.Driver) *lagging { return &lagging{Driver: m} })
+	return d, bs, ms
+}
+
+// wrappedQuorum returns a quorum, with a member timeout of 20ms, of the
+// drivers of bs each wrapped by wrap, and the wrapped members.
+func wrappedQuorum[M driver.Driver](t *testing.T, bs []*memdriver.Backend, wrap func(*memdriver.Driver) M) (driver.Driver, []M) {
+	t.Helper()
+	ms := make([]M, len(bs))
 	members := make([]driver.Driver, len(bs))
 	for i, b := range bs {
-		ms[i] = &lagging{Driver: b.Driver()}
+		ms[i] = wrap(b.Driver())
 		members[i] = ms[i]
 	}
 	d, err := quorumdriver.New(members, &quorumdriver.Options{MemberTimeout: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, bs, ms
+	return d, ms
 }
 
 // startLag makes m's releases lag until land.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/memdriver"
-	"github.com/go-locker/locker/driver/quorumdriver"
 )
 
 // mute is a member whose next answers to TryAcquire are lost: the request
@@ -32,17 +31,7 @@ func (m *mute) TryAcquire(ctx context.Context, req driver.Request) (driver.Lease
 // member timeout of 20ms, and the members.
 func muteQuorum(t *testing.T, bs []*memdriver.Backend) (driver.Driver, []*mute) {
 	t.Helper()
-	ms := make([]*mute, len(bs))
-	members := make([]driver.Driver, len(bs))
-	for i, b := range bs {
-		ms[i] = &mute{Driver: b.Driver()}
-		members[i] = ms[i]
-	}
-	d, err := quorumdriver.New(members, &quorumdriver.Options{MemberTimeout: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d, ms
+	return wrappedQuorum(t, bs, func(m *memdriver.Driver) *mute { return &mute{Driver: m} })
 }
 
 // reacquireKeeps checks that a re-acquire of r by its holder through d,
