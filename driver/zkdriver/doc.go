@@ -46,8 +46,8 @@
 // set Options.SessionTimeout, and the driver learns of an expiry from a
 // watch it keeps. A connection made with ConnOption (as Connect makes
 // it) also writes the requests queued together in one system call, where
-// go-zookeeper makes one per request (a fifth of the client's CPU with 16
-// calls in flight, in a CPU profile of bench's distinct-keys cell).
+// go-zookeeper makes one per request: with many calls in flight, the
+// larger part of the client's CPU.
 //
 // A disconnection is not a loss: the session, and the holds with it, may
 // survive it, and meanwhile the front-end's local deadline decides; a
