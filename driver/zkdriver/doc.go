@@ -44,10 +44,7 @@
 // only to the code that made the connection: the [Session]'s ConnOption
 // reads it; for a connection made without it (a discovery library's),
 // set Options.SessionTimeout, and the driver learns of an expiry from a
-// watch it keeps. A connection made with ConnOption (as Connect makes
-// it) also writes the requests queued together in one system call, where
-// go-zookeeper makes one per request: with many calls in flight, the
-// larger part of the client's CPU.
+// watch it keeps.
 //
 // A disconnection is not a loss: the session, and the holds with it, may
 // survive it, and meanwhile the front-end's local deadline decides; a

@@ -23,8 +23,7 @@ import (
 // event callback sees the connection closed. To use your own, set Dialer
 // and OnEvent rather than pass zk.WithDialer or zk.WithEventCallback. One
 // Session per connection. Its dialer also keeps the connection clear of
-// go-zookeeper v1.0.4's data race on the last zxid seen (see sniffConn),
-// and writes the requests queued together in one batch (batchWriter).
+// go-zookeeper v1.0.4's data race on the last zxid seen (see sniffConn).
 //
 // A connection made without it (say, by a service-discovery library) still
 // works: give New a nil Session and Options.SessionTimeout. The driver then
