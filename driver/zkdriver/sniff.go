@@ -21,7 +21,7 @@ func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, e
 	if err != nil {
 		return nil, err
 	}
-	return &sniffConn{Conn: c, s: s, w: newBatchWriter(c)}, nil
+	return &sniffConn{Conn: c, s: s}, nil
 }
 
 // sniffConn is a network connection of go-zookeeper made with a Session's
@@ -46,12 +46,10 @@ func (s *Session) dial(network, addr string, timeout time.Duration) (net.Conn, e
 //
 // Its reads go through a buffer: go-zookeeper reads a reply's length and
 // then its body, two system calls where one serves both, and the replies
-// that arrived together. Its writes after the connect request go through
-// a batchWriter.
+// that arrived together.
 type sniffConn struct {
 	net.Conn
 	s      *Session
-	w      *batchWriter
 	hs     []byte // the connect response read so far
 	hsDone bool   // read: replies follow
 	reply  replyHead
@@ -88,39 +86,14 @@ func (c *sniffConn) Write(p []byte) (int, error) {
 	case int32(binary.BigEndian.Uint32(p[opOff:])) == opSetWatches && len(p) >= setWatchesZxidOf+8:
 		return c.writeZxid(p, setWatchesZxidOf)
 	}
-	return c.write(p)
-}
-
-// write writes the connect request at once (go-zookeeper reads its answer
-// next) and queues the requests after it.
-func (c *sniffConn) write(p []byte) (int, error) {
-	if !c.hsDone {
-		return c.Conn.Write(p)
-	}
-	return c.w.Write(p)
+	return c.Conn.Write(p)
 }
 
 // writeZxid writes a copy of p with c.seen at off.
 func (c *sniffConn) writeZxid(p []byte, off int) (int, error) {
 	q := append([]byte(nil), p...)
 	binary.BigEndian.PutUint64(q[off:], uint64(c.seen))
-	return c.write(q)
-}
-
-// SetWriteDeadline sets the deadline of the connect request's write, and
-// after it the time each batch's write is given.
-func (c *sniffConn) SetWriteDeadline(t time.Time) error {
-	if !c.hsDone {
-		return c.Conn.SetWriteDeadline(t)
-	}
-	c.w.setDeadline(t)
-	return nil
-}
-
-// Close ends the batch writer and closes the connection.
-func (c *sniffConn) Close() error {
-	c.w.stop()
-	return c.Conn.Close()
+	return c.Conn.Write(q)
 }
 
 func (c *sniffConn) Read(p []byte) (int, error) {
