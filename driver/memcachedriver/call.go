@@ -2,6 +2,7 @@ package memcachedriver
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/go-locker/locker/driver"
 	"github.com/go-locker/locker/driver/driverkit"
@@ -51,8 +52,19 @@ func call[T any](ctx context.Context, d *Driver, f func(ctx context.Context) (T,
 		stop()
 		cancel()
 	}()
-	return driverkit.Call(ctx, func() (T, error) {
+	// driverkit.Call does not run f when ctx has ended before f begins
+	// (it may end after live): the count taken above is then given back
+	// here, and a goroutine that begins f too late does nothing.
+	var claimed atomic.Bool // by f, or here when f never begins
+	v, err := driverkit.Call(ctx, func() (T, error) {
+		if !claimed.CompareAndSwap(false, true) {
+			return zero, ctx.Err()
+		}
 		defer d.running.Done()
 		return f(ctx)
 	}, undo)
+	if err != nil && claimed.CompareAndSwap(false, true) {
+		d.running.Done()
+	}
+	return v, err
 }

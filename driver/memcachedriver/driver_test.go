@@ -459,3 +459,49 @@ func TestAbandonedAcquire(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// endingCtx is a context that ends between its first look and its
+// second: Err is nil once, then context.Canceled; Done is closed.
+type endingCtx struct {
+	context.Context
+	looks int
+	done  chan struct{}
+}
+
+func (c *endingCtx) Done() <-chan struct{} { return c.done }
+
+func (c *endingCtx) Err() error {
+	c.looks++
+	if c.looks == 1 {
+		return nil
+	}
+	return context.Canceled
+}
+
+// TestCloseAfterContextEndsAtStart: a call whose context ends after the
+// driver's first look at it, before its requests begin, returns the
+// context's error and leaves nothing for Close to wait for. (Close waited
+// forever for such a call, which never ran: the conformance suite's
+// ContextCanceled caught it under load.)
+func TestCloseAfterContextEndsAtStart(t *testing.T) {
+	d, err := memcachedriver.New(memcache.New("127.0.0.1:1"), nil) // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := &endingCtx{Context: context.Background(), done: make(chan struct{})}
+	close(ctx.done)
+	_, err = d.TryAcquire(ctx, driver.Request{Key: "k", Owner: "o", Mode: driver.Exclusive, TTL: ttl})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("TryAcquire = %v; want context.Canceled", err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		d.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waits 10s after the only call returned")
+	}
+}
