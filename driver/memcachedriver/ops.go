@@ -74,11 +74,28 @@ func (d *Driver) acquire(ctx context.Context, key, owner string, ttl int64) (uin
 			return tok, err
 		}
 		tok, again, err = d.seal(ctx, hk, fk, owner, nonce, ttl)
+		if err != nil && d.live(ctx) != nil {
+			// Stopped by the end of ctx or Close (the caller has
+			// returned): take back this round's claim rather than
+			// leave the key blocked until it expires.
+			d.dropClaim(hk, owner, nonce)
+		}
 		if !again {
 			return tok, err
 		}
 	}
 	return 0, errBusy
+}
+
+// dropClaim deletes hk if it still holds the pending record of owner's
+// round nonce. It is best effort: a claim it misses expires within
+// pendingExptime.
+func (d *Driver) dropClaim(hk, owner string, nonce uint64) {
+	it, r, err := d.gets(hk)
+	if err != nil || r.owner != owner || r.nonce != nonce || r.token != 0 {
+		return
+	}
+	_ = d.del(it)
 }
 
 // claim is the first step of a round of acquire: it claims hk for owner
@@ -256,9 +273,14 @@ func (d *Driver) Release(ctx context.Context, l driver.Lease) error {
 func (d *Driver) releaseOnce(ctx context.Context, l driver.Lease) error {
 	hk, _ := itemKeys(d.prefix, l.Key)
 	mine := func(r record) bool { return r.owner == l.Owner && (l.Abandoned || r.token == l.Token) }
-	return d.rewrite(ctx, hk, mine, func(it *memcache.Item, _ record) error {
-		return casResult(d.client.CompareAndSwap(&memcache.Item{Key: hk, Value: nil, Expiration: -1, CasID: it.CasID}))
-	})
+	return d.rewrite(ctx, hk, mine, func(it *memcache.Item, _ record) error { return d.del(it) })
+}
+
+// del deletes the item read as it unless it changed since: memcached's
+// delete takes no CAS id, so a compare-and-swap stores an item that has
+// already expired.
+func (d *Driver) del(it *memcache.Item) error {
+	return casResult(d.client.CompareAndSwap(&memcache.Item{Key: it.Key, Value: nil, Expiration: -1, CasID: it.CasID}))
 }
 
 // rewrite reads the hold item hk and, if mine accepts its record, replaces
