@@ -76,9 +76,9 @@
 // Timeout (default 500ms) and nothing else. Every call of the driver
 // returns as soon as its context ends, with the context's error; the
 // request under way ends within the client's Timeout, and may still be
-// applied: an abandoned acquire may leave a pending hold (gone within a
-// second) or a grant, which the driver gives back once the request
-// returns, and the front-end's cleanup Release removes too. The driver
+// applied: an abandoned acquire may leave a pending hold or a grant,
+// which the driver takes back once the request returns, and the
+// front-end's cleanup Release removes too. The driver
 // does not retry a failed call: package locker does.
 //
 // Set the client's Timeout well below the TTL (the default suits TTLs of
