@@ -34,7 +34,7 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 			}
 			continue
 		}
-		if d.ctxBound || ctx.Done() == nil {
+		if d.ctxBound || ctx.Done() == nil || d.directAll(chunk) {
 			d.refreshChunk(ctx, chunk, cerrs)
 		} else {
 			d.refreshBounded(ctx, chunk, cerrs)
@@ -44,6 +44,21 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	return errs
 }
 
+// directAll reports whether the nodes of all of ls's keys are bound (see
+// nodeBinding.direct), so that their pipelines end by their context's
+// deadline.
+func (d *Driver) directAll(ls []driver.Lease) bool {
+	if d.nodes == nil {
+		return false
+	}
+	for _, l := range ls {
+		if !d.nodes.direct(d.base(l.Key)) {
+			return false
+		}
+	}
+	return true
+}
+
 // refreshBounded is refreshChunk for a client that ignores ctx's
 // deadline: it waits for the chunk in a goroutine that writes errors of
 // its own.
@@ -51,6 +66,7 @@ func (d *Driver) refreshBounded(ctx context.Context, chunk []driver.Lease, errs 
 	got, err := bounded(ctx, func() ([]error, error) {
 		e := make([]error, len(chunk))
 		d.refreshChunk(ctx, chunk, e)
+		d.nodes.done(errors.Join(e...))
 		return e, nil
 	})
 	for i, l := range chunk {
@@ -103,9 +119,15 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 		}
 		groups[node] = append(groups[node], it)
 	}
+	// The last group on the caller's goroutine.
 	var wg sync.WaitGroup
+	n := 0
 	for node, its := range groups {
-		wg.Go(func() { d.refreshItems(ctx, node, its, ls, errs, d.replicas > 0) })
+		if n++; n < len(groups) {
+			wg.Go(func() { d.refreshItems(ctx, node, its, ls, errs, d.replicas > 0) })
+		} else {
+			d.refreshItems(ctx, node, its, ls, errs, d.replicas > 0)
+		}
 	}
 	wg.Wait()
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 	"weak"
 
 	"github.com/redis/go-redis/v9"
@@ -141,3 +143,104 @@ type refuse struct{}
 
 func (refuse) Allow() error       { return errors.New("redisdriver: not sent") }
 func (refuse) ReportResult(error) {}
+
+// A *redis.ClusterClient or *redis.Ring made without ContextTimeoutEnabled
+// sends each command through the *redis.Client of the node (or shard)
+// that serves its key. The driver binds those node clients as it binds a
+// *redis.Client: the ones the cluster or ring creates from then on as they
+// are created (OnNewNode, registered once per client), and the others when
+// a call is first routed to them. A call is sent on the caller's goroutine
+// when the node that serves its key is known without a round trip and is
+// bound: always on a Ring; on a ClusterClient once a call of the driver has
+// loaded the slot map and command table, which the first call does on a
+// goroutine of its own (see nodeBinding.direct). A call that the cluster
+// redirects (MOVED, after a failover or a resharding) goes to the node
+// redirected to, which the cluster creates, and so binds, if it is new.
+
+// nodeBinding binds the node clients of a ClusterClient or Ring made
+// without ContextTimeoutEnabled; a nil *nodeBinding binds nothing.
+type nodeBinding struct {
+	cluster *redis.ClusterClient // or
+	ring    *redis.Ring
+	// loaded is set once a call of the driver's, on a goroutine of its
+	// own, has come back from the cluster: its slot map and command table
+	// are loaded, so MasterForKey answers without a round trip.
+	loaded atomic.Bool
+}
+
+// bindNodes returns the nodeBinding of client, or nil when client is not a
+// ClusterClient or Ring, or when node clients cannot be bound (a go-redis
+// whose clones share their parent's options or keep its hooks, so that no
+// hook of the node client's can divert the driver's commands).
+func bindNodes(client redis.UniversalClient) *nodeBinding {
+	if !cloneDiverts() {
+		return nil
+	}
+	var b nodeBinding
+	switch c := client.(type) {
+	case *redis.ClusterClient:
+		b.cluster = c
+		bindNew(c)
+	case *redis.Ring:
+		b.ring = c
+		bindNew(c)
+	default:
+		return nil
+	}
+	return &b
+}
+
+// bindNew has c bind each node client it creates, once per c however
+// many drivers use it.
+func bindNew[T any, P interface {
+	*T
+	OnNewNode(func(*redis.Client))
+}](c P) {
+	k := weak.Make((*T)(c))
+	if _, dup := nodesBound.LoadOrStore(k, true); !dup {
+		c.OnNewNode(func(n *redis.Client) { bind(n) })
+		runtime.AddCleanup((*T)(c), func(k weak.Pointer[T]) { nodesBound.Delete(k) }, k)
+	}
+}
+
+// nodesBound holds the ClusterClients and Rings (weakly) whose new nodes
+// are bound.
+var nodesBound sync.Map
+
+// direct reports whether the call for key may be sent on the caller's
+// goroutine: the client of the node that serves key, known without a
+// round trip, is bound (and is bound now if it was not).
+func (b *nodeBinding) direct(key string) bool {
+	if b == nil {
+		return false
+	}
+	var node *redis.Client
+	var err error
+	switch {
+	case b.ring != nil:
+		node, err = b.ring.GetShardClientForKey(key)
+	case b.loaded.Load():
+		// The slot map is loaded: MasterForKey reads it without a
+		// round trip (a stale map is reloaded in the background).
+		node, err = b.cluster.MasterForKey(context.Background(), key)
+	default:
+		return false
+	}
+	return err == nil && bind(node).bounded
+}
+
+// done notes that a call routed through the cluster came back with err.
+func (b *nodeBinding) done(err error) {
+	if b != nil && err == nil {
+		b.loaded.Store(true)
+	}
+}
+
+// cloneDiverts reports whether bind makes a clone bounded by its calls'
+// contexts and diverts the driver's commands to it with a hook of the
+// client's own.
+var cloneDiverts = sync.OnceValue(func() bool {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	return c.WithTimeout(time.Second).Options() != c.Options() && !clonesKeepHooks()
+})

@@ -36,6 +36,9 @@ import (
 //     reconnect) during the grants, so that the replica is promoted
 //     without the holds: they are lost, and the test reports whether the
 //     holder learnt of the loss before the poller acquired.
+//   - unacked-default-options: unacked, over ClusterClients made with
+//     go-redis's default options (no ContextTimeoutEnabled), whose node
+//     clients the drivers bind (the promoted replica's too).
 //
 // In every variant tokens must increase (the poller's grant is above the
 // holder's), holds on the other masters' slots must survive, and in the
@@ -43,17 +46,22 @@ import (
 // believes it holds it. The figures go to SAFETY.md.
 func TestClusterFailover(t *testing.T) {
 	drivertest.Long(t, "starts three clusters of six servers and fails each over")
-	for _, v := range []struct {
-		name        string
-		replicas    int
-		lag, strict bool
-	}{
-		{"acked", 1, false, true},
-		{"unacked", 0, false, false},
-		{"unacked-lagging", 0, true, false},
+	for _, v := range []failoverVariant{
+		{"acked", 1, false, true, false},
+		{"unacked", 0, false, false, false},
+		{"unacked-lagging", 0, true, false, false},
+		{"unacked-default-options", 0, false, false, true},
 	} {
-		t.Run(v.name, func(t *testing.T) { clusterFailover(t, v.replicas, v.lag, v.strict) })
+		t.Run(v.name, func(t *testing.T) { clusterFailover(t, v) })
 	}
+}
+
+// failoverVariant is a variant of TestClusterFailover.
+type failoverVariant struct {
+	name          string
+	replicas      int
+	lag, strict   bool
+	defaultClient bool // ClusterClients made without ContextTimeoutEnabled
 }
 
 // keyOutcome is what happened to one held key.
@@ -67,14 +75,19 @@ type keyOutcome struct {
 	lastErr  error // the poller's last refusal or failure
 }
 
-func clusterFailover(t *testing.T, replicas int, lag, strict bool) {
+func clusterFailover(t *testing.T, v failoverVariant) {
+	replicas, lag, strict := v.replicas, v.lag, v.strict
 	cl := testserver.RedisClusterHA(t, 3)
 	// Runs after the clients' Close: go-redis's redials of the dead
 	// master end a second later.
 	t.Cleanup(func() { waitGoroutinesGone(t, "internal/pool.(*ConnPool).tryDial", 5*time.Second) })
 	victim, victimReplica := cl.Masters[1], cl.Replicas[1]
 	lo, hi := 16384/3, 2*16384/3-1 // Masters[1]'s slots
-	hc, pc := newClusterClient(t, cl.Addrs()...), newClusterClient(t, cl.Addrs()...)
+	newClient := newClusterClient
+	if v.defaultClient {
+		newClient = defaultClusterClient
+	}
+	hc, pc := newClient(t, cl.Addrs()...), newClient(t, cl.Addrs()...)
 	holder := ackedDriver(t, hc, replicas, time.Second)
 	poller := newDriver(t, pc)
 	// Load the clients' slot maps and command tables before the faults:

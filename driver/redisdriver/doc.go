@@ -109,10 +109,18 @@
 // at its context's deadline, reached through a hook the driver adds to the
 // client once, so that hooks added to the client before New still see the
 // driver's commands (hooks added later do not). A ClusterClient or Ring
-// cannot be cloned so: create it with ContextTimeoutEnabled: true, or the
-// driver waits for each call that has a deadline on a goroutine of its
-// own. A call that its deadline ended fails with an error wrapping the
-// context's error; one whose context is already done fails at once. Over
+// made with default options is handled through its node clients: the
+// driver binds each node's *redis.Client as above, the nodes created
+// later as they are created (OnNewNode) and the others when a call is
+// first routed to them, so that calls go through the cluster's or ring's
+// hooks and then the node's, on the caller's goroutine. On a
+// ClusterClient, a Driver's calls wait on a goroutine of their own until
+// one of them has loaded the slot map (the first call, usually), and a
+// call that a change of the slot map sends to another node than the one
+// it was checked against (during a failover) is bounded by that node's
+// own timeouts. A call that its deadline ended fails with an error
+// wrapping the context's error; one whose context is already done fails
+// at once. Over
 // a *redis.Client the driver has at most PoolSize calls under way, and
 // after a call timed out its calls wait for the answer to one PING, so a
 // server that stopped answering costs a dial per PING, not per call.

@@ -69,6 +69,15 @@ func newClusterClient(t *testing.T, addrs ...string) *redis.ClusterClient {
 	return c
 }
 
+// defaultClusterClient is newClusterClient with go-redis's default options
+// (no ContextTimeoutEnabled).
+func defaultClusterClient(t *testing.T, addrs ...string) *redis.ClusterClient {
+	t.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func newDriver(t *testing.T, c redis.UniversalClient) *redisdriver.Driver {
 	t.Helper()
 	d, err := redisdriver.New(c, nil)

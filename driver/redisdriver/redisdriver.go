@@ -77,10 +77,11 @@ type Driver struct {
 	prefix  string
 	// ctxBound is true when the client bounds its calls by their
 	// context's deadline (ContextTimeoutEnabled, or a *redis.Client, see
-	// bind); otherwise (a ClusterClient or Ring made without it)
-	// the driver waits for each call in a goroutine of its own (see
-	// bounded).
+	// bind). Otherwise (a ClusterClient or Ring made without it) nodes
+	// binds its node clients, and a call whose node is not bound yet
+	// waits in a goroutine of its own (see bounded).
 	ctxBound bool
+	nodes    *nodeBinding
 	// replicas and replicaTimeout are Options.Replicas and
 	// Options.ReplicaTimeout (defaulted).
 	replicas       int
@@ -168,7 +169,11 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 		b := bind(c)
 		client, direct, ctxBound, guarded = b.client, b.pubsub, b.bounded, b.bounded
 	}
-	d := &Driver{client: client, direct: direct, guarded: guarded, prefix: prefix, ctxBound: ctxBound,
+	var nodes *nodeBinding
+	if !ctxBound {
+		nodes = bindNodes(client)
+	}
+	d := &Driver{client: client, direct: direct, guarded: guarded, prefix: prefix, ctxBound: ctxBound, nodes: nodes,
 		replicas: o.Replicas, replicaTimeout: o.ReplicaTimeout,
 		queued: make(map[string]*queuedOwner)}
 	var id [8]byte

@@ -52,7 +52,7 @@ func (d *Driver) runAck(ctx context.Context, s *script, args []any) (res any, ac
 		return nil, nil, err
 	}
 	defer d.leave()
-	if d.ctxBound || ctx.Done() == nil {
+	if d.ctxBound || ctx.Done() == nil || d.nodes.direct(args[argKey].(string)) {
 		return d.runAck1(ctx, s, args)
 	}
 	type acked struct {
@@ -61,6 +61,7 @@ func (d *Driver) runAck(ctx context.Context, s *script, args []any) (res any, ac
 	}
 	r, err := bounded(ctx, func() (acked, error) {
 		res, ackErr, err := d.runAck1(ctx, s, args)
+		d.nodes.done(err)
 		return acked{res, ackErr}, err
 	})
 	return r.res, r.ackErr, err

@@ -20,6 +20,10 @@ import (
 // goroutine without a frame of this package's tests: a goroutine of the
 // driver's, not the caller's.
 type tripCounter struct {
+	// scripts: count only the round trips of scripts (the driver's), not
+	// those the client makes itself (a connection's handshake, a
+	// cluster's slot map).
+	scripts  bool
 	mu       sync.Mutex
 	trips    []string
 	detached []string
@@ -42,6 +46,9 @@ func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 func (c *tripCounter) add(s string) {
+	if c.scripts && !strings.Contains(s, "eval") {
+		return
+	}
 	buf := make([]byte, 64<<10)
 	onCaller := false
 	for _, line := range strings.Split(string(buf[:runtime.Stack(buf, false)]), "\n") {

@@ -120,10 +120,14 @@ func (d *Driver) run(ctx context.Context, s *script, args []any) (any, error) {
 		return nil, err
 	}
 	defer d.leave()
-	if d.ctxBound || ctx.Done() == nil {
+	if d.ctxBound || ctx.Done() == nil || d.nodes.direct(args[argKey].(string)) {
 		return d.run1(ctx, s, args)
 	}
-	return bounded(ctx, func() (any, error) { return d.run1(ctx, s, args) })
+	return bounded(ctx, func() (any, error) {
+		res, err := d.run1(ctx, s, args)
+		d.nodes.done(err)
+		return res, err
+	})
 }
 
 func (d *Driver) run1(ctx context.Context, s *script, args []any) (any, error) {

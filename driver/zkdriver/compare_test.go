@@ -8,23 +8,14 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-locker/locker"
 	"github.com/go-locker/locker/driver/zkdriver"
+	"github.com/go-locker/locker/internal/drivertest"
 	"github.com/go-zookeeper/zk"
 )
-
-// cpuTime returns the process's user and system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // EnvCompare, set to "1", runs TestCompareZKLock.
 const envCompare = "LOCKER_ZK_COMPARE"
@@ -123,7 +114,7 @@ func runUncontended(t *testing.T, systems []*pairSystem, results map[string][]un
 		for _, sy := range systems {
 			runtime.ReadMemStats(&ms0)
 			w0 := sy.cnt.writes.Load()
-			c0 := cpuTime()
+			c0 := drivertest.CPUTime()
 			b0 := time.Now()
 			for range 20 {
 				t0 := time.Now()
@@ -136,7 +127,7 @@ func runUncontended(t *testing.T, systems []*pairSystem, results map[string][]un
 				sy.lat = append(sy.lat, time.Since(t0))
 			}
 			sy.busy += time.Since(b0)
-			sy.cpu += cpuTime() - c0
+			sy.cpu += drivertest.CPUTime() - c0
 			sy.writes += sy.cnt.writes.Load() - w0
 			runtime.ReadMemStats(&ms1)
 			sy.mallocs += ms1.Mallocs - ms0.Mallocs
