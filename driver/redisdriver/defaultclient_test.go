@@ -47,19 +47,7 @@ func defaultClient(t *testing.T, addr string) (*redis.Client, *tripCounter) {
 func TestDefaultOptionsClient(t *testing.T) {
 	c, h := defaultClient(t, realServer(t).Addr)
 	d := newDriver(t, c)
-	k := uniqueKey(t, "k")
-	l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, 10*time.Second))
-	if _, err := d.Refresh(ctxT(t), l); err != nil {
-		t.Fatal(err)
-	}
-	for _, err := range d.RefreshBatch(ctxT(t), []driver.Lease{l}) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := d.Release(ctxT(t), l); err != nil {
-		t.Fatal(err)
-	}
+	exercise(t, d, uniqueKey(t, "k"))
 	h.checkOnCaller(t, "evalsha", "pipeline")
 	if c.Options().ContextTimeoutEnabled {
 		t.Error("New turned on ContextTimeoutEnabled in the client's options")
@@ -74,23 +62,8 @@ func TestDefaultOptionsClientPausedServer(t *testing.T) {
 	srv := privateServer(t)
 	c, h := defaultClient(t, srv.Addr)
 	d := newDriver(t, c)
-	k := uniqueKey(t, "k")
-	l := mustAcquire(t, d, req(k, owner(), driver.Exclusive, 30*time.Second))
-	if err := srv.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	calls := allCalls(d, l, k+"/fresh")
-	drivertest.CheckStalled(t, calls[:4]) // the calls that go through the client's hooks
-	if err := srv.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "Refresh after the pause", 10*time.Second, func() error {
-		_, err := d.Refresh(ctxT(t), l)
-		return err
-	})
-	if err := d.Release(ctxT(t), l); err != nil {
-		t.Fatal(err)
-	}
+	l := mustAcquire(t, d, req(uniqueKey(t, "k"), owner(), driver.Exclusive, 30*time.Second))
+	stallDefault(t, srv, d, l)
 	h.checkOnCaller(t, "evalsha", "pipeline")
 }
 
