@@ -28,7 +28,7 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 	}
 	for start, end := range driverkit.Chunks(len(ls), batchChunk, nil) {
 		chunk, cerrs := ls[start:end], errs[start:end]
-		if err := d.admit(ctx); err != nil {
+		if err := d.guard.admit(ctx); err != nil {
 			for i, l := range chunk {
 				cerrs[i] = opError("refresh", l.Key, err)
 			}
@@ -39,20 +39,19 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		} else {
 			d.refreshBounded(ctx, chunk, cerrs)
 		}
-		d.leave()
+		d.guard.leave()
 	}
 	return errs
 }
 
 // directAll reports whether the nodes of all of ls's keys are bound (see
-// nodeBinding.direct), so that their pipelines end by their context's
-// deadline.
+// route), so that their pipelines end by their context's deadline.
 func (d *Driver) directAll(ls []driver.Lease) bool {
 	if d.nodes == nil {
 		return false
 	}
 	for _, l := range ls {
-		if !d.nodes.direct(d.base(l.Key)) {
+		if _, ok := d.route(d.base(l.Key)); !ok {
 			return false
 		}
 	}
@@ -100,7 +99,7 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 		for j := range items {
 			its[j] = &items[j]
 		}
-		d.refreshItems(ctx, d.client, its, ls, errs, false)
+		d.refreshItems(ctx, d.client, d.guard, its, ls, errs, false)
 		return
 	}
 	// One pipeline per master, in parallel: WAIT counts the writes of
@@ -124,18 +123,37 @@ func (d *Driver) refreshChunk(ctx context.Context, ls []driver.Lease, errs []err
 	n := 0
 	for node, its := range groups {
 		if n++; n < len(groups) {
-			wg.Go(func() { d.refreshItems(ctx, node, its, ls, errs, d.replicas > 0) })
+			wg.Go(func() { d.refreshNode(ctx, node, its, ls, errs) })
 		} else {
-			d.refreshItems(ctx, node, its, ls, errs, d.replicas > 0)
+			d.refreshNode(ctx, node, its, ls, errs)
 		}
 	}
 	wg.Wait()
 }
 
+// refreshNode is refreshItems for the items of one node client. On a
+// ClusterClient the node's stall guard admits the pipeline; a *redis.Client's
+// was taken by RefreshBatch.
+func (d *Driver) refreshNode(ctx context.Context, node *redis.Client, items []*batchItem, ls []driver.Lease, errs []error) {
+	g := d.guard
+	if g == nil {
+		g = guardOf(node)
+		if err := g.admit(ctx); err != nil {
+			for _, it := range items {
+				errs[it.i] = opError("refresh", ls[it.i].Key, err)
+			}
+			return
+		}
+		defer g.leave()
+	}
+	d.refreshItems(ctx, node, g, items, ls, errs, d.replicas > 0)
+}
+
 // refreshItems sends the refreshes of items in one pipeline of c, followed
 // by WAIT when wait is true, and again, with EVAL, those whose script the
-// server did not have. It sets the errors of ls's leases in errs.
-func (d *Driver) refreshItems(ctx context.Context, c redis.UniversalClient, items []*batchItem, ls []driver.Lease, errs []error, wait bool) {
+// server did not have; g, c's stall guard, counts the outcome. It sets the
+// errors of ls's leases in errs.
+func (d *Driver) refreshItems(ctx context.Context, c redis.UniversalClient, g *guard, items []*batchItem, ls []driver.Lease, errs []error, wait bool) {
 	var timeout int64
 	if wait {
 		timeout = d.waitTimeout(ctx)
@@ -178,7 +196,7 @@ func (d *Driver) refreshItems(ctx context.Context, c redis.UniversalClient, item
 			ackErr = d.ackError(ctx, w2, timeout)
 		}
 	}
-	d.suspect(ctx, items[0].cmd.Err())
+	g.suspect(ctx, items[0].cmd.Err())
 	for _, it := range items {
 		res, err := it.cmd.Result()
 		d.failed(err)

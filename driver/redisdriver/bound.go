@@ -157,33 +157,41 @@ func (refuse) ReportResult(error) {}
 // redirects (MOVED, after a failover or a resharding) goes to the node
 // redirected to, which the cluster creates, and so binds, if it is new.
 
-// nodeBinding binds the node clients of a ClusterClient or Ring made
-// without ContextTimeoutEnabled; a nil *nodeBinding binds nothing.
+// nodeBinding finds the node clients of a ClusterClient or Ring, which the
+// driver binds when the client was made without ContextTimeoutEnabled; a
+// nil *nodeBinding finds none.
 type nodeBinding struct {
 	cluster *redis.ClusterClient // or
 	ring    *redis.Ring
-	// loaded is set once a call of the driver's, on a goroutine of its
-	// own, has come back from the cluster: its slot map and command table
-	// are loaded, so MasterForKey answers without a round trip.
+	// loaded is set once a call of the driver's has come back from the
+	// cluster: its slot map and command table are loaded, so that
+	// MasterForKey answers without a round trip.
 	loaded atomic.Bool
 }
 
-// bindNodes returns the nodeBinding of client, or nil when client is not a
-// ClusterClient or Ring, or when node clients cannot be bound (a go-redis
-// whose clones share their parent's options or keep its hooks, so that no
-// hook of the node client's can divert the driver's commands).
-func bindNodes(client redis.UniversalClient) *nodeBinding {
-	if !cloneDiverts() {
+// bindNodes returns the nodeBinding of client, whose calls are bounded by
+// their contexts when ctxBound is true, or nil when client is not a
+// ClusterClient or Ring, or when its node clients cannot be bound (a
+// go-redis whose clones share their parent's options or keep its hooks,
+// so that no hook of the node client's can divert the driver's commands).
+// Without ctxBound it has the cluster or ring bind each node client it
+// creates.
+func bindNodes(client redis.UniversalClient, ctxBound bool) *nodeBinding {
+	if !ctxBound && !cloneDiverts() {
 		return nil
 	}
 	var b nodeBinding
 	switch c := client.(type) {
 	case *redis.ClusterClient:
 		b.cluster = c
-		bindNew(c)
+		if !ctxBound {
+			bindNew(c)
+		}
 	case *redis.Ring:
 		b.ring = c
-		bindNew(c)
+		if !ctxBound {
+			bindNew(c)
+		}
 	default:
 		return nil
 	}
@@ -207,12 +215,12 @@ func bindNew[T any, P interface {
 // are bound.
 var nodesBound sync.Map
 
-// direct reports whether the call for key may be sent on the caller's
-// goroutine: the client of the node that serves key, known without a
-// round trip, is bound (and is bound now if it was not).
-func (b *nodeBinding) direct(key string) bool {
+// node returns the client of the node (or shard) that serves key, when it
+// is known without a round trip: always on a Ring; on a ClusterClient once
+// its slot map is loaded (a stale map is reloaded in the background).
+func (b *nodeBinding) node(key string) *redis.Client {
 	if b == nil {
-		return false
+		return nil
 	}
 	var node *redis.Client
 	var err error
@@ -220,18 +228,17 @@ func (b *nodeBinding) direct(key string) bool {
 	case b.ring != nil:
 		node, err = b.ring.GetShardClientForKey(key)
 	case b.loaded.Load():
-		// The slot map is loaded: MasterForKey reads it without a
-		// round trip (a stale map is reloaded in the background).
 		node, err = b.cluster.MasterForKey(context.Background(), key)
-	default:
-		return false
 	}
-	return err == nil && bind(node).bounded
+	if err != nil {
+		return nil
+	}
+	return node
 }
 
 // done notes that a call routed through the cluster came back with err.
 func (b *nodeBinding) done(err error) {
-	if b != nil && err == nil {
+	if b != nil && err == nil && !b.loaded.Load() {
 		b.loaded.Store(true)
 	}
 }

@@ -120,10 +120,14 @@
 // it was checked against (during a failover) is bounded by that node's
 // own timeouts. A call that its deadline ended fails with an error
 // wrapping the context's error; one whose context is already done fails
-// at once. Over
-// a *redis.Client the driver has at most PoolSize calls under way, and
-// after a call timed out its calls wait for the answer to one PING, so a
-// server that stopped answering costs a dial per PING, not per call.
+// at once.
+//
+// A call cut short by its deadline costs go-redis its connection. So the
+// calls through one *redis.Client (the client itself, or a node's or
+// shard's of a ClusterClient or Ring), from all the drivers that use it,
+// are at most its PoolSize at a time, and after three in a row timed out
+// they wait for the answer to one PING: a server that stopped answering
+// costs a dial per PING, not per call.
 //
 // The subscriptions of one Driver's waiters share one [redis.PubSub]
 // connection and one goroutine, ended 200 ms after the last subscription

@@ -194,10 +194,8 @@ func (d *Driver) subscribeChan(ctx context.Context, h *hub, key string) *chanEnt
 // rather than in the first SUBSCRIBE, which is written under d.mu.
 func (d *Driver) dialPubSub(ctx context.Context) (*redis.PubSub, error) {
 	// While the stall guard's PING is out, wait for it rather than dial.
-	if p := d.stall.Load(); p != nil {
-		if err := d.await(ctx, p); err != nil {
-			return nil, err
-		}
+	if err := d.guard.wait(ctx); err != nil {
+		return nil, err
 	}
 	// Without channels, Subscribe creates the PubSub without connecting.
 	ps := d.direct.Subscribe(context.WithoutCancel(ctx))
@@ -209,7 +207,7 @@ func (d *Driver) dialPubSub(ctx context.Context) (*redis.PubSub, error) {
 		_, err = bounded(ctx, ping)
 	}
 	if err != nil {
-		d.suspect(ctx, err)
+		d.guard.suspect(ctx, err)
 		// Close waits for an abandoned PING to end.
 		go func() { _ = ps.Close() }()
 		return nil, err

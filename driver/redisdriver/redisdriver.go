@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-locker/locker/driver"
@@ -62,19 +61,13 @@ type Options struct {
 type Driver struct {
 	client redis.UniversalClient
 	// direct is client, or its clone bounded by the calls' contexts (see
-	// bind): it opens the driver's pub/sub connections and sends the
-	// stall guard's PINGs (see admit).
+	// bind): it opens the driver's pub/sub connections.
 	direct redis.UniversalClient
-	// guarded is true for a *redis.Client: its calls take one of slots
-	// and wait while a PING of the stall guard is out (see admit). stall
-	// is the PING out, or the last one if it went unanswered, or nil.
-	// cut counts the calls in a row cut short by their deadlines (see
-	// suspect).
-	guarded bool
-	slots   chan struct{}
-	stall   atomic.Pointer[probe]
-	cut     atomic.Int32
-	prefix  string
+	// guard is the stall guard of a *redis.Client (see admit); nil for
+	// a ClusterClient or Ring, whose nodes have guards of their own
+	// (see route), or a client whose calls wait on goroutines.
+	guard  *guard
+	prefix string
 	// ctxBound is true when the client bounds its calls by their
 	// context's deadline (ContextTimeoutEnabled, or a *redis.Client, see
 	// bind). Otherwise (a ClusterClient or Ring made without it) nodes
@@ -164,16 +157,15 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 		o.ReplicaTimeout = DefaultReplicaTimeout
 	}
 	direct, ctxBound := client, contextBound(client)
-	c, guarded := client.(*redis.Client)
-	if guarded && !ctxBound {
-		b := bind(c)
-		client, direct, ctxBound, guarded = b.client, b.pubsub, b.bounded, b.bounded
+	var g *guard
+	if c, ok := client.(*redis.Client); ok {
+		g = guardOf(c)
+		if !ctxBound {
+			b := bind(c)
+			client, direct, ctxBound = b.client, b.pubsub, b.bounded
+		}
 	}
-	var nodes *nodeBinding
-	if !ctxBound {
-		nodes = bindNodes(client)
-	}
-	d := &Driver{client: client, direct: direct, guarded: guarded, prefix: prefix, ctxBound: ctxBound, nodes: nodes,
+	d := &Driver{client: client, direct: direct, guard: g, prefix: prefix, ctxBound: ctxBound, nodes: bindNodes(client, ctxBound),
 		replicas: o.Replicas, replicaTimeout: o.ReplicaTimeout,
 		queued: make(map[string]*queuedOwner)}
 	var id [8]byte
@@ -181,9 +173,6 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 		return nil, fmt.Errorf("redisdriver: %w", err)
 	}
 	d.note = prefix + "notify:" + hex.EncodeToString(id[:])
-	if guarded {
-		d.slots = make(chan struct{}, max(c.Options().PoolSize, 1))
-	}
 	d.fan.OnClose = d.subClosed
 	if d.replicas > 0 {
 		switch client.(type) {

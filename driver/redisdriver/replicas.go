@@ -48,12 +48,16 @@ func (d *Driver) waitTimeout(ctx context.Context) int64 {
 // trip and on the same connection. ackErr is nil when enough replicas
 // acknowledged the script's writes, and otherwise wraps ErrNotReplicated.
 func (d *Driver) runAck(ctx context.Context, s *script, args []any) (res any, ackErr, err error) {
-	if err := d.admit(ctx); err != nil {
+	g, direct := d.route(args[argKey].(string))
+	if err := g.admit(ctx); err != nil {
 		return nil, nil, err
 	}
-	defer d.leave()
-	if d.ctxBound || ctx.Done() == nil || d.nodes.direct(args[argKey].(string)) {
-		return d.runAck1(ctx, s, args)
+	defer g.leave()
+	if direct || ctx.Done() == nil {
+		res, ackErr, err = d.runAck1(ctx, s, args)
+		g.suspect(ctx, err)
+		d.nodes.done(err)
+		return res, ackErr, err
 	}
 	type acked struct {
 		res    any
@@ -82,7 +86,6 @@ func (d *Driver) runAck1(ctx context.Context, s *script, args []any) (res any, a
 		// A node client does not follow redirections: the cluster client
 		// learns where the slot went.
 		d.failed(err)
-		d.suspect(ctx, err)
 		return nil, nil, withCtx(ctx, err)
 	}
 	return res, d.ackError(ctx, wait, timeout), nil

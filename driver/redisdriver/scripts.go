@@ -116,18 +116,38 @@ func newCmd(ctx context.Context, args []any) *redis.Cmd {
 // the script (NOSCRIPT). It returns by ctx's deadline (see bounded), with
 // an error that wraps ctx's error when ctx ended the call.
 func (d *Driver) run(ctx context.Context, s *script, args []any) (any, error) {
-	if err := d.admit(ctx); err != nil {
+	g, direct := d.route(args[argKey].(string))
+	if err := g.admit(ctx); err != nil {
 		return nil, err
 	}
-	defer d.leave()
-	if d.ctxBound || ctx.Done() == nil || d.nodes.direct(args[argKey].(string)) {
-		return d.run1(ctx, s, args)
+	defer g.leave()
+	if direct || ctx.Done() == nil {
+		res, err := d.run1(ctx, s, args)
+		g.suspect(ctx, err)
+		d.nodes.done(err)
+		return res, err
 	}
 	return bounded(ctx, func() (any, error) {
 		res, err := d.run1(ctx, s, args)
 		d.nodes.done(err)
 		return res, err
 	})
+}
+
+// route returns the stall guard of the client that serves key (nil if
+// none: see guardOf) and whether a call for key may be sent on the
+// caller's goroutine: the client bounds it by its context's deadline, or
+// the node client that serves key is bound (see bind).
+func (d *Driver) route(key string) (*guard, bool) {
+	if d.guard != nil || d.nodes == nil {
+		return d.guard, d.ctxBound
+	}
+	node := d.nodes.node(key)
+	if node == nil {
+		return nil, d.ctxBound
+	}
+	g := guardOf(node) // binds node when it was made without ContextTimeoutEnabled
+	return g, d.ctxBound || g != nil
 }
 
 func (d *Driver) run1(ctx context.Context, s *script, args []any) (any, error) {
@@ -139,7 +159,6 @@ func (d *Driver) run1(ctx context.Context, s *script, args []any) (any, error) {
 	}
 	res, err := cmd.Result()
 	d.failed(err)
-	d.suspect(ctx, err)
 	return res, withCtx(ctx, err)
 }
 

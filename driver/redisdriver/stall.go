@@ -5,7 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
+	"weak"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A call that its context's deadline cuts short costs its connection:
@@ -14,15 +20,66 @@ import (
 // or the network black-holes it) every call would then dial, and
 // hundreds of processes' dials fill the server's accept queue, so that
 // connections made after it answers again wait for the kernel to retry
-// their SYN. So after stallAfter calls in a row of a *redis.Client
-// (standalone or Sentinel failover) were cut short by their deadlines,
-// the driver sends one PING, and its calls wait for the PING's reply
-// instead of sending: the server costs a dial per PING while it does not
-// answer, and the calls go on as soon as it answers. A PING that fails
-// otherwise (a refused dial, a closed client) lets the calls go on, to
-// fail on their own. The driver's calls under way are at most the
-// client's PoolSize (see admit), so that those that came before the
-// guard's PING do not dial either.
+// their SYN. So each *redis.Client the driver sends to (standalone,
+// Sentinel failover, or a node of a ClusterClient or Ring) has a stall
+// guard, shared by the drivers that use it: after stallAfter calls in a
+// row were cut short by their deadlines, it sends one PING, and the
+// calls wait for the PING's reply instead of sending: the server costs a
+// dial per PING while it does not answer, and the calls go on as soon as
+// it answers. A PING that fails otherwise (a refused dial, a closed
+// client) lets the calls go on, to fail on their own. The calls under way
+// through one client are at most its PoolSize (see admit), so that those
+// that came before the guard's PING do not dial either.
+
+// guard is the stall guard of one *redis.Client. Its methods do nothing
+// on a nil *guard (a client whose calls the driver waits for on
+// goroutines of their own).
+type guard struct {
+	// client is the client guarded (weakly: the guard, held by guards,
+	// must not keep it alive).
+	client weak.Pointer[redis.Client]
+	// slots holds a token for each call under way (see admit).
+	slots chan struct{}
+	// stall is the PING out, or the last one if it went unanswered, or
+	// nil. cut counts the calls in a row cut short by their deadlines
+	// (see suspect).
+	stall atomic.Pointer[probe]
+	cut   atomic.Int32
+}
+
+// guardOf returns the guard of c, made on the first call, or nil when the
+// driver cannot bound c's calls by their contexts on the caller's
+// goroutine (see bind).
+func guardOf(c *redis.Client) *guard {
+	k := weak.Make(c)
+	if g, ok := guards.Load(k); ok {
+		return g.(*guard)
+	}
+	if pinger(c) == nil {
+		return nil
+	}
+	g := &guard{client: k, slots: make(chan struct{}, max(c.Options().PoolSize, 1))}
+	if v, dup := guards.LoadOrStore(k, g); dup {
+		return v.(*guard)
+	}
+	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { guards.Delete(k) }, k)
+	return g
+}
+
+// guards maps each *redis.Client (weakly) to its guard.
+var guards sync.Map // weak.Pointer[redis.Client] -> *guard
+
+// pinger returns the client through which a PING to c's server is bounded
+// by its context: c, or its bound clone; nil if there is none.
+func pinger(c *redis.Client) redis.UniversalClient {
+	if c.Options().ContextTimeoutEnabled {
+		return c
+	}
+	if b := bind(c); b.bounded {
+		return b.pubsub
+	}
+	return nil
+}
 
 // probeTimeout bounds a PING of the stall guard (the client's read
 // timeout may bound it sooner).
@@ -39,51 +96,61 @@ type probe struct {
 }
 
 // admit returns nil when a call may be sent, and the caller must then
-// call leave when the call returns. On a guarded driver it first takes one
-// of the driver's slots (as many as the client's pool has connections),
+// call leave when the call returns. It first takes one of the guard's
+// slots (as many as the client's pool has connections),
 // so that calls wait here rather than in go-redis's pool, where a call
 // that gets its turn after a connection was closed dials a new one; then,
 // when a PING of the stall guard is out, it waits for it (sending another
 // if the last went unanswered). It returns an error wrapping ctx's if ctx
 // ends first, or the PING's error if the PING goes unanswered.
-func (d *Driver) admit(ctx context.Context) error {
-	if !d.guarded {
+func (g *guard) admit(ctx context.Context) error {
+	if g == nil {
 		return nil
 	}
 	select {
-	case d.slots <- struct{}{}:
+	case g.slots <- struct{}{}:
 	default:
 		select {
-		case d.slots <- struct{}{}:
+		case g.slots <- struct{}{}:
 		case <-ctx.Done():
-			return fmt.Errorf("%w: waiting for one of the driver's %d slots", ctx.Err(), cap(d.slots))
+			return fmt.Errorf("%w: waiting for one of the client's %d slots", ctx.Err(), cap(g.slots))
 		}
 	}
-	if p := d.stall.Load(); p != nil {
-		if err := d.await(ctx, p); err != nil {
-			<-d.slots
-			return err
-		}
+	if err := g.wait(ctx); err != nil {
+		<-g.slots
+		return err
+	}
+	return nil
+}
+
+// wait waits for the PING of the stall guard, if one is out, as admit
+// does.
+func (g *guard) wait(ctx context.Context) error {
+	if g == nil {
+		return nil
+	}
+	if p := g.stall.Load(); p != nil {
+		return g.await(ctx, p)
 	}
 	return nil
 }
 
 // leave gives back the slot of a call that admit admitted.
-func (d *Driver) leave() {
-	if d.guarded {
-		<-d.slots
+func (g *guard) leave() {
+	if g != nil {
+		<-g.slots
 	}
 }
 
 // await waits for p, the PING out or the last one, as admit does.
-func (d *Driver) await(ctx context.Context, p *probe) error {
+func (g *guard) await(ctx context.Context, p *probe) error {
 	select {
 	case <-p.done:
 		if p.err == nil {
 			return nil
 		}
 		// The last PING went unanswered: send another, and wait for it.
-		p = d.ping(p)
+		p = g.ping(p)
 	default:
 	}
 	select {
@@ -106,27 +173,27 @@ const stallAfter = 3
 // suspect counts err, the error of a call with ctx: a success ends a run
 // of calls cut short by their deadlines, and the stallAfter-th call of a
 // run sends a PING unless one is out.
-func (d *Driver) suspect(ctx context.Context, err error) {
-	if !d.guarded {
+func (g *guard) suspect(ctx context.Context, err error) {
+	if g == nil {
 		return
 	}
 	if err == nil || !errors.Is(withCtx(ctx, err), context.DeadlineExceeded) {
-		if d.cut.Load() != 0 {
-			d.cut.Store(0)
+		if g.cut.Load() != 0 {
+			g.cut.Store(0)
 		}
 		return
 	}
-	if d.cut.Add(1) >= stallAfter && d.stall.Load() == nil {
-		d.ping(nil)
+	if g.cut.Add(1) >= stallAfter && g.stall.Load() == nil {
+		g.ping(nil)
 	}
 }
 
 // ping replaces last, the PING out or nil, with a new PING, unless
 // another call replaced it first, and returns the PING out.
-func (d *Driver) ping(last *probe) *probe {
+func (g *guard) ping(last *probe) *probe {
 	p := &probe{done: make(chan struct{})}
-	if !d.stall.CompareAndSwap(last, p) {
-		if cur := d.stall.Load(); cur != nil {
+	if !g.stall.CompareAndSwap(last, p) {
+		if cur := g.stall.Load(); cur != nil {
 			return cur
 		}
 		return p.answered()
@@ -134,11 +201,14 @@ func (d *Driver) ping(last *probe) *probe {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 		defer cancel()
-		err := d.direct.Ping(ctx).Err()
+		err := redis.ErrClosed // the client is gone: nothing waits
+		if c := g.client.Value(); c != nil {
+			err = pinger(c).Ping(ctx).Err()
+		}
 		var ne net.Error
 		if err == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
 			err = nil
-			d.stall.CompareAndSwap(p, nil)
+			g.stall.CompareAndSwap(p, nil)
 		}
 		p.err = err
 		close(p.done)
