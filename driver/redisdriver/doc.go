@@ -118,7 +118,8 @@
 // one of them has loaded the slot map (the first call, usually), and a
 // call that a change of the slot map sends to another node than the one
 // it was checked against (during a failover) is bounded by that node's
-// own timeouts. A call that its deadline ended fails with an error
+// own timeouts if the node existed before New and no call was routed to
+// it since then. A call that its deadline ended fails with an error
 // wrapping the context's error; one whose context is already done fails
 // at once.
 //
