@@ -85,7 +85,9 @@ func testAcquireFIFO(e *env, ds []driver.Driver, acq func(int) driver.Acquirer) 
 	}()
 	for i := 1; i <= waiters; i++ {
 		r := req(key, driver.Exclusive, e.long)
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			l, err := acq(i).Acquire(ctx, r)
 			if err != nil {
 				grants <- grant{i: i, r: r, err: err}
@@ -100,7 +102,7 @@ func testAcquireFIFO(e *env, ds []driver.Driver, acq func(int) driver.Acquirer) 
 			if err := ds[i].Release(e.ctx, l); err != nil {
 				e.errorf("Release(%s) of a lease granted by Acquire: %v", fmtLease(l), err)
 			}
-		})
+		}()
 		if !e.sleep(queueGap) {
 			return false
 		}

@@ -208,12 +208,15 @@ func testCountedHammer(e *env) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	if in := claimed[driver.Inspector](e, e.d); in != nil {
-		wg.Go(func() { e.inspectCounted(in, key, limit, done) })
+		wg.Add(1)
+		go func() { defer wg.Done(); e.inspectCounted(in, key, limit, done) }()
 	}
 	var workersWG sync.WaitGroup
 	for w := range workers {
 		d := ds[w%len(ds)]
-		workersWG.Go(func() {
+		workersWG.Add(1)
+		go func() {
+			defer workersWG.Done()
 			for i := 0; i < rounds && time.Now().Before(stop) && e.ctx.Err() == nil; i++ {
 				r := counted(key, limit, 1+rand.Int64N(limit), e.long)
 				l, err := e.waitFor(d, r)
@@ -236,7 +239,7 @@ func testCountedHammer(e *env) {
 					return
 				}
 			}
-		})
+		}()
 	}
 	workersWG.Wait()
 	close(done)

@@ -43,11 +43,13 @@ func testMutexHammer(e *env) {
 	var wg sync.WaitGroup
 	for i := range clients * perClient {
 		m := locker.NewMutex(ds[i%clients], h.key, opts...)
-		wg.Go(func() { h.hammer(m, true) })
+		wg.Add(1)
+		go func() { defer wg.Done(); h.hammer(m, true) }()
 	}
 	common := locker.NewMutex(ds[0], h.key, opts...)
 	for range sharing {
-		wg.Go(func() { h.hammer(common, false) })
+		wg.Add(1)
+		go func() { defer wg.Done(); h.hammer(common, false) }()
 	}
 	wg.Wait()
 	if n := h.locks.Load(); int64(h.counter) != n {
@@ -163,11 +165,13 @@ func testRWMutexHammer(e *env) {
 	var rg, wg sync.WaitGroup
 	for i := range readers {
 		rw := locker.NewRWMutex(ds[i%clients], h.key, opts...)
-		rg.Go(func() { h.reader(rw) })
+		rg.Add(1)
+		go func() { defer rg.Done(); h.reader(rw) }()
 	}
 	for i := range writers {
 		rw := locker.NewRWMutex(ds[(i+1)%clients], h.key, opts...)
-		wg.Go(func() { h.writer(rw) })
+		wg.Add(1)
+		go func() { defer wg.Done(); h.writer(rw) }()
 	}
 	wg.Wait()
 	close(h.stopReaders)

@@ -31,11 +31,13 @@ func testExclusiveContention(e *env) {
 		for i := range results {
 			d := ds[i%clients]
 			r := req(key, driver.Exclusive, e.long)
-			wg.Go(func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				<-start
 				l, err := d.TryAcquire(e.ctx, r)
 				results[i] = result{d, r, l, err}
-			})
+			}()
 		}
 		close(start)
 		wg.Wait()
@@ -528,11 +530,13 @@ func testConcurrentMethods(e *env) {
 		if g%4 == 0 {
 			mode = driver.Exclusive
 		}
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for i := 0; i < iterations && e.ctx.Err() == nil; i++ {
 				e.concurrentRound(c, d, own, mode)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 }

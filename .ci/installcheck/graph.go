@@ -17,8 +17,9 @@ const userGoLine = "1.24"
 // graph checks, for every published driver module, that the module graph a
 // user gets by go get of the root module and that driver is the graph of
 // the modules the driver's packages import (its client) plus locker's own
-// modules: nothing that only locker's tests need, and no version the
-// client alone would not select. It prints both graphs' sizes and go lines.
+// modules: nothing that only locker's tests need, no version the client
+// alone would not select, and no higher go line than the client alone
+// leaves. It prints both graphs' sizes and go lines.
 func (c *check) graph() {
 	for _, m := range c.mods {
 		if !m.published || !strings.HasPrefix(m.dir, "driver/") {
@@ -51,6 +52,9 @@ func (c *check) graph() {
 			} else if av != v {
 				c.fail("a user of %s gets %s %s, where its client alone selects %s", m.path(), p, v, av)
 			}
+		}
+		if goWith != goAlone {
+			c.fail("a go %s user of %s gets go %s, where its client alone leaves go %s", userGoLine, m.path(), goWith, goAlone)
 		}
 		fmt.Printf("   %s: %d modules (its client alone: %d), go %s (client alone: go %s) from go %s\n",
 			m.dir, len(with), len(alone), goWith, goAlone, userGoLine)

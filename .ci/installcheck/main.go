@@ -7,7 +7,7 @@
 //     go.mod a user's go command accepts: no replace or exclude, its path
 //     under the root module's, our modules required at the release
 //     version, a go line that names no patch release (the root's at most
-//     1.25.0);
+//     1.24);
 //  2. packs each published module at that version with golang.org/x/mod/zip,
 //     as the module proxy does, into a file:// proxy (the layout of
 //     GOPROXY's protocol: @v/list, .info, .mod, .zip);

@@ -1,6 +1,6 @@
 module github.com/go-locker/locker/driver/zkdriver
 
-go 1.25.0
+go 1.24
 
 require (
 	github.com/go-locker/locker v0.1.0

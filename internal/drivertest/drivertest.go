@@ -132,7 +132,9 @@ func CheckStalled(tb testing.TB, calls []Call) {
 	tb.Helper()
 	var wg sync.WaitGroup
 	for _, c := range calls {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 			defer cancel()
 			probe := lag.Start()
@@ -146,7 +148,7 @@ func CheckStalled(tb testing.TB, calls []Call) {
 				tb.Errorf("%s with the server stalled returned after %v; want by its 600ms deadline (+50ms and twice the machine's timer lateness: %v)", c.Name, took, bound)
 			}
 			tb.Logf("%s with the server stalled: %v", c.Name, took.Round(time.Millisecond))
-		})
+		}()
 	}
 	wg.Wait()
 }

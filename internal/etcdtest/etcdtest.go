@@ -196,7 +196,8 @@ func (c *Cluster) startAll() error {
 	errs := make([]error, len(c.Members))
 	var wg sync.WaitGroup
 	for i, m := range c.Members {
-		wg.Go(func() { errs[i] = m.ready(runs[i]) })
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = m.ready(runs[i]) }()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -315,7 +316,8 @@ func (c *Cluster) Close() error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(c.Members))
 	for i, m := range c.Members {
-		wg.Go(func() { errs[i] = m.Close() })
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = m.Close() }()
 	}
 	wg.Wait()
 	return errors.Join(errs...)

@@ -108,7 +108,8 @@ func Run(t testing.TB, cfg Config) Result {
 		for gi := range cfg.Goroutines {
 			client := ci*cfg.Goroutines + gi
 			m := c.Mutex(cfg.Key, locker.WithTTL(cfg.TTL))
-			wg.Go(func() { r.contend(client, m) })
+			wg.Add(1)
+			go func() { defer wg.Done(); r.contend(client, m) }()
 		}
 	}
 	time.Sleep(cfg.Before)

@@ -203,7 +203,8 @@ func blackholeWaiting(e *env) {
 	net.Heal()
 	var wg sync.WaitGroup
 	for _, ch := range []<-chan *held{gb, gc} {
-		wg.Go(func() { e.finish(<-ch, e.ttl/10) })
+		wg.Add(1)
+		go func() { defer wg.Done(); e.finish(<-ch, e.ttl/10) }()
 	}
 	wg.Wait()
 }
@@ -255,7 +256,8 @@ func replyLossAcquire(e *env) {
 		failedAt := now()
 		net.Heal()
 		var wg sync.WaitGroup
-		wg.Go(func() { e.finish(ha, e.ttl/10) })
+		wg.Add(1)
+		go func() { defer wg.Done(); e.finish(ha, e.ttl/10) }()
 		hb := <-gb
 		check(ha, hb, failedAt)
 		e.finish(hb, e.ttl/10)
@@ -528,11 +530,14 @@ func (e *env) contend(actors []*actor, d time.Duration, nemesis func(stop <-chan
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	if nemesis != nil {
-		wg.Go(func() { nemesis(stop, newRand()) })
+		wg.Add(1)
+		go func() { defer wg.Done(); nemesis(stop, newRand()) }()
 	}
 	var lwg sync.WaitGroup
 	for _, a := range actors {
-		lwg.Go(func() {
+		lwg.Add(1)
+		go func() {
+			defer lwg.Done()
 			r := rand.New(rand.NewPCG(uint64(now()), uint64(a.id)))
 			for {
 				select {
@@ -554,7 +559,7 @@ func (e *env) contend(actors []*actor, d time.Duration, nemesis func(stop <-chan
 				hd.work(work)
 				_ = hd.unlock(nil)
 			}
-		})
+		}()
 	}
 	time.Sleep(d)
 	close(stop)

@@ -127,13 +127,15 @@ func runChild(cfg childConfig, dial Dialer, opts []locker.Option) error {
 	for i := range n {
 		id := cfg.ID + i
 		m := locker.NewMutex(d, cfg.Key, opts...)
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for first := true; first || (!cfg.Hold && time.Now().Before(stop)); first = false {
 				if !cio.round(cfg, id, m) && cfg.Hold {
 					return
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	cio.send(event{Ev: "exit"})
@@ -429,7 +431,8 @@ func contentionProcesses(e *env) {
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { e.nemesis(nets)(stop, newRand()) })
+	wg.Add(1)
+	go func() { defer wg.Done(); e.nemesis(nets)(stop, newRand()) }()
 	for _, c := range children {
 		c.wait()
 	}

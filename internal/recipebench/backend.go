@@ -76,7 +76,9 @@ func distinctKeys(b *testing.B, d driver.Driver) {
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for _, m := range ms {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for tickets.Add(1) <= int64(b.N) {
 				h, err := m.Acquire(ctx)
 				if err != nil {
@@ -88,7 +90,7 @@ func distinctKeys(b *testing.B, d driver.Driver) {
 					return
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	b.StopTimer()
@@ -120,7 +122,9 @@ func contend(b *testing.B, what string, acquire []func(context.Context) (release
 	b.ResetTimer()
 	var wg sync.WaitGroup
 	for i, acq := range acquire {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for tickets.Add(1) <= int64(b.N) {
 				t0 := time.Now()
 				h, err := acq(ctx)
@@ -142,7 +146,7 @@ func contend(b *testing.B, what string, acquire []func(context.Context) (release
 					return
 				}
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	b.StopTimer()
