@@ -34,7 +34,7 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 			}
 			continue
 		}
-		if d.ctxBound || ctx.Done() == nil || d.directAll(chunk) {
+		if d.ctxBound || ctx.Done() == nil || d.nodes.all() {
 			d.refreshChunk(ctx, chunk, cerrs)
 		} else {
 			d.refreshBounded(ctx, chunk, cerrs)
@@ -42,20 +42,6 @@ func (d *Driver) RefreshBatch(ctx context.Context, ls []driver.Lease) []error {
 		d.guard.leave()
 	}
 	return errs
-}
-
-// directAll reports whether the nodes of all of ls's keys are bound (see
-// route), so that their pipelines end by their context's deadline.
-func (d *Driver) directAll(ls []driver.Lease) bool {
-	if d.nodes == nil {
-		return false
-	}
-	for _, l := range ls {
-		if _, ok := d.route(d.base(l.Key)); !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // refreshBounded is refreshChunk for a client that ignores ctx's

@@ -31,8 +31,7 @@ import (
 // bind returns the binding of c, a *redis.Client made without
 // ContextTimeoutEnabled: the clients the driver calls.
 func bind(c *redis.Client) *binding {
-	e, _ := bound.LoadOrStore(weak.Make(c), new(binding))
-	b := e.(*binding)
+	b, _ := perClient(&bound, c, func() *binding { return new(binding) })
 	b.once.Do(func() { b.init(c) })
 	return b
 }
@@ -41,17 +40,36 @@ func bind(c *redis.Client) *binding {
 // client alive) to its binding.
 var bound sync.Map // weak.Pointer[redis.Client] -> *binding
 
+// perClient returns the value that m holds for c, storing fresh() the
+// first time; loaded is false for the call that stored it. m's keys are
+// weak pointers, so that an entry does not keep its client alive, and an
+// entry is deleted once its client is collected. A value must not refer
+// to its client but weakly.
+func perClient[T, V any](m *sync.Map, c *T, fresh func() V) (v V, loaded bool) {
+	k := weak.Make(c)
+	if e, ok := m.Load(k); ok {
+		return e.(V), true
+	}
+	e, loaded := m.LoadOrStore(k, fresh())
+	if !loaded {
+		runtime.AddCleanup(c, func(k weak.Pointer[T]) { m.Delete(k) }, k)
+	}
+	return e.(V), loaded
+}
+
 type binding struct {
 	once sync.Once
-	// client runs the driver's commands, pubsub its pub/sub connections
-	// (whose handshake a command hook does not see), both bounded by
-	// their contexts unless bounded is false (no clone could be made).
-	client, pubsub redis.UniversalClient
-	bounded        bool
+	// clone is the client's clone bounded by its calls' contexts, nil
+	// when none could be made. It opens the driver's pub/sub connections
+	// (whose handshake a command hook does not see). The driver sends its
+	// commands to the client, whose hook diverts them to the clone, or,
+	// when callClone is true, to the clone itself. A binding holds no
+	// reference to its client: bound would keep the client alive.
+	clone     *redis.Client
+	callClone bool
 }
 
 func (b *binding) init(c *redis.Client) {
-	b.client, b.pubsub = c, c
 	o := c.Options()
 	clone := c.WithTimeout(o.ReadTimeout)
 	co := clone.Options()
@@ -60,13 +78,10 @@ func (b *binding) init(c *redis.Client) {
 	}
 	co.WriteTimeout = o.WriteTimeout
 	co.ContextTimeoutEnabled = true
-	b.pubsub, b.bounded = clone, true
-	if clonesKeepHooks() {
-		b.client = clone
-	} else {
+	b.clone = clone
+	if b.callClone = clonesKeepHooks(); !b.callClone {
 		c.AddHook(divert{clone})
 	}
-	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { bound.Delete(k) }, weak.Make(c))
 }
 
 // divert is the hook that passes the driver's commands to the bounded
@@ -153,7 +168,7 @@ func (refuse) ReportResult(error) {}
 // when the node that serves its key is known without a round trip and is
 // bound: always on a Ring; on a ClusterClient once a call of the driver has
 // loaded the slot map and command table, which the first call does on a
-// goroutine of its own (see nodeBinding.direct). A call that the cluster
+// goroutine of its own (see Driver.route). A call that the cluster
 // redirects (MOVED, after a failover or a resharding) goes to the node
 // redirected to, which the cluster creates, and so binds, if it is new.
 
@@ -204,10 +219,8 @@ func bindNew[T any, P interface {
 	*T
 	OnNewNode(func(*redis.Client))
 }](c P) {
-	k := weak.Make((*T)(c))
-	if _, dup := nodesBound.LoadOrStore(k, true); !dup {
+	if _, loaded := perClient(&nodesBound, (*T)(c), func() bool { return true }); !loaded {
 		c.OnNewNode(func(n *redis.Client) { bind(n) })
-		runtime.AddCleanup((*T)(c), func(k weak.Pointer[T]) { nodesBound.Delete(k) }, k)
 	}
 }
 
@@ -234,6 +247,25 @@ func (b *nodeBinding) node(key string) *redis.Client {
 		return nil
 	}
 	return node
+}
+
+// all reports whether a batch's pipelines may be sent on the caller's
+// goroutine: on a ClusterClient once its slot map is loaded (refreshNode
+// binds each node it sends to), on a Ring once its live shards, which its
+// pipelines reach, are bound.
+func (b *nodeBinding) all() bool {
+	switch {
+	case b == nil:
+		return false
+	case b.ring != nil:
+		for _, s := range b.ring.GetShardClients() {
+			if guardOf(s) == nil { // binds s
+				return false
+			}
+		}
+		return true
+	}
+	return b.loaded.Load()
 }
 
 // done notes that a call routed through the cluster came back with err.

@@ -161,8 +161,12 @@ func New(client redis.UniversalClient, opts *Options) (*Driver, error) {
 	if c, ok := client.(*redis.Client); ok {
 		g = guardOf(c)
 		if !ctxBound {
-			b := bind(c)
-			client, direct, ctxBound = b.client, b.pubsub, b.bounded
+			if b := bind(c); b.clone != nil {
+				direct, ctxBound = b.clone, true
+				if b.callClone {
+					client = b.clone
+				}
+			}
 		}
 	}
 	d := &Driver{client: client, direct: direct, guard: g, prefix: prefix, ctxBound: ctxBound, nodes: bindNodes(client, ctxBound),

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,22 +50,16 @@ type guard struct {
 // driver cannot bound c's calls by their contexts on the caller's
 // goroutine (see bind).
 func guardOf(c *redis.Client) *guard {
-	k := weak.Make(c)
-	if g, ok := guards.Load(k); ok {
-		return g.(*guard)
-	}
-	if pinger(c) == nil {
-		return nil
-	}
-	g := &guard{client: k, slots: make(chan struct{}, max(c.Options().PoolSize, 1))}
-	if v, dup := guards.LoadOrStore(k, g); dup {
-		return v.(*guard)
-	}
-	runtime.AddCleanup(c, func(k weak.Pointer[redis.Client]) { guards.Delete(k) }, k)
+	g, _ := perClient(&guards, c, func() *guard {
+		if pinger(c) == nil {
+			return nil
+		}
+		return &guard{client: weak.Make(c), slots: make(chan struct{}, max(c.Options().PoolSize, 1))}
+	})
 	return g
 }
 
-// guards maps each *redis.Client (weakly) to its guard.
+// guards maps each *redis.Client (weakly) to its guard, or to nil.
 var guards sync.Map // weak.Pointer[redis.Client] -> *guard
 
 // pinger returns the client through which a PING to c's server is bounded
@@ -75,8 +68,8 @@ func pinger(c *redis.Client) redis.UniversalClient {
 	if c.Options().ContextTimeoutEnabled {
 		return c
 	}
-	if b := bind(c); b.bounded {
-		return b.pubsub
+	if b := bind(c); b.clone != nil {
+		return b.clone
 	}
 	return nil
 }
